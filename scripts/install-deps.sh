@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything faultline needs to build, test and run on Debian bookworm (as root).
+# Idempotent: re-running it only installs what is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git ca-certificates
+  protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc
+  libabsl-dev libpqxx-dev libpq-dev prometheus-cpp-dev libboost-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev
+  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
+  postgresql-15 postgresql-client-15
+  util-linux procps iproute2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The Debian postgresql package starts a default cluster on 5432; faultline never uses it
+# (tests and the local stack run throwaway clusters), so leave it alone.
