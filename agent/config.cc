@@ -1,0 +1,129 @@
+#include "agent/config.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "yaml-cpp/yaml.h"
+
+namespace faultline::agent {
+namespace {
+
+std::string Where(const YAML::Node& node) {
+  return absl::StrCat("line ", node.Mark().line + 1, ", column ", node.Mark().column + 1);
+}
+
+absl::Status Bad(const YAML::Node& node, const std::string& field, const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " (", Where(node), "): ", message));
+}
+
+bool ValidLabel(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
+                                             const std::string& running_release) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("line ", e.mark.line + 1, ", column ",
+                                                   e.mark.column + 1, ": ", e.msg));
+  }
+  if (!root.IsMap()) return absl::InvalidArgumentError("the config must be a YAML mapping");
+  static const std::set<std::string> kKnown = {"board", "labels", "work_dir", "workload_binary",
+                                               "cgroup_parent", "kernels"};
+  AgentConfig config;
+  try {
+    for (const auto& kv : root) {
+      std::string key = kv.first.as<std::string>();
+      if (!kKnown.count(key)) {
+        return Bad(kv.first, key, "unknown field (fields: board, labels, work_dir, "
+                                  "workload_binary, cgroup_parent, kernels)");
+      }
+    }
+    if (!root["board"] || !ValidLabel(root["board"].as<std::string>())) {
+      return Bad(root["board"] ? root["board"] : root, "board",
+                 "is required: 1..64 characters of letters, digits, '-', '_', '.'");
+    }
+    config.board = root["board"].as<std::string>();
+    if (root["labels"]) {
+      if (!root["labels"].IsMap()) return Bad(root["labels"], "labels", "must be a mapping");
+      for (const auto& kv : root["labels"]) {
+        config.labels[kv.first.as<std::string>()] = kv.second.as<std::string>();
+      }
+    }
+    if (root["work_dir"]) config.work_dir = root["work_dir"].as<std::string>();
+    if (root["workload_binary"]) config.workload_binary = root["workload_binary"].as<std::string>();
+    if (root["cgroup_parent"]) config.cgroup_parent = root["cgroup_parent"].as<std::string>();
+    if (config.work_dir.empty() || config.work_dir.front() != '/') {
+      return Bad(root["work_dir"], "work_dir", "must be an absolute path");
+    }
+    const YAML::Node kernels = root["kernels"];
+    if (!kernels || !kernels.IsSequence() || kernels.size() == 0) {
+      return Bad(kernels ? kernels : root, "kernels",
+                 "at least one kernel is required, e.g. [{label: vanilla, release: running}]");
+    }
+    std::set<std::string> labels;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const YAML::Node k = kernels[i];
+      std::string field = absl::StrCat("kernels[", i, "]");
+      if (!k.IsMap()) return Bad(k, field, "must be a mapping with label, release, boot");
+      KernelEntry e;
+      for (const auto& kv : k) {
+        std::string key = kv.first.as<std::string>();
+        if (key == "label") e.label = kv.second.as<std::string>();
+        else if (key == "release") e.release = kv.second.as<std::string>();
+        else if (key == "boot") e.boot = kv.second.as<std::string>();
+        else return Bad(kv.first, field + "." + key, "unknown field (label, release, boot)");
+      }
+      if (!ValidLabel(e.label)) {
+        return Bad(k, field + ".label", "is required: 1..64 of letters, digits, '-', '_', '.'");
+      }
+      if (!labels.insert(e.label).second) return Bad(k, field + ".label", "is listed twice");
+      if (e.release.empty()) return Bad(k, field + ".release", "is required (or 'running')");
+      if (e.release == "running") e.release = running_release;
+      static const std::set<std::string> kBoot = {"none", "kexec", "grub-reboot", "command"};
+      if (!kBoot.count(e.boot)) {
+        return Bad(k, field + ".boot", "must be one of none, kexec, grub-reboot, command");
+      }
+      config.kernels.push_back(std::move(e));
+    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("line ", e.mark.line + 1, ", column ",
+                                                   e.mark.column + 1, ": ", e.msg));
+  }
+  return config;
+}
+
+absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path,
+                                            const std::string& running_release) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto config = ParseAgentConfig(text.str(), running_release);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", config.status().message()));
+  }
+  return config;
+}
+
+std::string RunningKernelLabel(const AgentConfig& config, const std::string& running_release) {
+  for (const auto& k : config.kernels) {
+    if (k.release == running_release) return k.label;
+  }
+  return "";
+}
+
+}  // namespace faultline::agent

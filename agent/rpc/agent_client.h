@@ -1,0 +1,64 @@
+#pragma once
+// The agent's conversation with the controller: hello, long-poll for work, run it with
+// heartbeats, report the result (retrying until the controller acknowledges or refuses it).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "faultline/v1/agent.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace faultline::agent {
+
+struct RunReport {
+  bool succeeded = false;
+  std::string failure_reason;
+  v1::WorkloadResult result;
+};
+
+// Runs one assignment to the end (or until *cancel becomes true) and says how it went.
+using RunFunction = std::function<RunReport(const v1::Assignment&, std::atomic<bool>* cancel)>;
+
+struct AgentClientOptions {
+  v1::Board board;  // facts + kernels + labels, sent on hello
+  uint32_t acquire_wait_seconds = 30;
+  std::chrono::milliseconds min_backoff{500};
+  std::chrono::milliseconds max_backoff{10'000};
+};
+
+class AgentClient {
+ public:
+  AgentClient(AgentClientOptions options, std::shared_ptr<grpc::Channel> channel, RunFunction run);
+  // Serves until Stop(); returns 0.
+  int Serve();
+  // Thread-safe: interrupts waits and cancels the running workload.
+  void Stop();
+
+ private:
+  bool Hello();
+  // One AcquireWork long poll; false on RPC failure.
+  bool AcquireOnce(v1::Assignment* assignment, bool* got);
+  void Execute(const v1::Assignment& assignment);
+  void HeartbeatLoop(const v1::Assignment& assignment, std::atomic<bool>* cancel,
+                     std::atomic<bool>* done);
+  bool Report(const v1::ReportResultRequest& request);
+  void Backoff(int failures);
+  bool WaitFor(std::chrono::milliseconds d);  // false when stopping
+
+  AgentClientOptions options_;
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  RunFunction run_;
+  uint32_t heartbeat_seconds_ = 10;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  grpc::ClientContext* inflight_ = nullptr;  // the long poll to cancel on Stop
+  std::atomic<bool>* run_cancel_ = nullptr;
+};
+
+}  // namespace faultline::agent

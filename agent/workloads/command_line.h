@@ -1,0 +1,39 @@
+#pragma once
+// faultline-workload's command line:
+//   faultline-workload BENCHMARK [--KNOB VALUE ...] --duration 5s [--dir DIR]
+//       [--memory-max SIZE] [--memory-high SIZE] [--swap-max SIZE]
+//       [--cgroup-root DIR] [--cgroup-parent DIR] [--progress-fd N]
+// Knob flags may use dashes or underscores (--file-size, --file_size) and "--k=v".
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/sys/cgroup.h"
+#include "agent/workloads/workload.h"
+
+namespace faultline::workloads {
+
+struct WorkloadCommand {
+  bool help = false;
+  std::string benchmark;
+  ResolvedKnobs knobs;            // every knob of the benchmark, defaults filled in
+  uint32_t duration_seconds = 0;  // measured seconds (whole seconds)
+  std::string work_dir = "/tmp";
+  // With any limit set the workload makes its own memcg (for runs by hand).
+  sys::MemcgLimits limits;
+  bool own_cgroup = false;
+  sys::CgroupBackendOptions cgroup;
+  int progress_fd = -1;  // where per-second progress lines go (the runner's pipe)
+};
+
+inline constexpr uint32_t kMaxDurationSeconds = 7 * 24 * 3600;
+
+// Returns nullopt with a one-line *error naming the offending flag/knob and its limits.
+std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::string>& args,
+                                                    std::string* error);
+
+// Usage text listing the benchmarks and their knobs from the catalogue.
+std::string WorkloadUsage();
+
+}  // namespace faultline::workloads

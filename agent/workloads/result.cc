@@ -1,0 +1,101 @@
+#include "agent/workloads/result.h"
+
+#include "agent/workloads/json_writer.h"
+
+namespace faultline::workloads {
+namespace {
+
+// vmstat counters copied as deltas when the kernel has them (names vary by version:
+// workingset_refault split into _anon/_file in 5.9).
+constexpr const char* kVmstatDeltas[] = {
+    "pgfault",         "pgmajfault",         "pswpin",
+    "pswpout",         "workingset_refault", "workingset_refault_anon",
+    "workingset_refault_file", "workingset_activate_anon", "workingset_activate_file",
+    "oom_kill",        "pgscan_kswapd",      "pgscan_direct",
+    "pgscan_khugepaged", "pgscan_proactive", "pgsteal_kswapd",
+    "pgsteal_direct",  "pgsteal_khugepaged", "pgsteal_proactive",
+};
+
+// The by-source counters partition all scanning/stealing; pgscan_anon/_file split the
+// same pages again by type, so summing every pgscan_* would count pages twice.
+constexpr const char* kScanSources[] = {"kswapd", "direct", "khugepaged", "proactive"};
+
+double Seconds(const struct timeval& tv) {
+  return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+}
+
+double Delta(uint64_t start, uint64_t end) {
+  return end >= start ? static_cast<double>(end - start) : 0.0;  // counters never go back
+}
+
+}  // namespace
+
+std::string FormatWorkloadResultJson(const WorkloadResultData& result) {
+  JsonWriter json;
+  json.BeginObject();
+  json.Key("benchmark").String(result.benchmark);
+  json.Key("throughput_rounds_per_second").Double(result.throughput_rounds_per_second);
+  json.Key("rounds").Uint(result.rounds);
+  json.Key("duration_seconds").Double(result.duration_seconds);
+  json.Key("warmup_seconds").Double(result.warmup_seconds);
+  json.Key("samples").BeginArray();
+  for (const auto& s : result.samples) {
+    json.BeginObject().Key("second").Uint(s.second).Key("rounds").Uint(s.rounds).EndObject();
+  }
+  json.EndArray();
+  json.Key("params").BeginObject();
+  for (const auto& [k, v] : result.params) json.Key(k).String(v);
+  json.EndObject();
+  json.Key("counters").BeginObject();
+  for (const auto& [k, v] : result.counters) json.Key(k).Double(v);
+  json.EndObject();
+  json.Key("environment").BeginObject();
+  for (const auto& [k, v] : result.environment) json.Key(k).String(v);
+  json.EndObject();
+  json.EndObject();
+  return json.text();
+}
+
+CounterSnapshot TakeCounterSnapshot() {
+  CounterSnapshot snapshot;
+  if (auto vmstat = sys::ReadVmstat()) snapshot.vmstat = std::move(*vmstat);
+  ::getrusage(RUSAGE_SELF, &snapshot.usage);
+  snapshot.memory_pressure = sys::ReadMemoryPressure();
+  return snapshot;
+}
+
+std::map<std::string, double> CounterDeltas(const CounterSnapshot& start, const CounterSnapshot& end) {
+  std::map<std::string, double> out;
+  for (const char* name : kVmstatDeltas) {
+    auto a = start.vmstat.find(name);
+    auto b = end.vmstat.find(name);
+    if (a != start.vmstat.end() && b != end.vmstat.end()) out[name] = Delta(a->second, b->second);
+  }
+  for (const char* kind : {"pgscan", "pgsteal"}) {
+    double total = 0;
+    bool any = false;
+    for (const char* source : kScanSources) {
+      auto it = out.find(std::string(kind) + "_" + source);
+      if (it != out.end()) {
+        total += it->second;
+        any = true;
+      }
+    }
+    if (any) out[std::string(kind) + "_total"] = total;
+  }
+  const auto& u0 = start.usage;
+  const auto& u1 = end.usage;
+  out["rusage_minflt"] = Delta(static_cast<uint64_t>(u0.ru_minflt), static_cast<uint64_t>(u1.ru_minflt));
+  out["rusage_majflt"] = Delta(static_cast<uint64_t>(u0.ru_majflt), static_cast<uint64_t>(u1.ru_majflt));
+  out["rusage_nvcsw"] = Delta(static_cast<uint64_t>(u0.ru_nvcsw), static_cast<uint64_t>(u1.ru_nvcsw));
+  out["rusage_nivcsw"] = Delta(static_cast<uint64_t>(u0.ru_nivcsw), static_cast<uint64_t>(u1.ru_nivcsw));
+  out["rusage_utime_seconds"] = Seconds(u1.ru_utime) - Seconds(u0.ru_utime);
+  out["rusage_stime_seconds"] = Seconds(u1.ru_stime) - Seconds(u0.ru_stime);
+  if (start.memory_pressure && end.memory_pressure) {
+    out["psi_memory_some_us"] = Delta(start.memory_pressure->some_total_us, end.memory_pressure->some_total_us);
+    out["psi_memory_full_us"] = Delta(start.memory_pressure->full_total_us, end.memory_pressure->full_total_us);
+  }
+  return out;
+}
+
+}  // namespace faultline::workloads

@@ -1,0 +1,154 @@
+#include "agent/workloads/run_command.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "agent/sys/cgroup.h"
+#include "agent/sys/vmstat.h"
+#include "agent/workloads/exit_codes.h"
+#include "agent/workloads/result.h"
+#include "agent/workloads/workload.h"
+
+namespace faultline::workloads {
+namespace {
+
+// Puts the process back where it started before its own cgroup is destroyed (the cgroup
+// kills whatever is still inside, which would otherwise be us).
+class ScopedCgroupMembership {
+ public:
+  ScopedCgroupMembership(std::string original_dir) : original_dir_(std::move(original_dir)) {}
+  ~ScopedCgroupMembership() {
+    std::string ignored;
+    sys::MoveProcessToCgroupDir(original_dir_, ::getpid(), &ignored);
+  }
+  ScopedCgroupMembership(const ScopedCgroupMembership&) = delete;
+  ScopedCgroupMembership& operator=(const ScopedCgroupMembership&) = delete;
+
+ private:
+  std::string original_dir_;
+};
+
+void WriteProgress(int fd, const std::string& line) {
+  if (fd < 0) return;
+  // Best effort: a reader that went away must not fail the benchmark (SIGPIPE is ignored).
+  ssize_t n;
+  do {
+    n = ::write(fd, line.data(), line.size());
+  } while (n < 0 && errno == EINTR);
+}
+
+CommandOutput Fail(int exit_code, std::string error) {
+  CommandOutput out;
+  out.exit_code = exit_code;
+  out.error = std::move(error);
+  return out;
+}
+
+}  // namespace
+
+std::string FormatProgressStarted() { return "phase=started\n"; }
+
+std::string FormatProgressSecond(uint32_t second, uint64_t measured_rounds) {
+  return "phase=measuring second=" + std::to_string(second) +
+         " rounds=" + std::to_string(measured_rounds) + "\n";
+}
+
+CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
+                                 const std::atomic<bool>& interrupted) {
+  const BenchmarkSpec* spec = FindBenchmark(command.benchmark);
+  if (spec == nullptr) return Fail(kExitUsage, "unknown benchmark " + command.benchmark);
+  const bool swap_present = sys::HasSwap();
+  if (spec->requires_swap && !swap_present) {
+    return Fail(kExitNoSwap, "no swap: " + command.benchmark +
+                                 " needs an active swap device and /proc/swaps lists none "
+                                 "(e.g. set up zram: disksize, mkswap, swapon)");
+  }
+
+  std::map<std::string, std::string> environment;
+  std::optional<sys::MemoryCgroup> own_cgroup;
+  std::unique_ptr<ScopedCgroupMembership> membership;
+  if (command.own_cgroup) {
+    std::string error;
+    auto backend = sys::DetectCgroupBackend(command.cgroup, &error);
+    if (!backend) return Fail(kExitFailure, "memory limits given but " + error);
+    auto original = sys::CurrentCgroupDir(*backend, &error);
+    if (!original) return Fail(kExitFailure, error);
+    own_cgroup = sys::MemoryCgroup::Create(*backend, "manual-" + std::to_string(::getpid()),
+                                           command.limits, &error);
+    if (!own_cgroup) return Fail(kExitFailure, error);
+    // Join before anything is allocated, so every page the benchmark touches is charged
+    // to the limited cgroup.
+    if (!own_cgroup->AddProcess(::getpid(), &error)) return Fail(kExitFailure, error);
+    membership = std::make_unique<ScopedCgroupMembership>(*original);
+    for (const auto& [k, v] : own_cgroup->AppliedLimits()) environment[k] = v;
+  }
+
+  WorkloadOptions options;
+  options.work_dir = command.work_dir;
+  options.page_size = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::unique_ptr<Workload> workload = MakeWorkload(command.benchmark, command.knobs, options);
+  if (!workload) return Fail(kExitUsage, "no implementation for " + command.benchmark);
+  std::string error;
+  if (!workload->Prepare(interrupted, &error)) {
+    return Fail(interrupted.load() ? kExitInterrupted : kExitFailure, error);
+  }
+  if (interrupted.load()) return Fail(kExitInterrupted, "interrupted");
+
+  SamplingPlan plan;
+  plan.warmup = std::chrono::milliseconds(command.knobs.at("warmup").number);
+  plan.seconds = command.duration_seconds;
+  CounterSnapshot at_start, at_end;
+  HarnessHooks hooks;
+  hooks.threads_started = [&] { WriteProgress(command.progress_fd, FormatProgressStarted()); };
+  hooks.measurement_started = [&] { at_start = TakeCounterSnapshot(); };
+  hooks.second_done = [&](uint32_t second, uint64_t rounds) {
+    WriteProgress(command.progress_fd, FormatProgressSecond(second, rounds));
+  };
+  hooks.measurement_ended = [&] { at_end = TakeCounterSnapshot(); };
+  RealMonotonicClock clock(&interrupted);
+  HarnessResult run = RunHarness(workload->ThreadGroups(), plan, clock, hooks);
+  if (run.interrupted) return Fail(kExitInterrupted, "interrupted");
+  if (!run.ok) return Fail(kExitFailure, run.error);
+
+  WorkloadResultData result;
+  result.benchmark = command.benchmark;
+  result.throughput_rounds_per_second = run.sampling.throughput_rounds_per_second;
+  result.rounds = run.sampling.rounds;
+  result.duration_seconds = command.duration_seconds;
+  result.warmup_seconds = static_cast<double>(plan.warmup.count()) / 1000.0;
+  result.samples = run.sampling.samples;
+  for (const auto& [name, value] : command.knobs) result.params[name] = value.text;
+  result.counters = CounterDeltas(at_start, at_end);
+  for (const auto& [name, rounds] : run.helper_rounds) result.counters[name] = static_cast<double>(rounds);
+  result.counters["rounds_per_thread_min"] = static_cast<double>(run.min_thread_rounds);
+  result.counters["rounds_per_thread_max"] = static_cast<double>(run.max_thread_rounds);
+  result.counters["measured_elapsed_seconds"] =
+      std::chrono::duration<double>(run.sampling.measured_elapsed).count();
+
+  struct utsname uts;
+  if (::uname(&uts) == 0) {
+    environment["kernel_release"] = uts.release;
+    environment["arch"] = uts.machine;
+  }
+  environment["page_size"] = std::to_string(options.page_size);
+  environment["swap_present"] = swap_present ? "true" : "false";
+  environment["threads_started"] = std::to_string(run.threads_started);
+  {
+    std::string ignored;
+    if (auto backend = sys::DetectCgroupBackend(command.cgroup, &ignored)) {
+      if (auto dir = sys::CurrentCgroupDir(*backend, &ignored)) environment["memcg.current"] = *dir;
+    }
+  }
+  workload->DescribeEnvironment(&environment);
+  result.environment = std::move(environment);
+
+  CommandOutput out;
+  out.exit_code = kExitSuccess;
+  out.result_json = FormatWorkloadResultJson(result);
+  return out;
+}
+
+}  // namespace faultline::workloads

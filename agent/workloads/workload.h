@@ -1,0 +1,43 @@
+#pragma once
+// What a benchmark supplies to the harness: preparation (files, regions) and thread
+// groups. One small file per benchmark implements this.
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/workloads/harness.h"
+#include "services/common/benchmarks.h"
+
+namespace faultline::workloads {
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  // Creates files, maps and fills regions. Long loops check `interrupted` and give up
+  // with "interrupted" when it is set.
+  virtual bool Prepare(const std::atomic<bool>& interrupted, std::string* error) = 0;
+  // Thread groups to run; valid until the workload is destroyed (bodies refer to it).
+  virtual std::vector<ThreadGroup> ThreadGroups() = 0;
+  // Facts worth keeping with the result ("work_dir", "region_bytes", ...).
+  virtual void DescribeEnvironment(std::map<std::string, std::string>* environment) const {}
+};
+
+struct WorkloadOptions {
+  std::string work_dir = "/tmp";  // filemap-thrash creates its files here
+  size_t page_size = 0;           // sysconf(_SC_PAGESIZE); never assumed to be 4096
+};
+
+using ResolvedKnobs = std::map<std::string, KnobValue>;
+
+std::unique_ptr<Workload> MakeFilemapThrash(const ResolvedKnobs& knobs, const WorkloadOptions& options);
+std::unique_ptr<Workload> MakeSwapIn(const ResolvedKnobs& knobs, const WorkloadOptions& options);
+std::unique_ptr<Workload> MakeMmapWriterPressure(const ResolvedKnobs& knobs,
+                                                 const WorkloadOptions& options);
+
+// By catalogue name; nullptr for an unknown benchmark.
+std::unique_ptr<Workload> MakeWorkload(std::string_view benchmark, const ResolvedKnobs& knobs,
+                                       const WorkloadOptions& options);
+
+}  // namespace faultline::workloads

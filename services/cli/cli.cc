@@ -1,0 +1,297 @@
+#include "services/cli/cli.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
+#include <limits>
+#include <optional>
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/status/status.h"
+#include "services/cli/spec_file.h"
+#include "services/common/units.h"
+
+namespace faultline::cli {
+namespace {
+
+void PrintError(const CliEnv& env, std::string_view message) {
+  *env.err << "faultline: " << message << "\n" << std::flush;
+}
+
+int RpcFailed(const CliEnv& env, const grpc::Status& status) {
+  PrintError(env, FormatRpcError(status, env.controller));
+  return kExitFailure;
+}
+
+void SetDeadline(grpc::ClientContext* context, const CliEnv& env) {
+  context->set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
+}
+
+std::string OneLine(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') {
+      out += "; ";
+    } else if (c != '\r') {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  return out;
+}
+
+absl::StatusOr<v1::JobSpec> LoadSpec(const std::string& path) {
+  if (path != "-") return LoadJobSpecFile(path);
+  std::string text(std::istreambuf_iterator<char>(std::cin), {});
+  return LoadJobSpecFromString(text, "<stdin>");
+}
+
+// Progress on stderr: rewritten in place on a terminal, one line per update otherwise.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(const CliEnv& env) : env_(env) {}
+  ~ProgressPrinter() { Done(); }
+
+  void Update(const std::string& line) {
+    if (env_.err_is_tty) {
+      *env_.err << "\r" << line << "\x1b[K" << std::flush;
+      open_ = true;
+    } else if (line != last_) {
+      *env_.err << line << "\n" << std::flush;
+    }
+    last_ = line;
+  }
+
+  void Done() {
+    if (open_) *env_.err << "\n" << std::flush;
+    open_ = false;
+  }
+
+ private:
+  const CliEnv& env_;
+  std::string last_;
+  bool open_ = false;
+};
+
+}  // namespace
+
+std::string FormatRpcError(const grpc::Status& status, std::string_view controller) {
+  std::string out(absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())));
+  if (out.empty()) out = "CODE_" + std::to_string(static_cast<int>(status.error_code()));
+  std::string message = OneLine(status.error_message());
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    message = "cannot reach controller at " + std::string(controller) + (message.empty() ? "" : ": " + message);
+  }
+  if (!message.empty()) out += ": " + message;
+  return out;
+}
+
+int SubmitCommand(JobStub& stub, const CliEnv& env, const std::string& spec_path, bool wait) {
+  absl::StatusOr<v1::JobSpec> spec = LoadSpec(spec_path);
+  if (!spec.ok()) {
+    PrintError(env, OneLine(std::string(spec.status().message())));
+    return kExitUsage;
+  }
+  v1::SubmitJobRequest request;
+  *request.mutable_spec() = *std::move(spec);
+  v1::SubmitJobResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  if (grpc::Status status = stub.SubmitJob(&context, request, &response); !status.ok()) {
+    return RpcFailed(env, status);
+  }
+  *env.out << response.job_id() << "\n" << std::flush;
+  *env.err << "job " << response.job_id() << " submitted (" << response.runs() << " runs)\n" << std::flush;
+  if (!wait) return kExitOk;
+  return WatchCommand(stub, env, response.job_id());
+}
+
+int JobsCommand(JobStub& stub, const CliEnv& env, uint32_t limit) {
+  v1::ListJobsRequest request;
+  request.set_limit(limit);
+  v1::ListJobsResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  if (grpc::Status status = stub.ListJobs(&context, request, &response); !status.ok()) {
+    return RpcFailed(env, status);
+  }
+  if (response.jobs().empty()) {
+    *env.err << "no jobs\n";
+    return kExitOk;
+  }
+  *env.out << RenderPlainTable(JobsTable(response)) << std::flush;
+  return kExitOk;
+}
+
+int WatchCommand(JobStub& stub, const CliEnv& env, int64_t job_id) {
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  grpc::ClientContext context;  // no deadline: jobs run for as long as they run
+  std::unique_ptr<grpc::ClientReaderInterface<v1::JobProgress>> reader = stub.WatchJob(&context, request);
+  v1::JobProgress event;
+  std::optional<v1::JobProgress> last;
+  ProgressPrinter progress(env);
+  while (reader->Read(&event)) {
+    progress.Update(FormatProgressBar(event.runs()));
+    last = event;
+  }
+  progress.Done();
+  if (grpc::Status status = reader->Finish(); !status.ok()) return RpcFailed(env, status);
+
+  v1::JobState state = last ? last->state() : v1::JOB_STATE_UNSPECIFIED;
+  v1::RunCounts runs = last ? last->runs() : v1::RunCounts();
+  if (!IsFinalState(state)) {
+    // The stream ended without a final event (e.g. a controller handing over): ask.
+    v1::GetJobRequest get;
+    get.set_job_id(job_id);
+    v1::GetJobResponse job;
+    grpc::ClientContext get_context;
+    SetDeadline(&get_context, env);
+    if (grpc::Status status = stub.GetJob(&get_context, get, &job); !status.ok()) return RpcFailed(env, status);
+    state = job.job().state();
+    runs = job.job().runs();
+    if (!IsFinalState(state)) {
+      PrintError(env, "watch of job " + std::to_string(job_id) + " ended while the job is " + JobStateName(state));
+      return kExitFailure;
+    }
+  }
+  *env.err << FormatJobOutcome(job_id, state, runs) << "\n" << std::flush;
+  return state == v1::JOB_STATE_SUCCEEDED ? kExitOk : kExitFailure;
+}
+
+int ReportCommand(JobStub& stub, const CliEnv& env, int64_t job_id, ReportFormat format) {
+  v1::GetReportRequest request;
+  request.set_job_id(job_id);
+  v1::GetReportResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  if (grpc::Status status = stub.GetReport(&context, request, &response); !status.ok()) {
+    return RpcFailed(env, status);
+  }
+  *env.out << RenderReport(response, format) << std::flush;
+  return kExitOk;
+}
+
+int CancelCommand(JobStub& stub, const CliEnv& env, int64_t job_id) {
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  v1::CancelJobResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  if (grpc::Status status = stub.CancelJob(&context, request, &response); !status.ok()) {
+    return RpcFailed(env, status);
+  }
+  const v1::Job& job = response.job();
+  *env.out << "job " << job_id << " " << JobStateName(job.state()) << " (" << FinishedRuns(job.runs()) << "/"
+           << job.runs().total() << " runs finished)\n"
+           << std::flush;
+  return kExitOk;
+}
+
+int AgentsCommand(JobStub& stub, const CliEnv& env) {
+  v1::ListAgentsResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  if (grpc::Status status = stub.ListAgents(&context, v1::ListAgentsRequest(), &response); !status.ok()) {
+    return RpcFailed(env, status);
+  }
+  if (response.boards().empty()) {
+    *env.err << "no agents\n";
+    return kExitOk;
+  }
+  *env.out << RenderPlainTable(AgentsTable(response, std::chrono::system_clock::now())) << std::flush;
+  return kExitOk;
+}
+
+std::unique_ptr<JobStub> ConnectInsecure(const std::string& target) {
+  return v1::JobService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+}
+
+int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& connect) {
+  CLI::App app("Submit and follow faultline page-fault benchmark jobs.", "faultline");
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+  app.add_option("--controller", env.controller,
+                 "controller address HOST:PORT (default: $" + std::string(kControllerEnv) + " or " +
+                     std::string(kDefaultController) + ")");
+  app.set_version_flag("--version", "faultline " FAULTLINE_VERSION);
+
+  std::string spec_path;
+  bool wait = false;
+  CLI::App* submit = app.add_subcommand("submit", "submit a job spec file; prints the job id");
+  submit->add_option("SPEC", spec_path, "YAML job spec file ('-' for stdin)")->required();
+  submit->add_flag("--wait", wait, "watch the job to completion; exit 0 only if it succeeded");
+
+  uint32_t limit = 0;
+  CLI::App* jobs = app.add_subcommand("jobs", "list recent jobs");
+  jobs->add_option("--limit", limit, "at most N jobs (default: the controller's, 50)")
+      ->check(CLI::Range(1u, 100000u));
+
+  int64_t job_id = 0;
+  const CLI::Validator job_id_check(
+      [](std::string& text) -> std::string {
+        const std::optional<uint64_t> id = ParseUnsigned(text);
+        if (!id || *id == 0 || *id > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+          return "'" + text + "' is not a job id";
+        }
+        return "";
+      },
+      "ID");
+  auto add_job_arg = [&job_id, &job_id_check](CLI::App* sub) {
+    sub->add_option("JOB", job_id, "job id (as printed by submit)")->required()->check(job_id_check);
+  };
+  CLI::App* watch = app.add_subcommand("watch", "follow a job's progress; exit 0 only if it succeeded");
+  add_job_arg(watch);
+
+  std::string format_name = "table";
+  CLI::App* report = app.add_subcommand("report", "per matrix cell and kernel throughput of a job");
+  add_job_arg(report);
+  report->add_option("--format", format_name, "table, markdown or json")
+      ->check(CLI::IsMember({"table", "markdown", "json"}));
+
+  CLI::App* cancel = app.add_subcommand("cancel", "cancel a job's unfinished runs");
+  add_job_arg(cancel);
+
+  CLI::App* agents = app.add_subcommand("agents", "list the boards and their agents");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e, *env.out, *env.err);  // --help, --version
+    if (app.get_subcommands().empty() && !app.remaining().empty()) {
+      PrintError(env, "unknown command '" + app.remaining().front() + "' (see faultline --help)");
+      return kExitUsage;
+    }
+    PrintError(env, OneLine(e.what()) + " (see faultline --help)");
+    return kExitUsage;
+  }
+
+  std::unique_ptr<JobStub> stub = connect(env.controller);  // channels connect lazily
+  if (submit->parsed()) return SubmitCommand(*stub, env, spec_path, wait);
+  if (jobs->parsed()) return JobsCommand(*stub, env, limit);
+  if (watch->parsed()) return WatchCommand(*stub, env, job_id);
+  if (report->parsed()) return ReportCommand(*stub, env, job_id, *ParseReportFormat(format_name));
+  if (cancel->parsed()) return CancelCommand(*stub, env, job_id);
+  if (agents->parsed()) return AgentsCommand(*stub, env);
+  PrintError(env, "no command given (see faultline --help)");
+  return kExitUsage;
+}
+
+int Main(int argc, char** argv) {
+  CliEnv env;
+  env.out = &std::cout;
+  env.err = &std::cerr;
+  env.err_is_tty = isatty(STDERR_FILENO) == 1;
+  if (const char* controller = std::getenv(std::string(kControllerEnv).c_str()); controller && *controller) {
+    env.controller = controller;
+  }
+  return RunCli(argc, argv, std::move(env), ConnectInsecure);
+}
+
+}  // namespace faultline::cli

@@ -1,0 +1,68 @@
+#pragma once
+// The faultline CLI: a thin gRPC client of the controller's JobService.
+//
+//   faultline [--controller HOST:PORT] submit SPEC.yaml [--wait]
+//                                      jobs [--limit N]
+//                                      watch JOB
+//                                      report JOB [--format table|markdown|json]
+//                                      cancel JOB
+//                                      agents
+//
+// Errors are one line on stderr, "faultline: <message>"; exit codes are kExit* below.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include <grpcpp/support/status.h>
+
+#include "faultline/v1/job.grpc.pb.h"
+#include "services/cli/format.h"
+
+namespace faultline::cli {
+
+using JobStub = v1::JobService::StubInterface;
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // an RPC failed, or the watched job did not succeed
+inline constexpr int kExitUsage = 2;    // bad command line or spec file
+
+inline constexpr std::string_view kDefaultController = "localhost:50051";
+inline constexpr std::string_view kControllerEnv = "FAULTLINE_CONTROLLER";
+
+// Where commands write, and per-call settings.
+struct CliEnv {
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+  bool err_is_tty = false;  // progress updates in place (\r) instead of one line per event
+  std::string controller{kDefaultController};  // named in UNAVAILABLE errors
+  std::chrono::milliseconds rpc_timeout{10'000};  // deadline of each unary call (not watch)
+};
+
+// "INVALID_ARGUMENT: spec.duration: ..." (one line; UNAVAILABLE also names the controller).
+std::string FormatRpcError(const grpc::Status& status, std::string_view controller);
+
+// The subcommands. Each prints its output and errors and returns an exit code.
+// spec_path "-" reads the spec from stdin.
+int SubmitCommand(JobStub& stub, const CliEnv& env, const std::string& spec_path, bool wait);
+int JobsCommand(JobStub& stub, const CliEnv& env, uint32_t limit);
+int WatchCommand(JobStub& stub, const CliEnv& env, int64_t job_id);
+int ReportCommand(JobStub& stub, const CliEnv& env, int64_t job_id, ReportFormat format);
+int CancelCommand(JobStub& stub, const CliEnv& env, int64_t job_id);
+int AgentsCommand(JobStub& stub, const CliEnv& env);
+
+// Makes a stub for a controller address.
+using StubFactory = std::function<std::unique_ptr<JobStub>(const std::string& target)>;
+std::unique_ptr<JobStub> ConnectInsecure(const std::string& target);
+
+// Parses the command line and runs one subcommand. `env.controller` is the default
+// address (overridden by --controller); `connect` is called once, after parsing.
+int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& connect);
+
+// Everything main() needs: std::cout/std::cerr, FAULTLINE_CONTROLLER, insecure channels.
+int Main(int argc, char** argv);
+
+}  // namespace faultline::cli

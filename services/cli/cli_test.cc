@@ -1,0 +1,296 @@
+// The CLI commands end to end against an in-process fake JobService (no sockets).
+#include "services/cli/cli.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+namespace faultline::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+v1::RunCounts Counts(uint32_t total, uint32_t succeeded, uint32_t failed, uint32_t running) {
+  v1::RunCounts runs;
+  runs.set_total(total);
+  runs.set_succeeded(succeeded);
+  runs.set_failed(failed);
+  runs.set_running(running);
+  return runs;
+}
+
+v1::JobProgress Progress(v1::JobState state, v1::RunCounts runs) {
+  v1::JobProgress p;
+  p.set_job_id(42);
+  p.set_state(state);
+  *p.mutable_runs() = runs;
+  return p;
+}
+
+class FakeJobService final : public v1::JobService::Service {
+ public:
+  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
+                         v1::SubmitJobResponse* response) override {
+    std::lock_guard lock(mu);
+    submitted.push_back(request->spec());
+    if (request->spec().duration() == "0s") {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "spec.duration: must be at least 1s, got 0s");
+    }
+    response->set_job_id(42);
+    response->set_runs(6);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request, v1::GetJobResponse* response) override {
+    if (request->job_id() != 42) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job 7\nsecond line");
+    response->mutable_job()->set_id(42);
+    response->mutable_job()->set_state(get_job_state);
+    *response->mutable_job()->mutable_runs() = Counts(6, 6, 0, 0);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override {
+    last_limit = request->limit();
+    v1::Job* job = response->add_jobs();
+    job->set_id(42);
+    job->set_state(v1::JOB_STATE_RUNNING);
+    job->mutable_spec()->set_benchmark("filemap-thrash");
+    job->mutable_spec()->set_name("nightly");
+    *job->mutable_runs() = Counts(6, 3, 0, 1);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* request,
+                         v1::CancelJobResponse* response) override {
+    response->mutable_job()->set_id(request->job_id());
+    response->mutable_job()->set_state(v1::JOB_STATE_CANCELLED);
+    *response->mutable_job()->mutable_runs() = Counts(6, 3, 0, 0);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest* request,
+                        grpc::ServerWriter<v1::JobProgress>* writer) override {
+    if (request->job_id() != 42) return grpc::Status(grpc::StatusCode::NOT_FOUND, "job 7 not found");
+    for (const v1::JobProgress& event : watch_events) writer->Write(event);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetReport(grpc::ServerContext*, const v1::GetReportRequest* request,
+                         v1::GetReportResponse* response) override {
+    response->mutable_job()->set_id(request->job_id());
+    response->mutable_job()->mutable_spec()->set_benchmark("swap-in");
+    response->add_matrix_keys("writers");
+    v1::ReportRow* row = response->add_rows();
+    (*row->mutable_cell())["writers"] = "4";
+    row->set_kernel("vanilla");
+    row->set_n(3);
+    row->set_median(12596.234);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListAgents(grpc::ServerContext*, const v1::ListAgentsRequest*,
+                          v1::ListAgentsResponse* response) override {
+    v1::Board* board = response->add_boards();
+    board->set_name("desk-i7");
+    board->set_arch("x86_64");
+    board->set_cpu_count(20);
+    board->set_state("online");
+    return grpc::Status::OK;
+  }
+
+  std::mutex mu;
+  std::vector<v1::JobSpec> submitted;
+  std::vector<v1::JobProgress> watch_events;
+  v1::JobState get_job_state = v1::JOB_STATE_SUCCEEDED;
+  uint32_t last_limit = 0;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  int Run(std::vector<std::string> args, bool tty = false) {
+    out_.str("");
+    err_.str("");
+    std::vector<const char*> argv = {"faultline"};
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    CliEnv env;
+    env.out = &out_;
+    env.err = &err_;
+    env.err_is_tty = tty;
+    env.controller = "default:50051";
+    return RunCli(static_cast<int>(argv.size()), argv.data(), env, [this](const std::string& target) {
+      target_ = target;
+      return std::unique_ptr<JobStub>(v1::JobService::NewStub(server_->InProcessChannel(grpc::ChannelArguments())));
+    });
+  }
+
+  std::string WriteSpec(const std::string& text) {
+    const std::string path = ::testing::TempDir() + "/faultline_cli_test_" +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".yaml";
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  FakeJobService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+  std::string target_;
+};
+
+long Lines(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
+
+constexpr char kSpec[] = "benchmark: filemap-thrash\nduration: 5s\nrepetitions: 3\nmatrix: {threads: [4, 8]}\n";
+
+TEST_F(CliTest, SubmitPrintsTheJobIdAlone) {
+  EXPECT_EQ(Run({"submit", WriteSpec(kSpec)}), 0);
+  EXPECT_EQ(out_.str(), "42\n");
+  ASSERT_EQ(service_.submitted.size(), 1u);
+  EXPECT_EQ(service_.submitted[0].benchmark(), "filemap-thrash");
+  EXPECT_EQ(service_.submitted[0].matrix().at("threads").values_size(), 2);
+  EXPECT_EQ(target_, "default:50051");
+}
+
+TEST_F(CliTest, ControllerFlagOverridesTheDefault) {
+  EXPECT_EQ(Run({"--controller", "ctl.lab:7000", "jobs", "--limit", "5"}), 0);
+  EXPECT_EQ(target_, "ctl.lab:7000");
+  EXPECT_EQ(service_.last_limit, 5u);
+  EXPECT_THAT(out_.str(), StartsWith("ID   STATE     BENCHMARK        NAME      RUNS   CREATED\n"
+                                     "42   running   filemap-thrash   nightly    3/6   -\n"));
+}
+
+TEST_F(CliTest, SpecErrorsAreUsageErrorsWithLineAndColumn) {
+  const std::string path = WriteSpec("benchmark: swap-in\nduraton: 5s\n");
+  EXPECT_EQ(Run({"submit", path}), 2);
+  EXPECT_THAT(err_.str(), StartsWith("faultline: " + path + ":2:1: unknown field 'duraton' in JobSpec"));
+  EXPECT_EQ(Lines(err_.str()), 1);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_TRUE(service_.submitted.empty());
+}
+
+TEST_F(CliTest, RpcErrorsNameTheStatusCode) {
+  EXPECT_EQ(Run({"submit", WriteSpec("benchmark: swap-in\nduration: 0s\n")}), 1);
+  EXPECT_EQ(err_.str(), "faultline: INVALID_ARGUMENT: spec.duration: must be at least 1s, got 0s\n");
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(CliTest, SubmitWaitWatchesToCompletion) {
+  service_.watch_events = {Progress(v1::JOB_STATE_QUEUED, Counts(6, 0, 0, 0)),
+                           Progress(v1::JOB_STATE_RUNNING, Counts(6, 3, 0, 1)),
+                           Progress(v1::JOB_STATE_SUCCEEDED, Counts(6, 6, 0, 0))};
+  EXPECT_EQ(Run({"submit", WriteSpec(kSpec), "--wait"}), 0);
+  EXPECT_EQ(out_.str(), "42\n");
+  EXPECT_EQ(err_.str(),
+            "job 42 submitted (6 runs)\n"
+            "[--------------------] 0/6 runs (0 running, 0 failed)\n"
+            "[##########----------] 3/6 runs (1 running, 0 failed)\n"
+            "[####################] 6/6 runs (0 running, 0 failed)\n"
+            "job 42 succeeded (6/6 runs succeeded)\n");
+}
+
+TEST_F(CliTest, WatchFailsWhenTheJobFails) {
+  service_.watch_events = {Progress(v1::JOB_STATE_FAILED, Counts(6, 5, 1, 0))};
+  EXPECT_EQ(Run({"watch", "42"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("job 42 failed (1 of 6 runs failed)\n"));
+}
+
+TEST_F(CliTest, WatchRewritesTheLineOnATerminal) {
+  service_.watch_events = {Progress(v1::JOB_STATE_RUNNING, Counts(2, 1, 0, 1)),
+                           Progress(v1::JOB_STATE_SUCCEEDED, Counts(2, 2, 0, 0))};
+  EXPECT_EQ(Run({"watch", "42"}, /*tty=*/true), 0);
+  EXPECT_EQ(err_.str(),
+            "\r[##########----------] 1/2 runs (1 running, 0 failed)\x1b[K"
+            "\r[####################] 2/2 runs (0 running, 0 failed)\x1b[K\n"
+            "job 42 succeeded (2/2 runs succeeded)\n");
+}
+
+TEST_F(CliTest, WatchAsksForTheStateWhenTheStreamEndsEarly) {
+  service_.watch_events = {Progress(v1::JOB_STATE_RUNNING, Counts(6, 3, 0, 1))};
+  service_.get_job_state = v1::JOB_STATE_SUCCEEDED;
+  EXPECT_EQ(Run({"watch", "42"}), 0);
+  service_.get_job_state = v1::JOB_STATE_RUNNING;
+  EXPECT_EQ(Run({"watch", "42"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("faultline: watch of job 42 ended while the job is running\n"));
+}
+
+TEST_F(CliTest, WatchOfAnUnknownJob) {
+  EXPECT_EQ(Run({"watch", "7"}), 1);
+  EXPECT_EQ(err_.str(), "faultline: NOT_FOUND: job 7 not found\n");
+}
+
+TEST_F(CliTest, ReportFormats) {
+  EXPECT_EQ(Run({"report", "42"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("|    4    | vanilla |   -   | 3 | 12596.23 /s |"));
+  EXPECT_EQ(Run({"report", "42", "--format", "markdown"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("| writers | kernel  | board |"));
+  EXPECT_EQ(Run({"report", "42", "--format", "json"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"matrix_keys\": ["));
+  EXPECT_EQ(Run({"report", "42", "--format", "xml"}), 2);
+  EXPECT_THAT(err_.str(), StartsWith("faultline: "));
+}
+
+TEST_F(CliTest, CancelAndAgents) {
+  EXPECT_EQ(Run({"cancel", "42"}), 0);
+  EXPECT_EQ(out_.str(), "job 42 cancelled (3/6 runs finished)\n");
+  EXPECT_EQ(Run({"agents"}), 0);
+  EXPECT_THAT(out_.str(), StartsWith("NAME      ARCH     CPUS   MEMORY   PAGE   CGROUP   KERNEL   STATE    LAST SEEN\n"
+                                     "desk-i7   x86_64     20        -      -   -        -        online   -\n"));
+}
+
+TEST_F(CliTest, UsageErrors) {
+  EXPECT_EQ(Run({}), 2);
+  EXPECT_THAT(err_.str(), StartsWith("faultline: "));
+  EXPECT_EQ(Lines(err_.str()), 1);
+  EXPECT_EQ(Run({"watch", "abc"}), 2);
+  EXPECT_EQ(err_.str(), "faultline: JOB: 'abc' is not a job id (see faultline --help)\n");
+  EXPECT_EQ(Run({"frobnicate"}), 2);
+  EXPECT_EQ(err_.str(), "faultline: unknown command 'frobnicate' (see faultline --help)\n");
+  EXPECT_EQ(Run({"watch"}), 2);
+  EXPECT_EQ(Run({"jobs", "--limit", "0"}), 2);
+  EXPECT_TRUE(target_.empty());  // never connected
+  EXPECT_EQ(Run({"--help"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("submit"));
+  EXPECT_EQ(Run({"report", "--help"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("--format"));
+}
+
+TEST(RpcErrorTest, OneLineWithTheCodeName) {
+  EXPECT_EQ(FormatRpcError(grpc::Status(grpc::StatusCode::NOT_FOUND, "no job 7\nsecond line"), "c:1"),
+            "NOT_FOUND: no job 7; second line");
+  EXPECT_EQ(FormatRpcError(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, ""), "c:1"), "DEADLINE_EXCEEDED");
+  EXPECT_EQ(FormatRpcError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "failed to connect"), "c:1"),
+            "UNAVAILABLE: cannot reach controller at c:1: failed to connect");
+}
+
+TEST(RealChannelTest, UnreachableControllerIsAnRpcError) {
+  std::ostringstream out, err;
+  CliEnv env;
+  env.out = &out;
+  env.err = &err;
+  env.controller = "127.0.0.1:1";  // nothing listens on port 1
+  env.rpc_timeout = std::chrono::seconds(5);
+  const char* argv[] = {"faultline", "agents"};
+  EXPECT_EQ(RunCli(2, argv, env, ConnectInsecure), 1);
+  EXPECT_THAT(err.str(), StartsWith("faultline: UNAVAILABLE: cannot reach controller at 127.0.0.1:1"));
+}
+
+}  // namespace
+}  // namespace faultline::cli

@@ -1,0 +1,59 @@
+#pragma once
+// Pure formatting for the faultline CLI: tables, progress bars, report rendering.
+// No I/O and no gRPC calls, so everything here is unit-testable without a server.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "faultline/v1/job.pb.h"
+
+namespace faultline::cli {
+
+struct Table {
+  std::vector<std::string> headers;
+  std::vector<std::vector<std::string>> rows;  // each row has headers.size() cells
+  std::vector<bool> right_align;               // per column; missing entries mean left
+};
+
+// The seeds' ASCII box style: +----+ rules around and between every row, cells centred
+// with at least one space of padding.
+std::string RenderBoxTable(const Table& table);
+// A GitHub-flavoured markdown table ('|' in cells escaped, right-aligned columns ---:).
+std::string RenderMarkdownTable(const Table& table);
+// Borderless, whitespace-aligned columns with an upper-case header (for listings).
+std::string RenderPlainTable(const Table& table);
+
+// "[#####-----] 3/6 runs (1 running, 0 failed)"; finished = succeeded+failed+cancelled,
+// running counts assigned runs too; ", N cancelled" is added when N > 0.
+std::string FormatProgressBar(const v1::RunCounts& runs, int width = 20);
+uint32_t FinishedRuns(const v1::RunCounts& runs);
+
+// "job 42 succeeded (6/6 runs)", "job 42 failed (2 of 6 runs failed)", ...
+std::string FormatJobOutcome(int64_t job_id, v1::JobState state, const v1::RunCounts& runs);
+
+bool IsFinalState(v1::JobState state);
+std::string JobStateName(v1::JobState state);  // "succeeded"; "unspecified" for 0
+std::string FormatThroughput(double rounds_per_second);  // "17303.09 /s"
+// "2024-05-01 12:34:56Z" (UTC); "-" when unset.
+std::string FormatTimestamp(const google::protobuf::Timestamp& ts);
+// "just now", "42s ago", "5m ago", "3h ago", "2d ago"; "-" when unset.
+std::string FormatAge(const google::protobuf::Timestamp& ts, std::chrono::system_clock::time_point now);
+
+// Listings.
+Table JobsTable(const v1::ListJobsResponse& response);
+Table AgentsTable(const v1::ListAgentsResponse& response, std::chrono::system_clock::time_point now);
+
+// Reports: one row per (matrix cell, kernel); columns = matrix_keys, then kernel, board,
+// n, median, min, max, failed.
+enum class ReportFormat { kTable, kMarkdown, kJson };
+std::optional<ReportFormat> ParseReportFormat(std::string_view name);
+Table ReportTable(const v1::GetReportResponse& report);
+// "job 42: filemap-thrash "nightly" (succeeded, 6/6 runs)"
+std::string ReportTitle(const v1::GetReportResponse& report);
+// Whole output for `faultline report`, ending in a newline. JSON uses the proto field names.
+std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format);
+
+}  // namespace faultline::cli

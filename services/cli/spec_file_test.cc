@@ -1,0 +1,213 @@
+#include "services/cli/spec_file.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace faultline::cli {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::vector<std::string> Values(const v1::JobSpec& spec, const std::string& key) {
+  auto it = spec.matrix().find(key);
+  if (it == spec.matrix().end()) return {"<missing>"};
+  return {it->second.values().begin(), it->second.values().end()};
+}
+
+// The error message of a spec that must not load.
+std::string ErrorOf(const std::string& text) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFromString(text, "spec.yaml");
+  EXPECT_FALSE(spec.ok()) << "loaded: " << spec->DebugString();
+  if (spec.ok()) return "";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(spec.status().message());
+}
+
+TEST(SpecFileTest, LoadsTheIssueExample) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFromString(R"(benchmark: filemap-thrash
+duration: 5s
+repetitions: 3
+kernels: [vanilla]
+memcg: {memory_max: 256M, memory_high: 192M, swap_max: 0}
+params: {file_size: 16M}
+matrix: {threads: [4, 8]}
+)",
+                                                           "spec.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->benchmark(), "filemap-thrash");
+  EXPECT_EQ(spec->duration(), "5s");
+  EXPECT_EQ(spec->repetitions(), 3u);
+  EXPECT_THAT(spec->kernels(), ElementsAre("vanilla"));
+  EXPECT_EQ(spec->memcg().memory_max(), "256M");
+  EXPECT_EQ(spec->memcg().memory_high(), "192M");
+  EXPECT_EQ(spec->memcg().swap_max(), "0");  // scalars keep their text in string fields
+  ASSERT_EQ(spec->params().size(), 1u);
+  EXPECT_EQ(spec->params().at("file_size"), "16M");
+  EXPECT_THAT(Values(*spec, "threads"), ElementsAre("4", "8"));
+  EXPECT_TRUE(spec->arches().empty());
+  EXPECT_EQ(spec->name(), "");
+}
+
+TEST(SpecFileTest, BlockStyleAndEveryField) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFromString(R"(# nightly A/B
+name: "swap-in A/B"
+benchmark: swap-in
+duration: 30s
+repetitions: 10
+kernels:
+  - vanilla
+  - patched
+arches: [x86_64, aarch64]
+boards: []
+memcg:
+  memory_max: 1.2G
+params:
+  region: 128M
+  readers: 12
+matrix:
+  pageout_threads: 1
+  writers:
+    - 0
+    - 2
+)",
+                                                           "spec.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "swap-in A/B");
+  EXPECT_EQ(spec->repetitions(), 10u);
+  EXPECT_THAT(spec->kernels(), ElementsAre("vanilla", "patched"));
+  EXPECT_THAT(spec->arches(), ElementsAre("x86_64", "aarch64"));
+  EXPECT_TRUE(spec->boards().empty());
+  EXPECT_EQ(spec->memcg().memory_max(), "1.2G");
+  EXPECT_EQ(spec->params().at("readers"), "12");
+  EXPECT_THAT(Values(*spec, "pageout_threads"), ElementsAre("1"));  // scalar form
+  EXPECT_THAT(Values(*spec, "writers"), ElementsAre("0", "2"));     // sequence form
+}
+
+TEST(SpecFileTest, MatrixAcceptsTheExplicitMessageForm) {
+  absl::StatusOr<v1::JobSpec> spec =
+      LoadJobSpecFromString("benchmark: swap-in\nmatrix: {writers: {values: [4, 8]}}\n", "spec.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(Values(*spec, "writers"), ElementsAre("4", "8"));
+}
+
+TEST(SpecFileTest, NullValuesLeaveFieldsUnset) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFromString("benchmark: swap-in\nname:\nmemcg: ~\n", "x");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "");
+  EXPECT_FALSE(spec->has_memcg());
+}
+
+TEST(SpecFileTest, UnknownFieldGivesLineColumnAndTheFields) {
+  EXPECT_EQ(ErrorOf("duration: 5s\nrepetitions: 3\nbenchmrk: swap-in\n"),
+            "spec.yaml:3:1: unknown field 'benchmrk' in JobSpec (fields: benchmark, duration, repetitions, "
+            "kernels, memcg, params, matrix, arches, boards, name); did you mean 'benchmark'?");
+}
+
+TEST(SpecFileTest, UnknownNestedFieldNamesThePath) {
+  EXPECT_THAT(ErrorOf("benchmark: swap-in\nmemcg:\n  memory_max: 1G\n  swapmax: 0\n"),
+              StartsWith("spec.yaml:4:3: memcg: unknown field 'swapmax' in MemcgLimits (fields: memory_max, "
+                         "memory_high, swap_max); did you mean 'swap_max'?"));
+}
+
+TEST(SpecFileTest, NoSuggestionForUnrelatedNames) {
+  EXPECT_THAT(ErrorOf("zzzzzz: 1\n"), ::testing::Not(HasSubstr("did you mean")));
+}
+
+TEST(SpecFileTest, WrongScalarTypeGivesLineColumn) {
+  EXPECT_EQ(ErrorOf("benchmark: swap-in\nrepetitions: abc\n"),
+            "spec.yaml:2:14: repetitions: expected a non-negative integer, got 'abc'");
+  EXPECT_EQ(ErrorOf("repetitions: -1\n"), "spec.yaml:1:14: repetitions: expected a non-negative integer, got '-1'");
+  EXPECT_EQ(ErrorOf("repetitions: 3.5\n"), "spec.yaml:1:14: repetitions: expected a non-negative integer, got '3.5'");
+  EXPECT_EQ(ErrorOf("repetitions: 4294967296\n"),
+            "spec.yaml:1:14: repetitions: '4294967296' is out of range for uint32");
+}
+
+TEST(SpecFileTest, WrongShapeGivesLineColumn) {
+  EXPECT_EQ(ErrorOf("benchmark: swap-in\nkernels: vanilla\n"),
+            "spec.yaml:2:10: kernels: expected a sequence (e.g. [a, b]), got 'vanilla'");
+  EXPECT_EQ(ErrorOf("memcg: 256M\n"), "spec.yaml:1:8: memcg: expected a map of MemcgLimits fields, got '256M'");
+  EXPECT_EQ(ErrorOf("benchmark: [a, b]\n"), "spec.yaml:1:12: benchmark: expected a scalar (string), got a sequence");
+  EXPECT_EQ(ErrorOf("params: [file_size]\n"),
+            "spec.yaml:1:9: params: expected a map (e.g. {key: value}), got a sequence");
+  EXPECT_EQ(ErrorOf("params: {file_size: {a: 1}}\n"),
+            "spec.yaml:1:21: params.file_size: expected a scalar (string), got a map");
+  EXPECT_EQ(ErrorOf("matrix:\n  threads: [4, [8]]\n"),
+            "spec.yaml:2:16: matrix.threads[1]: expected a scalar (string), got a sequence");
+  EXPECT_EQ(ErrorOf("matrix: {threads: }\n"), "spec.yaml:1:19: matrix.threads: missing value");
+  EXPECT_EQ(ErrorOf("kernels: [a, ~]\n"), "spec.yaml:1:14: kernels[1]: missing value");
+}
+
+TEST(SpecFileTest, DuplicateKeysAreErrors) {
+  EXPECT_EQ(ErrorOf("benchmark: a\nbenchmark: b\n"), "spec.yaml:2:1: duplicate field 'benchmark'");
+  EXPECT_EQ(ErrorOf("params:\n  x: 1\n  x: 2\n"), "spec.yaml:3:3: params: duplicate key 'x'");
+}
+
+TEST(SpecFileTest, MalformedYamlGivesLineColumn) {
+  EXPECT_THAT(ErrorOf("benchmark: swap-in\nkernels: [vanilla, patched\nduration: 5s\n"),
+              ::testing::MatchesRegex("spec\\.yaml:[0-9]+:[0-9]+: invalid YAML: .+"));
+  EXPECT_THAT(ErrorOf("benchmark: swap-in\n  duration: 5s\n"), StartsWith("spec.yaml:2:11: invalid YAML: "));
+}
+
+TEST(SpecFileTest, TopLevelMustBeOneMap) {
+  EXPECT_EQ(ErrorOf(""), "spec.yaml:1:1: empty document; expected a map of JobSpec fields");
+  EXPECT_EQ(ErrorOf("# nothing\n"), "spec.yaml:1:1: empty document; expected a map of JobSpec fields");
+  EXPECT_EQ(ErrorOf("- benchmark: x\n"), "spec.yaml:1:1: expected a map of JobSpec fields, got a sequence");
+  EXPECT_THAT(ErrorOf("benchmark: a\n---\nbenchmark: b\n"),
+              HasSubstr("expected one YAML document, found 2"));
+}
+
+TEST(SpecFileTest, LoadsOtherMessageTypesGenerically) {
+  // Numbers, bools, enums and repeated messages, through the same reflection code.
+  v1::GetJobResponse response;
+  absl::Status status = LoadMessageFromYaml(R"(
+job: {id: 42, state: JOB_STATE_RUNNING, runs: {total: 6, running: 1}}
+runs:
+  - {id: 7, job_id: 42, throughput_rounds_per_second: 17303.09, cell: {threads: 4}}
+  - {id: 8, state: RUN_STATE_FAILED}
+)",
+                                            "r.yaml", &response);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(response.job().id(), 42);
+  EXPECT_EQ(response.job().state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(response.job().runs().total(), 6u);
+  ASSERT_EQ(response.runs_size(), 2);
+  EXPECT_DOUBLE_EQ(response.runs(0).throughput_rounds_per_second(), 17303.09);
+  EXPECT_EQ(response.runs(0).cell().at("threads"), "4");
+  EXPECT_EQ(response.runs(1).state(), v1::RUN_STATE_FAILED);
+
+  v1::GetJobRequest request;
+  EXPECT_EQ(LoadMessageFromYaml("include_runs: maybe\n", "q.yaml", &request).message(),
+            "q.yaml:1:15: include_runs: expected true or false, got 'maybe'");
+  EXPECT_TRUE(LoadMessageFromYaml("include_runs: yes\njob_id: 9\n", "q.yaml", &request).ok());
+  EXPECT_TRUE(request.include_runs());
+  EXPECT_THAT(std::string(LoadMessageFromYaml("job: {state: DONE}\n", "r.yaml", &response).message()),
+              StartsWith("r.yaml:1:14: job.state: expected one of JOB_STATE_UNSPECIFIED, JOB_STATE_QUEUED"));
+  EXPECT_EQ(LoadMessageFromYaml("job: {id: x1}\n", "r.yaml", &response).message(),
+            "r.yaml:1:11: job.id: expected an integer, got 'x1'");
+}
+
+TEST(SpecFileTest, LoadsFromFile) {
+  const std::string path = ::testing::TempDir() + "/faultline_spec_file_test.yaml";
+  {
+    std::ofstream out(path);
+    out << "benchmark: filemap-thrash\nbenchmark_typo: 1\n";
+  }
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFile(path);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), StartsWith(path + ":2:1: unknown field 'benchmark_typo'"));
+  std::remove(path.c_str());
+
+  spec = LoadJobSpecFile(path);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), StartsWith(path + ": cannot open: "));
+}
+
+}  // namespace
+}  // namespace faultline::cli

@@ -1,0 +1,27 @@
+#pragma once
+// Proto <-> domain conversion at the API boundary (core and storage never see protobuf).
+#include "faultline/v1/agent.pb.h"
+#include "faultline/v1/job.pb.h"
+#include "grpcpp/support/status.h"
+#include "absl/status/status.h"
+#include "services/controller/core/domain.h"
+#include "services/controller/storage/store.h"
+
+namespace faultline::controller {
+
+JobSpecInput SpecFromProto(const v1::JobSpec& spec);
+std::string SpecToJson(const v1::JobSpec& spec);
+v1::JobState JobStateFromString(const std::string& state);
+v1::RunState RunStateFromString(const std::string& state);
+bool IsFinal(v1::JobState state);
+void JobToProto(const JobRecord& job, v1::Job* out);
+void RunToProto(const RunRecord& run, v1::Run* out);
+void BoardToProto(const BoardRecord& board, v1::Board* out);
+BoardRecord BoardFromProto(const v1::Board& board);
+void AssignmentToProto(const Assignment& a, v1::Assignment* out);
+ResultRecord ResultFromProto(const v1::WorkloadResult& result);
+
+// The one place absl::Status becomes a gRPC status.
+grpc::Status ToGrpc(const absl::Status& status);
+
+}  // namespace faultline::controller

@@ -1,0 +1,64 @@
+#pragma once
+// gRPC services: they only translate between protobuf and the core/storage, and map
+// statuses. Callback API: no handler blocks a thread while an agent or a watcher waits.
+#include "faultline/v1/agent.grpc.pb.h"
+#include "faultline/v1/job.grpc.pb.h"
+#include "services/controller/api/dispatcher.h"
+#include "services/controller/storage/store.h"
+
+namespace faultline::controller {
+
+class JobServiceImpl final : public v1::JobService::CallbackService {
+ public:
+  JobServiceImpl(PgStore* store, Dispatcher* dispatcher) : store_(store), dispatcher_(dispatcher) {}
+
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
+                                      const v1::SubmitJobRequest* req,
+                                      v1::SubmitJobResponse* resp) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx, const v1::GetJobRequest* req,
+                                   v1::GetJobResponse* resp) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
+                                     const v1::ListJobsRequest* req,
+                                     v1::ListJobsResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
+                                      const v1::CancelJobRequest* req,
+                                      v1::CancelJobResponse* resp) override;
+  grpc::ServerWriteReactor<v1::JobProgress>* WatchJob(grpc::CallbackServerContext* ctx,
+                                                      const v1::WatchJobRequest* req) override;
+  grpc::ServerUnaryReactor* GetReport(grpc::CallbackServerContext* ctx,
+                                      const v1::GetReportRequest* req,
+                                      v1::GetReportResponse* resp) override;
+  grpc::ServerUnaryReactor* ListAgents(grpc::CallbackServerContext* ctx,
+                                       const v1::ListAgentsRequest* req,
+                                       v1::ListAgentsResponse* resp) override;
+
+ private:
+  PgStore* store_;
+  Dispatcher* dispatcher_;
+};
+
+class AgentServiceImpl final : public v1::AgentService::CallbackService {
+ public:
+  AgentServiceImpl(PgStore* store, Dispatcher* dispatcher)
+      : store_(store), dispatcher_(dispatcher) {}
+
+  grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const v1::HelloRequest* req,
+                                  v1::HelloResponse* resp) override;
+  grpc::ServerUnaryReactor* AcquireWork(grpc::CallbackServerContext* ctx,
+                                        const v1::AcquireWorkRequest* req,
+                                        v1::AcquireWorkResponse* resp) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const v1::HeartbeatRequest* req,
+                                      v1::HeartbeatResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportResult(grpc::CallbackServerContext* ctx,
+                                         const v1::ReportResultRequest* req,
+                                         v1::ReportResultResponse* resp) override;
+
+  static constexpr uint32_t kHeartbeatIntervalSeconds = 10;
+
+ private:
+  PgStore* store_;
+  Dispatcher* dispatcher_;
+};
+
+}  // namespace faultline::controller

@@ -1,0 +1,96 @@
+#pragma once
+// Controller domain types. No protobuf, libpqxx or Beast here: storage and api convert
+// at their boundary, so these are testable with plain GoogleTest.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace faultline::controller {
+
+// A job spec as the user wrote it (text values; validation parses and bounds them).
+struct JobSpecInput {
+  std::string benchmark;
+  std::string duration;
+  uint32_t repetitions = 0;
+  std::vector<std::string> kernels;
+  std::string memory_max, memory_high, swap_max;
+  std::map<std::string, std::string> params;
+  std::vector<std::pair<std::string, std::vector<std::string>>> matrix;  // key order kept
+  std::vector<std::string> arches;
+  std::vector<std::string> boards;
+  std::string name;
+};
+
+// What validation needs to know about a registered board.
+struct BoardSummary {
+  std::string name;
+  std::string arch;
+  uint64_t memory_bytes = 0;
+  std::vector<std::string> kernel_labels;
+  std::string running_kernel_label;
+};
+
+struct MemcgLimitsBytes {
+  uint64_t memory_max = 0;
+  std::optional<uint64_t> memory_high;
+  std::optional<uint64_t> swap_max;  // nullopt: unlimited ("max")
+};
+
+// A matrix cell: one value per swept knob, in the matrix's key order.
+using Cell = std::vector<std::pair<std::string, std::string>>;
+
+struct PlannedRun {
+  int cell_index = 0;
+  Cell cell;
+  std::map<std::string, std::string> params;  // every knob: fixed + defaults + this cell
+  std::string kernel;
+  int repetition = 0;  // 1-based
+};
+
+struct ValidatedJob {
+  std::string benchmark;
+  std::chrono::seconds duration{0};
+  std::chrono::milliseconds warmup{0};
+  uint32_t repetitions = 0;
+  std::vector<std::string> kernels;
+  MemcgLimitsBytes memcg;
+  std::map<std::string, std::string> fixed_params;  // canonical text, defaults included
+  std::vector<std::pair<std::string, std::vector<std::string>>> matrix;  // canonical text
+  std::vector<std::string> arches;
+  std::vector<std::string> boards;
+  std::vector<PlannedRun> runs;
+};
+
+// Limits a spec must respect (bad input is refused naming the field and the limit).
+struct SpecLimits {
+  std::chrono::seconds max_duration{4 * 3600};
+  uint32_t max_repetitions = 1000;
+  uint32_t max_runs = 10'000;
+  uint64_t min_memory_max = 16ull << 20;
+  size_t max_matrix_values = 100;
+  size_t max_string_length = 256;
+};
+
+// Per (cell, kernel, board) summary of succeeded runs' throughput.
+struct RunOutcome {
+  Cell cell;
+  std::string kernel;
+  std::string board;
+  bool succeeded = false;
+  bool failed = false;
+  double throughput = 0;
+};
+
+struct SummaryRow {
+  Cell cell;
+  std::string kernel;
+  std::string board;
+  uint32_t n = 0;
+  uint32_t failed = 0;
+  double median = 0, min = 0, max = 0, mean = 0;
+};
+
+}  // namespace faultline::controller

@@ -1,0 +1,21 @@
+#pragma once
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "services/controller/core/domain.h"
+
+namespace faultline::controller {
+
+// Validates a spec against the catalogue, the limits and the registered boards, and expands
+// its matrix into runs (cell x kernel x repetition). Errors are InvalidArgument with a
+// message that starts with the field path ("spec.matrix.threads[1]: ...") and names the limit.
+absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& spec,
+                                             const std::vector<BoardSummary>& boards,
+                                             const SpecLimits& limits = {});
+
+// The cartesian product of the matrix, first key varying slowest. An empty matrix is one
+// empty cell.
+std::vector<Cell> ExpandMatrix(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& matrix);
+
+}  // namespace faultline::controller

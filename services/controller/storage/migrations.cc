@@ -1,0 +1,89 @@
+#include "services/controller/storage/migrations.h"
+
+namespace faultline::controller {
+
+const std::vector<Migration>& Migrations() {
+  static const std::vector<Migration> kMigrations = {
+      {1, "initial schema", R"sql(
+CREATE TABLE boards (
+  name                 text PRIMARY KEY,
+  arch                 text NOT NULL,
+  memory_bytes         bigint NOT NULL,
+  kernel_labels        jsonb NOT NULL,          -- ["vanilla", "patched"]
+  running_kernel_label text NOT NULL DEFAULT '',
+  facts                jsonb NOT NULL,          -- the agent's Board message
+  first_seen           timestamptz NOT NULL DEFAULT now(),
+  last_seen            timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE jobs (
+  id               bigserial PRIMARY KEY,
+  name             text NOT NULL DEFAULT '',
+  benchmark        text NOT NULL,
+  spec             jsonb NOT NULL,              -- the JobSpec as submitted
+  matrix_keys      jsonb NOT NULL,              -- column order of a cell
+  duration_seconds integer NOT NULL CHECK (duration_seconds > 0),
+  warmup_ms        bigint NOT NULL DEFAULT 0,
+  memory_max       bigint NOT NULL,
+  memory_high      bigint,                      -- NULL: not set
+  swap_max         bigint,                      -- NULL: unlimited
+  state            text NOT NULL DEFAULT 'queued'
+                   CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+  created_at       timestamptz NOT NULL DEFAULT now(),
+  finished_at      timestamptz
+);
+
+CREATE TABLE runs (
+  id               bigserial PRIMARY KEY,
+  job_id           bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  cell_index       integer NOT NULL,
+  cell             jsonb NOT NULL,              -- {"threads": "4"}
+  params           jsonb NOT NULL,              -- every knob of the run
+  kernel           text NOT NULL,
+  repetition       integer NOT NULL,
+  arches           jsonb NOT NULL DEFAULT '[]', -- placement filters ([] = any)
+  boards           jsonb NOT NULL DEFAULT '[]',
+  state            text NOT NULL DEFAULT 'queued'
+                   CHECK (state IN ('queued', 'assigned', 'running', 'succeeded', 'failed',
+                                    'cancelled')),
+  board            text,
+  attempt          integer NOT NULL DEFAULT 0,
+  attempt_id       uuid,
+  lease_expires_at timestamptz,
+  failure_reason   text,
+  created_at       timestamptz NOT NULL DEFAULT now(),
+  assigned_at      timestamptz,
+  started_at       timestamptz,
+  finished_at      timestamptz,
+  UNIQUE (job_id, cell_index, kernel, repetition)
+);
+CREATE INDEX runs_queued ON runs (job_id, id) WHERE state = 'queued';
+CREATE INDEX runs_leased ON runs (lease_expires_at) WHERE state IN ('assigned', 'running');
+CREATE INDEX runs_job ON runs (job_id);
+
+-- Exactly one result per succeeded run: the primary key fences duplicates.
+CREATE TABLE results (
+  run_id           bigint PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+  attempt_id       uuid NOT NULL,
+  board            text NOT NULL,
+  throughput       double precision NOT NULL,   -- rounds per second
+  rounds           bigint NOT NULL,
+  duration_seconds double precision NOT NULL,
+  warmup_seconds   double precision NOT NULL,
+  counters         jsonb NOT NULL,
+  environment      jsonb NOT NULL,
+  created_at       timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE samples (
+  run_id  bigint NOT NULL REFERENCES results (run_id) ON DELETE CASCADE,
+  second  integer NOT NULL CHECK (second > 0),
+  rounds  bigint NOT NULL,
+  PRIMARY KEY (run_id, second)
+);
+)sql"},
+  };
+  return kMigrations;
+}
+
+}  // namespace faultline::controller

@@ -1,0 +1,17 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace faultline::controller {
+
+struct Migration {
+  int version;
+  std::string name;
+  std::string sql;
+};
+
+// Versioned schema migrations, applied in order at start-up. An applied migration must
+// never change: its md5 is recorded and checked on every start.
+const std::vector<Migration>& Migrations();
+
+}  // namespace faultline::controller

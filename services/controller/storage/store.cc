@@ -1,0 +1,615 @@
+#include "services/controller/storage/store.h"
+
+#include <chrono>
+#include <pqxx/pqxx>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "services/controller/storage/migrations.h"
+
+namespace faultline::controller {
+namespace {
+
+using nlohmann::json;
+
+// Arbitrary but fixed: serialises migrations across controller replicas.
+constexpr int64_t kMigrationLockKey = 0x66617574'6c696e65;  // "faultline"
+
+constexpr const char* kRecomputeJobState = R"sql(
+UPDATE jobs j SET
+  state = CASE
+            WHEN c.open > 0 THEN CASE WHEN c.started > 0 THEN 'running' ELSE 'queued' END
+            WHEN c.failed > 0 THEN 'failed'
+            ELSE 'succeeded'
+          END,
+  finished_at = CASE WHEN c.open = 0 THEN coalesce(j.finished_at, now()) END
+FROM (SELECT count(*) FILTER (WHERE state IN ('queued', 'assigned', 'running')) AS open,
+             count(*) FILTER (WHERE state <> 'queued') AS started,
+             count(*) FILTER (WHERE state = 'failed') AS failed
+        FROM runs WHERE job_id = $1) c
+WHERE j.id = $1 AND j.state <> 'cancelled'
+)sql";
+
+constexpr const char* kJobColumns = R"sql(
+  j.id, j.name, j.benchmark, j.spec::text, j.matrix_keys::text, j.state,
+  (extract(epoch FROM j.created_at) * 1000)::bigint,
+  coalesce((extract(epoch FROM j.finished_at) * 1000)::bigint, 0),
+  c.total, c.queued, c.assigned, c.running, c.succeeded, c.failed, c.cancelled
+)sql";
+
+constexpr const char* kJobCounts = R"sql(
+  LEFT JOIN LATERAL (
+    SELECT count(*)::int AS total,
+           count(*) FILTER (WHERE state = 'queued')::int AS queued,
+           count(*) FILTER (WHERE state = 'assigned')::int AS assigned,
+           count(*) FILTER (WHERE state = 'running')::int AS running,
+           count(*) FILTER (WHERE state = 'succeeded')::int AS succeeded,
+           count(*) FILTER (WHERE state = 'failed')::int AS failed,
+           count(*) FILTER (WHERE state = 'cancelled')::int AS cancelled
+      FROM runs r WHERE r.job_id = j.id) c ON true
+)sql";
+
+JobRecord JobFromRow(const pqxx::row& r) {
+  JobRecord job;
+  job.id = r[0].as<int64_t>();
+  job.name = r[1].as<std::string>();
+  job.benchmark = r[2].as<std::string>();
+  job.spec_json = r[3].as<std::string>();
+  const json keys = json::parse(r[4].as<std::string>());
+  for (const auto& k : keys) job.matrix_keys.push_back(k);
+  job.state = r[5].as<std::string>();
+  job.created_at_ms = r[6].as<int64_t>();
+  job.finished_at_ms = r[7].as<int64_t>();
+  job.counts.total = r[8].as<uint32_t>();
+  job.counts.queued = r[9].as<uint32_t>();
+  job.counts.assigned = r[10].as<uint32_t>();
+  job.counts.running = r[11].as<uint32_t>();
+  job.counts.succeeded = r[12].as<uint32_t>();
+  job.counts.failed = r[13].as<uint32_t>();
+  job.counts.cancelled = r[14].as<uint32_t>();
+  return job;
+}
+
+std::map<std::string, std::string> StringMap(const std::string& text) {
+  std::map<std::string, std::string> out;
+  const json parsed = json::parse(text);  // items() must not outlive the parsed value
+  for (const auto& [k, v] : parsed.items()) {
+    out[k] = v.is_string() ? v.get<std::string>() : v.dump();
+  }
+  return out;
+}
+
+std::optional<uint64_t> OptionalU64(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<uint64_t>();
+}
+
+}  // namespace
+
+struct PgStore::ConnectionPool {
+  ConnectionPool(std::string url, int size) : url(std::move(url)), size(size) {}
+
+  // Runs fn with a pooled connection, converting libpqxx exceptions to Status. A connection
+  // that broke is dropped, never reused: libpqxx 6.4 would reconnect it silently and lose
+  // session state.
+  absl::Status WithConnection(const std::function<absl::Status(pqxx::connection&)>& fn);
+
+  std::string url;
+  int size;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::unique_ptr<pqxx::connection>> idle;
+  int open = 0;
+};
+
+PgStore::PgStore(StoreOptions options)
+    : options_(std::move(options)),
+      pool_(std::make_unique<ConnectionPool>(options_.database_url, options_.pool_size)) {}
+PgStore::~PgStore() = default;
+
+absl::Status PgStore::ConnectionPool::WithConnection(
+    const std::function<absl::Status(pqxx::connection&)>& fn) {
+  std::unique_ptr<pqxx::connection> conn;
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return !idle.empty() || open < size; });
+    if (!idle.empty()) {
+      conn = std::move(idle.back());
+      idle.pop_back();
+    } else {
+      ++open;
+    }
+  }
+  auto give_back = [&](bool healthy) {
+    std::lock_guard lock(mu);
+    if (healthy && conn) {
+      idle.push_back(std::move(conn));
+    } else {
+      conn.reset();
+      --open;
+    }
+    cv.notify_one();
+  };
+  try {
+    if (!conn) conn = std::make_unique<pqxx::connection>(url);
+    absl::Status status = fn(*conn);
+    give_back(true);
+    return status;
+  } catch (const pqxx::broken_connection& e) {
+    give_back(false);
+    return absl::UnavailableError(absl::StrCat("database unavailable: ", e.what()));
+  } catch (const pqxx::sql_error& e) {
+    // A connection that died mid-statement surfaces as sql_error with an empty state on
+    // some paths; do not keep it.
+    bool healthy = !e.sqlstate().empty();
+    give_back(healthy);
+    if (!healthy) return absl::UnavailableError(absl::StrCat("database unavailable: ", e.what()));
+    if (e.sqlstate().rfind("08", 0) == 0 || e.sqlstate() == "57P01") {
+      return absl::UnavailableError(absl::StrCat("database unavailable: ", e.what()));
+    }
+    return absl::InternalError(absl::StrCat("database error ", e.sqlstate(), ": ", e.what()));
+  } catch (const std::exception& e) {
+    give_back(false);
+    return absl::InternalError(absl::StrCat("database error: ", e.what()));
+  }
+}
+
+absl::Status PgStore::Migrate() {
+  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    w.exec_params("SELECT pg_advisory_xact_lock($1)", kMigrationLockKey);
+    w.exec(R"sql(
+      CREATE TABLE IF NOT EXISTS schema_migrations (
+        version    integer PRIMARY KEY,
+        name       text NOT NULL,
+        checksum   text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()))sql");
+    std::map<int, std::string> applied;
+    for (const auto& row : w.exec("SELECT version, checksum FROM schema_migrations")) {
+      applied[row[0].as<int>()] = row[1].as<std::string>();
+    }
+    for (const auto& m : Migrations()) {
+      std::string checksum = w.exec_params1("SELECT md5($1)", m.sql)[0].as<std::string>();
+      auto it = applied.find(m.version);
+      if (it != applied.end()) {
+        if (it->second != checksum) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "migration ", m.version, " (", m.name, ") was applied with checksum ", it->second,
+              " but the code has ", checksum, ": applied migrations must never change"));
+        }
+        continue;
+      }
+      w.exec(m.sql);
+      w.exec_params("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                    m.version, m.name, checksum);
+    }
+    int latest = Migrations().empty() ? 0 : Migrations().back().version;
+    for (const auto& [version, checksum] : applied) {
+      if (version > latest) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "database schema version ", version, " is newer than this controller (", latest, ")"));
+      }
+    }
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgStore::Ping() {
+  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::nontransaction n(c);
+    auto r = n.exec("SELECT coalesce(max(version), 0) FROM schema_migrations");
+    int version = r[0][0].as<int>();
+    if (version < Migrations().back().version) {
+      return absl::UnavailableError(absl::StrCat("schema at version ", version));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgStore::UpsertBoard(const BoardRecord& board) {
+  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    json labels = board.summary.kernel_labels;
+    w.exec_params(R"sql(
+      INSERT INTO boards (name, arch, memory_bytes, kernel_labels, running_kernel_label, facts)
+      VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb)
+      ON CONFLICT (name) DO UPDATE SET
+        arch = EXCLUDED.arch, memory_bytes = EXCLUDED.memory_bytes,
+        kernel_labels = EXCLUDED.kernel_labels,
+        running_kernel_label = EXCLUDED.running_kernel_label,
+        facts = EXCLUDED.facts, last_seen = now())sql",
+                  board.summary.name, board.summary.arch,
+                  static_cast<int64_t>(board.summary.memory_bytes), labels.dump(),
+                  board.summary.running_kernel_label, board.facts_json);
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<BoardRecord>> PgStore::ListBoards() {
+  std::vector<BoardRecord> boards;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto rows = t.exec_params(R"sql(
+      SELECT b.name, b.arch, b.memory_bytes, b.kernel_labels::text, b.running_kernel_label,
+             b.facts::text, (extract(epoch FROM b.last_seen) * 1000)::bigint,
+             now() - b.last_seen < make_interval(secs => $1),
+             coalesce((SELECT max(r.id) FROM runs r
+                        WHERE r.board = b.name AND r.state IN ('assigned', 'running')), 0)
+        FROM boards b ORDER BY b.name)sql",
+                              options_.board_offline_after_seconds);
+    for (const auto& r : rows) {
+      BoardRecord b;
+      b.summary.name = r[0].as<std::string>();
+      b.summary.arch = r[1].as<std::string>();
+      b.summary.memory_bytes = r[2].as<uint64_t>();
+      const json labels = json::parse(r[3].as<std::string>());
+      for (const auto& k : labels) b.summary.kernel_labels.push_back(k);
+      b.summary.running_kernel_label = r[4].as<std::string>();
+      b.facts_json = r[5].as<std::string>();
+      b.last_seen_ms = r[6].as<int64_t>();
+      b.online = r[7].as<bool>();
+      b.current_run_id = r[8].as<int64_t>();
+      boards.push_back(std::move(b));
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return boards;
+}
+
+absl::StatusOr<int> PgStore::ReleaseBoardRuns(const std::string& board) {
+  int touched = 0;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec_params(R"sql(
+      UPDATE runs SET
+        state = CASE WHEN attempt >= $2 THEN 'failed' ELSE 'queued' END,
+        failure_reason = CASE WHEN attempt >= $2
+                              THEN 'lost: agent restarted during attempt ' || attempt
+                              ELSE 'agent restarted during attempt ' || attempt END,
+        board = CASE WHEN attempt >= $2 THEN board END,
+        finished_at = CASE WHEN attempt >= $2 THEN now() END,
+        attempt_id = NULL, lease_expires_at = NULL
+      WHERE board = $1 AND state IN ('assigned', 'running')
+      RETURNING job_id)sql",
+                              board, options_.max_attempts);
+    std::set<int64_t> jobs;
+    for (const auto& r : rows) jobs.insert(r[0].as<int64_t>());
+    for (int64_t job : jobs) w.exec_params(kRecomputeJobState, job);
+    w.commit();
+    touched = static_cast<int>(rows.size());
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return touched;
+}
+
+absl::StatusOr<int64_t> PgStore::CreateJob(const ValidatedJob& job, const std::string& name,
+                                           const std::string& spec_json) {
+  int64_t job_id = 0;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    json matrix_keys = json::array();
+    for (const auto& [k, v] : job.matrix) matrix_keys.push_back(k);
+    auto opt = [](const std::optional<uint64_t>& v) -> std::string {
+      return v ? std::to_string(*v) : std::string();
+    };
+    job_id = w.exec_params1(R"sql(
+      INSERT INTO jobs (name, benchmark, spec, matrix_keys, duration_seconds, warmup_ms,
+                        memory_max, memory_high, swap_max)
+      VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7, NULLIF($8, '')::bigint,
+              NULLIF($9, '')::bigint)
+      RETURNING id)sql",
+                            name, job.benchmark, spec_json, matrix_keys.dump(),
+                            static_cast<int64_t>(job.duration.count()),
+                            static_cast<int64_t>(job.warmup.count()),
+                            static_cast<int64_t>(job.memcg.memory_max), opt(job.memcg.memory_high),
+                            opt(job.memcg.swap_max))[0]
+                 .as<int64_t>();
+    std::string arches = json(job.arches).dump();
+    std::string boards = json(job.boards).dump();
+    pqxx::stream_to runs(w, "runs",
+                         std::vector<std::string>{"job_id", "cell_index", "cell", "params", "kernel",
+                                                  "repetition", "arches", "boards"});
+    for (const auto& run : job.runs) {
+      json cell = json::object();
+      for (const auto& [k, v] : run.cell) cell[k] = v;
+      json params(run.params);
+      runs << std::make_tuple(job_id, run.cell_index, cell.dump(), params.dump(), run.kernel,
+                              run.repetition, arches, boards);
+    }
+    runs.complete();
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return job_id;
+}
+
+absl::StatusOr<JobRecord> PgStore::GetJob(int64_t job_id) {
+  JobRecord job;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto rows = t.exec_params(
+        absl::StrCat("SELECT ", kJobColumns, " FROM jobs j ", kJobCounts, " WHERE j.id = $1"),
+        job_id);
+    if (rows.empty()) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
+    job = JobFromRow(rows[0]);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return job;
+}
+
+absl::StatusOr<std::vector<JobRecord>> PgStore::ListJobs(int limit) {
+  std::vector<JobRecord> jobs;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto rows = t.exec_params(absl::StrCat("SELECT ", kJobColumns, " FROM jobs j ", kJobCounts,
+                                           " ORDER BY j.id DESC LIMIT $1"),
+                              limit);
+    for (const auto& r : rows) jobs.push_back(JobFromRow(r));
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return jobs;
+}
+
+absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(int64_t job_id) {
+  std::vector<RunRecord> runs;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto rows = t.exec_params(R"sql(
+      SELECT r.id, r.job_id, r.cell_index, r.cell::text, r.kernel, r.repetition, r.state,
+             coalesce(r.board, ''), coalesce(r.failure_reason, ''), r.attempt,
+             res.run_id IS NOT NULL, coalesce(res.throughput, 0),
+             coalesce(res.duration_seconds, 0), coalesce(res.rounds, 0)
+        FROM runs r LEFT JOIN results res ON res.run_id = r.id
+       WHERE r.job_id = $1
+       ORDER BY r.cell_index, r.kernel, r.repetition)sql",
+                              job_id);
+    for (const auto& r : rows) {
+      RunRecord run;
+      run.id = r[0].as<int64_t>();
+      run.job_id = r[1].as<int64_t>();
+      run.cell_index = r[2].as<int>();
+      run.cell = StringMap(r[3].as<std::string>());
+      run.kernel = r[4].as<std::string>();
+      run.repetition = r[5].as<int>();
+      run.state = r[6].as<std::string>();
+      run.board = r[7].as<std::string>();
+      run.failure_reason = r[8].as<std::string>();
+      run.attempt = r[9].as<int>();
+      run.has_result = r[10].as<bool>();
+      run.throughput = r[11].as<double>();
+      run.duration_seconds = r[12].as<double>();
+      run.rounds = r[13].as<uint64_t>();
+      runs.push_back(std::move(run));
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return runs;
+}
+
+absl::StatusOr<JobRecord> PgStore::CancelJob(int64_t job_id) {
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto job = w.exec_params("SELECT state FROM jobs WHERE id = $1 FOR UPDATE", job_id);
+    if (job.empty()) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
+    std::string state = job[0][0].as<std::string>();
+    if (state == "succeeded" || state == "failed" || state == "cancelled") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id, " is already ", state, "; nothing to cancel"));
+    }
+    // Running attempts learn of it on their next heartbeat; their results are refused.
+    w.exec_params(R"sql(
+      UPDATE runs SET state = 'cancelled', finished_at = now(), lease_expires_at = NULL
+       WHERE job_id = $1 AND state IN ('queued', 'assigned', 'running'))sql",
+                  job_id);
+    w.exec_params("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = $1", job_id);
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return GetJob(job_id);
+}
+
+absl::StatusOr<std::optional<Assignment>> PgStore::ClaimRun(const std::string& board) {
+  std::optional<Assignment> out;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec_params(R"sql(
+      WITH b AS (
+        SELECT name, arch, memory_bytes, running_kernel_label FROM boards WHERE name = $1),
+      next AS (
+        SELECT r.id
+          FROM runs r JOIN jobs j ON j.id = r.job_id CROSS JOIN b
+         WHERE r.state = 'queued'
+           AND b.running_kernel_label <> '' AND r.kernel = b.running_kernel_label
+           AND (r.arches = '[]'::jsonb OR r.arches ? b.arch)
+           AND (r.boards = '[]'::jsonb OR r.boards ? b.name)
+           AND j.memory_max <= b.memory_bytes
+           AND NOT EXISTS (SELECT 1 FROM runs busy
+                            WHERE busy.board = b.name AND busy.state IN ('assigned', 'running'))
+         ORDER BY r.job_id, r.id
+         LIMIT 1
+         FOR UPDATE OF r SKIP LOCKED)
+      UPDATE runs r SET
+        state = 'assigned', board = $1, attempt = r.attempt + 1, attempt_id = gen_random_uuid(),
+        assigned_at = now(), failure_reason = NULL,
+        lease_expires_at = now() + make_interval(secs => j.duration_seconds + j.warmup_ms / 1000.0 + $2)
+      FROM next, jobs j
+      WHERE r.id = next.id AND j.id = r.job_id
+      RETURNING r.id, r.attempt_id::text, r.job_id, j.benchmark, r.kernel, j.duration_seconds,
+                r.params::text, j.memory_max, j.memory_high, j.swap_max,
+                ceil(j.duration_seconds + j.warmup_ms / 1000.0 + $2)::int)sql",
+                              board, options_.lease_grace_seconds);
+    if (rows.empty()) return absl::OkStatus();
+    const auto& r = rows[0];
+    Assignment a;
+    a.run_id = r[0].as<int64_t>();
+    a.attempt_id = r[1].as<std::string>();
+    a.job_id = r[2].as<int64_t>();
+    a.benchmark = r[3].as<std::string>();
+    a.kernel = r[4].as<std::string>();
+    a.duration_seconds = r[5].as<uint32_t>();
+    a.params = StringMap(r[6].as<std::string>());
+    a.memcg.memory_max = r[7].as<uint64_t>();
+    a.memcg.memory_high = OptionalU64(r[8]);
+    a.memcg.swap_max = OptionalU64(r[9]);
+    a.lease_seconds = r[10].as<uint32_t>();
+    w.exec_params(kRecomputeJobState, a.job_id);
+    w.exec_params("UPDATE boards SET last_seen = now() WHERE name = $1", board);
+    w.commit();
+    out = std::move(a);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<bool> PgStore::RenewLease(const std::string& board, int64_t run_id,
+                                         const std::string& attempt_id) {
+  bool current = false;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    w.exec_params("UPDATE boards SET last_seen = now() WHERE name = $1", board);
+    auto rows = w.exec_params(R"sql(
+      UPDATE runs r SET
+        state = 'running', started_at = coalesce(r.started_at, now()),
+        lease_expires_at = now() + make_interval(secs => j.duration_seconds + j.warmup_ms / 1000.0 + $4)
+      FROM jobs j
+      WHERE r.id = $1 AND r.attempt_id::text = $2 AND r.board = $3
+        AND r.state IN ('assigned', 'running') AND j.id = r.job_id
+      RETURNING r.job_id)sql",
+                              run_id, attempt_id, board, options_.lease_grace_seconds);
+    current = !rows.empty();
+    if (current) w.exec_params(kRecomputeJobState, rows[0][0].as<int64_t>());
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return current;
+}
+
+absl::Status PgStore::TouchBoard(const std::string& board) {
+  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto r = w.exec_params("UPDATE boards SET last_seen = now() WHERE name = $1", board);
+    w.commit();
+    if (r.affected_rows() == 0) {
+      return absl::FailedPreconditionError(absl::StrCat("board '", board, "' has not said hello"));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::StoreResult(const std::string& board, int64_t run_id,
+                                             const std::string& attempt_id, bool succeeded,
+                                             const std::string& failure_reason,
+                                             const ResultRecord& result) {
+  int64_t job_id = 0;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec_params(R"sql(
+      SELECT r.state, coalesce(r.attempt_id::text, ''), coalesce(r.board, ''), r.job_id,
+             j.duration_seconds,
+             EXISTS (SELECT 1 FROM results res WHERE res.run_id = r.id AND res.attempt_id::text = $2)
+        FROM runs r JOIN jobs j ON j.id = r.job_id
+       WHERE r.id = $1
+         FOR UPDATE OF r)sql",
+                              run_id, attempt_id);
+    if (rows.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
+    std::string state = rows[0][0].as<std::string>();
+    std::string current_attempt = rows[0][1].as<std::string>();
+    std::string run_board = rows[0][2].as<std::string>();
+    job_id = rows[0][3].as<int64_t>();
+    int duration = rows[0][4].as<int>();
+    bool already_stored = rows[0][5].as<bool>();
+    if (current_attempt == attempt_id && run_board == board &&
+        (state == "succeeded" || state == "failed")) {
+      return absl::OkStatus();  // a repeated upload of the stored outcome: acknowledge
+    }
+    if (already_stored) return absl::OkStatus();
+    if (current_attempt != attempt_id || run_board != board ||
+        (state != "assigned" && state != "running")) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "run ", run_id, " attempt ", attempt_id, " is not current (run is ", state,
+          "); result refused"));
+    }
+    bool ok = succeeded;
+    std::string reason = failure_reason;
+    if (ok) {
+      // The stored invariant: one sample per second of measured duration.
+      bool shape_ok = result.samples.size() == static_cast<size_t>(duration);
+      for (size_t i = 0; shape_ok && i < result.samples.size(); ++i) {
+        shape_ok = result.samples[i].first == i + 1;
+      }
+      if (!shape_ok) {
+        ok = false;
+        reason = absl::StrCat("invalid result: expected samples for seconds 1..", duration,
+                              ", got ", result.samples.size(), " samples");
+      }
+    }
+    if (ok) {
+      w.exec_params(R"sql(
+        INSERT INTO results (run_id, attempt_id, board, throughput, rounds, duration_seconds,
+                             warmup_seconds, counters, environment)
+        VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb))sql",
+                    run_id, attempt_id, board, result.throughput,
+                    static_cast<int64_t>(result.rounds), result.duration_seconds,
+                    result.warmup_seconds, result.counters_json, result.environment_json);
+      pqxx::stream_to samples(w, "samples",
+                              std::vector<std::string>{"run_id", "second", "rounds"});
+      for (const auto& [second, rounds] : result.samples) {
+        samples << std::make_tuple(run_id, static_cast<int64_t>(second),
+                                   static_cast<int64_t>(rounds));
+      }
+      samples.complete();
+    }
+    w.exec_params(R"sql(
+      UPDATE runs SET state = $2, failure_reason = NULLIF($3, ''), finished_at = now(),
+                      lease_expires_at = NULL
+       WHERE id = $1)sql",
+                  run_id, ok ? "succeeded" : "failed", ok ? std::string() : reason);
+    w.exec_params(kRecomputeJobState, job_id);
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return job_id;
+}
+
+absl::StatusOr<std::vector<int64_t>> PgStore::ReapExpiredLeases() {
+  std::vector<int64_t> jobs;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec_params(R"sql(
+      UPDATE runs SET
+        state = CASE WHEN attempt >= $1 THEN 'failed' ELSE 'queued' END,
+        failure_reason = CASE WHEN attempt >= $1
+                              THEN 'lost: lease expired on attempt ' || attempt
+                              ELSE 'lease expired on attempt ' || attempt END,
+        board = CASE WHEN attempt >= $1 THEN board END,
+        finished_at = CASE WHEN attempt >= $1 THEN now() END,
+        attempt_id = NULL, lease_expires_at = NULL
+      WHERE state IN ('assigned', 'running') AND lease_expires_at < now()
+      RETURNING job_id)sql",
+                              options_.max_attempts);
+    std::set<int64_t> touched;
+    for (const auto& r : rows) touched.insert(r[0].as<int64_t>());
+    for (int64_t job : touched) w.exec_params(kRecomputeJobState, job);
+    w.commit();
+    jobs.assign(touched.begin(), touched.end());
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return jobs;
+}
+
+}  // namespace faultline::controller

@@ -1,0 +1,146 @@
+#pragma once
+// PostgreSQL storage (libpqxx 6.4). The only state of the controller: several replicas
+// may share one database (claims use FOR UPDATE SKIP LOCKED). libpqxx exceptions are
+// converted to absl::Status here: a lost connection is UNAVAILABLE, stale writes are
+// FAILED_PRECONDITION, unknown ids NOT_FOUND.
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "services/controller/core/domain.h"
+
+namespace faultline::controller {
+
+struct RunCounts {
+  uint32_t total = 0, queued = 0, assigned = 0, running = 0, succeeded = 0, failed = 0,
+           cancelled = 0;
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string benchmark;
+  std::string spec_json;
+  std::vector<std::string> matrix_keys;
+  std::string state;
+  RunCounts counts;
+  int64_t created_at_ms = 0;
+  int64_t finished_at_ms = 0;  // 0: not finished
+};
+
+struct RunRecord {
+  int64_t id = 0;
+  int64_t job_id = 0;
+  int cell_index = 0;
+  std::map<std::string, std::string> cell;
+  std::string kernel;
+  int repetition = 0;
+  std::string state;
+  std::string board;
+  std::string failure_reason;
+  int attempt = 0;
+  bool has_result = false;
+  double throughput = 0;
+  double duration_seconds = 0;
+  uint64_t rounds = 0;
+};
+
+struct BoardRecord {
+  BoardSummary summary;
+  std::string facts_json;
+  int64_t last_seen_ms = 0;
+  bool online = false;
+  int64_t current_run_id = 0;
+};
+
+struct Assignment {
+  int64_t run_id = 0;
+  std::string attempt_id;
+  int64_t job_id = 0;
+  std::string benchmark;
+  std::string kernel;
+  uint32_t duration_seconds = 0;
+  std::map<std::string, std::string> params;
+  MemcgLimitsBytes memcg;
+  uint32_t lease_seconds = 0;
+};
+
+struct ResultRecord {
+  double throughput = 0;
+  uint64_t rounds = 0;
+  double duration_seconds = 0;
+  double warmup_seconds = 0;
+  std::vector<std::pair<uint32_t, uint64_t>> samples;  // (second, rounds)
+  std::string counters_json = "{}";
+  std::string environment_json = "{}";
+};
+
+struct StoreOptions {
+  std::string database_url;
+  int pool_size = 4;
+  // A run's lease covers warm-up + duration + this grace; heartbeats renew it.
+  int lease_grace_seconds = 120;
+  int max_attempts = 3;
+  int board_offline_after_seconds = 60;
+};
+
+class PgStore {
+ public:
+  explicit PgStore(StoreOptions options);
+  ~PgStore();
+  PgStore(const PgStore&) = delete;
+  PgStore& operator=(const PgStore&) = delete;
+
+  // Applies pending migrations under a transaction-scoped advisory lock; refuses to start
+  // when an applied migration's checksum differs from the code's.
+  absl::Status Migrate();
+  // Cheap liveness check of the database and the schema (for /readyz).
+  absl::Status Ping();
+
+  absl::Status UpsertBoard(const BoardRecord& board);
+  absl::StatusOr<std::vector<BoardRecord>> ListBoards();
+  // Runs left assigned to a board whose agent restarted go back to the queue (or fail as
+  // lost after max_attempts). Returns how many were touched.
+  absl::StatusOr<int> ReleaseBoardRuns(const std::string& board);
+
+  // Stores the job and all its runs in one transaction; returns the job id.
+  absl::StatusOr<int64_t> CreateJob(const ValidatedJob& job, const std::string& name,
+                                    const std::string& spec_json);
+  absl::StatusOr<JobRecord> GetJob(int64_t job_id);
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit);
+  absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id);
+  absl::StatusOr<JobRecord> CancelJob(int64_t job_id);
+
+  // Claims the oldest queued run this board can serve (arch, running kernel, memory,
+  // filters) under a new attempt id and lease. nullopt: nothing to do.
+  absl::StatusOr<std::optional<Assignment>> ClaimRun(const std::string& board);
+  // Renews the lease of (run, attempt) on this board. Returns false when the attempt is no
+  // longer current (cancelled, lapsed, superseded): the agent must stop it.
+  absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,
+                                  const std::string& attempt_id);
+  absl::Status TouchBoard(const std::string& board);
+  // Stores a run's outcome in one transaction, fenced by (run, attempt, board). A repeated
+  // upload of the same attempt's result is acknowledged without storing twice.
+  // Returns the run's job id.
+  absl::StatusOr<int64_t> StoreResult(const std::string& board, int64_t run_id, const std::string& attempt_id,
+                           bool succeeded, const std::string& failure_reason,
+                           const ResultRecord& result);
+  // Returns lapsed leases to the queue; returns the ids of jobs whose state changed.
+  absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases();
+
+ private:
+  struct ConnectionPool;  // libpqxx stays out of this header
+
+  StoreOptions options_;
+  std::unique_ptr<ConnectionPool> pool_;
+};
+
+}  // namespace faultline::controller

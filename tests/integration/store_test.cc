@@ -1,0 +1,223 @@
+// PgStore against a real PostgreSQL 15 (throwaway cluster started by the harness).
+#include "services/controller/storage/store.h"
+
+#include <gtest/gtest.h>
+
+#include <pqxx/pqxx>
+
+#include "services/controller/core/validation.h"
+#include "tests/support/pg_cluster.h"
+
+namespace faultline::controller {
+namespace {
+
+using faultline::testing::FreshDatabase;
+using faultline::testing::PgSkipReason;
+using faultline::testing::PgUrl;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (PgUrl().empty()) GTEST_SKIP() << PgSkipReason();
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    url_ = FreshDatabase(std::string("t_") + info->name());
+    StoreOptions options;
+    options.database_url = url_;
+    store_ = std::make_unique<PgStore>(options);
+    ASSERT_TRUE(store_->Migrate().ok());
+    BoardRecord board;
+    board.summary = {"box", "x86_64", 8ull << 30, {"vanilla", "patched"}, "vanilla"};
+    board.facts_json = R"({"name":"box"})";
+    ASSERT_TRUE(store_->UpsertBoard(board).ok());
+  }
+
+  int64_t Submit(uint32_t repetitions, std::vector<std::string> kernels = {"vanilla"}) {
+    JobSpecInput spec;
+    spec.benchmark = "filemap-thrash";
+    spec.duration = "3s";
+    spec.repetitions = repetitions;
+    spec.kernels = std::move(kernels);
+    spec.memory_max = "256M";
+    spec.matrix = {{"threads", {"2", "4"}}};
+    auto boards = store_->ListBoards();
+    std::vector<BoardSummary> summaries;
+    for (const auto& b : *boards) summaries.push_back(b.summary);
+    auto job = ValidateJobSpec(spec, summaries);
+    EXPECT_TRUE(job.ok()) << job.status();
+    auto id = store_->CreateJob(*job, "test", "{}");
+    EXPECT_TRUE(id.ok()) << id.status();
+    return *id;
+  }
+
+  static ResultRecord GoodResult(int seconds) {
+    ResultRecord r;
+    r.throughput = 10;
+    r.rounds = 10 * seconds;
+    r.duration_seconds = seconds;
+    for (int s = 1; s <= seconds; ++s) r.samples.emplace_back(s, 10);
+    return r;
+  }
+
+  int64_t Count(const std::string& sql) {
+    pqxx::connection c(url_);
+    pqxx::nontransaction n(c);
+    return n.exec(sql)[0][0].as<int64_t>();
+  }
+
+  std::string url_;
+  std::unique_ptr<PgStore> store_;
+};
+
+TEST_F(StoreTest, MigrationsAreIdempotentAndChecksummed) {
+  EXPECT_TRUE(store_->Migrate().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM schema_migrations"), 1);
+  {
+    pqxx::connection c(url_);
+    pqxx::work w(c);
+    w.exec("UPDATE schema_migrations SET checksum = 'tampered' WHERE version = 1");
+    w.commit();
+  }
+  absl::Status s = store_->Migrate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(s.message()).find("must never change"), std::string::npos);
+}
+
+TEST_F(StoreTest, ClaimRunStoreResultExactlyOnce) {
+  int64_t job = Submit(1);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs"), 2);
+
+  auto first = store_->ClaimRun("box");
+  ASSERT_TRUE(first.ok() && first->has_value());
+  const Assignment& a = **first;
+  EXPECT_EQ(a.job_id, job);
+  EXPECT_EQ(a.duration_seconds, 3u);
+  EXPECT_EQ(a.params.at("threads"), "2");
+  EXPECT_EQ(a.memcg.memory_max, 256u << 20);
+  // One run at a time per board.
+  auto busy = store_->ClaimRun("box");
+  ASSERT_TRUE(busy.ok());
+  EXPECT_FALSE(busy->has_value());
+
+  EXPECT_TRUE(*store_->RenewLease("box", a.run_id, a.attempt_id));
+  EXPECT_FALSE(*store_->RenewLease("box", a.run_id, "00000000-0000-0000-0000-000000000000"));
+
+  // A write from another attempt or another board is fenced off.
+  auto stale = store_->StoreResult("box", a.run_id, "00000000-0000-0000-0000-000000000000", true,
+                                   "", GoodResult(3));
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
+  auto other_board = store_->StoreResult("other", a.run_id, a.attempt_id, true, "", GoodResult(3));
+  EXPECT_EQ(other_board.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  ASSERT_TRUE(store_->StoreResult("box", a.run_id, a.attempt_id, true, "", GoodResult(3)).ok());
+  // A repeated upload is acknowledged and not stored twice.
+  ASSERT_TRUE(store_->StoreResult("box", a.run_id, a.attempt_id, true, "", GoodResult(3)).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM samples"), 3);
+
+  auto second = store_->ClaimRun("box");
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->params.at("threads"), "4");
+  ASSERT_TRUE(store_->StoreResult("box", (*second)->run_id, (*second)->attempt_id, true, "",
+                                  GoodResult(3))
+                  .ok());
+  auto done = store_->GetJob(job);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, "succeeded");
+  EXPECT_EQ(done->counts.succeeded, 2u);
+  EXPECT_NE(done->finished_at_ms, 0);
+}
+
+TEST_F(StoreTest, ResultWithWrongSampleCountBecomesAFailure) {
+  int64_t job = Submit(1);
+  auto a = store_->ClaimRun("box");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  ASSERT_TRUE(store_->StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", GoodResult(2)).ok());
+  auto runs = store_->ListRuns(job);
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ((*runs)[0].state, "failed");
+  EXPECT_NE((*runs)[0].failure_reason.find("expected samples for seconds 1..3"), std::string::npos);
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 0);
+}
+
+TEST_F(StoreTest, OnlyTheRunningKernelIsServed) {
+  Submit(1, {"patched"});
+  auto a = store_->ClaimRun("box");
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->has_value());
+}
+
+TEST_F(StoreTest, CancelStopsRunningAttemptsAndRefusesTheirResults) {
+  int64_t job = Submit(2);
+  auto a = store_->ClaimRun("box");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  auto cancelled = store_->CancelJob(job);
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state, "cancelled");
+  EXPECT_EQ(cancelled->counts.cancelled, 4u);
+  EXPECT_FALSE(*store_->RenewLease("box", (*a)->run_id, (*a)->attempt_id));
+  auto late = store_->StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", GoodResult(3));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->CancelJob(job).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->GetJob(job + 100).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
+  int64_t job = Submit(1);
+  std::string first_attempt;
+  int64_t run_id = 0;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    auto a = store_->ClaimRun("box");
+    ASSERT_TRUE(a.ok() && a->has_value());
+    if (attempt == 1) {
+      first_attempt = (*a)->attempt_id;
+      run_id = (*a)->run_id;
+    }
+    ASSERT_EQ((*a)->run_id, run_id) << "the requeued run comes first";
+    {
+      pqxx::connection c(url_);
+      pqxx::work w(c);
+      w.exec("UPDATE runs SET lease_expires_at = now() - interval '1 second' "
+             "WHERE state IN ('assigned', 'running')");
+      w.commit();
+    }
+    auto reaped = store_->ReapExpiredLeases();
+    ASSERT_TRUE(reaped.ok());
+    EXPECT_EQ(*reaped, std::vector<int64_t>{job});
+  }
+  auto runs = store_->ListRuns(job);
+  ASSERT_TRUE(runs.ok());
+  const RunRecord* lost = nullptr;
+  for (const auto& r : *runs) {
+    if (r.id == run_id) lost = &r;
+  }
+  ASSERT_NE(lost, nullptr);
+  EXPECT_EQ(lost->state, "failed");
+  EXPECT_EQ(lost->attempt, 3);
+  EXPECT_NE(lost->failure_reason.find("lost"), std::string::npos);
+  auto stale = store_->StoreResult("box", run_id, first_attempt, true, "", GoodResult(3));
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(StoreTest, HelloReleasesRunsOfARestartedAgent) {
+  Submit(1);
+  auto a = store_->ClaimRun("box");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  auto released = store_->ReleaseBoardRuns("box");
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(*released, 1);
+  auto again = store_->ClaimRun("box");
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->run_id, (*a)->run_id);
+  EXPECT_NE((*again)->attempt_id, (*a)->attempt_id);
+}
+
+TEST_F(StoreTest, DatabaseDownIsUnavailable) {
+  StoreOptions options;
+  options.database_url = "postgresql://faultline@127.0.0.1:1/none?connect_timeout=2";
+  PgStore dead(options);
+  EXPECT_EQ(dead.Ping().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(dead.ListJobs(10).status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace faultline::controller

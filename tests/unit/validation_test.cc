@@ -1,0 +1,165 @@
+#include "services/controller/core/validation.h"
+
+#include <gtest/gtest.h>
+
+#include "services/controller/core/report.h"
+
+namespace faultline::controller {
+namespace {
+
+std::vector<BoardSummary> OneBoard() {
+  return {BoardSummary{"box", "x86_64", 24ull << 30, {"vanilla", "patched"}, "vanilla"}};
+}
+
+JobSpecInput Example() {
+  JobSpecInput s;
+  s.benchmark = "filemap-thrash";
+  s.duration = "5s";
+  s.repetitions = 3;
+  s.kernels = {"vanilla"};
+  s.memory_max = "256M";
+  s.memory_high = "192M";
+  s.swap_max = "0";
+  s.params = {{"file_size", "16M"}};
+  s.matrix = {{"threads", {"4", "8"}}};
+  return s;
+}
+
+// Expects InvalidArgument whose message starts with the field and contains `fragment`.
+void ExpectInvalid(const JobSpecInput& spec, const std::string& field, const std::string& fragment,
+                   const std::vector<BoardSummary>& boards = OneBoard()) {
+  auto r = ValidateJobSpec(spec, boards);
+  ASSERT_FALSE(r.ok()) << "accepted a bad spec (expected error on " << field << ")";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  std::string message(r.status().message());
+  EXPECT_EQ(message.rfind("spec." + field + ":", 0), 0u) << message;
+  EXPECT_NE(message.find(fragment), std::string::npos) << message;
+}
+
+TEST(ValidateJobSpec, AcceptsTheIssueExampleAndExpandsIt) {
+  auto job = ValidateJobSpec(Example(), OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->duration, std::chrono::seconds(5));
+  EXPECT_EQ(job->memcg.memory_max, 256u << 20);
+  EXPECT_EQ(job->memcg.memory_high, 192u << 20);
+  EXPECT_EQ(job->memcg.swap_max, 0u);
+  ASSERT_EQ(job->runs.size(), 2u * 1 * 3);
+  // Defaults are filled in and every run carries every knob.
+  EXPECT_EQ(job->runs[0].params.at("file_size"), "16M");
+  EXPECT_EQ(job->runs[0].params.at("munmap_threads"), "0");
+  EXPECT_EQ(job->runs[0].params.at("threads"), "4");
+  EXPECT_EQ(job->runs[1].params.at("threads"), "8");
+  EXPECT_EQ(job->runs[0].repetition, 1);
+  EXPECT_EQ(job->runs[5].repetition, 3);
+  EXPECT_EQ(job->fixed_params.count("threads"), 0u);
+}
+
+TEST(ValidateJobSpec, RefusesEachBadInputNamingFieldAndLimit) {
+  auto s = Example();
+  s.benchmark = "filemap-trash";
+  ExpectInvalid(s, "benchmark", "known: filemap-thrash, swap-in, mmap-writer-pressure");
+
+  s = Example();
+  s.params["threadz"] = "3";
+  ExpectInvalid(s, "params.threadz", "unknown knob");
+
+  s = Example();
+  s.matrix = {{"threads", {"0", "8"}}};
+  ExpectInvalid(s, "matrix.threads[0]", "between 1 and 4096, got 0");
+
+  s = Example();
+  s.matrix = {{"threads", {"4097"}}};
+  ExpectInvalid(s, "matrix.threads[0]", "between 1 and 4096");
+
+  s = Example();
+  s.memory_max = "8M";
+  ExpectInvalid(s, "memcg.memory_max", "at least 16M");
+
+  s = Example();
+  s.memory_max = "64G";
+  ExpectInvalid(s, "memcg.memory_max", "board's RAM (24G");
+
+  s = Example();
+  s.duration = "0s";
+  ExpectInvalid(s, "duration", "positive");
+
+  s = Example();
+  s.duration = "5h";
+  ExpectInvalid(s, "duration", "at most 4h");
+
+  s = Example();
+  s.duration = "1500ms";
+  ExpectInvalid(s, "duration", "whole seconds");
+
+  s = Example();
+  s.kernels = {"vanila"};
+  ExpectInvalid(s, "kernels[0]", "unknown kernel label 'vanila' (known: patched, vanilla)");
+
+  s = Example();
+  s.matrix = {{"threads", {}}};
+  ExpectInvalid(s, "matrix.threads", "at least one value");
+
+  s = Example();
+  s.repetitions = 0;
+  ExpectInvalid(s, "repetitions", "between 1 and 1000, got 0");
+
+  s = Example();
+  s.memory_high = "512M";
+  ExpectInvalid(s, "memcg.memory_high", "memory_max");
+
+  s = Example();
+  s.matrix = {{"file_size", {"1M"}}};
+  ExpectInvalid(s, "matrix.file_size", "also set in params");
+
+  s = Example();
+  s.arches = {"sparc"};
+  ExpectInvalid(s, "arches[0]", "unknown arch");
+
+  s = Example();
+  ExpectInvalid(s, "kernels[0]", "no eligible board", {});
+}
+
+TEST(ValidateJobSpec, BoundsTheNumberOfRuns) {
+  auto s = Example();
+  s.repetitions = 1000;
+  s.matrix = {{"threads", {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}}};
+  ExpectInvalid(s, "matrix", "at most 10000");
+}
+
+TEST(ValidateJobSpec, ArchFilterExcludesBoards) {
+  auto s = Example();
+  s.arches = {"aarch64"};
+  ExpectInvalid(s, "kernels[0]", "no eligible board");
+}
+
+TEST(ExpandMatrix, CartesianProductFirstKeySlowest) {
+  auto cells = ExpandMatrix({{"a", {"1", "2"}}, {"b", {"x", "y", "z"}}});
+  ASSERT_EQ(cells.size(), 6u);
+  EXPECT_EQ(cells[0], (Cell{{"a", "1"}, {"b", "x"}}));
+  EXPECT_EQ(cells[2], (Cell{{"a", "1"}, {"b", "z"}}));
+  EXPECT_EQ(cells[3], (Cell{{"a", "2"}, {"b", "x"}}));
+  EXPECT_EQ(ExpandMatrix({}).size(), 1u);
+}
+
+TEST(Summarize, MedianMinMaxPerCellKernelBoard) {
+  Cell four{{"threads", "4"}};
+  std::vector<RunOutcome> outcomes = {
+      {four, "vanilla", "box", true, false, 10},
+      {four, "vanilla", "box", true, false, 30},
+      {four, "vanilla", "box", true, false, 20},
+      {four, "vanilla", "box", false, true, 0},
+      {four, "patched", "box", true, false, 5},
+      {four, "patched", "box", true, false, 7},
+  };
+  auto rows = Summarize(outcomes);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].n, 3u);
+  EXPECT_EQ(rows[0].failed, 1u);
+  EXPECT_DOUBLE_EQ(rows[0].median, 20);
+  EXPECT_DOUBLE_EQ(rows[0].min, 10);
+  EXPECT_DOUBLE_EQ(rows[0].max, 30);
+  EXPECT_DOUBLE_EQ(rows[1].median, 6);  // even n: mean of the middle two
+}
+
+}  // namespace
+}  // namespace faultline::controller
