@@ -81,7 +81,7 @@ std::optional<uint64_t> ParseSize(std::string_view text, std::string* error) {
     }
     std::string_view rest = unit.substr(1);
     if (!(rest.empty() || rest == "B" || rest == "b" || rest == "iB" || rest == "ib") ||
-        (unit.front() == 'B' || unit.front() == 'b') && !rest.empty()) {
+        ((unit.front() == 'B' || unit.front() == 'b') && !rest.empty())) {
       SetError(error, "'" + std::string(text) + "' has an unknown size unit (use K, M, G or T)");
       return std::nullopt;
     }
