@@ -9,6 +9,7 @@
 
 #include "agent/sys/cgroup.h"
 #include "agent/sys/file_io.h"
+#include "agent/sys/testing/cgroup_cleanup.h"
 
 namespace faultline::sys {
 namespace {
@@ -164,6 +165,8 @@ TEST(MemoryCgroupIntegration, CurrentCgroupDirExists) {
   ASSERT_TRUE(dir) << error;
   EXPECT_TRUE(std::filesystem::is_directory(*dir)) << *dir;
 }
+
+FAULTLINE_REMOVE_EMPTY_CGROUP_PARENT_AT_EXIT();
 
 }  // namespace
 }  // namespace faultline::sys

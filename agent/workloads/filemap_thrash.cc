@@ -3,6 +3,7 @@
 // munmap threads, contends mmap_lock (the "500 threads on 16MB files" seed).
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@ class FilemapThrash : public Workload {
         written_(knobs.at("file_fill").text == "written") {}
 
   bool Prepare(const std::atomic<bool>& interrupted, std::string* error) override {
+    if (!EnoughDescriptors(error)) return false;
     if (written_ && !EnoughSpaceForWrittenFiles(error)) return false;
     for (uint32_t i = 0; i < threads_; ++i) {
       if (interrupted.load()) return Interrupted(error);
@@ -97,6 +99,26 @@ class FilemapThrash : public Workload {
       return UniqueFd();
     }
     return fd;
+  }
+
+  // One open file per thread: thousands of threads exceed the usual soft limit of 1024,
+  // so raise it to the hard limit when needed.
+  bool EnoughDescriptors(std::string* error) const {
+    const rlim_t needed = static_cast<rlim_t>(threads_) + munmap_threads_ + 64;
+    struct rlimit limit;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= needed) return true;
+    if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+      *error = std::to_string(threads_ + munmap_threads_) + " threads need " +
+               std::to_string(needed) + " open files but RLIMIT_NOFILE's hard limit is " +
+               std::to_string(limit.rlim_max);
+      return false;
+    }
+    limit.rlim_cur = needed;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      *error = "raising RLIMIT_NOFILE to " + std::to_string(needed) + ": " + sys::ErrnoMessage(errno);
+      return false;
+    }
+    return true;
   }
 
   bool EnoughSpaceForWrittenFiles(std::string* error) const {

@@ -54,7 +54,7 @@ void* WorkerMain(void* arg) {
   // Released together so warm-up starts when every thread exists, not while thousands are
   // still being created.
   context->go->wait(false, std::memory_order_acquire);
-  if (context->stop->load(std::memory_order_relaxed)) return nullptr;
+  // Every released body runs, even if stop is already set: bodies loop on `stop` anyway.
   std::string error;
   if (!(*context->body)(context->index, *context->counter, *context->stop, &error)) {
     context->failure->Record(error.empty() ? "a worker thread failed" : error);

@@ -1,5 +1,6 @@
 #include "agent/workloads/result.h"
 
+#include "agent/sys/file_io.h"
 #include "agent/workloads/json_writer.h"
 
 namespace faultline::workloads {
@@ -19,6 +20,14 @@ constexpr const char* kVmstatDeltas[] = {
 // The by-source counters partition all scanning/stealing; pgscan_anon/_file split the
 // same pages again by type, so summing every pgscan_* would count pages twice.
 constexpr const char* kScanSources[] = {"kswapd", "direct", "khugepaged", "proactive"};
+
+// memory.stat event counters worth a delta; which exist depends on version (v1 has no
+// pgscan/pgsteal, v2 has them all).
+constexpr const char* kMemcgStatDeltas[] = {
+    "pgfault",       "pgmajfault",     "workingset_refault_anon", "workingset_refault_file",
+    "pgscan",        "pgsteal",        "pgscan_kswapd",           "pgscan_direct",
+    "pgsteal_kswapd", "pgsteal_direct", "pswpin",                 "pswpout",
+};
 
 double Seconds(const struct timeval& tv) {
   return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
@@ -56,8 +65,13 @@ std::string FormatWorkloadResultJson(const WorkloadResultData& result) {
   return json.text();
 }
 
-CounterSnapshot TakeCounterSnapshot() {
+CounterSnapshot TakeCounterSnapshot(const std::string& memcg_dir) {
   CounterSnapshot snapshot;
+  if (!memcg_dir.empty()) {
+    if (auto text = sys::ReadFileToString(memcg_dir + "/memory.stat", nullptr)) {
+      snapshot.memcg_stat = sys::ParseKeyValueLines(*text);
+    }
+  }
   if (auto vmstat = sys::ReadVmstat()) snapshot.vmstat = std::move(*vmstat);
   ::getrusage(RUSAGE_SELF, &snapshot.usage);
   snapshot.memory_pressure = sys::ReadMemoryPressure();
@@ -82,6 +96,13 @@ std::map<std::string, double> CounterDeltas(const CounterSnapshot& start, const 
       }
     }
     if (any) out[std::string(kind) + "_total"] = total;
+  }
+  for (const char* name : kMemcgStatDeltas) {
+    auto a = start.memcg_stat.find(name);
+    auto b = end.memcg_stat.find(name);
+    if (a != start.memcg_stat.end() && b != end.memcg_stat.end()) {
+      out[std::string("memcg_") + name] = Delta(a->second, b->second);
+    }
   }
   const auto& u0 = start.usage;
   const auto& u1 = end.usage;

@@ -33,13 +33,18 @@ struct CounterSnapshot {
   sys::VmstatCounters vmstat;
   struct rusage usage {};
   std::optional<sys::MemoryPressure> memory_pressure;
+  // memory.stat of the memcg the workload runs in: reclaim caused by a memcg limit is
+  // counted there, not in /proc/vmstat's pgscan/pgsteal.
+  std::map<std::string, uint64_t> memcg_stat;
 };
 
-CounterSnapshot TakeCounterSnapshot();
+// `memcg_dir` may be empty (no memory cgroup known).
+CounterSnapshot TakeCounterSnapshot(const std::string& memcg_dir);
 
 // Deltas over the interval: vmstat (pgfault, pgmajfault, pswpin, pswpout, workingset
 // refaults, oom_kill, pgscan_*/pgsteal_* by reclaim source plus pgscan/pgsteal totals),
-// rusage (rusage_minflt, ..., rusage_utime_seconds) and PSI memory stall microseconds.
+// rusage (rusage_minflt, ..., rusage_utime_seconds), PSI memory stall microseconds, and
+// "memcg_"-prefixed memory.stat event deltas (memcg_pgscan, memcg_workingset_refault_file...).
 std::map<std::string, double> CounterDeltas(const CounterSnapshot& start, const CounterSnapshot& end);
 
 }  // namespace faultline::workloads

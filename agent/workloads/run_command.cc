@@ -97,17 +97,26 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   }
   if (interrupted.load()) return Fail(kExitInterrupted, "interrupted");
 
+  // Where we run now (own cgroup, the agent's run cgroup, or wherever we were started).
+  std::string memcg_dir;
+  {
+    std::string ignored;
+    if (auto backend = sys::DetectCgroupBackend(command.cgroup, &ignored)) {
+      if (auto dir = sys::CurrentCgroupDir(*backend, &ignored)) memcg_dir = *dir;
+    }
+  }
+
   SamplingPlan plan;
   plan.warmup = std::chrono::milliseconds(command.knobs.at("warmup").number);
   plan.seconds = command.duration_seconds;
   CounterSnapshot at_start, at_end;
   HarnessHooks hooks;
   hooks.threads_started = [&] { WriteProgress(command.progress_fd, FormatProgressStarted()); };
-  hooks.measurement_started = [&] { at_start = TakeCounterSnapshot(); };
+  hooks.measurement_started = [&] { at_start = TakeCounterSnapshot(memcg_dir); };
   hooks.second_done = [&](uint32_t second, uint64_t rounds) {
     WriteProgress(command.progress_fd, FormatProgressSecond(second, rounds));
   };
-  hooks.measurement_ended = [&] { at_end = TakeCounterSnapshot(); };
+  hooks.measurement_ended = [&] { at_end = TakeCounterSnapshot(memcg_dir); };
   RealMonotonicClock clock(&interrupted);
   HarnessResult run = RunHarness(workload->ThreadGroups(), plan, clock, hooks);
   if (run.interrupted) return Fail(kExitInterrupted, "interrupted");
@@ -136,12 +145,7 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   environment["page_size"] = std::to_string(options.page_size);
   environment["swap_present"] = swap_present ? "true" : "false";
   environment["threads_started"] = std::to_string(run.threads_started);
-  {
-    std::string ignored;
-    if (auto backend = sys::DetectCgroupBackend(command.cgroup, &ignored)) {
-      if (auto dir = sys::CurrentCgroupDir(*backend, &ignored)) environment["memcg.current"] = *dir;
-    }
-  }
+  if (!memcg_dir.empty()) environment["memcg.current"] = memcg_dir;
   workload->DescribeEnvironment(&environment);
   result.environment = std::move(environment);
 

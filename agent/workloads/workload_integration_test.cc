@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/sys/cgroup.h"
+#include "agent/sys/testing/cgroup_cleanup.h"
 #include "agent/sys/testing/zram_swap.h"
 #include "agent/sys/vmstat.h"
 
@@ -234,6 +235,8 @@ TEST(WorkloadBinary, MmapWriterPressureRunsWithZramSwap) {
   EXPECT_EQ(result["params"]["writers"], "2");
   EXPECT_EQ(result["params"]["fill"], "nonzero");
 }
+
+FAULTLINE_REMOVE_EMPTY_CGROUP_PARENT_AT_EXIT();
 
 }  // namespace
 }  // namespace faultline::workloads

@@ -1,0 +1,172 @@
+#include "agent/app.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "agent/config.h"
+#include "agent/rpc/agent_client.h"
+#include "agent/runner/runner.h"
+#include "agent/sys/board_facts.h"
+#include "agent/sys/cgroup.h"
+#include "google/protobuf/util/json_util.h"
+#include "services/common/log.h"
+#include "services/common/units.h"
+
+namespace faultline::agent {
+namespace {
+
+constexpr const char* kAgentVersion = "0.1.0";
+
+v1::Board BoardFromFacts(const AgentConfig& config, const sys::BoardFacts& facts) {
+  v1::Board b;
+  b.set_name(config.board);
+  b.set_arch(facts.arch);
+  b.set_cpu_model(facts.cpu_model);
+  b.set_cpu_count(facts.cpu_count);
+  b.set_memory_bytes(facts.memory_bytes);
+  b.set_page_size(static_cast<uint32_t>(facts.page_size));
+  b.set_cgroup_version(facts.cgroup_version.empty() ? 0 : std::stoi(facts.cgroup_version));
+  for (const auto& s : facts.swap_devices) {
+    auto* d = b.add_swap_devices();
+    d->set_path(s.path);
+    d->set_size_bytes(s.size_bytes);
+    d->set_type(s.type);
+  }
+  b.set_running_kernel_release(facts.kernel_release);
+  b.set_running_kernel_label(RunningKernelLabel(config, facts.kernel_release));
+  for (const auto& k : config.kernels) {
+    auto* e = b.add_kernels();
+    e->set_label(k.label);
+    e->set_release(k.release);
+    e->set_boot_method(k.boot);
+  }
+  for (const auto& [k, v] : config.labels) (*b.mutable_labels())[k] = v;
+  b.set_agent_version(kAgentVersion);
+  return b;
+}
+
+std::optional<uint64_t> LimitFromWire(const std::string& text) {
+  if (text.empty() || text == "max") return std::nullopt;
+  return ParseUnsigned(text);
+}
+
+std::string DefaultWorkloadBinary(const std::string& argv0) {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::filesystem::path dir = ec ? std::filesystem::path(argv0).parent_path() : self.parent_path();
+  return (dir / "faultline-workload").string();
+}
+
+}  // namespace
+
+int RunAgent(const AgentOptions& options, const std::string& argv0) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  sys::BoardFacts facts = sys::CollectBoardFacts();
+  auto config = LoadAgentConfig(options.config_path, facts.kernel_release);
+  if (!config.ok()) {
+    log::error("event=bad_config error=\"{}\"", std::string(config.status().message()));
+    return 2;
+  }
+  std::string workload = !options.workload_binary.empty() ? options.workload_binary
+                         : !config->workload_binary.empty() ? config->workload_binary
+                                                            : DefaultWorkloadBinary(argv0);
+  if (access(workload.c_str(), X_OK) != 0) {
+    log::error("event=no_workload_binary path={}", workload);
+    return 2;
+  }
+  std::string error;
+  sys::CgroupBackendOptions cgroup_options;
+  cgroup_options.v2_parent = config->cgroup_parent;
+  auto backend = sys::DetectCgroupBackend(cgroup_options, &error);
+  if (!backend) {
+    log::error("event=no_memory_cgroup error=\"{}\"", error);
+    return 2;
+  }
+  // Runs of a previous agent life that crashed are gone: remove their cgroups.
+  if (auto removed = sys::RemoveStaleRunCgroups(*backend, &error); removed && *removed > 0) {
+    log::warn("event=stale_cgroups_removed count={}", *removed);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(config->work_dir, ec);
+
+  v1::Board board = BoardFromFacts(*config, facts);
+  if (board.running_kernel_label().empty()) {
+    log::warn("event=unknown_running_kernel release={} note=\"no configured kernel has this "
+              "release; the agent will get no runs\"",
+              facts.kernel_release);
+  }
+  log::info("event=agent_starting board={} arch={} cpus={} memory={} page_size={} cgroup=v{} "
+            "kernel={} ({})",
+            board.name(), board.arch(), board.cpu_count(), FormatSize(board.memory_bytes()),
+            board.page_size(), board.cgroup_version(), board.running_kernel_label(),
+            facts.kernel_release);
+
+  RunFunction run = [&](const v1::Assignment& a, std::atomic<bool>* cancel) {
+    runner::WorkloadInvocation inv;
+    inv.workload_binary = workload;
+    inv.benchmark = a.benchmark();
+    inv.params.insert(a.params().begin(), a.params().end());
+    inv.duration_seconds = a.duration_seconds();
+    inv.work_dir = config->work_dir;
+    inv.limits.memory_max = LimitFromWire(a.memcg().memory_max());
+    inv.limits.memory_high = LimitFromWire(a.memcg().memory_high());
+    inv.limits.swap_max = LimitFromWire(a.memcg().swap_max());
+    inv.cgroup_backend = *backend;
+    inv.run_id = std::to_string(a.run_id());
+    inv.cancel = cancel;
+    runner::WorkloadOutcome outcome = runner::RunWorkload(inv);
+
+    RunReport report;
+    report.succeeded = outcome.succeeded;
+    report.failure_reason = outcome.failure_reason;
+    if (!outcome.result_json.empty()) {
+      google::protobuf::util::JsonParseOptions parse;
+      parse.ignore_unknown_fields = true;
+      auto s = google::protobuf::util::JsonStringToMessage(outcome.result_json, &report.result, parse);
+      if (!s.ok() && report.succeeded) {
+        report.succeeded = false;
+        report.failure_reason = "unreadable workload output: " + s.ToString();
+      }
+    } else if (report.succeeded) {
+      report.succeeded = false;
+      report.failure_reason = "the workload printed no result";
+    }
+    for (const auto& [k, v] : outcome.applied_limits) (*report.result.mutable_environment())[k] = v;
+    for (const auto& [k, v] : outcome.memcg_events) {
+      (*report.result.mutable_counters())["memcg_event." + k] = static_cast<double>(v);
+    }
+    (*report.result.mutable_environment())["kernel.label"] = board.running_kernel_label();
+    (*report.result.mutable_environment())["kernel.release"] = facts.kernel_release;
+    return report;
+  };
+
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 10'000);
+  auto channel = grpc::CreateCustomChannel(options.controller, grpc::InsecureChannelCredentials(), args);
+  AgentClientOptions client_options;
+  client_options.board = board;
+  AgentClient client(client_options, channel, run);
+
+  std::thread signals([&] {
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    log::info("event=agent_stopping signal={}", signal);
+    client.Stop();
+  });
+  int rc = client.Serve();
+  signals.join();
+  return rc;
+}
+
+}  // namespace faultline::agent

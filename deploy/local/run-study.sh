@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The main job: a local faultline stack on this machine (throwaway PostgreSQL, controller,
+# one agent), a real study, its report. Installs and builds what it needs. Run as root.
+#   deploy/local/run-study.sh [SPEC.yaml] [--keep]
+# --keep leaves the stack running (prints how to reach it); default: stop it at the end.
+set -euo pipefail
+FL_ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+spec=$FL_ROOT/deploy/examples/filemap-thrash-small.yaml
+keep=0
+for arg in "$@"; do
+  case "$arg" in
+    --keep) keep=1 ;;
+    *) spec=$arg ;;
+  esac
+done
+
+"$FL_ROOT/scripts/install-deps.sh"
+"$FL_ROOT/scripts/build.sh" faultline-controller faultline-agent faultline-workload faultline
+bin=${FAULTLINE_BUILD_DIR:-$FL_ROOT/build}
+FL_BIN_CONTROLLER=$bin/services/controller/faultline-controller
+FL_BIN_AGENT=$bin/agent/faultline-agent
+FL_BIN_WORKLOAD=$bin/agent/workloads/faultline-workload
+FL_BIN_CLI=$bin/services/cli/faultline
+FL_STATE=${FL_STATE:-$(mktemp -d /tmp/faultline-local-XXXXXX)}
+chmod 755 "$FL_STATE"
+source "$FL_ROOT/deploy/local/stack.sh"
+if [ "$keep" = 0 ]; then trap 'fl_stop_all; rm -rf "$FL_STATE"' EXIT; fi
+
+fl_start_postgres
+fl_start_controller
+fl_start_agent "$(hostname -s)"
+
+job=$("$FL_BIN_CLI" submit "$spec")
+fl_log "job $job submitted ($spec)"
+"$FL_BIN_CLI" watch "$job" || fl_log "job $job did not fully succeed"
+"$FL_BIN_CLI" report "$job"
+
+if [ "$keep" = 1 ]; then
+  cat >&2 <<MSG
+The stack keeps running (state in $FL_STATE):
+  export FAULTLINE_CONTROLLER=$FAULTLINE_CONTROLLER
+  $FL_BIN_CLI jobs
+  psql '$FL_DATABASE_URL'
+Stop it: kill $FL_AGENT_PID $FL_CONTROLLER_PID; $FL_ROOT/scripts/pg-throwaway.sh stop $FL_STATE/pg
+MSG
+fi

@@ -1,0 +1,75 @@
+# Shell library for a one-machine faultline stack (sourced by run-study.sh and the e2e
+# test): a throwaway PostgreSQL, the controller and one agent, all ended by their pid.
+# Needs: FL_BIN_CONTROLLER, FL_BIN_AGENT, FL_BIN_WORKLOAD, FL_BIN_CLI, FL_STATE (a directory).
+
+FL_ROOT=${FL_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+
+fl_log() { echo "[faultline-stack] $*" >&2; }
+
+# Waits until "$@" succeeds, polling, for at most $FL_WAIT_SECONDS (default 60).
+fl_wait_for() {
+  local what=$1; shift
+  local deadline=$(( $(date +%s) + ${FL_WAIT_SECONDS:-60} ))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then fl_log "timed out waiting for $what"; return 1; fi
+    sleep 0.2
+  done
+}
+
+fl_start_postgres() {
+  FL_DATABASE_URL=$("$FL_ROOT/scripts/pg-throwaway.sh" start "$FL_STATE/pg")
+  export FL_DATABASE_URL
+  fl_log "PostgreSQL: $FL_DATABASE_URL"
+}
+
+fl_start_controller() {
+  rm -f "$FL_STATE/controller.ports"
+  "$FL_BIN_CONTROLLER" --database-url "$FL_DATABASE_URL" \
+    --grpc-listen "127.0.0.1:${FL_GRPC_PORT:-0}" --http-listen "127.0.0.1:${FL_HTTP_PORT:-0}" \
+    --port-file "$FL_STATE/controller.ports" >>"$FL_STATE/controller.log" 2>&1 &
+  FL_CONTROLLER_PID=$!
+  echo "$FL_CONTROLLER_PID" >"$FL_STATE/controller.pid"
+  fl_wait_for "the controller to listen" test -s "$FL_STATE/controller.ports" || {
+    cat "$FL_STATE/controller.log" >&2; return 1; }
+  FL_GRPC_PORT=$(sed -n 's/^grpc=//p' "$FL_STATE/controller.ports")
+  FL_HTTP_PORT=$(sed -n 's/^http=//p' "$FL_STATE/controller.ports")
+  export FAULTLINE_CONTROLLER="127.0.0.1:$FL_GRPC_PORT"
+  fl_log "controller: gRPC $FAULTLINE_CONTROLLER, HTTP http://127.0.0.1:$FL_HTTP_PORT/healthz (pid $FL_CONTROLLER_PID)"
+}
+
+fl_start_agent() {
+  local board=${1:-local}
+  mkdir -p "$FL_STATE/work"
+  cat >"$FL_STATE/agent.yaml" <<YAML
+board: $board
+labels: {site: local}
+work_dir: $FL_STATE/work
+kernels:
+  - {label: vanilla, release: running, boot: none}
+YAML
+  "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$FL_STATE/agent.yaml" \
+    --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/agent.log" 2>&1 &
+  FL_AGENT_PID=$!
+  echo "$FL_AGENT_PID" >"$FL_STATE/agent.pid"
+  fl_wait_for "agent '$board' to register" fl_agent_online "$board" || {
+    cat "$FL_STATE/agent.log" >&2; return 1; }
+  fl_log "agent: board $board online (pid $FL_AGENT_PID)"
+}
+
+fl_agent_online() {
+  "$FL_BIN_CLI" agents 2>/dev/null | awk -v b="$1" '$1 == b && /online/ { found = 1 } END { exit !found }'
+}
+
+fl_stop_pid() {
+  local pid=$1
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+fl_stop_all() {
+  fl_stop_pid "${FL_AGENT_PID:-}"
+  fl_stop_pid "${FL_CONTROLLER_PID:-}"
+  "$FL_ROOT/scripts/pg-throwaway.sh" stop "$FL_STATE/pg" || true
+}

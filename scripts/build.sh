@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures and builds faultline with ninja and ccache into ${FAULTLINE_BUILD_DIR:-build}.
+# Extra arguments are ninja targets (default: everything).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${FAULTLINE_BUILD_DIR:-$root/build}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+fi
+ninja -C "$build" "$@"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, builds, runs unit, integration and end-to-end
+# tests (real PostgreSQL, real cgroups, the real binaries). Run as root on Debian bookworm.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh"
+cd "${FAULTLINE_BUILD_DIR:-$root/build}"
+ctest --output-on-failure --timeout 900 "$@"

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# End to end: real PostgreSQL, controller, agent, workloads under a real memory cgroup,
+# driven through the CLI. Checks the report, the database and the clean-up.
+# Usage: study_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
+set -euo pipefail
+
+FL_BIN_CONTROLLER=$1/faultline-controller
+FL_BIN_AGENT=$2/faultline-agent
+FL_BIN_WORKLOAD=$3/faultline-workload
+FL_BIN_CLI=$4/faultline
+FL_STATE=$(mktemp -d /tmp/faultline-e2e-XXXXXX)
+chmod 755 "$FL_STATE"
+source "$(dirname "$0")/../../deploy/local/stack.sh"
+
+fail() {
+  echo "FAIL: $*" >&2
+  sql "SELECT id, job_id, state, attempt, coalesce(failure_reason, '') FROM runs ORDER BY id" >&2 || true
+  for f in controller agent; do echo "--- $f.log" >&2; tail -n 40 "$FL_STATE/$f.log" >&2 || true; done; exit 1; }
+pass() { echo "ok: $*"; }
+cleanup() { fl_stop_all; rm -rf "$FL_STATE"; }
+trap cleanup EXIT
+
+sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
+# Conditions re-evaluated on every poll of fl_wait_for.
+job_state_is() { [ "$(sql "SELECT state FROM jobs WHERE id = $1")" = "$2" ]; }
+active_runs_are() { [ "$(sql "SELECT count(*) FROM runs WHERE job_id = $1 AND state IN ('assigned','running')")" = "$2" ]; }
+
+if [ ! -d /sys/fs/cgroup/memory ] && ! grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+  echo "SKIP: no memory cgroup controller on this machine"; exit 0
+fi
+
+fl_start_postgres
+fl_start_controller
+fl_start_agent e2e-board
+
+# Health endpoints.
+curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/healthz" | grep -q ok || fail "/healthz"
+curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/readyz" | grep -q ready || fail "/readyz"
+pass "healthz and readyz answer 200"
+
+# Bad input: refused with INVALID_ARGUMENT naming the field and the limit; nothing stored.
+cat >"$FL_STATE/bad.yaml" <<'YAML'
+benchmark: filemap-thrash
+duration: 2s
+repetitions: 1
+kernels: [vanilla]
+memcg: {memory_max: 64M}
+matrix: {threads: [0, 2]}
+YAML
+if out=$("$FL_BIN_CLI" submit "$FL_STATE/bad.yaml" 2>&1); then fail "bad spec accepted"; fi
+echo "$out" | grep -q "INVALID_ARGUMENT: spec.matrix.threads\[0\]: must be between 1 and 4096, got 0" \
+  || fail "unexpected error for threads 0: $out"
+printf 'benchmark: filemap-thrash\nduration: [2s\n' >"$FL_STATE/malformed.yaml"
+if out=$("$FL_BIN_CLI" submit "$FL_STATE/malformed.yaml" 2>&1); then fail "malformed YAML accepted"; fi
+echo "$out" | grep -Eq "malformed.yaml:[0-9]+:[0-9]+" || fail "no line:column for malformed YAML: $out"
+sed 's/kernels: \[vanilla\]/kernels: [patched]/; s/threads: \[0, 2\]/threads: [2]/' "$FL_STATE/bad.yaml" >"$FL_STATE/bad-kernel.yaml"
+if out=$("$FL_BIN_CLI" submit "$FL_STATE/bad-kernel.yaml" 2>&1); then fail "unknown kernel accepted"; fi
+echo "$out" | grep -q "spec.kernels\[0\]: unknown kernel label 'patched'" || fail "unknown kernel: $out"
+[ "$(sql 'SELECT count(*) FROM jobs')" = 0 ] || fail "a refused job was stored"
+pass "bad specs refused with field and limit, nothing stored"
+
+# A real study: 2 cells x 1 kernel x 2 repetitions, 2 s each, under a 64 MiB memcg.
+cat >"$FL_STATE/study.yaml" <<'YAML'
+name: e2e-study
+benchmark: filemap-thrash
+duration: 2s
+repetitions: 2
+kernels: [vanilla]
+memcg: {memory_max: 64M, memory_high: 48M, swap_max: 0}
+params: {file_size: 8M}
+matrix: {threads: [2, 4]}
+YAML
+job=$("$FL_BIN_CLI" submit "$FL_STATE/study.yaml" --wait) || fail "study did not succeed"
+[ -n "$job" ] || fail "no job id printed"
+pass "job $job submitted and succeeded"
+
+report=$("$FL_BIN_CLI" report "$job")
+echo "$report"
+for threads in 2 4; do
+  echo "$report" | grep -Eq "\|\s*$threads\s*\|\s*vanilla\s*\|\s*e2e-board\s*\|\s*2\s*\|" \
+    || fail "report lacks a row for threads=$threads with n=2"
+done
+"$FL_BIN_CLI" report "$job" --format markdown | grep -q '^| threads' || fail "markdown report"
+"$FL_BIN_CLI" report "$job" --format json | grep -q '"median"' || fail "json report"
+pass "report has n=2 per cell"
+
+# The database: exactly one result per run, one sample per measured second.
+[ "$(sql "SELECT count(*) FROM runs WHERE job_id = $job")" = 4 ] || fail "expected 4 runs"
+[ "$(sql "SELECT count(*) FROM runs WHERE job_id = $job AND state = 'succeeded'")" = 4 ] || fail "runs not all succeeded"
+[ "$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $job")" = 4 ] || fail "expected 4 results"
+bad=$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id
+           WHERE u.job_id = $job AND ((SELECT count(*) FROM samples s WHERE s.run_id = r.run_id) <> 2
+              OR (SELECT max(second) FROM samples s WHERE s.run_id = r.run_id) <> 2 OR r.throughput <= 0)")
+[ "$bad" = 0 ] || fail "$bad results without exactly 2 samples or with zero throughput"
+[ "$(sql "SELECT count(*) FROM results WHERE environment ? 'memcg.memory_max'")" = 4 ] || fail "applied memcg limits not recorded"
+pass "database holds one result per run with one sample per second"
+
+# Clean-up on the board: no run cgroups, no workload files.
+leftover=$(find /sys/fs/cgroup -maxdepth 4 -type d -name 'run-*' -path '*faultline*' 2>/dev/null | wc -l)
+[ "$leftover" = 0 ] || fail "$leftover run cgroups left behind"
+[ -z "$(ls -A "$FL_STATE/work")" ] || fail "workload files left in the work dir"
+pass "cgroups and files removed"
+
+# Cancel a running job: the workload is stopped and the job ends cancelled.
+sed 's/duration: 2s/duration: 120s/; s/repetitions: 2/repetitions: 1/' "$FL_STATE/study.yaml" >"$FL_STATE/long.yaml"
+long=$("$FL_BIN_CLI" submit "$FL_STATE/long.yaml")
+fl_wait_for "a run of job $long to start" active_runs_are "$long" 1 \
+  || fail "long job never started"
+"$FL_BIN_CLI" cancel "$long" >/dev/null || fail "cancel failed"
+[ "$(sql "SELECT state FROM jobs WHERE id = $long")" = cancelled ] || fail "job not cancelled"
+FL_WAIT_SECONDS=40 fl_wait_for "the cancelled workload to end" bash -c "! pgrep -f '[f]aultline-workload filemap-thrash' >/dev/null" \
+  || fail "workload still running after cancel"
+pass "cancel stops the running workload"
+
+# Accepted jobs survive a controller restart; the agent reconnects by itself.
+queued=$("$FL_BIN_CLI" submit "$FL_STATE/study.yaml")
+fl_stop_pid "$FL_CONTROLLER_PID"
+FL_GRPC_PORT_KEEP=$FL_GRPC_PORT
+FL_GRPC_PORT=$FL_GRPC_PORT_KEEP FL_HTTP_PORT=0 fl_start_controller
+"$FL_BIN_CLI" jobs | grep -q "e2e-study" || fail "jobs lost across restart"
+FL_WAIT_SECONDS=120 fl_wait_for "job $queued to finish after the restart" \
+  job_state_is "$queued" succeeded || fail "job $queued did not finish after restart"
+[ "$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $queued")" = 4 ] \
+  || fail "results missing after restart"
+pass "jobs survive a controller restart and complete"
+
+echo "e2e: all checks passed"
