@@ -38,6 +38,9 @@ v1::Board BoardFromFacts(const AgentConfig& config, const sys::BoardFacts& facts
   }
   b.set_running_kernel_release(facts.kernel_release);
   b.set_running_kernel_label(RunningKernelLabel(config, facts.kernel_release));
+  for (const auto& label : RunningKernelLabels(config, facts.kernel_release)) {
+    b.add_running_kernel_labels(label);
+  }
   for (const auto& k : config.kernels) {
     auto* e = b.add_kernels();
     e->set_label(k.label);
@@ -144,7 +147,7 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
     for (const auto& [k, v] : outcome.memcg_events) {
       (*report.result.mutable_counters())["memcg_event." + k] = static_cast<double>(v);
     }
-    (*report.result.mutable_environment())["kernel.label"] = board.running_kernel_label();
+    (*report.result.mutable_environment())["kernel.label"] = a.kernel();
     (*report.result.mutable_environment())["kernel.release"] = facts.kernel_release;
     return report;
   };

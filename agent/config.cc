@@ -126,4 +126,13 @@ std::string RunningKernelLabel(const AgentConfig& config, const std::string& run
   return "";
 }
 
+std::vector<std::string> RunningKernelLabels(const AgentConfig& config,
+                                             const std::string& running_release) {
+  std::vector<std::string> labels;
+  for (const auto& k : config.kernels) {
+    if (k.release == running_release) labels.push_back(k.label);
+  }
+  return labels;
+}
+
 }  // namespace faultline::agent

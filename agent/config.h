@@ -40,5 +40,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path,
 
 // The label of the configured kernel whose release is running, or "" when none is.
 std::string RunningKernelLabel(const AgentConfig& config, const std::string& running_release);
+// Every label whose release is running (two labels on one kernel make an A/A check).
+std::vector<std::string> RunningKernelLabels(const AgentConfig& config,
+                                             const std::string& running_release);
 
 }  // namespace faultline::agent

@@ -22,6 +22,7 @@ kernels:
   EXPECT_EQ(c->kernels[1].boot, "kexec");
   EXPECT_EQ(RunningKernelLabel(*c, "6.1.0-18-amd64"), "vanilla");
   EXPECT_EQ(RunningKernelLabel(*c, "5.10"), "");
+  EXPECT_EQ(RunningKernelLabels(*c, "6.1.0-18-amd64"), std::vector<std::string>{"vanilla"});
 }
 
 TEST(AgentConfig, RefusesBadInputWithLineAndField) {
