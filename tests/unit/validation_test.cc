@@ -2,13 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "services/controller/core/report.h"
 
 namespace faultline::controller {
 namespace {
 
 std::vector<BoardSummary> OneBoard() {
-  return {BoardSummary{"box", "x86_64", 24ull << 30, {"vanilla", "patched"}, "vanilla"}};
+  return {BoardSummary{"box", "x86_64", 24ull << 30, {"vanilla", "patched"}, "vanilla", {"vanilla"}}};
 }
 
 JobSpecInput Example() {
@@ -47,8 +49,13 @@ TEST(ValidateJobSpec, AcceptsTheIssueExampleAndExpandsIt) {
   // Defaults are filled in and every run carries every knob.
   EXPECT_EQ(job->runs[0].params.at("file_size"), "16M");
   EXPECT_EQ(job->runs[0].params.at("munmap_threads"), "0");
-  EXPECT_EQ(job->runs[0].params.at("threads"), "4");
-  EXPECT_EQ(job->runs[1].params.at("threads"), "8");
+  std::set<std::string> first_rep = {job->runs[0].params.at("threads"),
+                                     job->runs[1].params.at("threads")};
+  EXPECT_EQ(first_rep, (std::set<std::string>{"4", "8"}));
+  EXPECT_EQ(job->baseline, "vanilla");
+  EXPECT_EQ(job->block_size, 1u);
+  EXPECT_DOUBLE_EQ(job->alpha, 0.01);
+  EXPECT_DOUBLE_EQ(job->min_effect, 0.03);
   EXPECT_EQ(job->runs[0].repetition, 1);
   EXPECT_EQ(job->runs[5].repetition, 3);
   EXPECT_EQ(job->fixed_params.count("threads"), 0u);
@@ -117,6 +124,58 @@ TEST(ValidateJobSpec, RefusesEachBadInputNamingFieldAndLimit) {
 
   s = Example();
   ExpectInvalid(s, "kernels[0]", "no eligible board", {});
+}
+
+TEST(ValidateJobSpec, ChecksTheABSettings) {
+  auto s = Example();
+  s.kernels = {"vanilla", "patched"};
+  s.baseline = "other";
+  ExpectInvalid(s, "baseline", "must be one of the job's kernels (vanilla, patched)");
+  s.baseline = "patched";
+  s.block_size = 4;
+  ExpectInvalid(s, "block_size", "between 1 and repetitions (3), got 4");
+  s.block_size = 0;
+  s.alpha = 0.7;
+  ExpectInvalid(s, "alpha", "(0, 0.5]");
+  s.alpha = 0;
+  s.min_effect = 1.5;
+  ExpectInvalid(s, "min_effect", "(0, 1)");
+  s.min_effect = 0;
+  auto job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->kernels, (std::vector<std::string>{"patched", "vanilla"}));  // baseline first
+  EXPECT_EQ(job->runs.front().kernel, "patched");
+}
+
+TEST(PlanRunOrder, AlternatesKernelBlocksAndShufflesCellsReproducibly) {
+  std::vector<Cell> cells = ExpandMatrix({{"threads", {"1", "2", "3", "4"}}});
+  auto runs = PlanRunOrder(cells, {"A", "B"}, 4, 2, 42);
+  ASSERT_EQ(runs.size(), 4u * 2 * 4);
+  // Kernel per run: A-block (reps 1-2), B-block (reps 1-2), A-block (reps 3-4), B-block.
+  std::string pattern;
+  for (size_t i = 0; i < runs.size(); i += 8) pattern += runs[i].kernel;
+  EXPECT_EQ(pattern, "ABAB");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].sequence, static_cast<int>(i));
+    EXPECT_EQ(runs[i].kernel, runs[i / 8 * 8].kernel);
+  }
+  EXPECT_EQ(runs[0].repetition, 1);
+  EXPECT_EQ(runs[4].repetition, 2);
+  EXPECT_EQ(runs[16].repetition, 3);
+  // Every repetition holds every cell once; the order differs between repetitions.
+  bool some_order_differs = false;
+  for (size_t r = 0; r < runs.size(); r += 4) {
+    std::set<int> seen;
+    for (size_t i = r; i < r + 4; ++i) seen.insert(runs[i].cell_index);
+    EXPECT_EQ(seen.size(), 4u);
+    for (size_t i = r; i < r + 4; ++i) {
+      if (runs[i].cell_index != runs[i - r].cell_index) some_order_differs = true;
+    }
+  }
+  EXPECT_TRUE(some_order_differs);
+  // The same seed gives the same order.
+  auto again = PlanRunOrder(cells, {"A", "B"}, 4, 2, 42);
+  for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].cell_index, again[i].cell_index);
 }
 
 TEST(ValidateJobSpec, BoundsTheNumberOfRuns) {

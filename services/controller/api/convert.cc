@@ -29,6 +29,11 @@ JobSpecInput SpecFromProto(const v1::JobSpec& spec) {
   in.arches.assign(spec.arches().begin(), spec.arches().end());
   in.boards.assign(spec.boards().begin(), spec.boards().end());
   in.name = spec.name();
+  in.baseline = spec.baseline();
+  in.block_size = spec.block_size();
+  in.shuffle_seed = spec.shuffle_seed();
+  in.alpha = spec.alpha();
+  in.min_effect = spec.min_effect();
   return in;
 }
 
@@ -118,6 +123,8 @@ BoardRecord BoardFromProto(const v1::Board& board) {
   rec.summary.memory_bytes = board.memory_bytes();
   for (const auto& k : board.kernels()) rec.summary.kernel_labels.push_back(k.label());
   rec.summary.running_kernel_label = board.running_kernel_label();
+  rec.summary.running_kernel_labels.assign(board.running_kernel_labels().begin(),
+                                           board.running_kernel_labels().end());
   v1::Board facts = board;
   facts.clear_state();
   facts.clear_last_seen();

@@ -1,6 +1,7 @@
 #include "services/controller/api/services.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "services/common/log.h"
@@ -38,12 +39,15 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
   if (!boards.ok()) return Done(ctx, boards.status());
   std::vector<BoardSummary> summaries;
   for (const auto& b : *boards) summaries.push_back(b.summary);
-  auto job = ValidateJobSpec(SpecFromProto(req->spec()), summaries);
+  // The shuffle seed is recorded with the job, so its run order can be reproduced.
+  v1::JobSpec spec = req->spec();
+  if (spec.shuffle_seed() == 0) spec.set_shuffle_seed(std::random_device{}() | 1ull << 32);
+  auto job = ValidateJobSpec(SpecFromProto(spec), summaries);
   if (!job.ok()) {
     log::info("event=job_refused error=\"{}\"", std::string(job.status().message()));
     return Done(ctx, job.status());
   }
-  auto id = store_->CreateJob(*job, req->spec().name(), SpecToJson(req->spec()));
+  auto id = store_->CreateJob(*job, spec.name(), SpecToJson(spec));
   if (!id.ok()) return Done(ctx, id.status());
   resp->set_job_id(*id);
   resp->set_runs(static_cast<uint32_t>(job->runs.size()));

@@ -22,6 +22,12 @@ struct JobSpecInput {
   std::vector<std::string> arches;
   std::vector<std::string> boards;
   std::string name;
+  // A/B settings; zero values mean "default".
+  std::string baseline;
+  uint32_t block_size = 0;
+  uint64_t shuffle_seed = 0;  // 0: the caller must supply one (recorded with the job)
+  double alpha = 0;
+  double min_effect = 0;
 };
 
 // What validation needs to know about a registered board.
@@ -31,6 +37,7 @@ struct BoardSummary {
   uint64_t memory_bytes = 0;
   std::vector<std::string> kernel_labels;
   std::string running_kernel_label;
+  std::vector<std::string> running_kernel_labels;
 };
 
 struct MemcgLimitsBytes {
@@ -48,6 +55,7 @@ struct PlannedRun {
   std::map<std::string, std::string> params;  // every knob: fixed + defaults + this cell
   std::string kernel;
   int repetition = 0;  // 1-based
+  int sequence = 0;    // claim order: kernel blocks alternate, cells shuffled within a block
 };
 
 struct ValidatedJob {
@@ -61,7 +69,12 @@ struct ValidatedJob {
   std::vector<std::pair<std::string, std::vector<std::string>>> matrix;  // canonical text
   std::vector<std::string> arches;
   std::vector<std::string> boards;
-  std::vector<PlannedRun> runs;
+  std::string baseline;
+  uint32_t block_size = 1;
+  uint64_t shuffle_seed = 0;
+  double alpha = 0.01;
+  double min_effect = 0.03;
+  std::vector<PlannedRun> runs;  // in claim order (sequence 0, 1, …)
 };
 
 // Limits a spec must respect (bad input is refused naming the field and the limit).

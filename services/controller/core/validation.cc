@@ -1,6 +1,7 @@
 #include "services/controller/core/validation.h"
 
 #include <algorithm>
+#include <random>
 #include <set>
 
 #include "absl/status/status.h"
@@ -47,6 +48,34 @@ std::vector<Cell> ExpandMatrix(
     cells = std::move(next);
   }
   return cells;
+}
+
+std::vector<PlannedRun> PlanRunOrder(const std::vector<Cell>& cells,
+                                     const std::vector<std::string>& kernels,
+                                     uint32_t repetitions, uint32_t block_size, uint64_t seed) {
+  std::vector<PlannedRun> runs;
+  runs.reserve(cells.size() * kernels.size() * repetitions);
+  std::mt19937_64 rng(seed);
+  std::vector<size_t> order(cells.size());
+  for (uint32_t first = 1; first <= repetitions; first += block_size) {
+    uint32_t last = std::min(repetitions, first + block_size - 1);
+    for (const auto& kernel : kernels) {
+      for (uint32_t rep = first; rep <= last; ++rep) {
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::shuffle(order.begin(), order.end(), rng);
+        for (size_t c : order) {
+          PlannedRun run;
+          run.cell_index = static_cast<int>(c);
+          run.cell = cells[c];
+          run.kernel = kernel;
+          run.repetition = static_cast<int>(rep);
+          run.sequence = static_cast<int>(runs.size());
+          runs.push_back(std::move(run));
+        }
+      }
+    }
+  }
+  return runs;
 }
 
 absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& spec,
@@ -143,6 +172,31 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& spec,
     }
   }
   job.kernels = spec.kernels;
+
+  // A/B settings.
+  job.baseline = spec.baseline.empty() ? spec.kernels.front() : spec.baseline;
+  if (!Contains(spec.kernels, job.baseline)) {
+    return Invalid("baseline", absl::StrCat("must be one of the job's kernels (",
+                                            absl::StrJoin(spec.kernels, ", "), "), got '",
+                                            spec.baseline.substr(0, 64), "'"));
+  }
+  // The baseline's block comes first in every block of repetitions.
+  job.kernels.erase(std::find(job.kernels.begin(), job.kernels.end(), job.baseline));
+  job.kernels.insert(job.kernels.begin(), job.baseline);
+  job.block_size = spec.block_size == 0 ? 1 : spec.block_size;
+  if (job.block_size > job.repetitions) {
+    return Invalid("block_size", absl::StrCat("must be between 1 and repetitions (",
+                                              job.repetitions, "), got ", spec.block_size));
+  }
+  job.alpha = spec.alpha == 0 ? 0.01 : spec.alpha;
+  if (!(job.alpha > 0 && job.alpha <= 0.5)) {
+    return Invalid("alpha", absl::StrCat("must be in (0, 0.5], got ", spec.alpha));
+  }
+  job.min_effect = spec.min_effect == 0 ? 0.03 : spec.min_effect;
+  if (!(job.min_effect > 0 && job.min_effect < 1)) {
+    return Invalid("min_effect", absl::StrCat("must be in (0, 1), got ", spec.min_effect));
+  }
+  job.shuffle_seed = spec.shuffle_seed;
 
   // Memory cgroup limits.
   if (spec.memory_max.empty()) {
@@ -252,20 +306,10 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& spec,
                                           job.repetitions, " repetitions); at most ",
                                           limits.max_runs, " are allowed"));
   }
-  job.runs.reserve(total);
-  for (uint32_t rep = 1; rep <= job.repetitions; ++rep) {
-    for (const auto& kernel : job.kernels) {
-      for (size_t c = 0; c < cells.size(); ++c) {
-        PlannedRun run;
-        run.cell_index = static_cast<int>(c);
-        run.cell = cells[c];
-        run.params = job.fixed_params;
-        for (const auto& [k, v] : cells[c]) run.params[k] = v;
-        run.kernel = kernel;
-        run.repetition = static_cast<int>(rep);
-        job.runs.push_back(std::move(run));
-      }
-    }
+  job.runs = PlanRunOrder(cells, job.kernels, job.repetitions, job.block_size, job.shuffle_seed);
+  for (auto& run : job.runs) {
+    run.params = job.fixed_params;
+    for (const auto& [k, v] : run.cell) run.params[k] = v;
   }
   return job;
 }

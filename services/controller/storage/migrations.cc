@@ -82,6 +82,19 @@ CREATE TABLE samples (
   PRIMARY KEY (run_id, second)
 );
 )sql"},
+      {2, "a/b settings, run order, running kernel labels", R"sql(
+ALTER TABLE jobs
+  ADD COLUMN baseline     text NOT NULL DEFAULT '',
+  ADD COLUMN block_size   integer NOT NULL DEFAULT 1,
+  ADD COLUMN shuffle_seed bigint NOT NULL DEFAULT 0,
+  ADD COLUMN alpha        double precision NOT NULL DEFAULT 0.01,
+  ADD COLUMN min_effect   double precision NOT NULL DEFAULT 0.03;
+-- Claim order within a job: kernel blocks alternate, cells shuffled within a block.
+ALTER TABLE runs ADD COLUMN sequence integer NOT NULL DEFAULT 0;
+DROP INDEX runs_queued;
+CREATE INDEX runs_queued ON runs (job_id, sequence) WHERE state = 'queued';
+ALTER TABLE boards ADD COLUMN running_kernel_labels jsonb NOT NULL DEFAULT '[]';
+)sql"},
   };
   return kMigrations;
 }

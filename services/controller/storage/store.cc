@@ -36,7 +36,8 @@ constexpr const char* kJobColumns = R"sql(
   j.id, j.name, j.benchmark, j.spec::text, j.matrix_keys::text, j.state,
   (extract(epoch FROM j.created_at) * 1000)::bigint,
   coalesce((extract(epoch FROM j.finished_at) * 1000)::bigint, 0),
-  c.total, c.queued, c.assigned, c.running, c.succeeded, c.failed, c.cancelled
+  c.total, c.queued, c.assigned, c.running, c.succeeded, c.failed, c.cancelled,
+  j.baseline, j.alpha, j.min_effect, j.shuffle_seed
 )sql";
 
 constexpr const char* kJobCounts = R"sql(
@@ -69,6 +70,10 @@ JobRecord JobFromRow(const pqxx::row& r) {
   job.counts.succeeded = r[12].as<uint32_t>();
   job.counts.failed = r[13].as<uint32_t>();
   job.counts.cancelled = r[14].as<uint32_t>();
+  job.baseline = r[15].as<std::string>();
+  job.alpha = r[16].as<double>();
+  job.min_effect = r[17].as<double>();
+  job.shuffle_seed = static_cast<uint64_t>(r[18].as<int64_t>());
   return job;
 }
 
@@ -213,17 +218,23 @@ absl::Status PgStore::UpsertBoard(const BoardRecord& board) {
   return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
     pqxx::work w(c);
     json labels = board.summary.kernel_labels;
+    json running = board.summary.running_kernel_labels;
+    if (running.empty() && !board.summary.running_kernel_label.empty()) {
+      running.push_back(board.summary.running_kernel_label);
+    }
     w.exec_params(R"sql(
-      INSERT INTO boards (name, arch, memory_bytes, kernel_labels, running_kernel_label, facts)
-      VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb)
+      INSERT INTO boards (name, arch, memory_bytes, kernel_labels, running_kernel_label, facts,
+                          running_kernel_labels)
+      VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb)
       ON CONFLICT (name) DO UPDATE SET
         arch = EXCLUDED.arch, memory_bytes = EXCLUDED.memory_bytes,
         kernel_labels = EXCLUDED.kernel_labels,
         running_kernel_label = EXCLUDED.running_kernel_label,
+        running_kernel_labels = EXCLUDED.running_kernel_labels,
         facts = EXCLUDED.facts, last_seen = now())sql",
                   board.summary.name, board.summary.arch,
                   static_cast<int64_t>(board.summary.memory_bytes), labels.dump(),
-                  board.summary.running_kernel_label, board.facts_json);
+                  board.summary.running_kernel_label, board.facts_json, running.dump());
     w.commit();
     return absl::OkStatus();
   });
@@ -238,7 +249,8 @@ absl::StatusOr<std::vector<BoardRecord>> PgStore::ListBoards() {
              b.facts::text, (extract(epoch FROM b.last_seen) * 1000)::bigint,
              now() - b.last_seen < make_interval(secs => $1),
              coalesce((SELECT max(r.id) FROM runs r
-                        WHERE r.board = b.name AND r.state IN ('assigned', 'running')), 0)
+                        WHERE r.board = b.name AND r.state IN ('assigned', 'running')), 0),
+             b.running_kernel_labels::text
         FROM boards b ORDER BY b.name)sql",
                               options_.board_offline_after_seconds);
     for (const auto& r : rows) {
@@ -253,6 +265,8 @@ absl::StatusOr<std::vector<BoardRecord>> PgStore::ListBoards() {
       b.last_seen_ms = r[6].as<int64_t>();
       b.online = r[7].as<bool>();
       b.current_run_id = r[8].as<int64_t>();
+      const json running = json::parse(r[9].as<std::string>());
+      for (const auto& k : running) b.summary.running_kernel_labels.push_back(k);
       boards.push_back(std::move(b));
     }
     return absl::OkStatus();
@@ -300,27 +314,30 @@ absl::StatusOr<int64_t> PgStore::CreateJob(const ValidatedJob& job, const std::s
     };
     job_id = w.exec_params1(R"sql(
       INSERT INTO jobs (name, benchmark, spec, matrix_keys, duration_seconds, warmup_ms,
-                        memory_max, memory_high, swap_max)
+                        memory_max, memory_high, swap_max, baseline, block_size, shuffle_seed,
+                        alpha, min_effect)
       VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7, NULLIF($8, '')::bigint,
-              NULLIF($9, '')::bigint)
+              NULLIF($9, '')::bigint, $10, $11, $12, $13, $14)
       RETURNING id)sql",
                             name, job.benchmark, spec_json, matrix_keys.dump(),
                             static_cast<int64_t>(job.duration.count()),
                             static_cast<int64_t>(job.warmup.count()),
                             static_cast<int64_t>(job.memcg.memory_max), opt(job.memcg.memory_high),
-                            opt(job.memcg.swap_max))[0]
+                            opt(job.memcg.swap_max), job.baseline,
+                            static_cast<int64_t>(job.block_size),
+                            static_cast<int64_t>(job.shuffle_seed), job.alpha, job.min_effect)[0]
                  .as<int64_t>();
     std::string arches = json(job.arches).dump();
     std::string boards = json(job.boards).dump();
     pqxx::stream_to runs(w, "runs",
                          std::vector<std::string>{"job_id", "cell_index", "cell", "params", "kernel",
-                                                  "repetition", "arches", "boards"});
+                                                  "repetition", "arches", "boards", "sequence"});
     for (const auto& run : job.runs) {
       json cell = json::object();
       for (const auto& [k, v] : run.cell) cell[k] = v;
       json params(run.params);
       runs << std::make_tuple(job_id, run.cell_index, cell.dump(), params.dump(), run.kernel,
-                              run.repetition, arches, boards);
+                              run.repetition, arches, boards, run.sequence);
     }
     runs.complete();
     w.commit();
@@ -367,7 +384,8 @@ absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(int64_t job_id) {
       SELECT r.id, r.job_id, r.cell_index, r.cell::text, r.kernel, r.repetition, r.state,
              coalesce(r.board, ''), coalesce(r.failure_reason, ''), r.attempt,
              res.run_id IS NOT NULL, coalesce(res.throughput, 0),
-             coalesce(res.duration_seconds, 0), coalesce(res.rounds, 0)
+             coalesce(res.duration_seconds, 0), coalesce(res.rounds, 0),
+             coalesce(res.environment::text, '{}')
         FROM runs r LEFT JOIN results res ON res.run_id = r.id
        WHERE r.job_id = $1
        ORDER BY r.cell_index, r.kernel, r.repetition)sql",
@@ -388,6 +406,7 @@ absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(int64_t job_id) {
       run.throughput = r[11].as<double>();
       run.duration_seconds = r[12].as<double>();
       run.rounds = r[13].as<uint64_t>();
+      run.environment_json = r[14].as<std::string>();
       runs.push_back(std::move(run));
     }
     return absl::OkStatus();
@@ -425,18 +444,18 @@ absl::StatusOr<std::optional<Assignment>> PgStore::ClaimRun(const std::string& b
     pqxx::work w(c);
     auto rows = w.exec_params(R"sql(
       WITH b AS (
-        SELECT name, arch, memory_bytes, running_kernel_label FROM boards WHERE name = $1),
+        SELECT name, arch, memory_bytes, running_kernel_labels FROM boards WHERE name = $1),
       next AS (
         SELECT r.id
           FROM runs r JOIN jobs j ON j.id = r.job_id CROSS JOIN b
          WHERE r.state = 'queued'
-           AND b.running_kernel_label <> '' AND r.kernel = b.running_kernel_label
+           AND b.running_kernel_labels ? r.kernel
            AND (r.arches = '[]'::jsonb OR r.arches ? b.arch)
            AND (r.boards = '[]'::jsonb OR r.boards ? b.name)
            AND j.memory_max <= b.memory_bytes
            AND NOT EXISTS (SELECT 1 FROM runs busy
                             WHERE busy.board = b.name AND busy.state IN ('assigned', 'running'))
-         ORDER BY r.job_id, r.id
+         ORDER BY r.job_id, r.sequence, r.id
          LIMIT 1
          FOR UPDATE OF r SKIP LOCKED)
       UPDATE runs r SET

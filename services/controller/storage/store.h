@@ -34,6 +34,10 @@ struct JobRecord {
   RunCounts counts;
   int64_t created_at_ms = 0;
   int64_t finished_at_ms = 0;  // 0: not finished
+  std::string baseline;
+  double alpha = 0.01;
+  double min_effect = 0.03;
+  uint64_t shuffle_seed = 0;
 };
 
 struct RunRecord {
@@ -51,6 +55,7 @@ struct RunRecord {
   double throughput = 0;
   double duration_seconds = 0;
   uint64_t rounds = 0;
+  std::string environment_json = "{}";
 };
 
 struct BoardRecord {
