@@ -45,8 +45,12 @@ board: $board
 labels: {site: local}
 work_dir: $FL_STATE/work
 kernels:
-  - {label: vanilla, release: running, boot: none}
 YAML
+  # FL_KERNEL_LABELS: labels for the running kernel (two labels make an A/A study possible).
+  local label
+  for label in ${FL_KERNEL_LABELS:-vanilla}; do
+    echo "  - {label: $label, release: running, boot: none}" >>"$FL_STATE/agent.yaml"
+  done
   "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$FL_STATE/agent.yaml" \
     --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/agent.log" 2>&1 &
   FL_AGENT_PID=$!

@@ -31,7 +31,7 @@ fi
 
 fl_start_postgres
 fl_start_controller
-fl_start_agent e2e-board
+FL_KERNEL_LABELS="vanilla vanilla-aa" fl_start_agent e2e-board
 
 # Health endpoints.
 curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/healthz" | grep -q ok || fail "/healthz"
@@ -100,6 +100,30 @@ leftover=$(find /sys/fs/cgroup -maxdepth 4 -type d -name 'run-*' -path '*faultli
 [ "$leftover" = 0 ] || fail "$leftover run cgroups left behind"
 [ -z "$(ls -A "$FL_STATE/work")" ] || fail "workload files left in the work dir"
 pass "cgroups and files removed"
+
+# A/A self-check: two labels on the one running kernel must come out no-change. The
+# minimum effect is set above this shared 2-core VM's run-to-run noise (~10%).
+cat >"$FL_STATE/aa.yaml" <<'YAML'
+name: e2e-aa
+benchmark: filemap-thrash
+duration: 2s
+repetitions: 10
+block_size: 1
+kernels: [vanilla, vanilla-aa]
+min_effect: 0.25
+memcg: {memory_max: 256M}
+params: {file_size: 8M, threads: 2}
+YAML
+aa=$("$FL_BIN_CLI" submit "$FL_STATE/aa.yaml" --wait) || fail "A/A study did not succeed"
+"$FL_BIN_CLI" report "$aa"
+sql "SELECT u.kernel, round(r.throughput) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $aa ORDER BY u.sequence" | tr '\n' ' '; echo
+order=$(sql "SELECT string_agg(kernel, ',' ORDER BY sequence) FROM runs WHERE job_id = $aa")
+[ "$order" = "$(printf 'vanilla,vanilla-aa,%.0s' $(seq 10) | sed 's/,$//')" ] \
+  || fail "runs not in alternating blocks: $order"
+[ "$(sql "SELECT string_agg(u.kernel, ',' ORDER BY r.created_at) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $aa")" = "$order" ] \
+  || fail "runs did not execute in their planned order"
+"$FL_BIN_CLI" report "$aa" --format json | grep -Eq '"verdict": ?"no-change"' || fail "A/A verdict is not no-change"
+pass "A/A study: alternating blocks, verdict no-change"
 
 # Cancel a running job: the workload is stopped and the job ends cancelled.
 sed 's/duration: 2s/duration: 120s/; s/repetitions: 2/repetitions: 1/' "$FL_STATE/study.yaml" >"$FL_STATE/long.yaml"

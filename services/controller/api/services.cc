@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 #include "services/common/log.h"
 #include "services/controller/api/convert.h"
 #include "services/controller/core/report.h"
@@ -150,6 +151,52 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetReport(grpc::CallbackServerContext*
     out->set_max(row.max);
     out->set_mean(row.mean);
     out->set_failed(row.failed);
+  }
+
+  // A/B: every other kernel against the baseline, per board and cell.
+  const v1::JobSpec& spec = resp->job().spec();
+  std::vector<std::string> kernels(spec.kernels().begin(), spec.kernels().end());
+  std::string baseline = !job->baseline.empty() ? job->baseline
+                         : kernels.empty()      ? std::string()
+                                                : kernels.front();
+  CompareOptions options;
+  options.alpha = job->alpha;
+  options.min_effect = job->min_effect;
+  resp->set_alpha(options.alpha);
+  resp->set_min_effect(options.min_effect);
+  if (kernels.size() > 1) {
+    for (const auto& c : CompareKernels(outcomes, baseline, kernels, options)) {
+      auto* out = resp->add_comparisons();
+      for (const auto& [k, v] : c.cell) (*out->mutable_cell())[k] = v;
+      out->set_board(c.board);
+      out->set_baseline(c.baseline);
+      out->set_candidate(c.candidate);
+      out->set_n_baseline(static_cast<uint32_t>(c.stats.n_a));
+      out->set_n_candidate(static_cast<uint32_t>(c.stats.n_b));
+      out->set_baseline_median(c.stats.median_a);
+      out->set_candidate_median(c.stats.median_b);
+      out->set_ratio(c.stats.ratio);
+      out->set_ci_low(c.stats.ci_low);
+      out->set_ci_high(c.stats.ci_high);
+      out->set_p_value(c.stats.p_value);
+      out->set_q_value(c.stats.q_value);
+      out->set_verdict(std::string(ToString(c.stats.verdict)));
+    }
+    std::vector<RunEnvironment> environments;
+    for (const auto& r : *runs) {
+      if (!r.has_result) continue;
+      RunEnvironment e{r.board, r.kernel, {}};
+      const auto parsed = nlohmann::json::parse(r.environment_json, nullptr, false);
+      if (parsed.is_object()) {
+        for (const auto& [k, v] : parsed.items()) {
+          e.facts[k] = v.is_string() ? v.get<std::string>() : v.dump();
+        }
+      }
+      environments.push_back(std::move(e));
+    }
+    for (const auto& [k, v] : EnvironmentDifferences(environments)) {
+      (*resp->mutable_environment_differences())[k] = v;
+    }
   }
   return Done(ctx, grpc::Status::OK);
 }

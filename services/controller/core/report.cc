@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 namespace faultline::controller {
@@ -38,6 +39,84 @@ std::vector<SummaryRow> Summarize(const std::vector<RunOutcome>& outcomes) {
     rows[i].mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
   }
   return rows;
+}
+
+std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcomes,
+                                          const std::string& baseline,
+                                          const std::vector<std::string>& kernels,
+                                          const CompareOptions& options) {
+  std::vector<Cell> cells;
+  std::set<std::string> boards;
+  for (const auto& o : outcomes) {
+    if (std::find(cells.begin(), cells.end(), o.cell) == cells.end()) cells.push_back(o.cell);
+    if (!o.board.empty()) boards.insert(o.board);
+  }
+  auto samples = [&](const std::string& board, const Cell& cell, const std::string& kernel) {
+    std::vector<double> v;
+    for (const auto& o : outcomes) {
+      if (o.succeeded && o.board == board && o.kernel == kernel && o.cell == cell) {
+        v.push_back(o.throughput);
+      }
+    }
+    return v;
+  };
+  std::vector<ComparisonRow> rows;
+  for (const auto& board : boards) {
+    for (const auto& cell : cells) {
+      std::vector<double> a = samples(board, cell, baseline);
+      for (const auto& kernel : kernels) {
+        if (kernel == baseline) continue;
+        std::vector<double> b = samples(board, cell, kernel);
+        if (a.empty() && b.empty()) continue;
+        rows.push_back(ComparisonRow{cell, board, baseline, kernel, Compare(a, b, options)});
+      }
+    }
+  }
+  std::vector<CellComparison> stats;
+  for (const auto& r : rows) stats.push_back(r.stats);
+  ApplyStudyVerdicts(&stats, options);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].stats = stats[i];
+  return rows;
+}
+
+std::map<std::string, std::string> EnvironmentDifferences(const std::vector<RunEnvironment>& runs) {
+  auto per_run = [](const std::string& key) {
+    return key.rfind("param.", 0) == 0 || key.rfind("memcg.", 0) == 0 || key == "kernel.label";
+  };
+  // board -> key -> kernel -> values
+  std::map<std::string, std::map<std::string, std::map<std::string, std::set<std::string>>>> seen;
+  std::map<std::string, std::set<std::string>> kernels_on_board;
+  for (const auto& r : runs) {
+    kernels_on_board[r.board].insert(r.kernel);
+    for (const auto& [k, v] : r.facts) {
+      if (!per_run(k)) seen[r.board][k][r.kernel].insert(v);
+    }
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& [board, keys] : seen) {
+    if (kernels_on_board[board].size() < 2) continue;
+    for (const auto& [key, by_kernel] : keys) {
+      std::set<std::set<std::string>> distinct;
+      for (const auto& [kernel, values] : by_kernel) distinct.insert(values);
+      bool differs = distinct.size() > 1 || by_kernel.size() < kernels_on_board[board].size();
+      if (!differs) continue;
+      std::string text;
+      for (const auto& kernel : kernels_on_board[board]) {
+        if (!text.empty()) text += " | ";
+        text += kernel + ": ";
+        auto it = by_kernel.find(kernel);
+        if (it == by_kernel.end()) {
+          text += "(absent)";
+          continue;
+        }
+        std::string values;
+        for (const auto& v : it->second) values += (values.empty() ? "" : ", ") + v;
+        text += values;
+      }
+      out[board + "/" + key] = text;
+    }
+  }
+  return out;
 }
 
 }  // namespace faultline::controller

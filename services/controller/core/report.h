@@ -1,7 +1,10 @@
 #pragma once
+#include <map>
+#include <string>
 #include <vector>
 
 #include "services/controller/core/domain.h"
+#include "services/controller/core/statistics.h"
 
 namespace faultline::controller {
 
@@ -9,5 +12,34 @@ double Median(std::vector<double> values);
 
 // Groups outcomes by (cell, kernel, board) in first-seen order and summarises succeeded runs.
 std::vector<SummaryRow> Summarize(const std::vector<RunOutcome>& outcomes);
+
+// Kernel B vs the baseline for one cell on one board.
+struct ComparisonRow {
+  Cell cell;
+  std::string board;
+  std::string baseline;
+  std::string candidate;
+  CellComparison stats;
+};
+
+// Compares every non-baseline kernel with the baseline, per board and cell (runs of
+// different boards are never mixed), then applies Benjamini–Hochberg and the verdicts
+// across the whole study. Rows follow the cells' first appearance; boards in name order.
+std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcomes,
+                                          const std::string& baseline,
+                                          const std::vector<std::string>& kernels,
+                                          const CompareOptions& options);
+
+// One run's environment, for spotting what differs between the kernels on a board.
+struct RunEnvironment {
+  std::string board;
+  std::string kernel;
+  std::map<std::string, std::string> facts;
+};
+
+// Keys whose values differ between kernels on the same board, as
+// "board/key" -> "kernelA: v1 | kernelB: v2". Per-run values (params, limits, labels) are
+// ignored: they differ by design.
+std::map<std::string, std::string> EnvironmentDifferences(const std::vector<RunEnvironment>& runs);
 
 }  // namespace faultline::controller
