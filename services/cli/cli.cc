@@ -14,6 +14,8 @@
 #include <grpcpp/security/credentials.h>
 
 #include "absl/status/status.h"
+#include "services/cli/comparison.h"
+#include "services/cli/samples.h"
 #include "services/cli/spec_file.h"
 #include "services/common/units.h"
 
@@ -209,6 +211,23 @@ int AgentsCommand(JobStub& stub, const CliEnv& env) {
   return kExitOk;
 }
 
+int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,
+                   const controller::CompareOptions& options, ReportFormat format) {
+  absl::StatusOr<std::vector<double>> a = LoadSamplesFile(a_path);
+  if (!a.ok()) {
+    PrintError(env, OneLine(std::string(a.status().message())));
+    return kExitUsage;
+  }
+  absl::StatusOr<std::vector<double>> b = LoadSamplesFile(b_path);
+  if (!b.ok()) {
+    PrintError(env, OneLine(std::string(b.status().message())));
+    return kExitUsage;
+  }
+  const controller::CellComparison cell = controller::Compare(*a, *b, options);
+  *env.out << RenderOfflineComparison(ToComparison(cell, a_path, b_path), options, format) << std::flush;
+  return kExitOk;
+}
+
 std::unique_ptr<JobStub> ConnectInsecure(const std::string& target) {
   return v1::JobService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
 }
@@ -252,13 +271,26 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   std::string format_name = "table";
   CLI::App* report = app.add_subcommand("report", "per matrix cell and kernel throughput of a job");
   add_job_arg(report);
-  report->add_option("--format", format_name, "table, markdown or json")
-      ->check(CLI::IsMember({"table", "markdown", "json"}));
+  report->add_option("--format", format_name, "table, markdown, csv or json")
+      ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
 
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job's unfinished runs");
   add_job_arg(cancel);
 
   CLI::App* agents = app.add_subcommand("agents", "list the boards and their agents");
+
+  std::string a_path, b_path;
+  controller::CompareOptions compare_options;
+  CLI::App* compare = app.add_subcommand(
+      "compare", "offline A/B statistics of two files of throughput samples (one number per line)");
+  compare->add_option("A", a_path, "baseline samples")->required();
+  compare->add_option("B", b_path, "candidate samples")->required();
+  compare->add_option("--alpha", compare_options.alpha, "significance level after BH adjustment")
+      ->check(CLI::Range(1e-9, 0.5));
+  compare->add_option("--min-effect", compare_options.min_effect, "smallest relative change that counts")
+      ->check(CLI::Range(0.0, 0.99));
+  compare->add_option("--format", format_name, "table, markdown, csv or json")
+      ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
 
   try {
     app.parse(argc, argv);
@@ -272,6 +304,9 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
     return kExitUsage;
   }
 
+  if (compare->parsed()) {  // offline: no controller
+    return CompareCommand(env, a_path, b_path, compare_options, *ParseReportFormat(format_name));
+  }
   std::unique_ptr<JobStub> stub = connect(env.controller);  // channels connect lazily
   if (submit->parsed()) return SubmitCommand(*stub, env, spec_path, wait);
   if (jobs->parsed()) return JobsCommand(*stub, env, limit);

@@ -4,9 +4,13 @@
 //   faultline [--controller HOST:PORT] submit SPEC.yaml [--wait]
 //                                      jobs [--limit N]
 //                                      watch JOB
-//                                      report JOB [--format table|markdown|json]
+//                                      report JOB [--format table|markdown|csv|json]
 //                                      cancel JOB
 //                                      agents
+//           faultline compare A.txt B.txt [--alpha 0.01] [--min-effect 0.03]
+//                                         [--format table|markdown|csv|json]
+//
+// `compare` works offline (no controller): the A/B statistics of two files of samples.
 //
 // Errors are one line on stderr, "faultline: <message>"; exit codes are kExit* below.
 #include <chrono>
@@ -21,6 +25,7 @@
 
 #include "faultline/v1/job.grpc.pb.h"
 #include "services/cli/format.h"
+#include "services/controller/core/statistics.h"
 
 namespace faultline::cli {
 
@@ -53,6 +58,9 @@ int WatchCommand(JobStub& stub, const CliEnv& env, int64_t job_id);
 int ReportCommand(JobStub& stub, const CliEnv& env, int64_t job_id, ReportFormat format);
 int CancelCommand(JobStub& stub, const CliEnv& env, int64_t job_id);
 int AgentsCommand(JobStub& stub, const CliEnv& env);
+// A = baseline samples, B = candidate samples (samples.h); bad files are usage errors.
+int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,
+                   const controller::CompareOptions& options, ReportFormat format);
 
 // Makes a stub for a controller address.
 using StubFactory = std::function<std::unique_ptr<JobStub>(const std::string& target)>;

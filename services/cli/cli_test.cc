@@ -149,6 +149,13 @@ class CliTest : public ::testing::Test {
     return path;
   }
 
+  std::string WriteFile(const std::string& name, const std::string& text) {
+    const std::string path = ::testing::TempDir() + "/faultline_cli_test_" +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
   FakeJobService service_;
   std::unique_ptr<grpc::Server> server_;
   std::ostringstream out_;
@@ -245,6 +252,58 @@ TEST_F(CliTest, ReportFormats) {
   EXPECT_THAT(out_.str(), HasSubstr("\"matrix_keys\": ["));
   EXPECT_EQ(Run({"report", "42", "--format", "xml"}), 2);
   EXPECT_THAT(err_.str(), StartsWith("faultline: "));
+}
+
+TEST_F(CliTest, ReportCsv) {
+  EXPECT_EQ(Run({"report", "42", "--format", "csv"}), 0);
+  EXPECT_EQ(out_.str(),
+            "writers,kernel,board,n,median,min,max,mean,failed,baseline,ratio,ci_low,ci_high,p_value,q_value,verdict\n"
+            "4,vanilla,,3,12596.234,0,0,0,0,,,,,,,\n");  // every row has every column
+}
+
+TEST_F(CliTest, CompareWorksOfflineOnSampleFiles) {
+  // Seed 000's published runs: a large apparent effect, but 2 runs per side cannot show it.
+  const std::string a = WriteFile("a.txt", "# Baseline (Run 1), (Run 2)\n37.85\n39.22 /s\n");
+  const std::string b = WriteFile("b.txt", "# With Series (Run A), (Run B)\n90.71\n\n59.91\n");
+  EXPECT_EQ(Run({"compare", a, b}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("| +91.3% | unbounded | 0.1667 | 0.3333 | inconclusive |"));
+  EXPECT_THAT(out_.str(), HasSubstr("\nverdict: inconclusive\n"));
+  EXPECT_EQ(err_.str(), "");
+  EXPECT_TRUE(target_.empty());  // offline: never connected
+
+  // 10 vs 10 with +30%: an improvement.
+  const std::string base = WriteFile("base.txt", "1000\n1012\n995\n1030\n987\n1005\n1021\n978\n1010\n999\n");
+  const std::string cand = WriteFile("cand.txt", "1300\n1318\n1290\n1335\n1281\n1307\n1322\n1276\n1312\n1296\n");
+  EXPECT_EQ(Run({"compare", base, cand}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("| 10  | 10  | +29.8% | [+28.0%, +31.9%] | <0.0001 | <0.0001 | improvement |"));
+  EXPECT_THAT(out_.str(), HasSubstr("\nverdict: improvement\n"));
+  EXPECT_EQ(Run({"compare", cand, base}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\nverdict: regression\n"));
+  // When only ±50% counts, a CI of +28%..+32% lies within "no change".
+  EXPECT_EQ(Run({"compare", base, cand, "--min-effect", "0.5"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\nverdict: no-change\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("α = 0.01, δ = 50%"));
+  EXPECT_EQ(Run({"compare", base, cand, "--format", "csv", "--alpha", "0.05"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr(",improvement,0.05,0.03\n"));
+  EXPECT_EQ(Run({"compare", base, cand, "--format", "json"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"verdict\": \"improvement\""));
+  EXPECT_EQ(Run({"compare", base, cand, "--format", "markdown"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("**verdict: improvement**"));
+}
+
+TEST_F(CliTest, CompareErrorsNameTheFileAndLine) {
+  const std::string good = WriteFile("good.txt", "1\n2\n");
+  const std::string bad = WriteFile("bad.txt", "1\n2\nx\n");
+  EXPECT_EQ(Run({"compare", good, bad}), 2);
+  EXPECT_EQ(err_.str(), "faultline: " + bad + ":3: 'x' is not a number\n");
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(Run({"compare", good, "/nonexistent/b.txt"}), 2);
+  EXPECT_EQ(err_.str(), "faultline: /nonexistent/b.txt: cannot read: No such file or directory\n");
+  EXPECT_EQ(Run({"compare", good}), 2);
+  EXPECT_THAT(err_.str(), StartsWith("faultline: "));
+  EXPECT_EQ(Run({"compare", good, good, "--alpha", "2"}), 2);
+  EXPECT_EQ(Run({"compare", good, good, "--format", "xml"}), 2);
+  EXPECT_TRUE(target_.empty());
 }
 
 TEST_F(CliTest, CancelAndAgents) {

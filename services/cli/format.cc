@@ -7,6 +7,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "services/cli/comparison.h"
 #include "services/common/units.h"
 
 namespace faultline::cli {
@@ -46,10 +47,11 @@ std::string Pad(std::string_view text, size_t width, bool right) {
   return right ? Spaces(fill) + std::string(text) : std::string(text) + Spaces(fill);
 }
 
-std::string Center(std::string_view text, size_t width) {
+std::string Center(std::string_view text, size_t width, bool odd_space_left) {
   const size_t w = DisplayWidth(text);
   const size_t fill = width > w ? width - w : 0;
-  return Spaces(fill / 2) + std::string(text) + Spaces(fill - fill / 2);
+  const size_t left = odd_space_left ? fill - fill / 2 : fill / 2;
+  return Spaces(left) + std::string(text) + Spaces(fill - left);
 }
 
 std::string EscapeMarkdown(std::string_view text) {
@@ -88,7 +90,7 @@ std::string RenderBoxTable(const Table& table) {
   rule += "\n";
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out = "|";
-    for (size_t c = 0; c < widths.size(); ++c) out += Center(Cell(cells, c), widths[c]) + "|";
+    for (size_t c = 0; c < widths.size(); ++c) out += Center(Cell(cells, c), widths[c], table.odd_space_left) + "|";
     return out + "\n";
   };
   std::string out = rule + line(table.headers) + rule;
@@ -233,6 +235,7 @@ std::optional<ReportFormat> ParseReportFormat(std::string_view name) {
   if (name == "table") return ReportFormat::kTable;
   if (name == "markdown" || name == "md") return ReportFormat::kMarkdown;
   if (name == "json") return ReportFormat::kJson;
+  if (name == "csv") return ReportFormat::kCsv;
   return std::nullopt;
 }
 
@@ -277,31 +280,36 @@ std::string ReportTitle(const v1::GetReportResponse& report) {
   return out;
 }
 
-std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format) {
-  if (format == ReportFormat::kJson) {
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
+std::string MessageToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
 #if GOOGLE_PROTOBUF_VERSION >= 5026000
-    options.always_print_fields_with_no_presence = true;
+  options.always_print_fields_with_no_presence = true;
 #else
-    options.always_print_primitive_fields = true;
+  options.always_print_primitive_fields = true;
 #endif
-    std::string json;
-    if (!google::protobuf::util::MessageToJsonString(report, &json, options).ok()) return "{}\n";
-    if (json.empty() || json.back() != '\n') json += "\n";
-    return json;
-  }
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) return "{}\n";
+  if (json.empty() || json.back() != '\n') json += "\n";
+  return json;
+}
+
+std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format) {
+  if (format == ReportFormat::kJson) return MessageToJson(report);
+  if (format == ReportFormat::kCsv) return RenderCsv(ReportCsvTable(report));
   const std::string title = ReportTitle(report);
   const Table table = ReportTable(report);
   if (format == ReportFormat::kMarkdown) {
     std::string out = "**" + EscapeMarkdown(title) + "**\n\n";
     if (table.rows.empty()) return out + "No results yet.\n";
-    return out + "Throughput in rounds per second (higher is better).\n\n" + RenderMarkdownTable(table);
+    return out + "Throughput in rounds per second (higher is better).\n\n" + RenderMarkdownTable(table) +
+           RenderComparisons(report, format);
   }
   std::string out = title + "\n";
   if (table.rows.empty()) return out + "no results yet\n";
-  return out + "throughput in rounds per second (higher is better):\n" + RenderBoxTable(table);
+  return out + "throughput in rounds per second (higher is better):\n" + RenderBoxTable(table) +
+         RenderComparisons(report, format);
 }
 
 }  // namespace faultline::cli

@@ -16,6 +16,9 @@ struct Table {
   std::vector<std::string> headers;
   std::vector<std::vector<std::string>> rows;  // each row has headers.size() cells
   std::vector<bool> right_align;               // per column; missing entries mean left
+  // Box tables centre cells; an odd leftover space goes right, or left when this is set
+  // (the seeds do both: seed 001's pressure table puts it left).
+  bool odd_space_left = false;
 };
 
 // The seeds' ASCII box style: +----+ rules around and between every row, cells centred
@@ -48,12 +51,16 @@ Table AgentsTable(const v1::ListAgentsResponse& response, std::chrono::system_cl
 
 // Reports: one row per (matrix cell, kernel); columns = matrix_keys, then kernel, board,
 // n, median, min, max, failed.
-enum class ReportFormat { kTable, kMarkdown, kJson };
+enum class ReportFormat { kTable, kMarkdown, kJson, kCsv };
 std::optional<ReportFormat> ParseReportFormat(std::string_view name);
 Table ReportTable(const v1::GetReportResponse& report);
 // "job 42: filemap-thrash "nightly" (succeeded, 6/6 runs)"
 std::string ReportTitle(const v1::GetReportResponse& report);
 // Whole output for `faultline report`, ending in a newline. JSON uses the proto field names.
+// With comparisons, table and markdown add the A/B tables (comparison.h); CSV is
+// ReportCsvTable().
 std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format);
+// Indented JSON with proto field names and default values printed, ending in a newline.
+std::string MessageToJson(const google::protobuf::Message& message);
 
 }  // namespace faultline::cli

@@ -107,7 +107,21 @@ TEST(SpecFileTest, NullValuesLeaveFieldsUnset) {
 TEST(SpecFileTest, UnknownFieldGivesLineColumnAndTheFields) {
   EXPECT_EQ(ErrorOf("duration: 5s\nrepetitions: 3\nbenchmrk: swap-in\n"),
             "spec.yaml:3:1: unknown field 'benchmrk' in JobSpec (fields: benchmark, duration, repetitions, "
-            "kernels, memcg, params, matrix, arches, boards, name); did you mean 'benchmark'?");
+            "kernels, memcg, params, matrix, arches, boards, name, baseline, block_size, shuffle_seed, alpha, "
+            "min_effect); did you mean 'benchmark'?");
+}
+
+TEST(SpecFileTest, ComparisonSettings) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFromString(
+      "benchmark: swap-in\nkernels: [vanilla, patched]\nbaseline: vanilla\nblock_size: 2\n"
+      "shuffle_seed: 18446744073709551615\nalpha: 0.05\nmin_effect: 0.02\n",
+      "x");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->baseline(), "vanilla");
+  EXPECT_EQ(spec->block_size(), 2u);
+  EXPECT_EQ(spec->shuffle_seed(), 18446744073709551615ull);
+  EXPECT_DOUBLE_EQ(spec->alpha(), 0.05);
+  EXPECT_DOUBLE_EQ(spec->min_effect(), 0.02);
 }
 
 TEST(SpecFileTest, UnknownNestedFieldNamesThePath) {

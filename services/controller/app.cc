@@ -10,6 +10,7 @@
 #include "services/common/log.h"
 #include "services/controller/api/dispatcher.h"
 #include "services/controller/api/http_server.h"
+#include "services/controller/api/metrics.h"
 #include "services/controller/api/services.h"
 #include "services/controller/storage/store.h"
 
@@ -33,8 +34,9 @@ int RunController(const ControllerOptions& options) {
   log::info("event=migrated");
 
   Dispatcher dispatcher(&store);
-  JobServiceImpl job_service(&store, &dispatcher);
-  AgentServiceImpl agent_service(&store, &dispatcher);
+  ControllerMetrics metrics;
+  JobServiceImpl job_service(&store, &dispatcher, &metrics);
+  AgentServiceImpl agent_service(&store, &dispatcher, &metrics);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -57,6 +59,9 @@ int RunController(const ControllerOptions& options) {
       absl::Status s = store.Ping();
       if (s.ok()) return {200, "text/plain; charset=utf-8", "ready\n"};
       return {503, "text/plain; charset=utf-8", std::string(s.message()) + "\n"};
+    }
+    if (target == "/metrics") {
+      return {200, "text/plain; version=0.0.4; charset=utf-8", metrics.Render(&store)};
     }
     return {404, "text/plain; charset=utf-8", "not found\n"};
   });

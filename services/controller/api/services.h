@@ -4,13 +4,15 @@
 #include "faultline/v1/agent.grpc.pb.h"
 #include "faultline/v1/job.grpc.pb.h"
 #include "services/controller/api/dispatcher.h"
+#include "services/controller/api/metrics.h"
 #include "services/controller/storage/store.h"
 
 namespace faultline::controller {
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
-  JobServiceImpl(PgStore* store, Dispatcher* dispatcher) : store_(store), dispatcher_(dispatcher) {}
+  JobServiceImpl(PgStore* store, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr)
+      : store_(store), dispatcher_(dispatcher), metrics_(metrics) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitJobRequest* req,
@@ -35,12 +37,13 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
  private:
   PgStore* store_;
   Dispatcher* dispatcher_;
+  ControllerMetrics* metrics_;
 };
 
 class AgentServiceImpl final : public v1::AgentService::CallbackService {
  public:
-  AgentServiceImpl(PgStore* store, Dispatcher* dispatcher)
-      : store_(store), dispatcher_(dispatcher) {}
+  AgentServiceImpl(PgStore* store, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr)
+      : store_(store), dispatcher_(dispatcher), metrics_(metrics) {}
 
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const v1::HelloRequest* req,
                                   v1::HelloResponse* resp) override;
@@ -59,6 +62,7 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
  private:
   PgStore* store_;
   Dispatcher* dispatcher_;
+  ControllerMetrics* metrics_;
 };
 
 }  // namespace faultline::controller

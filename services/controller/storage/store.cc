@@ -604,6 +604,62 @@ absl::StatusOr<int64_t> PgStore::StoreResult(const std::string& board, int64_t r
   return job_id;
 }
 
+absl::StatusOr<MetricsSnapshot> PgStore::Snapshot() {
+  MetricsSnapshot snap;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto series = t.exec(R"sql(
+      WITH per_job AS (
+        SELECT j.id AS job_id, coalesce(nullif(j.name, ''), j.benchmark) AS study, j.benchmark,
+               r.cell AS cell, coalesce(b.arch, '') AS arch, r.board, r.kernel,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY res.throughput) AS median,
+               max(res.created_at) AS last_success
+          FROM results res JOIN runs r ON r.id = res.run_id JOIN jobs j ON j.id = r.job_id
+          LEFT JOIN boards b ON b.name = r.board
+         GROUP BY 1, 2, 3, 4, 5, 6, 7),
+      ranked AS (
+        SELECT *, max(last_success) OVER (PARTITION BY study, benchmark, cell, arch, board, kernel)
+                    AS series_last_success,
+                  row_number() OVER (PARTITION BY study, benchmark, cell, arch, board, kernel
+                                     ORDER BY job_id DESC) AS rank
+          FROM per_job)
+      SELECT study, benchmark, cell::text, arch, board, kernel, median,
+             (extract(epoch FROM series_last_success) * 1000)::bigint
+        FROM ranked WHERE rank = 1
+       ORDER BY study, benchmark, cell::text, board, kernel)sql");
+    for (const auto& r : series) {
+      SeriesPoint p;
+      p.study = r[0].as<std::string>();
+      p.benchmark = r[1].as<std::string>();
+      p.cell = StringMap(r[2].as<std::string>());
+      p.arch = r[3].as<std::string>();
+      p.board = r[4].as<std::string>();
+      p.kernel = r[5].as<std::string>();
+      p.median = r[6].as<double>();
+      p.last_success_ms = r[7].as<int64_t>();
+      snap.series.push_back(std::move(p));
+    }
+    for (const auto& r : t.exec("SELECT state, count(*) FROM runs GROUP BY state")) {
+      snap.runs_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
+    }
+    for (const auto& r : t.exec("SELECT state, count(*) FROM jobs GROUP BY state")) {
+      snap.jobs_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
+    }
+    for (const auto& r : t.exec(R"sql(
+      SELECT DISTINCT ON (coalesce(nullif(j.name, ''), j.benchmark), j.benchmark) j.id
+        FROM jobs j
+       WHERE jsonb_array_length(coalesce(j.spec -> 'kernels', '[]'::jsonb)) > 1
+         AND EXISTS (SELECT 1 FROM runs r JOIN results res ON res.run_id = r.id
+                      WHERE r.job_id = j.id)
+       ORDER BY coalesce(nullif(j.name, ''), j.benchmark), j.benchmark, j.id DESC)sql")) {
+      snap.comparison_jobs.push_back(r[0].as<int64_t>());
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return snap;
+}
+
 absl::StatusOr<std::vector<int64_t>> PgStore::ReapExpiredLeases() {
   std::vector<int64_t> jobs;
   absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {

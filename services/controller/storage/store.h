@@ -88,6 +88,25 @@ struct ResultRecord {
   std::string environment_json = "{}";
 };
 
+// The latest median throughput of one series (study, benchmark, cell, board, kernel).
+struct SeriesPoint {
+  std::string study;
+  std::string benchmark;
+  std::map<std::string, std::string> cell;
+  std::string arch;
+  std::string board;
+  std::string kernel;
+  double median = 0;
+  int64_t last_success_ms = 0;
+};
+
+struct MetricsSnapshot {
+  std::vector<SeriesPoint> series;
+  std::map<std::string, int64_t> runs_by_state;
+  std::map<std::string, int64_t> jobs_by_state;
+  std::vector<int64_t> comparison_jobs;  // latest multi-kernel job per (study, benchmark)
+};
+
 struct StoreOptions {
   std::string database_url;
   int pool_size = 4;
@@ -138,6 +157,8 @@ class PgStore {
   absl::StatusOr<int64_t> StoreResult(const std::string& board, int64_t run_id, const std::string& attempt_id,
                            bool succeeded, const std::string& failure_reason,
                            const ResultRecord& result);
+  // Current state for /metrics, computed from the database on each scrape.
+  absl::StatusOr<MetricsSnapshot> Snapshot();
   // Returns lapsed leases to the queue; returns the ids of jobs whose state changed.
   absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases();
 

@@ -1,0 +1,204 @@
+#include "services/controller/api/metrics.h"
+
+#include <sstream>
+
+#include "prometheus/gauge.h"
+#include "prometheus/text_serializer.h"
+#include "services/controller/api/report_builder.h"
+
+namespace faultline::controller {
+namespace {
+
+const char* CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    default: return "OTHER";
+  }
+}
+
+const char* kVerdicts[] = {"improvement", "regression", "no-change", "inconclusive", "collapse"};
+const char* kRunStates[] = {"queued", "assigned", "running", "succeeded", "failed", "cancelled"};
+const char* kJobStates[] = {"queued", "running", "succeeded", "failed", "cancelled"};
+
+}  // namespace
+
+std::string ConfigLabel(const std::map<std::string, std::string>& cell) {
+  if (cell.empty()) return "default";
+  std::string out;
+  for (const auto& [k, v] : cell) out += (out.empty() ? "" : ",") + k + "=" + v;
+  return out;
+}
+
+ControllerMetrics::ControllerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  rpc_duration_ = &prometheus::BuildHistogram()
+                       .Name("faultline_rpc_duration_seconds")
+                       .Help("Latency of unary gRPC calls served by the controller")
+                       .Register(*registry_);
+  run_duration_ = &prometheus::BuildHistogram()
+                       .Name("faultline_run_duration_seconds")
+                       .Help("Measured duration plus warm-up of finished runs")
+                       .Register(*registry_);
+  runs_finished_ = &prometheus::BuildCounter()
+                        .Name("faultline_runs_finished_total")
+                        .Help("Runs whose outcome this controller stored")
+                        .Register(*registry_);
+}
+
+void ControllerMetrics::ObserveRpc(const std::string& method, grpc::StatusCode code,
+                                   double seconds) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+  rpc_duration_->Add({{"method", method}, {"code", CodeName(code)}}, kBuckets).Observe(seconds);
+}
+
+void ControllerMetrics::ObserveRunFinished(const std::string& benchmark, bool succeeded,
+                                           double seconds) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400};
+  run_duration_->Add({{"benchmark", benchmark}}, kBuckets).Observe(seconds);
+  runs_finished_->Add({{"benchmark", benchmark}, {"outcome", succeeded ? "succeeded" : "failed"}})
+      .Increment();
+}
+
+std::string ControllerMetrics::Render(PgStore* store) {
+  prometheus::Registry state;
+  auto& db_up = prometheus::BuildGauge()
+                    .Name("faultline_database_up")
+                    .Help("1 when the controller could read its database for this scrape")
+                    .Register(state)
+                    .Add({});
+  auto snapshot = store->Snapshot();
+  auto boards = store->ListBoards();
+  db_up.Set(snapshot.ok() && boards.ok() ? 1 : 0);
+  if (snapshot.ok() && boards.ok()) {
+    auto& throughput = prometheus::BuildGauge()
+                           .Name("faultline_throughput_rounds_per_second")
+                           .Help("Median throughput of the latest job of each series")
+                           .Register(state);
+    auto& last_success = prometheus::BuildGauge()
+                             .Name("faultline_last_success_timestamp_seconds")
+                             .Help("When the series last stored a succeeded run")
+                             .Register(state);
+    for (const auto& p : snapshot->series) {
+      prometheus::Labels labels = {{"study", p.study},   {"benchmark", p.benchmark},
+                                   {"config", ConfigLabel(p.cell)}, {"arch", p.arch},
+                                   {"board", p.board},   {"kernel", p.kernel}};
+      throughput.Add(labels).Set(p.median);
+      last_success.Add(labels).Set(static_cast<double>(p.last_success_ms) / 1000.0);
+    }
+
+    auto& ratio = prometheus::BuildGauge()
+                      .Name("faultline_comparison_ratio")
+                      .Help("Hodges-Lehmann estimate of candidate/baseline throughput")
+                      .Register(state);
+    auto& ci_low = prometheus::BuildGauge()
+                       .Name("faultline_comparison_ratio_ci_lower")
+                       .Help("Lower bound of the ratio's 95% confidence interval")
+                       .Register(state);
+    auto& ci_high = prometheus::BuildGauge()
+                        .Name("faultline_comparison_ratio_ci_upper")
+                        .Help("Upper bound of the ratio's 95% confidence interval")
+                        .Register(state);
+    auto& p_value = prometheus::BuildGauge()
+                        .Name("faultline_comparison_p_value")
+                        .Help("One-sided exact Mann-Whitney p in the estimate's direction")
+                        .Register(state);
+    auto& q_value = prometheus::BuildGauge()
+                        .Name("faultline_comparison_q_value")
+                        .Help("Benjamini-Hochberg adjusted p across the study's cells")
+                        .Register(state);
+    auto& verdict = prometheus::BuildGauge()
+                        .Name("faultline_comparison_verdict")
+                        .Help("1 for the comparison's current verdict, 0 for the others")
+                        .Register(state);
+    auto& samples = prometheus::BuildGauge()
+                        .Name("faultline_comparison_samples")
+                        .Help("Succeeded runs per side of the comparison")
+                        .Register(state);
+    for (int64_t job_id : snapshot->comparison_jobs) {
+      v1::GetReportResponse report;
+      if (!BuildReport(store, job_id, &report).ok()) continue;
+      std::string study = report.job().spec().name().empty() ? report.job().spec().benchmark()
+                                                              : report.job().spec().name();
+      for (const auto& c : report.comparisons()) {
+        std::map<std::string, std::string> cell(c.cell().begin(), c.cell().end());
+        std::string arch;
+        prometheus::Labels labels = {{"study", study},
+                                     {"benchmark", report.job().spec().benchmark()},
+                                     {"config", ConfigLabel(cell)},
+                                     {"board", c.board()},
+                                     {"baseline", c.baseline()},
+                                     {"candidate", c.candidate()}};
+        ratio.Add(labels).Set(c.ratio());
+        ci_low.Add(labels).Set(c.ci_low());
+        ci_high.Add(labels).Set(c.ci_high());
+        p_value.Add(labels).Set(c.p_value());
+        q_value.Add(labels).Set(c.q_value());
+        for (const char* v : kVerdicts) {
+          prometheus::Labels with = labels;
+          with["verdict"] = v;
+          verdict.Add(with).Set(c.verdict() == v ? 1 : 0);
+        }
+        prometheus::Labels base = labels, cand = labels;
+        base["side"] = "baseline";
+        cand["side"] = "candidate";
+        samples.Add(base).Set(c.n_baseline());
+        samples.Add(cand).Set(c.n_candidate());
+      }
+    }
+
+    auto& runs = prometheus::BuildGauge()
+                     .Name("faultline_runs")
+                     .Help("Runs by state")
+                     .Register(state);
+    for (const char* s : kRunStates) {
+      auto it = snapshot->runs_by_state.find(s);
+      runs.Add({{"state", s}}).Set(it == snapshot->runs_by_state.end() ? 0 : it->second);
+    }
+    auto& jobs = prometheus::BuildGauge().Name("faultline_jobs").Help("Jobs by state").Register(state);
+    for (const char* s : kJobStates) {
+      auto it = snapshot->jobs_by_state.find(s);
+      jobs.Add({{"state", s}}).Set(it == snapshot->jobs_by_state.end() ? 0 : it->second);
+    }
+
+    auto& board_up = prometheus::BuildGauge()
+                         .Name("faultline_board_up")
+                         .Help("1 when the board's agent was heard from recently")
+                         .Register(state);
+    auto& board_busy = prometheus::BuildGauge()
+                           .Name("faultline_board_busy")
+                           .Help("1 when the board is running a run")
+                           .Register(state);
+    auto& agents = prometheus::BuildGauge()
+                       .Name("faultline_agents")
+                       .Help("Registered agents by state")
+                       .Register(state);
+    int online = 0, offline = 0;
+    for (const auto& b : *boards) {
+      prometheus::Labels labels = {{"board", b.summary.name}, {"arch", b.summary.arch}};
+      board_up.Add(labels).Set(b.online ? 1 : 0);
+      board_busy.Add(labels).Set(b.current_run_id != 0 ? 1 : 0);
+      (b.online ? online : offline)++;
+    }
+    agents.Add({{"state", "online"}}).Set(online);
+    agents.Add({{"state", "offline"}}).Set(offline);
+  }
+
+  std::ostringstream out;
+  prometheus::TextSerializer serializer;
+  serializer.Serialize(out, state.Collect());
+  serializer.Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+}  // namespace faultline::controller

@@ -1,0 +1,102 @@
+#include "services/controller/api/report_builder.h"
+
+#include <algorithm>
+
+#include "nlohmann/json.hpp"
+#include "services/controller/api/convert.h"
+#include "services/controller/core/report.h"
+
+namespace faultline::controller {
+
+absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* resp) {
+  auto job = store->GetJob(job_id);
+  if (!job.ok()) return job.status();
+  auto runs = store->ListRuns(job_id);
+  if (!runs.ok()) return runs.status();
+  JobToProto(*job, resp->mutable_job());
+  for (const auto& k : job->matrix_keys) resp->add_matrix_keys(k);
+  std::vector<RunOutcome> outcomes;
+  for (const auto& r : *runs) {
+    RunOutcome o;
+    for (const auto& k : job->matrix_keys) {
+      auto it = r.cell.find(k);
+      o.cell.emplace_back(k, it == r.cell.end() ? "" : it->second);
+    }
+    o.kernel = r.kernel;
+    // Runs not yet placed are reported with their cell; a board appears once one ran there.
+    o.board = r.has_result || r.state == "failed" ? r.board : "";
+    o.succeeded = r.state == "succeeded" && r.has_result;
+    o.failed = r.state == "failed";
+    o.throughput = r.throughput;
+    outcomes.push_back(std::move(o));
+  }
+  // Unplaced runs should not form their own rows once their cell has a board: merge them.
+  std::vector<SummaryRow> rows = Summarize(outcomes);
+  for (const auto& row : rows) {
+    bool placed_twin = row.board.empty() &&
+                       std::any_of(rows.begin(), rows.end(), [&](const SummaryRow& other) {
+                         return !other.board.empty() && other.cell == row.cell &&
+                                other.kernel == row.kernel;
+                       });
+    if (placed_twin) continue;
+    auto* out = resp->add_rows();
+    for (const auto& [k, v] : row.cell) (*out->mutable_cell())[k] = v;
+    out->set_kernel(row.kernel);
+    out->set_board(row.board);
+    out->set_n(row.n);
+    out->set_median(row.median);
+    out->set_min(row.min);
+    out->set_max(row.max);
+    out->set_mean(row.mean);
+    out->set_failed(row.failed);
+  }
+
+  // A/B: every other kernel against the baseline, per board and cell.
+  const v1::JobSpec& spec = resp->job().spec();
+  std::vector<std::string> kernels(spec.kernels().begin(), spec.kernels().end());
+  std::string baseline = !job->baseline.empty() ? job->baseline
+                         : kernels.empty()      ? std::string()
+                                                : kernels.front();
+  CompareOptions options;
+  options.alpha = job->alpha;
+  options.min_effect = job->min_effect;
+  resp->set_alpha(options.alpha);
+  resp->set_min_effect(options.min_effect);
+  if (kernels.size() > 1) {
+    for (const auto& c : CompareKernels(outcomes, baseline, kernels, options)) {
+      auto* out = resp->add_comparisons();
+      for (const auto& [k, v] : c.cell) (*out->mutable_cell())[k] = v;
+      out->set_board(c.board);
+      out->set_baseline(c.baseline);
+      out->set_candidate(c.candidate);
+      out->set_n_baseline(static_cast<uint32_t>(c.stats.n_a));
+      out->set_n_candidate(static_cast<uint32_t>(c.stats.n_b));
+      out->set_baseline_median(c.stats.median_a);
+      out->set_candidate_median(c.stats.median_b);
+      out->set_ratio(c.stats.ratio);
+      out->set_ci_low(c.stats.ci_low);
+      out->set_ci_high(c.stats.ci_high);
+      out->set_p_value(c.stats.p_value);
+      out->set_q_value(c.stats.q_value);
+      out->set_verdict(std::string(ToString(c.stats.verdict)));
+    }
+    std::vector<RunEnvironment> environments;
+    for (const auto& r : *runs) {
+      if (!r.has_result) continue;
+      RunEnvironment e{r.board, r.kernel, {}};
+      const auto parsed = nlohmann::json::parse(r.environment_json, nullptr, false);
+      if (parsed.is_object()) {
+        for (const auto& [k, v] : parsed.items()) {
+          e.facts[k] = v.is_string() ? v.get<std::string>() : v.dump();
+        }
+      }
+      environments.push_back(std::move(e));
+    }
+    for (const auto& [k, v] : EnvironmentDifferences(environments)) {
+      (*resp->mutable_environment_differences())[k] = v;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace faultline::controller
