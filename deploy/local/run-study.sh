@@ -22,6 +22,7 @@ FL_BIN_AGENT=$bin/agent/faultline-agent
 FL_BIN_WORKLOAD=$bin/agent/workloads/faultline-workload
 FL_BIN_CLI=$bin/services/cli/faultline
 FL_STATE=${FL_STATE:-$(mktemp -d /tmp/faultline-local-XXXXXX)}
+mkdir -p "$FL_STATE"
 chmod 755 "$FL_STATE"
 source "$FL_ROOT/deploy/local/stack.sh"
 if [ "$keep" = 0 ]; then trap 'fl_stop_all; rm -rf "$FL_STATE"' EXIT; fi
