@@ -11,6 +11,8 @@ packages=(
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
   postgresql-15 postgresql-client-15
   util-linux procps iproute2 curl
+  prometheus prometheus-alertmanager
+  g++-aarch64-linux-gnu g++-riscv64-linux-gnu qemu-user-static
 )
 
 missing=()

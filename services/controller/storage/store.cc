@@ -649,6 +649,7 @@ absl::StatusOr<MetricsSnapshot> PgStore::Snapshot() {
       SELECT DISTINCT ON (coalesce(nullif(j.name, ''), j.benchmark), j.benchmark) j.id
         FROM jobs j
        WHERE jsonb_array_length(coalesce(j.spec -> 'kernels', '[]'::jsonb)) > 1
+         AND j.state IN ('succeeded', 'failed')  -- partial studies would make verdicts flap
          AND EXISTS (SELECT 1 FROM runs r JOIN results res ON res.run_id = r.id
                       WHERE r.job_id = j.id)
        ORDER BY coalesce(nullif(j.name, ''), j.benchmark), j.benchmark, j.id DESC)sql")) {

@@ -104,7 +104,7 @@ struct MetricsSnapshot {
   std::vector<SeriesPoint> series;
   std::map<std::string, int64_t> runs_by_state;
   std::map<std::string, int64_t> jobs_by_state;
-  std::vector<int64_t> comparison_jobs;  // latest multi-kernel job per (study, benchmark)
+  std::vector<int64_t> comparison_jobs;  // latest finished multi-kernel job per (study, benchmark)
 };
 
 struct StoreOptions {
