@@ -1,6 +1,8 @@
 # Shell library for a one-machine faultline stack (sourced by run-study.sh and the e2e
 # test): a throwaway PostgreSQL, the controller and one agent, all ended by their pid.
 # Needs: FL_BIN_CONTROLLER, FL_BIN_AGENT, FL_BIN_WORKLOAD, FL_BIN_CLI, FL_STATE (a directory).
+# Optional: FL_ZRAM_SWAP (e.g. 512M): the agent sets up a zram swap device of that size for
+# each run that needs swap (swap-in, mmap-writer-pressure) and removes it afterwards.
 
 FL_ROOT=${FL_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 
@@ -14,6 +16,16 @@ fl_wait_for() {
     if [ "$(date +%s)" -ge "$deadline" ]; then fl_log "timed out waiting for $what"; return 1; fi
     sleep 0.2
   done
+}
+
+# A TCP port nobody listens on (for servers that cannot bind port 0 and report it).
+fl_free_port() {
+  local port
+  for _ in $(seq 1 100); do
+    port=$(( 20000 + RANDOM % 40000 ))
+    if ! ss -Htln "sport = :$port" 2>/dev/null | grep -q .; then echo "$port"; return 0; fi
+  done
+  return 1
 }
 
 fl_start_postgres() {
@@ -44,6 +56,7 @@ fl_start_agent() {
 board: $board
 labels: {site: local}
 work_dir: $FL_STATE/work
+zram_swap: ${FL_ZRAM_SWAP:-0}
 kernels:
 YAML
   # FL_KERNEL_LABELS: labels for the running kernel (two labels make an A/A study possible).

@@ -26,6 +26,131 @@ KnobSpec Warmup() {
           "seconds run before measuring starts (the seeds measure from the start)"};
 }
 
+std::vector<PresetSpec> BuildPresets() {
+  using Matrix = std::vector<std::pair<std::string, std::vector<std::string>>>;
+  std::vector<PresetSpec> all;
+  // [PATCH v2 0/5] mm: reduce mmap_lock contention ...: 500 threads x 16 MiB files under
+  // systemd-run -p MemoryHigh=1G -p MemoryMax=1.2G -p MemorySwapMax=0, RUN_SECONDS 600.
+  all.push_back({"v2-file-thrash", "filemap-thrash", "[PATCH v2 0/5] (file thrash)",
+                 "500 threads, one sparse 16M file each, memcg high 1G / max 1.2G / swap 0, 600 s",
+                 {{"threads", "500"}, {"file_size", "16M"}, {"munmap_threads", "0"},
+                  {"file_fill", "sparse"}},
+                 {},
+                 {"1.2G", "1G", "0"},
+                 600,
+                 false});
+  all.push_back({"v2-file-thrash-small", "filemap-thrash", "[PATCH v2 0/5] (file thrash)",
+                 "16 threads x 16M files (256M of page cache) under memcg high 64M / max 96M / "
+                 "swap 0, 10 s: thrashes like the seed on 2 cores",
+                 {{"threads", "16"}, {"file_size", "16M"}, {"munmap_threads", "0"},
+                  {"file_fill", "sparse"}},
+                 {},
+                 {"96M", "64M", "0"},
+                 10,
+                 true});
+  // Its swap-in model: 100 MiB anonymous region (memset 0), 5 MADV_PAGEOUT threads,
+  // 5 readers, 30 s, no memcg.
+  all.push_back({"v2-swap-in", "swap-in", "[PATCH v2 0/5] (swap-in model)",
+                 "100M zero-filled region, 5 pageout threads, 5 readers, 30 s",
+                 {{"region_size", "100M"}, {"pageout_threads", "5"}, {"readers", "5"},
+                  {"fill", "zero"}},
+                 {},
+                 {},
+                 30,
+                 false});
+  all.push_back({"v2-swap-in-small", "swap-in", "[PATCH v2 0/5] (swap-in model)",
+                 "64M zero-filled region, 2 pageout threads, 2 readers, 10 s",
+                 {{"region_size", "64M"}, {"pageout_threads", "2"}, {"readers", "2"},
+                  {"fill", "zero"}},
+                 {},
+                 {},
+                 10,
+                 true});
+  // [RFC PATCH v4 3/3]: 1 pressure thread, 128 MiB non-zero region in a memcg, 12 readers,
+  // 0/2/4 mmap writers, 60 s, 2 GiB swap. The memcg values are not in the mail: a limit
+  // that holds the region (the table's rates need it mostly resident).
+  all.push_back({"v4-swap-writers", "mmap-writer-pressure", "[RFC PATCH v4 3/3]",
+                 "128M non-zero region, 1 pressure thread, 12 readers, 0/2/4 writers, 60 s",
+                 {{"region_size", "128M"}, {"pageout_threads", "1"}, {"readers", "12"},
+                  {"fill", "nonzero"}},
+                 Matrix{{"writers", {"0", "2", "4"}}},
+                 {"512M", "", "max"},
+                 60,
+                 false});
+  all.push_back({"v4-swap-writers-small", "mmap-writer-pressure", "[RFC PATCH v4 3/3]",
+                 "64M non-zero region, 1 pressure thread, 2 readers, 0/2/4 writers, 10 s",
+                 {{"region_size", "64M"}, {"pageout_threads", "1"}, {"readers", "2"},
+                  {"fill", "nonzero"}},
+                 Matrix{{"writers", {"0", "2", "4"}}},
+                 {"256M", "", "max"},
+                 10,
+                 true});
+  // [RFC PATCH v5]: filemap at 40/60/80 threads with parallel munmap (count and limits not
+  // in the mail: 4 munmap threads, the v2 limits); swap-in at 0/4/8 writers.
+  all.push_back({"v5-filemap", "filemap-thrash", "[RFC PATCH v5] (filemap)",
+                 "40/60/80 threads x 16M files, 4 munmap threads, memcg high 1G / max 1.2G / "
+                 "swap 0, 60 s",
+                 {{"file_size", "16M"}, {"munmap_threads", "4"}, {"file_fill", "sparse"}},
+                 Matrix{{"threads", {"40", "60", "80"}}},
+                 {"1.2G", "1G", "0"},
+                 60,
+                 false});
+  all.push_back({"v5-filemap-small", "filemap-thrash", "[RFC PATCH v5] (filemap)",
+                 "4/6/8 threads x 16M files, 1 munmap thread, memcg high 64M / max 80M / "
+                 "swap 0, 10 s",
+                 {{"file_size", "16M"}, {"munmap_threads", "1"}, {"file_fill", "sparse"}},
+                 Matrix{{"threads", {"4", "6", "8"}}},
+                 {"80M", "64M", "0"},
+                 10,
+                 true});
+  all.push_back({"v5-swap-writers", "mmap-writer-pressure", "[RFC PATCH v5] (swap)",
+                 "128M non-zero region, 1 pressure thread, 12 readers, 0/4/8 writers, 60 s",
+                 {{"region_size", "128M"}, {"pageout_threads", "1"}, {"readers", "12"},
+                  {"fill", "nonzero"}},
+                 Matrix{{"writers", {"0", "4", "8"}}},
+                 {"512M", "", "max"},
+                 60,
+                 false});
+  all.push_back({"v5-swap-writers-small", "mmap-writer-pressure", "[RFC PATCH v5] (swap)",
+                 "64M non-zero region, 1 pressure thread, 2 readers, 0/4/8 writers, 10 s",
+                 {{"region_size", "64M"}, {"pageout_threads", "1"}, {"readers", "2"},
+                  {"fill", "nonzero"}},
+                 Matrix{{"writers", {"0", "4", "8"}}},
+                 {"256M", "", "max"},
+                 10,
+                 true});
+  // Re: [PATCH] mm: map maximum pages possible in finish_fault: a 2M shmem folio, a 64K
+  // (and a 32K) VMA over it, write each page, MADV_DONTNEED, 1,000,000 iterations.
+  all.push_back({"finish-fault-shmem", "shmem-folio-fault",
+                 "Re: [PATCH] mm: map maximum pages possible in finish_fault",
+                 "2M memfd as one PMD folio (shmem THP forced on), 64K/32K VMA, write each "
+                 "page, MADV_DONTNEED, 10 s",
+                 {{"threads", "1"}, {"shmem_size", "2M"}, {"thp", "force"}, {"access", "write"}},
+                 Matrix{{"vma_size", {"64K", "32K"}}},
+                 {},
+                 10,
+                 false});
+  all.push_back({"finish-fault-shmem-small", "shmem-folio-fault",
+                 "Re: [PATCH] mm: map maximum pages possible in finish_fault",
+                 "as finish-fault-shmem (it is one thread on 2M already), 5 s",
+                 {{"threads", "1"}, {"shmem_size", "2M"}, {"thp", "force"}, {"access", "write"}},
+                 Matrix{{"vma_size", {"64K", "32K"}}},
+                 {},
+                 5,
+                 true});
+  return all;
+}
+
+KnobSpec PresetKnob(const std::string& benchmark, const std::vector<PresetSpec>& presets) {
+  KnobSpec knob{std::string(kPresetKnob), KnobType::kChoice, std::string(kNoPreset), 0, 0,
+                {std::string(kNoPreset)},
+                "a seed study's knob values as defaults (explicit knobs win)"};
+  for (const auto& p : presets) {
+    if (p.benchmark == benchmark) knob.choices.push_back(p.name);
+  }
+  return knob;
+}
+
 std::vector<BenchmarkSpec> BuildCatalogue() {
   std::vector<BenchmarkSpec> all;
   all.push_back(BenchmarkSpec{
@@ -69,6 +194,32 @@ std::vector<BenchmarkSpec> BuildCatalogue() {
           Choice("fill", "nonzero", {"zero", "nonzero"}, "initial contents of the region"),
           Warmup(),
       }});
+  all.push_back(BenchmarkSpec{
+      "shmem-folio-fault",
+      "a memfd populated as one large (PMD) folio, a small VMA over its start: touch each "
+      "page, MADV_DONTNEED; one round = one iteration (touch + zap)",
+      false,
+      {
+          Integer("threads", "1", 1, kMaxThreads, "threads, each with its own memfd"),
+          Size("shmem_size", "2M", 4 * kKiB, 1 * kGiB,
+               "memfd size, populated as one folio of this size when shmem THP allows"),
+          Size("vma_size", "64K", 4 * kKiB, 1 * kGiB,
+               "the small VMA mapped over the memfd's start (the seed: 64K, and 32K)"),
+          Choice("thp", "force", {"force", "advise", "never"},
+                 "force: set this size's shmem_enabled to always for the run (the seed, needs "
+                 "root; restored after); advise: MADV_HUGEPAGE, the board's setting decides; "
+                 "never: MADV_NOHUGEPAGE (small folios)"),
+          Choice("access", "write", {"write", "read"},
+                 "write: store one byte per page (the seed, finish_fault); read: load"),
+          Integer("touch_pages", "0", 0, 1 << 18,
+                  "pages touched per iteration from the VMA's start; 0 = every page"),
+          Choice("fault_timing", "on", {"on", "off"},
+                 "on: time the touch loop alone per iteration (the seed's clock_gettime "
+                 "pair; fault_ns_per_iteration)"),
+          Warmup(),
+      }});
+  const auto& presets = Presets();
+  for (auto& b : all) b.knobs.push_back(PresetKnob(b.name, presets));
   return all;
 }
 
@@ -91,6 +242,27 @@ const BenchmarkSpec* FindBenchmark(std::string_view name) {
     if (b.name == name) return &b;
   }
   return nullptr;
+}
+
+const std::vector<PresetSpec>& Presets() {
+  static const std::vector<PresetSpec> kAll = BuildPresets();
+  return kAll;
+}
+
+const PresetSpec* FindPreset(std::string_view name) {
+  for (const auto& p : Presets()) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+std::string PresetNames() {
+  std::string out;
+  for (const auto& p : Presets()) {
+    if (!out.empty()) out += ", ";
+    out += p.name;
+  }
+  return out;
 }
 
 std::string BenchmarkNames() {
@@ -174,10 +346,33 @@ std::optional<std::map<std::string, KnobValue>> ResolveKnobs(
       return std::nullopt;
     }
   }
+  // Defaults: the catalogue's, then the preset's (fixed knobs, first matrix values).
+  std::map<std::string, std::string> defaults;
+  for (const auto& knob : benchmark.knobs) defaults[knob.name] = knob.default_value;
+  if (auto it = given.find(std::string(kPresetKnob)); it != given.end() && it->second != kNoPreset) {
+    const PresetSpec* preset = FindPreset(it->second);
+    if (preset == nullptr || preset->benchmark != benchmark.name) {
+      *error_knob = std::string(kPresetKnob);
+      std::string list;
+      for (const auto& p : Presets()) {
+        if (p.benchmark == benchmark.name) list += (list.empty() ? "" : ", ") + p.name;
+      }
+      *error = preset == nullptr
+                   ? "unknown preset '" + it->second + "' (" + benchmark.name + " presets: " +
+                         list + ")"
+                   : "preset '" + it->second + "' is for " + preset->benchmark + ", not " +
+                         benchmark.name + " (" + benchmark.name + " presets: " + list + ")";
+      return std::nullopt;
+    }
+    for (const auto& [name, value] : preset->params) defaults[name] = value;
+    for (const auto& [name, values] : preset->matrix) {
+      if (!values.empty()) defaults[name] = values.front();
+    }
+  }
   std::map<std::string, KnobValue> out;
   for (const auto& knob : benchmark.knobs) {
     auto it = given.find(knob.name);
-    const std::string& text = it != given.end() ? it->second : knob.default_value;
+    const std::string& text = it != given.end() ? it->second : defaults.at(knob.name);
     std::string why;
     auto v = ParseKnob(knob, text, &why);
     if (!v) {

@@ -34,7 +34,37 @@ struct BenchmarkSpec {
 
 const std::vector<BenchmarkSpec>& Benchmarks();
 const BenchmarkSpec* FindBenchmark(std::string_view name);
-std::string BenchmarkNames();  // "filemap-thrash, swap-in, mmap-writer-pressure"
+std::string BenchmarkNames();  // "filemap-thrash, swap-in, mmap-writer-pressure, ..."
+
+// Every benchmark has this knob: a preset's fixed knobs (and the first value of each of its
+// matrix axes) become the defaults; knobs given explicitly still win. "none" = no preset.
+inline constexpr std::string_view kPresetKnob = "preset";
+inline constexpr std::string_view kNoPreset = "none";
+
+// Memcg limits a preset runs under, as job-spec text ("1.2G", "0", "max"); "" = not set.
+struct PresetMemcg {
+  std::string memory_max;
+  std::string memory_high;
+  std::string swap_max;
+};
+
+// One seed study as data: what the controller needs to expand it into a job (fixed knobs,
+// matrix, memcg, duration), and what faultline-workload --preset NAME runs by hand.
+struct PresetSpec {
+  std::string name;       // "v2-file-thrash", "v2-file-thrash-small"
+  std::string benchmark;  // catalogue name
+  std::string seed;       // the mail it reproduces, e.g. "[PATCH v2 0/5] (file thrash)"
+  std::string help;       // one line: what it runs and, for -small, how it was scaled
+  std::vector<std::pair<std::string, std::string>> params;               // fixed knobs
+  std::vector<std::pair<std::string, std::vector<std::string>>> matrix;  // swept knobs
+  PresetMemcg memcg;
+  uint32_t duration_seconds = 0;
+  bool small = false;  // fits a 2-core, 24 GiB machine (run in CI)
+};
+
+const std::vector<PresetSpec>& Presets();
+const PresetSpec* FindPreset(std::string_view name);
+std::string PresetNames();  // "v2-file-thrash, v2-file-thrash-small, ..."
 
 // A knob's value after parsing: integers, sizes (bytes) and durations (ms) as numbers.
 struct KnobValue {
@@ -48,6 +78,8 @@ std::optional<KnobValue> ParseKnob(const KnobSpec& knob, std::string_view text, 
 
 // Fills in defaults for every knob the benchmark has and parses the given ones.
 // Unknown knob names and bad values fail with *error_knob set to the knob's name.
+// With given["preset"] naming a preset of this benchmark, the preset's fixed knobs and the
+// first value of each of its matrix axes replace the catalogue defaults.
 std::optional<std::map<std::string, KnobValue>> ResolveKnobs(
     const BenchmarkSpec& benchmark, const std::map<std::string, std::string>& given,
     std::string* error_knob, std::string* error);

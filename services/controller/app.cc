@@ -53,7 +53,8 @@ int RunController(const ControllerOptions& options) {
   }
   dispatcher.Start();
 
-  HttpServer http([&](const std::string& method, const std::string& target) -> HttpResponse {
+  HttpServer http([&](const std::string& method, const std::string& target,
+                      const std::string&) -> HttpResponse {
     if (target == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
     if (target == "/readyz") {
       absl::Status s = store.Ping();

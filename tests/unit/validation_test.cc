@@ -147,6 +147,24 @@ TEST(ValidateJobSpec, ChecksTheABSettings) {
   EXPECT_EQ(job->runs.front().kernel, "patched");
 }
 
+TEST(ValidateJobSpec, KernelOverridesReplaceFixedKnobsForOneLabel) {
+  auto s = Example();
+  s.kernels = {"vanilla", "patched"};
+  s.kernel_overrides["patched"] = {{"munmap_threads", "2"}};
+  auto job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  for (const auto& run : job->runs) {
+    EXPECT_EQ(run.params.at("munmap_threads"), run.kernel == "patched" ? "2" : "0");
+  }
+  s.kernel_overrides["patched"] = {{"threads", "2"}};
+  ExpectInvalid(s, "kernel_overrides.patched.params.threads", "swept by the matrix");
+  s.kernel_overrides["patched"] = {{"munmap_threads", "5000"}};
+  ExpectInvalid(s, "kernel_overrides.patched.params.munmap_threads", "between 0 and 4096");
+  s.kernel_overrides.clear();
+  s.kernel_overrides["other"] = {};
+  ExpectInvalid(s, "kernel_overrides.other", "not one of the job's kernels");
+}
+
 TEST(PlanRunOrder, AlternatesKernelBlocksAndShufflesCellsReproducibly) {
   std::vector<Cell> cells = ExpandMatrix({{"threads", {"1", "2", "3", "4"}}});
   auto runs = PlanRunOrder(cells, {"A", "B"}, 4, 2, 42);

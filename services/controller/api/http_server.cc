@@ -47,7 +47,7 @@ struct HttpServer::Impl {
     http::read(socket, buffer, req, ec);
     if (ec) return;
     std::string target(req.target());
-    HttpResponse r = handler(std::string(req.method_string()), target);
+    HttpResponse r = handler(std::string(req.method_string()), target, req.body());
     http::response<http::string_body> res{static_cast<http::status>(r.status), req.version()};
     res.set(http::field::server, "faultline-controller");
     res.set(http::field::content_type, r.content_type);

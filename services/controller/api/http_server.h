@@ -18,7 +18,8 @@ struct HttpResponse {
 
 class HttpServer {
  public:
-  using Handler = std::function<HttpResponse(const std::string& method, const std::string& target)>;
+  using Handler = std::function<HttpResponse(const std::string& method, const std::string& target,
+                                             const std::string& body)>;
 
   explicit HttpServer(Handler handler);
   ~HttpServer();

@@ -28,6 +28,7 @@ struct JobSpecInput {
   uint64_t shuffle_seed = 0;  // 0: the caller must supply one (recorded with the job)
   double alpha = 0;
   double min_effect = 0;
+  std::map<std::string, std::map<std::string, std::string>> kernel_overrides;  // label -> knobs
 };
 
 // What validation needs to know about a registered board.

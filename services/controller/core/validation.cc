@@ -306,10 +306,34 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& spec,
                                           job.repetitions, " repetitions); at most ",
                                           limits.max_runs, " are allowed"));
   }
+  // Per-label overrides of fixed knobs (never of swept ones: the cell would lie).
+  std::map<std::string, std::map<std::string, std::string>> overrides;
+  for (const auto& [label, knobs] : spec.kernel_overrides) {
+    std::string field = absl::StrCat("kernel_overrides.", label.substr(0, 64));
+    if (!Contains(spec.kernels, label)) {
+      return Invalid(field, absl::StrCat("is not one of the job's kernels (",
+                                         absl::StrJoin(spec.kernels, ", "), ")"));
+    }
+    for (const auto& [knob, value] : knobs) {
+      std::string knob_field = absl::StrCat(field, ".params.", knob.substr(0, 64));
+      const KnobSpec* knob_spec = bench->FindKnob(knob);
+      if (knob_spec == nullptr) return Invalid(knob_field, "unknown knob for " + bench->name);
+      if (matrix_keys.count(knob)) {
+        return Invalid(knob_field, "is swept by the matrix; override only fixed knobs");
+      }
+      auto v = ParseKnob(*knob_spec, value, &why);
+      if (!v) return Invalid(knob_field, why);
+      overrides[label][knob] = v->text;
+    }
+  }
+
   job.runs = PlanRunOrder(cells, job.kernels, job.repetitions, job.block_size, job.shuffle_seed);
   for (auto& run : job.runs) {
     run.params = job.fixed_params;
     for (const auto& [k, v] : run.cell) run.params[k] = v;
+    if (auto it = overrides.find(run.kernel); it != overrides.end()) {
+      for (const auto& [k, v] : it->second) run.params[k] = v;
+    }
   }
   return job;
 }

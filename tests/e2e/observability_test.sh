@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# End to end, observability: PostgreSQL, controller, agent, Prometheus scraping the
+# controller with the repo's alert rules, Alertmanager with the repo's routing, and a
+# webhook receiver. A real regression (the candidate label runs with an extra munmap
+# thread, genuinely slower on this machine) must reach the webhook; an A/A study must not.
+# Usage: observability_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR WEBHOOK_BIN
+set -euo pipefail
+
+FL_BIN_CONTROLLER=$1/faultline-controller
+FL_BIN_AGENT=$2/faultline-agent
+FL_BIN_WORKLOAD=$3/faultline-workload
+FL_BIN_CLI=$4/faultline
+WEBHOOK_BIN=$5
+FL_STATE=$(mktemp -d /tmp/faultline-obs-XXXXXX)
+chmod 755 "$FL_STATE"
+source "$(dirname "$0")/../../deploy/local/stack.sh"
+
+PIDS=()
+fail() {
+  echo "FAIL: $*" >&2
+  for f in controller agent prometheus alertmanager; do echo "--- $f.log" >&2; tail -n 30 "$FL_STATE/$f.log" >&2 || true; done
+  echo "--- webhook" >&2; cat "$FL_STATE/webhook.jsonl" >&2 || true
+  exit 1
+}
+pass() { echo "ok: $*"; }
+cleanup() {
+  for pid in "${PIDS[@]}"; do fl_stop_pid "$pid"; done
+  fl_stop_all
+  rm -rf "$FL_STATE"
+}
+trap cleanup EXIT
+
+for tool in prometheus prometheus-alertmanager promtool; do
+  command -v "$tool" >/dev/null || fail "$tool is not installed (scripts/install-deps.sh installs it)"
+done
+
+fl_start_postgres
+fl_start_controller
+FL_KERNEL_LABELS="vanilla vanilla-aa vanilla-slow" fl_start_agent obs-board
+
+# Webhook receiver.
+"$WEBHOOK_BIN" "$FL_STATE/webhook.port" "$FL_STATE/webhook.jsonl" >"$FL_STATE/webhook.log" 2>&1 &
+PIDS+=($!)
+fl_wait_for "the webhook receiver" test -s "$FL_STATE/webhook.port" || fail "webhook receiver did not start"
+webhook_port=$(cat "$FL_STATE/webhook.port")
+
+# Alertmanager with the repo's routing, pointed at the receiver.
+am_port=$(fl_free_port)
+sed "s|http://127.0.0.1:9095/alerts|http://127.0.0.1:$webhook_port/alerts|" \
+  "$FL_ROOT/deploy/alertmanager/alertmanager.yml" >"$FL_STATE/alertmanager.yml"
+prometheus-alertmanager --config.file="$FL_STATE/alertmanager.yml" --storage.path="$FL_STATE/am" \
+  --web.listen-address="127.0.0.1:$am_port" --cluster.listen-address= >"$FL_STATE/alertmanager.log" 2>&1 &
+PIDS+=($!)
+fl_wait_for "Alertmanager" curl -fsS "http://127.0.0.1:$am_port/-/ready" || fail "Alertmanager did not start"
+
+# Prometheus with the repo's rules, scraping the controller every second.
+prom_port=$(fl_free_port)
+cat >"$FL_STATE/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: ["$FL_ROOT/deploy/prometheus/faultline-rules.yml"]
+alerting:
+  alertmanagers: [{static_configs: [{targets: ["127.0.0.1:$am_port"]}]}]
+scrape_configs:
+  - job_name: faultline-controller
+    static_configs: [{targets: ["127.0.0.1:$FL_HTTP_PORT"]}]
+YAML
+prometheus --config.file="$FL_STATE/prometheus.yml" --storage.tsdb.path="$FL_STATE/prom" \
+  --web.listen-address="127.0.0.1:$prom_port" >"$FL_STATE/prometheus.log" 2>&1 &
+PIDS+=($!)
+PROM="http://127.0.0.1:$prom_port"
+fl_wait_for "Prometheus" curl -fsS "$PROM/-/ready" || fail "Prometheus did not start"
+scraped() { curl -fsS "$PROM/api/v1/query?query=up%7Bjob%3D%22faultline-controller%22%7D%3D%3D1" | grep -q '"value"'; }
+fl_wait_for "the first scrape" scraped || fail "Prometheus does not scrape the controller"
+pass "Prometheus scrapes the controller, Alertmanager and the webhook are up"
+
+# An A/A study (quiet) and a real regression, run one after the other on the board.
+cat >"$FL_STATE/aa.yaml" <<'YAML'
+name: obs-aa
+benchmark: filemap-thrash
+duration: 2s
+repetitions: 6
+kernels: [vanilla, vanilla-aa]
+min_effect: 0.25
+memcg: {memory_max: 256M}
+params: {file_size: 8M, threads: 2}
+YAML
+cat >"$FL_STATE/regression.yaml" <<'YAML'
+name: obs-regression
+benchmark: filemap-thrash
+duration: 2s
+repetitions: 6
+kernels: [vanilla, vanilla-slow]
+min_effect: 0.10
+memcg: {memory_max: 256M}
+params: {file_size: 8M, threads: 2}
+kernel_overrides: {vanilla-slow: {params: {munmap_threads: 1}}}
+YAML
+aa=$("$FL_BIN_CLI" submit "$FL_STATE/aa.yaml" --wait) || fail "A/A study failed"
+reg=$("$FL_BIN_CLI" submit "$FL_STATE/regression.yaml" --wait) || fail "regression study failed"
+"$FL_BIN_CLI" report "$reg"
+"$FL_BIN_CLI" report "$reg" --format json | grep -Eq '"verdict": ?"(regression|collapse)"' \
+  || fail "the slowed-down candidate was not found slower"
+pass "studies done: A/A job $aa, regression job $reg"
+
+curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/metrics" >"$FL_STATE/metrics.txt"
+promtool check metrics <"$FL_STATE/metrics.txt" || fail "promtool check metrics complains"
+pass "promtool check metrics is clean"
+
+# The regression travels Prometheus -> Alertmanager -> webhook (rule 'for: 1m').
+arrived() { grep -q '"candidate":"vanilla-slow"' "$FL_STATE/webhook.jsonl" 2>/dev/null; }
+FL_WAIT_SECONDS=240 fl_wait_for "the regression alert at the webhook" arrived || fail "no alert reached the webhook"
+grep '"candidate":"vanilla-slow"' "$FL_STATE/webhook.jsonl" | grep -Eq '"alertname":"FaultlineAB(Regression|Collapse)"' \
+  || fail "the webhook got something else"
+! grep -q '"candidate":"vanilla-aa"' "$FL_STATE/webhook.jsonl" || fail "the A/A study raised an alert"
+aa_alerts=$(curl -fsS "$PROM/api/v1/query" --data-urlencode 'query=ALERTS{candidate="vanilla-aa"}')
+echo "$aa_alerts" | grep -q '"result":\[\]' || fail "Prometheus has alerts for the A/A study: $aa_alerts"
+pass "regression alert reached the webhook; the A/A study stayed quiet"
+
+# Dashboards: every variable resolves, every query returns data, every SQL panel runs.
+if [ -x "$FL_ROOT/tests/e2e/check_dashboards.sh" ]; then
+  "$FL_ROOT/tests/e2e/check_dashboards.sh" "$PROM" "$FL_DATABASE_URL" "$FL_ROOT/dashboards" \
+    || fail "dashboard queries failed"
+  pass "dashboard queries return data"
+fi
+echo "observability e2e: all checks passed"
