@@ -11,7 +11,7 @@ packages=(
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
   postgresql-15 postgresql-client-15
   util-linux procps iproute2 curl
-  prometheus prometheus-alertmanager
+  prometheus prometheus-alertmanager jq
   g++-aarch64-linux-gnu g++-riscv64-linux-gnu qemu-user-static
 )
 

@@ -30,6 +30,10 @@ if [ "$keep" = 0 ]; then trap 'fl_stop_all; rm -rf "$FL_STATE"' EXIT; fi
 fl_start_postgres
 fl_start_controller
 fl_start_agent "$(hostname -s)"
+# The observability stack: alerts are delivered to a webhook URL of your choice
+# (FL_ALERT_WEBHOOK); without one they are visible in Alertmanager's UI and API.
+fl_start_alertmanager "${FL_ALERT_WEBHOOK:-http://127.0.0.1:9/unused}"
+fl_start_prometheus
 
 job=$("$FL_BIN_CLI" submit "$spec")
 fl_log "job $job submitted ($spec)"
@@ -41,7 +45,10 @@ if [ "$keep" = 1 ]; then
 The stack keeps running (state in $FL_STATE):
   export FAULTLINE_CONTROLLER=$FAULTLINE_CONTROLLER
   $FL_BIN_CLI jobs
+  Metrics:      http://127.0.0.1:$FL_HTTP_PORT/metrics
+  Prometheus:   $FL_PROM_URL  (e.g. $FL_PROM_URL/graph?g0.expr=faultline_throughput_rounds_per_second)
+  Alerts:       $FL_PROM_URL/alerts  and  http://127.0.0.1:$FL_AM_PORT/#/alerts
   psql '$FL_DATABASE_URL'
-Stop it: kill $FL_AGENT_PID $FL_CONTROLLER_PID; $FL_ROOT/scripts/pg-throwaway.sh stop $FL_STATE/pg
+Stop it: kill $FL_PROM_PID $FL_AM_PID $FL_AGENT_PID $FL_CONTROLLER_PID; $FL_ROOT/scripts/pg-throwaway.sh stop $FL_STATE/pg
 MSG
 fi

@@ -85,7 +85,42 @@ fl_stop_pid() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
+# Alertmanager with the repo's routing; $1: the webhook URL alerts go to.
+fl_start_alertmanager() {
+  FL_AM_PORT=$(fl_free_port)
+  sed "s|http://127.0.0.1:9095/alerts|$1|" "$FL_ROOT/deploy/alertmanager/alertmanager.yml" \
+    >"$FL_STATE/alertmanager.yml"
+  prometheus-alertmanager --config.file="$FL_STATE/alertmanager.yml" --storage.path="$FL_STATE/am" \
+    --web.listen-address="127.0.0.1:$FL_AM_PORT" --cluster.listen-address= \
+    >"$FL_STATE/alertmanager.log" 2>&1 &
+  FL_AM_PID=$!
+  fl_wait_for "Alertmanager" curl -fsS "http://127.0.0.1:$FL_AM_PORT/-/ready" || return 1
+  fl_log "Alertmanager: http://127.0.0.1:$FL_AM_PORT (pid $FL_AM_PID)"
+}
+
+# Prometheus with the repo's alert rules, scraping the controller every second.
+fl_start_prometheus() {
+  FL_PROM_PORT=$(fl_free_port)
+  cat >"$FL_STATE/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: ["$FL_ROOT/deploy/prometheus/faultline-rules.yml"]
+alerting:
+  alertmanagers: [{static_configs: [{targets: ["127.0.0.1:${FL_AM_PORT:-9093}"]}]}]
+scrape_configs:
+  - job_name: faultline-controller
+    static_configs: [{targets: ["127.0.0.1:$FL_HTTP_PORT"]}]
+YAML
+  prometheus --config.file="$FL_STATE/prometheus.yml" --storage.tsdb.path="$FL_STATE/prom" \
+    --web.listen-address="127.0.0.1:$FL_PROM_PORT" >"$FL_STATE/prometheus.log" 2>&1 &
+  FL_PROM_PID=$!
+  FL_PROM_URL="http://127.0.0.1:$FL_PROM_PORT"
+  fl_wait_for "Prometheus" curl -fsS "$FL_PROM_URL/-/ready" || return 1
+  fl_log "Prometheus: $FL_PROM_URL (pid $FL_PROM_PID)"
+}
+
 fl_stop_all() {
+  fl_stop_pid "${FL_PROM_PID:-}"
+  fl_stop_pid "${FL_AM_PID:-}"
   fl_stop_pid "${FL_AGENT_PID:-}"
   fl_stop_pid "${FL_CONTROLLER_PID:-}"
   "$FL_ROOT/scripts/pg-throwaway.sh" stop "$FL_STATE/pg" || true

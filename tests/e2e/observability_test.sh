@@ -44,31 +44,9 @@ PIDS+=($!)
 fl_wait_for "the webhook receiver" test -s "$FL_STATE/webhook.port" || fail "webhook receiver did not start"
 webhook_port=$(cat "$FL_STATE/webhook.port")
 
-# Alertmanager with the repo's routing, pointed at the receiver.
-am_port=$(fl_free_port)
-sed "s|http://127.0.0.1:9095/alerts|http://127.0.0.1:$webhook_port/alerts|" \
-  "$FL_ROOT/deploy/alertmanager/alertmanager.yml" >"$FL_STATE/alertmanager.yml"
-prometheus-alertmanager --config.file="$FL_STATE/alertmanager.yml" --storage.path="$FL_STATE/am" \
-  --web.listen-address="127.0.0.1:$am_port" --cluster.listen-address= >"$FL_STATE/alertmanager.log" 2>&1 &
-PIDS+=($!)
-fl_wait_for "Alertmanager" curl -fsS "http://127.0.0.1:$am_port/-/ready" || fail "Alertmanager did not start"
-
-# Prometheus with the repo's rules, scraping the controller every second.
-prom_port=$(fl_free_port)
-cat >"$FL_STATE/prometheus.yml" <<YAML
-global: {scrape_interval: 1s, evaluation_interval: 1s}
-rule_files: ["$FL_ROOT/deploy/prometheus/faultline-rules.yml"]
-alerting:
-  alertmanagers: [{static_configs: [{targets: ["127.0.0.1:$am_port"]}]}]
-scrape_configs:
-  - job_name: faultline-controller
-    static_configs: [{targets: ["127.0.0.1:$FL_HTTP_PORT"]}]
-YAML
-prometheus --config.file="$FL_STATE/prometheus.yml" --storage.tsdb.path="$FL_STATE/prom" \
-  --web.listen-address="127.0.0.1:$prom_port" >"$FL_STATE/prometheus.log" 2>&1 &
-PIDS+=($!)
-PROM="http://127.0.0.1:$prom_port"
-fl_wait_for "Prometheus" curl -fsS "$PROM/-/ready" || fail "Prometheus did not start"
+fl_start_alertmanager "http://127.0.0.1:$webhook_port/alerts" || fail "Alertmanager did not start"
+fl_start_prometheus || fail "Prometheus did not start"
+PROM=$FL_PROM_URL
 scraped() { curl -fsS "$PROM/api/v1/query?query=up%7Bjob%3D%22faultline-controller%22%7D%3D%3D1" | grep -q '"value"'; }
 fl_wait_for "the first scrape" scraped || fail "Prometheus does not scrape the controller"
 pass "Prometheus scrapes the controller, Alertmanager and the webhook are up"

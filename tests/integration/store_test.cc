@@ -7,6 +7,7 @@
 #include <pqxx/pqxx>
 
 #include "services/controller/core/validation.h"
+#include "services/controller/storage/migrations.h"
 #include "tests/support/pg_cluster.h"
 
 namespace faultline::controller {
@@ -71,7 +72,12 @@ class StoreTest : public ::testing::Test {
 
 TEST_F(StoreTest, MigrationsAreIdempotentAndChecksummed) {
   EXPECT_TRUE(store_->Migrate().ok());
-  EXPECT_EQ(Count("SELECT count(*) FROM schema_migrations"), 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM schema_migrations"),
+            static_cast<int64_t>(Migrations().size()));
+  // Grafana's role reads but never writes.
+  EXPECT_EQ(Count("SELECT count(*) FROM pg_roles WHERE rolname = 'faultline_grafana'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM information_schema.role_table_grants "
+                  "WHERE grantee = 'faultline_grafana' AND privilege_type <> 'SELECT'"), 0);
   {
     pqxx::connection c(url_);
     pqxx::work w(c);

@@ -205,9 +205,13 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportResult(grpc::CallbackServerCon
     return Done(ctx, &timer, job_id.status());
   }
   if (metrics_ != nullptr) {
-    metrics_->ObserveRunFinished(req->result().benchmark().empty() ? "unknown"
-                                                                   : req->result().benchmark(),
-                                 req->succeeded(),
+    // A killed workload printed nothing: take the benchmark from the job.
+    std::string benchmark = req->result().benchmark();
+    if (benchmark.empty()) {
+      auto job = store_->GetJob(*job_id);
+      benchmark = job.ok() ? job->benchmark : "unknown";
+    }
+    metrics_->ObserveRunFinished(benchmark, req->succeeded(),
                                  req->result().duration_seconds() + req->result().warmup_seconds());
   }
   log::info("event=result_stored run={} board={} succeeded={} throughput={:.2f}", req->run_id(),

@@ -95,6 +95,25 @@ DROP INDEX runs_queued;
 CREATE INDEX runs_queued ON runs (job_id, sequence) WHERE state = 'queued';
 ALTER TABLE boards ADD COLUMN running_kernel_labels jsonb NOT NULL DEFAULT '[]';
 )sql"},
+      // Same statements as deploy/grafana/readonly-role.sql. A controller role without
+      // CREATEROLE skips it with a notice (then run that file as a superuser once).
+      {3, "read-only role for Grafana", R"sql(
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'faultline_grafana') THEN
+    CREATE ROLE faultline_grafana LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+  END IF;
+  ALTER ROLE faultline_grafana SET default_transaction_read_only = on;
+  ALTER ROLE faultline_grafana SET statement_timeout = '30s';
+  EXECUTE format('GRANT CONNECT ON DATABASE %I TO faultline_grafana', current_database());
+  GRANT USAGE ON SCHEMA public TO faultline_grafana;
+  GRANT SELECT ON ALL TABLES IN SCHEMA public TO faultline_grafana;
+  ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO faultline_grafana;
+EXCEPTION WHEN insufficient_privilege THEN
+  RAISE NOTICE 'faultline_grafana not set up (no privilege): run deploy/grafana/readonly-role.sql as a superuser';
+END
+$$;
+)sql"},
   };
   return kMigrations;
 }
