@@ -1,3 +1,5 @@
+#include <random>
+#include <cstdio>
 #include "services/cli/cli.h"
 
 #include <unistd.h>
@@ -102,12 +104,25 @@ int SubmitCommand(JobStub& stub, const CliEnv& env, const std::string& spec_path
   }
   v1::SubmitJobRequest request;
   *request.mutable_spec() = *std::move(spec);
-  v1::SubmitJobResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  if (grpc::Status status = stub.SubmitJob(&context, request, &response); !status.ok()) {
-    return RpcFailed(env, status);
+  // An idempotency key makes retrying safe: a submission whose answer was lost is not
+  // stored twice.
+  {
+    std::random_device rd;
+    char id[40];
+    std::snprintf(id, sizeof id, "cli-%08x%08x%08x", rd(), rd(), rd());
+    request.set_request_id(id);
   }
+  v1::SubmitJobResponse response;
+  grpc::Status status;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    grpc::ClientContext context;
+    SetDeadline(&context, env);
+    status = stub.SubmitJob(&context, request, &response);
+    bool transient = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                     status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (status.ok() || !transient) break;
+  }
+  if (!status.ok()) return RpcFailed(env, status);
   *env.out << response.job_id() << "\n" << std::flush;
   *env.err << "job " << response.job_id() << " submitted (" << response.runs() << " runs)\n" << std::flush;
   if (!wait) return kExitOk;

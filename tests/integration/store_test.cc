@@ -48,7 +48,7 @@ class StoreTest : public ::testing::Test {
     EXPECT_TRUE(job.ok()) << job.status();
     auto id = store_->CreateJob(*job, "test", "{}");
     EXPECT_TRUE(id.ok()) << id.status();
-    return *id;
+    return id->job_id;
   }
 
   static ResultRecord GoodResult(int seconds) {
@@ -228,6 +228,31 @@ TEST_F(StoreTest, RunsAreClaimedInPlannedOrderAndAALabelsShareOneKernel) {
   EXPECT_EQ(kernels, (std::vector<std::string>{"vanilla", "vanilla", "patched", "patched",
                                                "vanilla", "vanilla", "patched", "patched"}));
   EXPECT_EQ(store_->GetJob(job)->state, "succeeded");
+}
+
+TEST_F(StoreTest, RequestIdMakesSubmissionIdempotent) {
+  JobSpecInput spec;
+  spec.benchmark = "filemap-thrash";
+  spec.duration = "3s";
+  spec.repetitions = 1;
+  spec.kernels = {"vanilla"};
+  spec.memory_max = "256M";
+  auto boards = store_->ListBoards();
+  std::vector<BoardSummary> summaries;
+  for (const auto& b : *boards) summaries.push_back(b.summary);
+  auto job = ValidateJobSpec(spec, summaries);
+  ASSERT_TRUE(job.ok());
+  auto first = store_->CreateJob(*job, "a", R"({"x":1})", "req-1");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->created);
+  auto again = store_->CreateJob(*job, "a", R"({"x":1})", "req-1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->job_id, first->job_id);
+  auto other = store_->CreateJob(*job, "a", R"({"x":2})", "req-1");
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs"), 1);
 }
 
 TEST_F(StoreTest, HelloReleasesRunsOfARestartedAgent) {

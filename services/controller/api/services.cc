@@ -45,20 +45,29 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
   if (!boards.ok()) return Done(ctx, &timer, boards.status());
   std::vector<BoardSummary> summaries;
   for (const auto& b : *boards) summaries.push_back(b.summary);
-  // The shuffle seed is recorded with the job, so its run order can be reproduced.
+  if (req->request_id().size() > kMaxNameLength) {
+    return Done(ctx, &timer, Invalid(absl::StrCat("request_id: must be at most ", kMaxNameLength,
+                                                  " characters")));
+  }
+  // The shuffle seed is recorded with the job, so its run order can be reproduced. A retry
+  // under a request id must produce the same spec, so its seed derives from the id.
   v1::JobSpec spec = req->spec();
-  if (spec.shuffle_seed() == 0) spec.set_shuffle_seed(std::random_device{}() | 1ull << 32);
+  if (spec.shuffle_seed() == 0) {
+    spec.set_shuffle_seed(req->request_id().empty()
+                              ? (std::random_device{}() | 1ull << 32)
+                              : (std::hash<std::string>{}(req->request_id()) | 1ull << 32));
+  }
   auto job = ValidateJobSpec(SpecFromProto(spec), summaries);
   if (!job.ok()) {
     log::info("event=job_refused error=\"{}\"", std::string(job.status().message()));
     return Done(ctx, &timer, job.status());
   }
-  auto id = store_->CreateJob(*job, spec.name(), SpecToJson(spec));
+  auto id = store_->CreateJob(*job, spec.name(), SpecToJson(spec), req->request_id());
   if (!id.ok()) return Done(ctx, &timer, id.status());
-  resp->set_job_id(*id);
+  resp->set_job_id(id->job_id);
   resp->set_runs(static_cast<uint32_t>(job->runs.size()));
-  log::info("event=job_submitted job={} benchmark={} runs={}", *id, job->benchmark,
-            job->runs.size());
+  log::info("event=job_submitted job={} benchmark={} runs={} new={}", id->job_id, job->benchmark,
+            job->runs.size(), id->created);
   dispatcher_->WorkAvailable();
   return Done(ctx, &timer, grpc::Status::OK);
 }

@@ -114,6 +114,10 @@ EXCEPTION WHEN insufficient_privilege THEN
 END
 $$;
 )sql"},
+      {4, "idempotent submissions", R"sql(
+ALTER TABLE jobs ADD COLUMN request_id text, ADD COLUMN spec_digest text;
+CREATE UNIQUE INDEX jobs_request_id ON jobs (request_id) WHERE request_id IS NOT NULL;
+)sql"},
   };
   return kMigrations;
 }

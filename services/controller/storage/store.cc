@@ -302,11 +302,31 @@ absl::StatusOr<int> PgStore::ReleaseBoardRuns(const std::string& board) {
   return touched;
 }
 
-absl::StatusOr<int64_t> PgStore::CreateJob(const ValidatedJob& job, const std::string& name,
-                                           const std::string& spec_json) {
+absl::StatusOr<PgStore::Created> PgStore::CreateJob(const ValidatedJob& job,
+                                                    const std::string& name,
+                                                    const std::string& spec_json,
+                                                    const std::string& request_id) {
   int64_t job_id = 0;
+  bool created = true;
   absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
     pqxx::work w(c);
+    std::string digest = w.exec_params1("SELECT md5($1)", spec_json)[0].as<std::string>();
+    if (!request_id.empty()) {
+      // Serialise submissions of one request id; the unique index is the last word.
+      w.exec_params("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", request_id);
+      auto prior = w.exec_params("SELECT id, spec_digest FROM jobs WHERE request_id = $1",
+                                 request_id);
+      if (!prior.empty()) {
+        if (prior[0][1].as<std::string>() != digest) {
+          return absl::AlreadyExistsError(absl::StrCat(
+              "request_id '", request_id, "' was used for job ", prior[0][0].as<int64_t>(),
+              " with another spec"));
+        }
+        job_id = prior[0][0].as<int64_t>();
+        created = false;
+        return absl::OkStatus();
+      }
+    }
     json matrix_keys = json::array();
     for (const auto& [k, v] : job.matrix) matrix_keys.push_back(k);
     auto opt = [](const std::optional<uint64_t>& v) -> std::string {
@@ -315,9 +335,9 @@ absl::StatusOr<int64_t> PgStore::CreateJob(const ValidatedJob& job, const std::s
     job_id = w.exec_params1(R"sql(
       INSERT INTO jobs (name, benchmark, spec, matrix_keys, duration_seconds, warmup_ms,
                         memory_max, memory_high, swap_max, baseline, block_size, shuffle_seed,
-                        alpha, min_effect)
+                        alpha, min_effect, request_id, spec_digest)
       VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7, NULLIF($8, '')::bigint,
-              NULLIF($9, '')::bigint, $10, $11, $12, $13, $14)
+              NULLIF($9, '')::bigint, $10, $11, $12, $13, $14, NULLIF($15, ''), $16)
       RETURNING id)sql",
                             name, job.benchmark, spec_json, matrix_keys.dump(),
                             static_cast<int64_t>(job.duration.count()),
@@ -325,7 +345,8 @@ absl::StatusOr<int64_t> PgStore::CreateJob(const ValidatedJob& job, const std::s
                             static_cast<int64_t>(job.memcg.memory_max), opt(job.memcg.memory_high),
                             opt(job.memcg.swap_max), job.baseline,
                             static_cast<int64_t>(job.block_size),
-                            static_cast<int64_t>(job.shuffle_seed), job.alpha, job.min_effect)[0]
+                            static_cast<int64_t>(job.shuffle_seed), job.alpha, job.min_effect,
+                            request_id, digest)[0]
                  .as<int64_t>();
     std::string arches = json(job.arches).dump();
     std::string boards = json(job.boards).dump();
@@ -344,7 +365,7 @@ absl::StatusOr<int64_t> PgStore::CreateJob(const ValidatedJob& job, const std::s
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
-  return job_id;
+  return Created{job_id, created};
 }
 
 absl::StatusOr<JobRecord> PgStore::GetJob(int64_t job_id) {

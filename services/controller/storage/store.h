@@ -135,9 +135,16 @@ class PgStore {
   // lost after max_attempts). Returns how many were touched.
   absl::StatusOr<int> ReleaseBoardRuns(const std::string& board);
 
-  // Stores the job and all its runs in one transaction; returns the job id.
-  absl::StatusOr<int64_t> CreateJob(const ValidatedJob& job, const std::string& name,
-                                    const std::string& spec_json);
+  // Stores the job and all its runs in one transaction; returns the job id. With a
+  // request id, a retry of the same spec returns the first job (created = false) and another
+  // spec under the same id is ALREADY_EXISTS.
+  struct Created {
+    int64_t job_id = 0;
+    bool created = true;
+  };
+  absl::StatusOr<Created> CreateJob(const ValidatedJob& job, const std::string& name,
+                                    const std::string& spec_json,
+                                    const std::string& request_id = "");
   absl::StatusOr<JobRecord> GetJob(int64_t job_id);
   absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit);
   absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id);
