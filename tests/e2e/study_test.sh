@@ -136,16 +136,34 @@ FL_WAIT_SECONDS=40 fl_wait_for "the cancelled workload to end" bash -c "! pgrep 
   || fail "workload still running after cancel"
 pass "cancel stops the running workload"
 
-# Accepted jobs survive a controller restart; the agent reconnects by itself.
+# kill -9 of the controller mid-study: the accepted job and the running attempt survive;
+# the agent keeps its result until the new controller takes it.
 queued=$("$FL_BIN_CLI" submit "$FL_STATE/study.yaml")
-fl_stop_pid "$FL_CONTROLLER_PID"
-FL_GRPC_PORT_KEEP=$FL_GRPC_PORT
-FL_GRPC_PORT=$FL_GRPC_PORT_KEEP FL_HTTP_PORT=0 fl_start_controller
-"$FL_BIN_CLI" jobs | grep -q "e2e-study" || fail "jobs lost across restart"
-FL_WAIT_SECONDS=120 fl_wait_for "job $queued to finish after the restart" \
-  job_state_is "$queued" succeeded || fail "job $queued did not finish after restart"
+fl_wait_for "a run of job $queued to start" active_runs_are "$queued" 1 || fail "job $queued never started"
+kill -KILL "$FL_CONTROLLER_PID"
+wait "$FL_CONTROLLER_PID" 2>/dev/null || true
+FL_HTTP_PORT=0 fl_start_controller
+"$FL_BIN_CLI" jobs | grep -q "e2e-study" || fail "jobs lost across a controller kill"
+FL_WAIT_SECONDS=120 fl_wait_for "job $queued to finish after the kill" \
+  job_state_is "$queued" succeeded || fail "job $queued did not finish after the controller was killed"
 [ "$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $queued")" = 4 ] \
-  || fail "results missing after restart"
-pass "jobs survive a controller restart and complete"
+  || fail "results missing or duplicated after the controller kill"
+pass "a killed controller loses no job and no result"
+
+# kill -9 of the agent mid-run: the run is retried on another attempt and ends exactly once;
+# the restarted agent removes the dead run's cgroup.
+again=$("$FL_BIN_CLI" submit "$FL_STATE/study.yaml")
+fl_wait_for "a run of job $again to start" active_runs_are "$again" 1 || fail "job $again never started"
+kill -KILL "$FL_AGENT_PID"
+wait "$FL_AGENT_PID" 2>/dev/null || true
+FL_KERNEL_LABELS="vanilla vanilla-aa" fl_start_agent e2e-board
+FL_WAIT_SECONDS=120 fl_wait_for "job $again to finish after the agent kill" \
+  job_state_is "$again" succeeded || fail "job $again did not finish after the agent was killed"
+[ "$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $again")" = 4 ] \
+  || fail "results missing or duplicated after the agent kill"
+[ "$(sql "SELECT max(attempt) FROM runs WHERE job_id = $again")" = 2 ] || fail "the killed attempt was not retried"
+leftover=$(find /sys/fs/cgroup -maxdepth 4 -type d -name 'run-*' -path '*faultline*' 2>/dev/null | wc -l)
+[ "$leftover" = 0 ] || fail "$leftover run cgroups left behind after the agent kill"
+pass "a killed agent's run is retried and stored exactly once"
 
 echo "e2e: all checks passed"
