@@ -6,6 +6,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "services/common/log.h"
 #include "services/controller/api/convert.h"
+#include "services/controller/api/submission.h"
 
 namespace faultline::controller {
 
@@ -198,6 +199,11 @@ void Dispatcher::Loop() {
         work = true;
       }
       ExpireParked(now);
+      auto fired = FireDueSchedules(store_);
+      if (fired.ok() && *fired > 0) {
+        log::info("event=schedules_fired jobs={}", *fired);
+        work = true;
+      }
     }
     // Waiting agents retry on every tick too, so a database outage heals by itself.
     if (work || tick) ServeParked();

@@ -8,6 +8,10 @@
 #include "services/common/log.h"
 #include "services/controller/api/convert.h"
 #include "services/controller/api/report_builder.h"
+#include "services/controller/api/submission.h"
+#include "services/controller/core/cron.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/time_util.h"
 #include "services/controller/core/report.h"
 #include "services/controller/core/validation.h"
 
@@ -41,33 +45,19 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
                                                     const v1::SubmitJobRequest* req,
                                                     v1::SubmitJobResponse* resp) {
   RpcTimer timer(metrics_, "SubmitJob");
-  auto boards = store_->ListBoards();
-  if (!boards.ok()) return Done(ctx, &timer, boards.status());
-  std::vector<BoardSummary> summaries;
-  for (const auto& b : *boards) summaries.push_back(b.summary);
   if (req->request_id().size() > kMaxNameLength) {
     return Done(ctx, &timer, Invalid(absl::StrCat("request_id: must be at most ", kMaxNameLength,
                                                   " characters")));
   }
-  // The shuffle seed is recorded with the job, so its run order can be reproduced. A retry
-  // under a request id must produce the same spec, so its seed derives from the id.
-  v1::JobSpec spec = req->spec();
-  if (spec.shuffle_seed() == 0) {
-    spec.set_shuffle_seed(req->request_id().empty()
-                              ? (std::random_device{}() | 1ull << 32)
-                              : (std::hash<std::string>{}(req->request_id()) | 1ull << 32));
+  auto submitted = SubmitSpec(store_, req->spec(), req->request_id());
+  if (!submitted.ok()) {
+    log::info("event=job_refused error=\"{}\"", std::string(submitted.status().message()));
+    return Done(ctx, &timer, submitted.status());
   }
-  auto job = ValidateJobSpec(SpecFromProto(spec), summaries);
-  if (!job.ok()) {
-    log::info("event=job_refused error=\"{}\"", std::string(job.status().message()));
-    return Done(ctx, &timer, job.status());
-  }
-  auto id = store_->CreateJob(*job, spec.name(), SpecToJson(spec), req->request_id());
-  if (!id.ok()) return Done(ctx, &timer, id.status());
-  resp->set_job_id(id->job_id);
-  resp->set_runs(static_cast<uint32_t>(job->runs.size()));
-  log::info("event=job_submitted job={} benchmark={} runs={} new={}", id->job_id, job->benchmark,
-            job->runs.size(), id->created);
+  resp->set_job_id(submitted->created.job_id);
+  resp->set_runs(static_cast<uint32_t>(submitted->runs));
+  log::info("event=job_submitted job={} benchmark={} runs={} new={}", submitted->created.job_id,
+            submitted->benchmark, submitted->runs, submitted->created.created);
   dispatcher_->WorkAvailable();
   return Done(ctx, &timer, grpc::Status::OK);
 }
@@ -140,6 +130,67 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListAgents(grpc::CallbackServerContext
   if (!boards.ok()) return Done(ctx, &timer, boards.status());
   for (const auto& b : *boards) BoardToProto(b, resp->add_boards());
   return Done(ctx, &timer, grpc::Status::OK);
+}
+
+namespace {
+
+void ScheduleToProto(const ScheduleRecord& r, v1::Schedule* out) {
+  using google::protobuf::util::TimeUtil;
+  out->set_id(r.id);
+  out->set_name(r.name);
+  out->set_cron(r.cron);
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  (void)google::protobuf::util::JsonStringToMessage(r.spec_json, out->mutable_spec(), options);
+  *out->mutable_next_run() = TimeUtil::MillisecondsToTimestamp(r.next_run_ms);
+  if (r.last_run_ms != 0) *out->mutable_last_run() = TimeUtil::MillisecondsToTimestamp(r.last_run_ms);
+  out->set_last_job_id(r.last_job_id);
+  out->set_last_error(r.last_error);
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* JobServiceImpl::CreateSchedule(grpc::CallbackServerContext* ctx,
+                                                         const v1::CreateScheduleRequest* req,
+                                                         v1::Schedule* resp) {
+  RpcTimer timer(metrics_, "CreateSchedule");
+  if (req->name().empty() || req->name().size() > kMaxNameLength) {
+    return Done(ctx, &timer, Invalid(absl::StrCat("name: must be 1..", kMaxNameLength, " characters")));
+  }
+  auto cron = CronSchedule::Parse(req->cron());
+  if (!cron.ok()) return Done(ctx, &timer, Invalid(std::string(cron.status().message())));
+  // The spec must be valid now; a later slot that no longer fits the fleet records why.
+  auto boards = store_->ListBoards();
+  if (!boards.ok()) return Done(ctx, &timer, boards.status());
+  std::vector<BoardSummary> summaries;
+  for (const auto& b : *boards) summaries.push_back(b.summary);
+  if (auto v = ValidateJobSpec(SpecFromProto(req->spec()), summaries); !v.ok()) {
+    return Done(ctx, &timer, v.status());
+  }
+  auto next = cron->NextAfter(std::chrono::system_clock::now());
+  auto next_ms = std::chrono::duration_cast<std::chrono::milliseconds>(next.time_since_epoch()).count();
+  auto created = store_->CreateSchedule(req->name(), req->cron(), SpecToJson(req->spec()), next_ms);
+  if (!created.ok()) return Done(ctx, &timer, created.status());
+  ScheduleToProto(*created, resp);
+  log::info("event=schedule_created id={} name={} cron=\"{}\"", created->id, req->name(), req->cron());
+  return Done(ctx, &timer, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListSchedules(grpc::CallbackServerContext* ctx,
+                                                        const v1::ListSchedulesRequest*,
+                                                        v1::ListSchedulesResponse* resp) {
+  RpcTimer timer(metrics_, "ListSchedules");
+  auto schedules = store_->ListSchedules();
+  if (!schedules.ok()) return Done(ctx, &timer, schedules.status());
+  for (const auto& s : *schedules) ScheduleToProto(s, resp->add_schedules());
+  return Done(ctx, &timer, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::DeleteSchedule(grpc::CallbackServerContext* ctx,
+                                                         const v1::DeleteScheduleRequest* req,
+                                                         v1::DeleteScheduleResponse*) {
+  RpcTimer timer(metrics_, "DeleteSchedule");
+  return Done(ctx, &timer, store_->DeleteSchedule(req->id()));
 }
 
 // ---- AgentService ----

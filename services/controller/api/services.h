@@ -33,6 +33,15 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* ListAgents(grpc::CallbackServerContext* ctx,
                                        const v1::ListAgentsRequest* req,
                                        v1::ListAgentsResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateSchedule(grpc::CallbackServerContext* ctx,
+                                           const v1::CreateScheduleRequest* req,
+                                           v1::Schedule* resp) override;
+  grpc::ServerUnaryReactor* ListSchedules(grpc::CallbackServerContext* ctx,
+                                          const v1::ListSchedulesRequest* req,
+                                          v1::ListSchedulesResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteSchedule(grpc::CallbackServerContext* ctx,
+                                           const v1::DeleteScheduleRequest* req,
+                                           v1::DeleteScheduleResponse* resp) override;
 
  private:
   PgStore* store_;

@@ -118,6 +118,20 @@ $$;
 ALTER TABLE jobs ADD COLUMN request_id text, ADD COLUMN spec_digest text;
 CREATE UNIQUE INDEX jobs_request_id ON jobs (request_id) WHERE request_id IS NOT NULL;
 )sql"},
+      {5, "recurring jobs", R"sql(
+CREATE TABLE schedules (
+  id          bigserial PRIMARY KEY,
+  name        text NOT NULL UNIQUE,
+  cron        text NOT NULL,
+  spec        jsonb NOT NULL,
+  next_run    timestamptz NOT NULL,
+  last_run    timestamptz,
+  last_job_id bigint REFERENCES jobs (id) ON DELETE SET NULL,
+  last_error  text NOT NULL DEFAULT '',
+  created_at  timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE jobs ADD COLUMN schedule_id bigint REFERENCES schedules (id) ON DELETE SET NULL;
+)sql"},
   };
   return kMigrations;
 }

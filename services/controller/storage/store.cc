@@ -625,6 +625,120 @@ absl::StatusOr<int64_t> PgStore::StoreResult(const std::string& board, int64_t r
   return job_id;
 }
 
+namespace {
+
+constexpr const char* kScheduleColumns = R"sql(
+  id, name, cron, spec::text, (extract(epoch FROM next_run) * 1000)::bigint,
+  coalesce((extract(epoch FROM last_run) * 1000)::bigint, 0), coalesce(last_job_id, 0), last_error
+)sql";
+
+ScheduleRecord ScheduleFromRow(const pqxx::row& r) {
+  ScheduleRecord s;
+  s.id = r[0].as<int64_t>();
+  s.name = r[1].as<std::string>();
+  s.cron = r[2].as<std::string>();
+  s.spec_json = r[3].as<std::string>();
+  s.next_run_ms = r[4].as<int64_t>();
+  s.last_run_ms = r[5].as<int64_t>();
+  s.last_job_id = r[6].as<int64_t>();
+  s.last_error = r[7].as<std::string>();
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<ScheduleRecord> PgStore::CreateSchedule(const std::string& name,
+                                                       const std::string& cron,
+                                                       const std::string& spec_json,
+                                                       int64_t next_run_ms) {
+  ScheduleRecord out;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec_params(absl::StrCat(R"sql(
+      INSERT INTO schedules (name, cron, spec, next_run)
+      VALUES ($1, $2, $3::jsonb, to_timestamp($4 / 1000.0))
+      ON CONFLICT (name) DO NOTHING
+      RETURNING )sql", kScheduleColumns),
+                              name, cron, spec_json, next_run_ms);
+    if (rows.empty()) {
+      return absl::AlreadyExistsError(absl::StrCat("a schedule named '", name, "' exists"));
+    }
+    out = ScheduleFromRow(rows[0]);
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<std::vector<ScheduleRecord>> PgStore::ListSchedules() {
+  std::vector<ScheduleRecord> out;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    for (const auto& r : t.exec(absl::StrCat("SELECT ", kScheduleColumns,
+                                             " FROM schedules ORDER BY id"))) {
+      out.push_back(ScheduleFromRow(r));
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::Status PgStore::DeleteSchedule(int64_t id) {
+  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto r = w.exec_params("DELETE FROM schedules WHERE id = $1", id);
+    w.commit();
+    if (r.affected_rows() == 0) return absl::NotFoundError(absl::StrCat("schedule ", id, " not found"));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgStore::TagJobWithSchedule(int64_t job_id, int64_t schedule_id) {
+  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    w.exec_params("UPDATE jobs SET schedule_id = $2 WHERE id = $1", job_id, schedule_id);
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<int> PgStore::FireDueSchedules(
+    const ScheduleFire& fire, const std::function<int64_t(const ScheduleRecord&)>& next_run_ms) {
+  int fired = 0;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec(absl::StrCat("SELECT ", kScheduleColumns, R"sql(
+        FROM schedules WHERE next_run <= now() ORDER BY next_run
+         FOR UPDATE SKIP LOCKED)sql"));
+    for (const auto& row : rows) {
+      ScheduleRecord sched = ScheduleFromRow(row);
+      // The job is submitted on another connection with a request id naming the slot, so a
+      // crash between submit and the update below cannot submit the slot twice.
+      auto job = fire(sched);
+      int64_t next = next_run_ms(sched);
+      if (job.ok()) {
+        ++fired;
+        w.exec_params(R"sql(
+          UPDATE schedules SET last_run = now(), last_job_id = $2, last_error = '',
+                 next_run = to_timestamp($3 / 1000.0)
+           WHERE id = $1)sql",
+                      sched.id, *job, next);
+      } else {
+        w.exec_params(R"sql(
+          UPDATE schedules SET last_run = now(), last_error = $2, next_run = to_timestamp($3 / 1000.0)
+           WHERE id = $1)sql",
+                      sched.id, std::string(job.status().message()), next);
+      }
+    }
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return fired;
+}
+
 absl::StatusOr<MetricsSnapshot> PgStore::Snapshot() {
   MetricsSnapshot snap;
   absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {

@@ -107,6 +107,17 @@ struct MetricsSnapshot {
   std::vector<int64_t> comparison_jobs;  // latest finished multi-kernel job per (study, benchmark)
 };
 
+struct ScheduleRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string cron;
+  std::string spec_json;
+  int64_t next_run_ms = 0;
+  int64_t last_run_ms = 0;
+  int64_t last_job_id = 0;
+  std::string last_error;
+};
+
 struct StoreOptions {
   std::string database_url;
   int pool_size = 4;
@@ -164,6 +175,20 @@ class PgStore {
   absl::StatusOr<int64_t> StoreResult(const std::string& board, int64_t run_id, const std::string& attempt_id,
                            bool succeeded, const std::string& failure_reason,
                            const ResultRecord& result);
+  absl::StatusOr<ScheduleRecord> CreateSchedule(const std::string& name, const std::string& cron,
+                                                const std::string& spec_json, int64_t next_run_ms);
+  absl::StatusOr<std::vector<ScheduleRecord>> ListSchedules();
+  absl::Status DeleteSchedule(int64_t id);
+  // Schedules whose slot has come, locked for this caller until it records the outcome with
+  // FinishScheduleSlot (several controller replicas never fire one slot twice).
+  using ScheduleFire = std::function<absl::StatusOr<int64_t>(const ScheduleRecord&)>;
+  // Fires every due schedule through `fire` (which submits the job and returns its id) and
+  // moves each to next_run_ms(schedule). Returns the number of jobs submitted.
+  absl::StatusOr<int> FireDueSchedules(const ScheduleFire& fire,
+                                       const std::function<int64_t(const ScheduleRecord&)>& next_run_ms);
+  // Jobs created by a schedule carry its id.
+  absl::Status TagJobWithSchedule(int64_t job_id, int64_t schedule_id);
+
   // Current state for /metrics, computed from the database on each scrape.
   absl::StatusOr<MetricsSnapshot> Snapshot();
   // Returns lapsed leases to the queue; returns the ids of jobs whose state changed.
