@@ -1,14 +1,16 @@
-#include <random>
-#include <cstdio>
 #include "services/cli/cli.h"
+
+#include "google/protobuf/util/time_util.h"
 
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <random>
 #include <optional>
 
 #include <grpcpp/client_context.h>
@@ -211,6 +213,62 @@ int CancelCommand(JobStub& stub, const CliEnv& env, int64_t job_id) {
   return kExitOk;
 }
 
+int ScheduleCommand(JobStub& stub, const CliEnv& env, const std::string& spec_path,
+                    const std::string& name, const std::string& cron) {
+  absl::StatusOr<v1::JobSpec> spec = LoadSpec(spec_path);
+  if (!spec.ok()) {
+    PrintError(env, OneLine(std::string(spec.status().message())));
+    return kExitUsage;
+  }
+  v1::CreateScheduleRequest request;
+  request.set_name(name);
+  request.set_cron(cron);
+  *request.mutable_spec() = *std::move(spec);
+  v1::Schedule response;
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  if (grpc::Status status = stub.CreateSchedule(&context, request, &response); !status.ok()) {
+    return RpcFailed(env, status);
+  }
+  *env.out << response.id() << "\n" << std::flush;
+  *env.err << "schedule " << response.id() << " '" << response.name() << "' (" << response.cron()
+           << ") next run " << google::protobuf::util::TimeUtil::ToString(response.next_run())
+           << "\n" << std::flush;
+  return kExitOk;
+}
+
+int SchedulesCommand(JobStub& stub, const CliEnv& env) {
+  v1::ListSchedulesResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  if (grpc::Status status = stub.ListSchedules(&context, v1::ListSchedulesRequest(), &response);
+      !status.ok()) {
+    return RpcFailed(env, status);
+  }
+  *env.out << "id\tname\tcron\tbenchmark\tnext run\tlast job\tlast error\n";
+  for (const auto& s : response.schedules()) {
+    *env.out << s.id() << "\t" << s.name() << "\t" << s.cron() << "\t" << s.spec().benchmark()
+             << "\t" << google::protobuf::util::TimeUtil::ToString(s.next_run()) << "\t"
+             << (s.last_job_id() == 0 ? std::string("-") : std::to_string(s.last_job_id())) << "\t"
+             << (s.last_error().empty() ? "-" : s.last_error()) << "\n";
+  }
+  *env.out << std::flush;
+  return kExitOk;
+}
+
+int UnscheduleCommand(JobStub& stub, const CliEnv& env, int64_t id) {
+  v1::DeleteScheduleRequest request;
+  request.set_id(id);
+  v1::DeleteScheduleResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  if (grpc::Status status = stub.DeleteSchedule(&context, request, &response); !status.ok()) {
+    return RpcFailed(env, status);
+  }
+  *env.out << "schedule " << id << " deleted\n" << std::flush;
+  return kExitOk;
+}
+
 int AgentsCommand(JobStub& stub, const CliEnv& env) {
   v1::ListAgentsResponse response;
   grpc::ClientContext context;
@@ -294,6 +352,18 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
 
   CLI::App* agents = app.add_subcommand("agents", "list the boards and their agents");
 
+  std::string schedule_name, cron;
+  CLI::App* schedule = app.add_subcommand(
+      "schedule", "submit a spec at every cron slot (UTC), e.g. --cron '0 2 * * *' for nightly");
+  schedule->add_option("SPEC", spec_path, "YAML job spec file ('-' for stdin)")->required();
+  schedule->add_option("--cron", cron, "five-field cron expression or @daily/@hourly/@weekly")
+      ->required();
+  schedule->add_option("--name", schedule_name, "unique schedule name")->required();
+  CLI::App* schedules = app.add_subcommand("schedules", "list recurring jobs");
+  CLI::App* unschedule = app.add_subcommand("unschedule", "delete a recurring job");
+  int64_t schedule_id = 0;
+  unschedule->add_option("ID", schedule_id, "schedule id")->required()->check(CLI::PositiveNumber);
+
   std::string a_path, b_path;
   controller::CompareOptions compare_options;
   CLI::App* compare = app.add_subcommand(
@@ -329,6 +399,9 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   if (report->parsed()) return ReportCommand(*stub, env, job_id, *ParseReportFormat(format_name));
   if (cancel->parsed()) return CancelCommand(*stub, env, job_id);
   if (agents->parsed()) return AgentsCommand(*stub, env);
+  if (schedule->parsed()) return ScheduleCommand(*stub, env, spec_path, schedule_name, cron);
+  if (schedules->parsed()) return SchedulesCommand(*stub, env);
+  if (unschedule->parsed()) return UnscheduleCommand(*stub, env, schedule_id);
   PrintError(env, "no command given (see faultline --help)");
   return kExitUsage;
 }

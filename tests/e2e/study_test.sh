@@ -166,4 +166,17 @@ leftover=$(find /sys/fs/cgroup -maxdepth 4 -type d -name 'run-*' -path '*faultli
 [ "$leftover" = 0 ] || fail "$leftover run cgroups left behind after the agent kill"
 pass "a killed agent's run is retried and stored exactly once"
 
+# A recurring job: every minute, the controller submits the spec by itself.
+sid=$("$FL_BIN_CLI" schedule "$FL_STATE/study.yaml" --cron '* * * * *' --name e2e-every-minute) \
+  || fail "schedule refused"
+"$FL_BIN_CLI" schedules | grep -q "e2e-every-minute" || fail "schedule not listed"
+scheduled_job_done() { [ "$(sql "SELECT count(*) FROM jobs WHERE schedule_id = $sid AND state = 'succeeded'")" -ge 1 ]; }
+FL_WAIT_SECONDS=150 fl_wait_for "a scheduled job to run" scheduled_job_done || fail "the schedule submitted nothing"
+"$FL_BIN_CLI" unschedule "$sid" >/dev/null || fail "unschedule failed"
+if "$FL_BIN_CLI" schedule "$FL_STATE/study.yaml" --cron '61 * * * *' --name bad 2>"$FL_STATE/err"; then
+  fail "a bad cron expression was accepted"
+fi
+grep -q "INVALID_ARGUMENT: cron minute" "$FL_STATE/err" || fail "bad cron error: $(cat "$FL_STATE/err")"
+pass "a schedule submits its spec at its slot; bad cron refused"
+
 echo "e2e: all checks passed"

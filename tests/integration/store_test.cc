@@ -255,6 +255,41 @@ TEST_F(StoreTest, RequestIdMakesSubmissionIdempotent) {
   EXPECT_EQ(Count("SELECT count(*) FROM runs"), 1);
 }
 
+TEST_F(StoreTest, DueSchedulesFireOncePerSlot) {
+  auto created = store_->CreateSchedule("nightly", "0 2 * * *", R"({"benchmark":"filemap-thrash"})",
+                                        4102444800000);  // 2100-01-01: not due
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(store_->CreateSchedule("nightly", "@daily", "{}", 0).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  int calls = 0;
+  auto fire = [&](const ScheduleRecord& s) -> absl::StatusOr<int64_t> {
+    ++calls;
+    return absl::InvalidArgumentError("spec.kernels[0]: no eligible board has registered");
+  };
+  auto later = [](const ScheduleRecord&) -> int64_t { return 4102444800000; };
+  ASSERT_TRUE(store_->FireDueSchedules(fire, later).ok());
+  EXPECT_EQ(calls, 0);
+  {
+    pqxx::connection c(url_);
+    pqxx::work w(c);
+    w.exec("UPDATE schedules SET next_run = now() - interval '1 minute'");
+    w.commit();
+  }
+  auto fired = store_->FireDueSchedules(fire, later);
+  ASSERT_TRUE(fired.ok());
+  EXPECT_EQ(*fired, 0);  // the slot failed: recorded, not retried in a loop
+  EXPECT_EQ(calls, 1);
+  auto listed = store_->ListSchedules();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_NE((*listed)[0].last_error.find("no eligible board"), std::string::npos);
+  EXPECT_EQ((*listed)[0].next_run_ms, 4102444800000);
+  ASSERT_TRUE(store_->FireDueSchedules(fire, later).ok());
+  EXPECT_EQ(calls, 1);  // not due again
+  EXPECT_TRUE(store_->DeleteSchedule((*listed)[0].id).ok());
+  EXPECT_EQ(store_->DeleteSchedule((*listed)[0].id).code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(StoreTest, HelloReleasesRunsOfARestartedAgent) {
   Submit(1);
   auto a = store_->ClaimRun("box");
