@@ -269,6 +269,44 @@ int UnscheduleCommand(JobStub& stub, const CliEnv& env, int64_t id) {
   return kExitOk;
 }
 
+int ChangesCommand(JobStub& stub, const CliEnv& env, bool all) {
+  v1::ListChangePointsRequest request;
+  request.set_include_closed(all);
+  v1::ListChangePointsResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  if (grpc::Status status = stub.ListChangePoints(&context, request, &response); !status.ok()) {
+    return RpcFailed(env, status);
+  }
+  *env.out << "id\tstate\tstudy\tbenchmark\tconfig\tboard\tkernel\tfrom job\tbefore\tafter\tchange\tp\n";
+  for (const auto& c : response.change_points()) {
+    char change[32], p[32], before[32], after[32];
+    std::snprintf(change, sizeof change, "%+.1f%%", c.relative_change() * 100);
+    std::snprintf(p, sizeof p, "%.2g", c.p_value());
+    std::snprintf(before, sizeof before, "%.2f", c.mean_before());
+    std::snprintf(after, sizeof after, "%.2f", c.mean_after());
+    *env.out << c.id() << "\t" << c.state() << "\t" << c.study() << "\t" << c.benchmark() << "\t"
+             << c.config() << "\t" << c.board() << "\t" << c.kernel() << "\t" << c.job_id()
+             << "\t" << before << "\t" << after << "\t" << change << "\t" << p << "\n";
+  }
+  *env.out << std::flush;
+  return kExitOk;
+}
+
+int MarkChangeCommand(JobStub& stub, const CliEnv& env, int64_t id, const std::string& state) {
+  v1::SetChangePointStateRequest request;
+  request.set_id(id);
+  request.set_state(state);
+  v1::ChangePoint response;
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  if (grpc::Status status = stub.SetChangePointState(&context, request, &response); !status.ok()) {
+    return RpcFailed(env, status);
+  }
+  *env.out << "change point " << id << " is " << response.state() << "\n" << std::flush;
+  return kExitOk;
+}
+
 int AgentsCommand(JobStub& stub, const CliEnv& env) {
   v1::ListAgentsResponse response;
   grpc::ClientContext context;
@@ -364,6 +402,18 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   int64_t schedule_id = 0;
   unschedule->add_option("ID", schedule_id, "schedule id")->required()->check(CLI::PositiveNumber);
 
+  bool all_changes = false;
+  CLI::App* changes = app.add_subcommand(
+      "changes", "change points found in series histories (open and acknowledged)");
+  changes->add_flag("--all", all_changes, "also fixed and invalid ones");
+  int64_t change_id = 0;
+  std::string change_state;
+  CLI::App* mark = app.add_subcommand("mark", "set a change point's state");
+  mark->add_option("ID", change_id, "change point id")->required()->check(CLI::PositiveNumber);
+  mark->add_option("STATE", change_state, "open, acknowledged, fixed or invalid")
+      ->required()
+      ->check(CLI::IsMember({"open", "acknowledged", "fixed", "invalid"}));
+
   std::string a_path, b_path;
   controller::CompareOptions compare_options;
   CLI::App* compare = app.add_subcommand(
@@ -402,6 +452,8 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   if (schedule->parsed()) return ScheduleCommand(*stub, env, spec_path, schedule_name, cron);
   if (schedules->parsed()) return SchedulesCommand(*stub, env);
   if (unschedule->parsed()) return UnscheduleCommand(*stub, env, schedule_id);
+  if (changes->parsed()) return ChangesCommand(*stub, env, all_changes);
+  if (mark->parsed()) return MarkChangeCommand(*stub, env, change_id, change_state);
   PrintError(env, "no command given (see faultline --help)");
   return kExitUsage;
 }

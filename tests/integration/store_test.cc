@@ -290,6 +290,69 @@ TEST_F(StoreTest, DueSchedulesFireOncePerSlot) {
   EXPECT_EQ(store_->DeleteSchedule((*listed)[0].id).code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(StoreTest, AScheduleSlotSubmitsAndTagsItsJob) {
+  auto sched = store_->CreateSchedule("every-minute", "* * * * *", "{}", 0);  // due now
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  int64_t job_id = 0;
+  // The fire callback stores the job on another connection while the schedule row is
+  // locked: the job's foreign key to the schedule must not wait on that lock.
+  auto fire = [&](const ScheduleRecord& s) -> absl::StatusOr<int64_t> {
+    job_id = Submit(1);
+    if (auto t = store_->TagJobWithSchedule(job_id, s.id); !t.ok()) return t;
+    return job_id;
+  };
+  auto fired = store_->FireDueSchedules(fire, [](const ScheduleRecord&) { return 4102444800000; });
+  ASSERT_TRUE(fired.ok()) << fired.status();
+  EXPECT_EQ(*fired, 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs WHERE schedule_id IS NOT NULL"), 1);
+  EXPECT_EQ(store_->ListSchedules()->at(0).last_job_id, job_id);
+}
+
+TEST_F(StoreTest, ChangePointsAreStoredOnceAndTrackedByState) {
+  // Six finished jobs of one series, the last three 20% slower.
+  int64_t first = 0;
+  for (int j = 0; j < 6; ++j) {
+    int64_t job = Submit(1);
+    if (j == 0) first = job;
+    for (int r = 0; r < 2; ++r) {
+      auto a = store_->ClaimRun("box");
+      ASSERT_TRUE(a.ok() && a->has_value());
+      ResultRecord res = GoodResult(3);
+      res.throughput = j < 3 ? 100 : 80;
+      ASSERT_TRUE(store_->StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", res).ok());
+    }
+  }
+  auto histories = store_->SeriesHistories(4);
+  ASSERT_TRUE(histories.ok()) << histories.status();
+  ASSERT_EQ(histories->size(), 2u);  // threads=2 and threads=4
+  EXPECT_EQ((*histories)[0].medians, (std::vector<double>{100, 100, 100, 80, 80, 80}));
+  EXPECT_EQ((*histories)[0].job_ids.front(), first);
+  ChangePointRecord cp;
+  cp.study = "test";
+  cp.benchmark = "filemap-thrash";
+  cp.config = "threads=2";
+  cp.arch = "x86_64";
+  cp.board = "box";
+  cp.kernel = "vanilla";
+  cp.job_id = (*histories)[0].job_ids[3];
+  cp.mean_before = 100;
+  cp.mean_after = 80;
+  cp.relative_change = -0.2;
+  cp.p_value = 1e-6;
+  EXPECT_EQ(*store_->RecordChangePoints({cp}), 1);
+  EXPECT_EQ(*store_->RecordChangePoints({cp}), 0);  // found again: not stored twice
+  auto open = store_->ListChangePoints(false);
+  ASSERT_TRUE(open.ok());
+  ASSERT_EQ(open->size(), 1u);
+  EXPECT_EQ(store_->Snapshot()->open_change_points.size(), 1u);
+  auto fixed = store_->SetChangePointState((*open)[0].id, "fixed");
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->state, "fixed");
+  EXPECT_TRUE(store_->ListChangePoints(false)->empty());
+  EXPECT_EQ(store_->ListChangePoints(true)->size(), 1u);
+  EXPECT_TRUE(store_->Snapshot()->open_change_points.empty());
+}
+
 TEST_F(StoreTest, HelloReleasesRunsOfARestartedAgent) {
   Submit(1);
   auto a = store_->ClaimRun("box");

@@ -6,6 +6,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "services/common/log.h"
 #include "services/controller/api/convert.h"
+#include "services/controller/api/history.h"
 #include "services/controller/api/submission.h"
 
 namespace faultline::controller {
@@ -199,6 +200,12 @@ void Dispatcher::Loop() {
         work = true;
       }
       ExpireParked(now);
+      // History change points: cheap enough to rescan every 30 s.
+      if (++ticks_since_history_ >= 30) {
+        ticks_since_history_ = 0;
+        auto found = DetectHistoryChangePoints(store_);
+        if (found.ok() && *found > 0) log::warn("event=change_points_found count={}", *found);
+      }
       auto fired = FireDueSchedules(store_);
       if (fired.ok() && *fired > 0) {
         log::info("event=schedules_fired jobs={}", *fired);

@@ -103,6 +103,7 @@ class Dispatcher {
   std::deque<AcquireReactor*> parked_;
   std::set<WatchReactor*> watchers_;
   std::thread thread_;
+  int ticks_since_history_ = 29;  // first scan one tick after start
 };
 
 v1::JobProgress ProgressFromJob(const JobRecord& job);

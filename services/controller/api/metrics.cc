@@ -157,6 +157,31 @@ std::string ControllerMetrics::Render(PgStore* store) {
       }
     }
 
+    auto& change = prometheus::BuildGauge()
+                       .Name("faultline_change_point_relative_change")
+                       .Help("Latest open change point of a series' history: after/before - 1")
+                       .Register(state);
+    auto& change_p = prometheus::BuildGauge()
+                         .Name("faultline_change_point_p_value")
+                         .Help("t-test p of the latest open change point of a series")
+                         .Register(state);
+    for (const auto& c : snapshot->open_change_points) {
+      prometheus::Labels labels = {{"study", c.study}, {"benchmark", c.benchmark},
+                                   {"config", c.config}, {"arch", c.arch},
+                                   {"board", c.board}, {"kernel", c.kernel}};
+      change.Add(labels).Set(c.relative_change);
+      change_p.Add(labels).Set(c.p_value);
+    }
+    auto& change_points = prometheus::BuildGauge()
+                              .Name("faultline_change_points")
+                              .Help("Change points found in series histories, by state")
+                              .Register(state);
+    for (const char* st : {"open", "acknowledged", "fixed", "invalid"}) {
+      auto it = snapshot->change_points_by_state.find(st);
+      change_points.Add({{"state", st}})
+          .Set(it == snapshot->change_points_by_state.end() ? 0 : it->second);
+    }
+
     auto& runs = prometheus::BuildGauge()
                      .Name("faultline_runs")
                      .Help("Runs by state")

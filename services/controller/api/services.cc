@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -191,6 +192,54 @@ grpc::ServerUnaryReactor* JobServiceImpl::DeleteSchedule(grpc::CallbackServerCon
                                                          v1::DeleteScheduleResponse*) {
   RpcTimer timer(metrics_, "DeleteSchedule");
   return Done(ctx, &timer, store_->DeleteSchedule(req->id()));
+}
+
+namespace {
+
+void ChangePointToProto(const ChangePointRecord& c, v1::ChangePoint* out) {
+  out->set_id(c.id);
+  out->set_study(c.study);
+  out->set_benchmark(c.benchmark);
+  out->set_config(c.config);
+  out->set_arch(c.arch);
+  out->set_board(c.board);
+  out->set_kernel(c.kernel);
+  out->set_job_id(c.job_id);
+  out->set_mean_before(c.mean_before);
+  out->set_mean_after(c.mean_after);
+  out->set_relative_change(c.relative_change);
+  out->set_p_value(c.p_value);
+  out->set_state(c.state);
+  *out->mutable_detected_at() =
+      google::protobuf::util::TimeUtil::MillisecondsToTimestamp(c.detected_at_ms);
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListChangePoints(grpc::CallbackServerContext* ctx,
+                                                           const v1::ListChangePointsRequest* req,
+                                                           v1::ListChangePointsResponse* resp) {
+  RpcTimer timer(metrics_, "ListChangePoints");
+  auto points = store_->ListChangePoints(req->include_closed());
+  if (!points.ok()) return Done(ctx, &timer, points.status());
+  for (const auto& c : *points) ChangePointToProto(c, resp->add_change_points());
+  return Done(ctx, &timer, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::SetChangePointState(
+    grpc::CallbackServerContext* ctx, const v1::SetChangePointStateRequest* req,
+    v1::ChangePoint* resp) {
+  RpcTimer timer(metrics_, "SetChangePointState");
+  static const std::set<std::string> kStates = {"open", "acknowledged", "fixed", "invalid"};
+  if (!kStates.count(req->state())) {
+    return Done(ctx, &timer,
+                Invalid("state: must be one of open, acknowledged, fixed, invalid, got '" +
+                        req->state().substr(0, 32) + "'"));
+  }
+  auto updated = store_->SetChangePointState(req->id(), req->state());
+  if (!updated.ok()) return Done(ctx, &timer, updated.status());
+  ChangePointToProto(*updated, resp);
+  return Done(ctx, &timer, grpc::Status::OK);
 }
 
 // ---- AgentService ----

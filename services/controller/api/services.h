@@ -42,6 +42,12 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* DeleteSchedule(grpc::CallbackServerContext* ctx,
                                            const v1::DeleteScheduleRequest* req,
                                            v1::DeleteScheduleResponse* resp) override;
+  grpc::ServerUnaryReactor* ListChangePoints(grpc::CallbackServerContext* ctx,
+                                             const v1::ListChangePointsRequest* req,
+                                             v1::ListChangePointsResponse* resp) override;
+  grpc::ServerUnaryReactor* SetChangePointState(grpc::CallbackServerContext* ctx,
+                                                const v1::SetChangePointStateRequest* req,
+                                                v1::ChangePoint* resp) override;
 
  private:
   PgStore* store_;

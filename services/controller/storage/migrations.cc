@@ -132,6 +132,27 @@ CREATE TABLE schedules (
 );
 ALTER TABLE jobs ADD COLUMN schedule_id bigint REFERENCES schedules (id) ON DELETE SET NULL;
 )sql"},
+      {6, "change points in series histories", R"sql(
+CREATE TABLE change_points (
+  id              bigserial PRIMARY KEY,
+  study           text NOT NULL,
+  benchmark       text NOT NULL,
+  config          text NOT NULL,
+  arch            text NOT NULL,
+  board           text NOT NULL,
+  kernel          text NOT NULL,
+  job_id          bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  mean_before     double precision NOT NULL,
+  mean_after      double precision NOT NULL,
+  relative_change double precision NOT NULL,
+  p_value         double precision NOT NULL,
+  state           text NOT NULL DEFAULT 'open'
+                  CHECK (state IN ('open', 'acknowledged', 'fixed', 'invalid')),
+  detected_at     timestamptz NOT NULL DEFAULT now(),
+  updated_at      timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (study, benchmark, config, arch, board, kernel, job_id)
+);
+)sql"},
   };
   return kMigrations;
 }

@@ -711,7 +711,7 @@ absl::StatusOr<int> PgStore::FireDueSchedules(
     pqxx::work w(c);
     auto rows = w.exec(absl::StrCat("SELECT ", kScheduleColumns, R"sql(
         FROM schedules WHERE next_run <= now() ORDER BY next_run
-         FOR UPDATE SKIP LOCKED)sql"));
+         FOR NO KEY UPDATE SKIP LOCKED)sql"));  // jobs reference schedules: allow KEY SHARE
     for (const auto& row : rows) {
       ScheduleRecord sched = ScheduleFromRow(row);
       // The job is submitted on another connection with a request id naming the slot, so a
@@ -737,6 +737,134 @@ absl::StatusOr<int> PgStore::FireDueSchedules(
   });
   if (!s.ok()) return s;
   return fired;
+}
+
+namespace {
+
+constexpr const char* kChangePointColumns = R"sql(
+  id, study, benchmark, config, arch, board, kernel, job_id, mean_before, mean_after,
+  relative_change, p_value, state, (extract(epoch FROM detected_at) * 1000)::bigint
+)sql";
+
+ChangePointRecord ChangePointFromRow(const pqxx::row& r) {
+  ChangePointRecord c;
+  c.id = r[0].as<int64_t>();
+  c.study = r[1].as<std::string>();
+  c.benchmark = r[2].as<std::string>();
+  c.config = r[3].as<std::string>();
+  c.arch = r[4].as<std::string>();
+  c.board = r[5].as<std::string>();
+  c.kernel = r[6].as<std::string>();
+  c.job_id = r[7].as<int64_t>();
+  c.mean_before = r[8].as<double>();
+  c.mean_after = r[9].as<double>();
+  c.relative_change = r[10].as<double>();
+  c.p_value = r[11].as<double>();
+  c.state = r[12].as<std::string>();
+  c.detected_at_ms = r[13].as<int64_t>();
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SeriesHistory>> PgStore::SeriesHistories(int min_points) {
+  std::vector<SeriesHistory> out;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto rows = t.exec_params(R"sql(
+      WITH per_job AS (
+        SELECT j.id AS job_id, coalesce(nullif(j.name, ''), j.benchmark) AS study, j.benchmark,
+               r.cell::text AS cell, coalesce(b.arch, '') AS arch, r.board, r.kernel,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY res.throughput) AS median
+          FROM results res JOIN runs r ON r.id = res.run_id JOIN jobs j ON j.id = r.job_id
+          LEFT JOIN boards b ON b.name = r.board
+         WHERE j.state IN ('succeeded', 'failed')
+         GROUP BY 1, 2, 3, 4, 5, 6, 7)
+      SELECT study, benchmark, cell, arch, board, kernel,
+             array_agg(job_id ORDER BY job_id)::text, array_agg(median ORDER BY job_id)::text
+        FROM per_job
+       GROUP BY study, benchmark, cell, arch, board, kernel
+      HAVING count(*) >= $1)sql",
+                              min_points);
+    auto parse_array = [](std::string text) {
+      std::vector<std::string> items;
+      text = text.substr(1, text.size() - 2);  // {a,b,c}
+      size_t start = 0;
+      while (start <= text.size() && !text.empty()) {
+        size_t comma = text.find(',', start);
+        items.push_back(text.substr(start, comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      return items;
+    };
+    for (const auto& r : rows) {
+      SeriesHistory h;
+      h.key.study = r[0].as<std::string>();
+      h.key.benchmark = r[1].as<std::string>();
+      h.key.cell = StringMap(r[2].as<std::string>());
+      h.key.arch = r[3].as<std::string>();
+      h.key.board = r[4].as<std::string>();
+      h.key.kernel = r[5].as<std::string>();
+      for (const auto& id : parse_array(r[6].as<std::string>())) h.job_ids.push_back(std::stoll(id));
+      for (const auto& m : parse_array(r[7].as<std::string>())) h.medians.push_back(std::stod(m));
+      out.push_back(std::move(h));
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<int> PgStore::RecordChangePoints(const std::vector<ChangePointRecord>& points) {
+  int added = 0;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    for (const auto& p : points) {
+      auto r = w.exec_params(R"sql(
+        INSERT INTO change_points (study, benchmark, config, arch, board, kernel, job_id,
+                                   mean_before, mean_after, relative_change, p_value)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+        ON CONFLICT DO NOTHING)sql",
+                             p.study, p.benchmark, p.config, p.arch, p.board, p.kernel, p.job_id,
+                             p.mean_before, p.mean_after, p.relative_change, p.p_value);
+      added += static_cast<int>(r.affected_rows());
+    }
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return added;
+}
+
+absl::StatusOr<std::vector<ChangePointRecord>> PgStore::ListChangePoints(bool include_closed) {
+  std::vector<ChangePointRecord> out;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto rows = t.exec(absl::StrCat(
+        "SELECT ", kChangePointColumns, " FROM change_points ",
+        include_closed ? "" : "WHERE state IN ('open', 'acknowledged') ", "ORDER BY id"));
+    for (const auto& r : rows) out.push_back(ChangePointFromRow(r));
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<ChangePointRecord> PgStore::SetChangePointState(int64_t id, const std::string& state) {
+  ChangePointRecord out;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec_params(absl::StrCat(
+        "UPDATE change_points SET state = $2, updated_at = now() WHERE id = $1 RETURNING ",
+        kChangePointColumns), id, state);
+    if (rows.empty()) return absl::NotFoundError(absl::StrCat("change point ", id, " not found"));
+    out = ChangePointFromRow(rows[0]);
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return out;
 }
 
 absl::StatusOr<MetricsSnapshot> PgStore::Snapshot() {
@@ -789,6 +917,16 @@ absl::StatusOr<MetricsSnapshot> PgStore::Snapshot() {
                       WHERE r.job_id = j.id)
        ORDER BY coalesce(nullif(j.name, ''), j.benchmark), j.benchmark, j.id DESC)sql")) {
       snap.comparison_jobs.push_back(r[0].as<int64_t>());
+    }
+    for (const auto& r : t.exec(absl::StrCat(R"sql(
+        SELECT DISTINCT ON (study, benchmark, config, arch, board, kernel) )sql",
+                                             kChangePointColumns, R"sql(
+          FROM change_points WHERE state = 'open'
+         ORDER BY study, benchmark, config, arch, board, kernel, job_id DESC)sql"))) {
+      snap.open_change_points.push_back(ChangePointFromRow(r));
+    }
+    for (const auto& r : t.exec("SELECT state, count(*) FROM change_points GROUP BY state")) {
+      snap.change_points_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
     }
     return absl::OkStatus();
   });

@@ -100,11 +100,29 @@ struct SeriesPoint {
   int64_t last_success_ms = 0;
 };
 
+// One series' history: per-job medians in job order.
+struct SeriesHistory {
+  SeriesPoint key;  // median/last_success unused
+  std::vector<int64_t> job_ids;
+  std::vector<double> medians;
+};
+
+struct ChangePointRecord {
+  int64_t id = 0;
+  std::string study, benchmark, config, arch, board, kernel;
+  int64_t job_id = 0;
+  double mean_before = 0, mean_after = 0, relative_change = 0, p_value = 1;
+  std::string state = "open";
+  int64_t detected_at_ms = 0;
+};
+
 struct MetricsSnapshot {
   std::vector<SeriesPoint> series;
   std::map<std::string, int64_t> runs_by_state;
   std::map<std::string, int64_t> jobs_by_state;
   std::vector<int64_t> comparison_jobs;  // latest finished multi-kernel job per (study, benchmark)
+  std::vector<ChangePointRecord> open_change_points;  // latest open one per series
+  std::map<std::string, int64_t> change_points_by_state;
 };
 
 struct ScheduleRecord {
@@ -188,6 +206,14 @@ class PgStore {
                                        const std::function<int64_t(const ScheduleRecord&)>& next_run_ms);
   // Jobs created by a schedule carry its id.
   absl::Status TagJobWithSchedule(int64_t job_id, int64_t schedule_id);
+
+  // Histories of every series with at least `min_points` finished jobs.
+  absl::StatusOr<std::vector<SeriesHistory>> SeriesHistories(int min_points);
+  // Stores newly found change points (known ones are left as they are); returns how many
+  // were new.
+  absl::StatusOr<int> RecordChangePoints(const std::vector<ChangePointRecord>& points);
+  absl::StatusOr<std::vector<ChangePointRecord>> ListChangePoints(bool include_closed);
+  absl::StatusOr<ChangePointRecord> SetChangePointState(int64_t id, const std::string& state);
 
   // Current state for /metrics, computed from the database on each scrape.
   absl::StatusOr<MetricsSnapshot> Snapshot();
