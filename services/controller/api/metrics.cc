@@ -5,6 +5,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/text_serializer.h"
 #include "services/controller/api/report_builder.h"
+#include "services/controller/core/cron.h"
 
 namespace faultline::controller {
 namespace {
@@ -180,6 +181,23 @@ std::string ControllerMetrics::Render(PgStore* store) {
       auto it = snapshot->change_points_by_state.find(st);
       change_points.Add({{"state", st}})
           .Set(it == snapshot->change_points_by_state.end() ? 0 : it->second);
+    }
+
+    auto& schedule_success = prometheus::BuildGauge()
+                                 .Name("faultline_schedule_last_success_timestamp_seconds")
+                                 .Help("Newest succeeded job of a schedule (its creation if none)")
+                                 .Register(state);
+    auto& schedule_interval = prometheus::BuildGauge()
+                                  .Name("faultline_schedule_interval_seconds")
+                                  .Help("Typical time between two slots of a schedule")
+                                  .Register(state);
+    for (const auto& sch : snapshot->schedules) {
+      schedule_success.Add({{"schedule", sch.name}}).Set(static_cast<double>(sch.last_success_ms) / 1000.0);
+      auto cron = CronSchedule::Parse(sch.cron);
+      if (cron.ok()) {
+        schedule_interval.Add({{"schedule", sch.name}})
+            .Set(static_cast<double>(cron->TypicalInterval().count()));
+      }
     }
 
     auto& runs = prometheus::BuildGauge()

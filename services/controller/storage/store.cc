@@ -925,6 +925,14 @@ absl::StatusOr<MetricsSnapshot> PgStore::Snapshot() {
          ORDER BY study, benchmark, config, arch, board, kernel, job_id DESC)sql"))) {
       snap.open_change_points.push_back(ChangePointFromRow(r));
     }
+    for (const auto& r : t.exec(R"sql(
+        SELECT s.name, s.cron,
+               (extract(epoch FROM coalesce((SELECT max(j.finished_at) FROM jobs j
+                                              WHERE j.schedule_id = s.id AND j.state = 'succeeded'),
+                                            s.created_at)) * 1000)::bigint
+          FROM schedules s ORDER BY s.name)sql")) {
+      snap.schedules.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<int64_t>()});
+    }
     for (const auto& r : t.exec("SELECT state, count(*) FROM change_points GROUP BY state")) {
       snap.change_points_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
     }

@@ -123,6 +123,12 @@ struct MetricsSnapshot {
   std::vector<int64_t> comparison_jobs;  // latest finished multi-kernel job per (study, benchmark)
   std::vector<ChangePointRecord> open_change_points;  // latest open one per series
   std::map<std::string, int64_t> change_points_by_state;
+  struct ScheduleHealth {
+    std::string name;
+    std::string cron;
+    int64_t last_success_ms = 0;  // newest succeeded job of the schedule, else its creation
+  };
+  std::vector<ScheduleHealth> schedules;
 };
 
 struct ScheduleRecord {
