@@ -14,16 +14,6 @@ as_owner() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-free_port() {
-  # Ask the kernel for an ephemeral port by binding port 0, then release it.
-  local port
-  for _ in $(seq 1 50); do
-    port=$(( 20000 + RANDOM % 40000 ))
-    if ! ss -Htln "sport = :$port" 2>/dev/null | grep -q .; then echo "$port"; return 0; fi
-  done
-  return 1
-}
-
 case "$cmd" in
   start)
     mkdir -p "$dir"
@@ -32,7 +22,7 @@ case "$cmd" in
     as_owner "$bindir/initdb" -D "$dir/data" -U faultline -A trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 \
       || { cat "$dir/initdb.log" >&2; exit 1; }
     for attempt in 1 2 3 4 5; do
-      port=$(free_port)
+      port=$("$(dirname "$0")/free-port.sh")
       if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
            -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
            start >/dev/null; then

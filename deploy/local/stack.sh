@@ -18,15 +18,7 @@ fl_wait_for() {
   done
 }
 
-# A TCP port nobody listens on (for servers that cannot bind port 0 and report it).
-fl_free_port() {
-  local port
-  for _ in $(seq 1 100); do
-    port=$(( 20000 + RANDOM % 40000 ))
-    if ! ss -Htln "sport = :$port" 2>/dev/null | grep -q .; then echo "$port"; return 0; fi
-  done
-  return 1
-}
+fl_free_port() { "$FL_ROOT/scripts/free-port.sh"; }
 
 fl_start_postgres() {
   FL_DATABASE_URL=$("$FL_ROOT/scripts/pg-throwaway.sh" start "$FL_STATE/pg")

@@ -98,7 +98,7 @@ std::string FormatRpcError(const grpc::Status& status, std::string_view controll
   return out;
 }
 
-int SubmitCommand(JobStub& stub, const CliEnv& env, const std::string& spec_path, bool wait) {
+int SubmitCommand(JobStub& client, const CliEnv& env, const std::string& spec_path, bool wait) {
   absl::StatusOr<v1::JobSpec> spec = LoadSpec(spec_path);
   if (!spec.ok()) {
     PrintError(env, OneLine(std::string(spec.status().message())));
@@ -119,7 +119,7 @@ int SubmitCommand(JobStub& stub, const CliEnv& env, const std::string& spec_path
   for (int attempt = 1; attempt <= 3; ++attempt) {
     grpc::ClientContext context;
     SetDeadline(&context, env);
-    status = stub.SubmitJob(&context, request, &response);
+    status = client.SubmitJob(&context, request, &response);
     bool transient = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
                      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     if (status.ok() || !transient) break;
@@ -128,16 +128,16 @@ int SubmitCommand(JobStub& stub, const CliEnv& env, const std::string& spec_path
   *env.out << response.job_id() << "\n" << std::flush;
   *env.err << "job " << response.job_id() << " submitted (" << response.runs() << " runs)\n" << std::flush;
   if (!wait) return kExitOk;
-  return WatchCommand(stub, env, response.job_id());
+  return WatchCommand(client, env, response.job_id());
 }
 
-int JobsCommand(JobStub& stub, const CliEnv& env, uint32_t limit) {
+int JobsCommand(JobStub& client, const CliEnv& env, uint32_t limit) {
   v1::ListJobsRequest request;
   request.set_limit(limit);
   v1::ListJobsResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = stub.ListJobs(&context, request, &response); !status.ok()) {
+  if (grpc::Status status = client.ListJobs(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
   if (response.jobs().empty()) {
@@ -148,11 +148,11 @@ int JobsCommand(JobStub& stub, const CliEnv& env, uint32_t limit) {
   return kExitOk;
 }
 
-int WatchCommand(JobStub& stub, const CliEnv& env, int64_t job_id) {
+int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   grpc::ClientContext context;  // no deadline: jobs run for as long as they run
-  std::unique_ptr<grpc::ClientReaderInterface<v1::JobProgress>> reader = stub.WatchJob(&context, request);
+  std::unique_ptr<grpc::ClientReaderInterface<v1::JobProgress>> reader = client.WatchJob(&context, request);
   v1::JobProgress event;
   std::optional<v1::JobProgress> last;
   ProgressPrinter progress(env);
@@ -172,7 +172,7 @@ int WatchCommand(JobStub& stub, const CliEnv& env, int64_t job_id) {
     v1::GetJobResponse job;
     grpc::ClientContext get_context;
     SetDeadline(&get_context, env);
-    if (grpc::Status status = stub.GetJob(&get_context, get, &job); !status.ok()) return RpcFailed(env, status);
+    if (grpc::Status status = client.GetJob(&get_context, get, &job); !status.ok()) return RpcFailed(env, status);
     state = job.job().state();
     runs = job.job().runs();
     if (!IsFinalState(state)) {
@@ -184,26 +184,26 @@ int WatchCommand(JobStub& stub, const CliEnv& env, int64_t job_id) {
   return state == v1::JOB_STATE_SUCCEEDED ? kExitOk : kExitFailure;
 }
 
-int ReportCommand(JobStub& stub, const CliEnv& env, int64_t job_id, ReportFormat format) {
+int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportFormat format) {
   v1::GetReportRequest request;
   request.set_job_id(job_id);
   v1::GetReportResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = stub.GetReport(&context, request, &response); !status.ok()) {
+  if (grpc::Status status = client.GetReport(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
   *env.out << RenderReport(response, format) << std::flush;
   return kExitOk;
 }
 
-int CancelCommand(JobStub& stub, const CliEnv& env, int64_t job_id) {
+int CancelCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
   v1::CancelJobRequest request;
   request.set_job_id(job_id);
   v1::CancelJobResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = stub.CancelJob(&context, request, &response); !status.ok()) {
+  if (grpc::Status status = client.CancelJob(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
   const v1::Job& job = response.job();
@@ -213,7 +213,7 @@ int CancelCommand(JobStub& stub, const CliEnv& env, int64_t job_id) {
   return kExitOk;
 }
 
-int ScheduleCommand(JobStub& stub, const CliEnv& env, const std::string& spec_path,
+int ScheduleCommand(JobStub& client, const CliEnv& env, const std::string& spec_path,
                     const std::string& name, const std::string& cron) {
   absl::StatusOr<v1::JobSpec> spec = LoadSpec(spec_path);
   if (!spec.ok()) {
@@ -227,7 +227,7 @@ int ScheduleCommand(JobStub& stub, const CliEnv& env, const std::string& spec_pa
   v1::Schedule response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = stub.CreateSchedule(&context, request, &response); !status.ok()) {
+  if (grpc::Status status = client.CreateSchedule(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
   *env.out << response.id() << "\n" << std::flush;
@@ -237,11 +237,11 @@ int ScheduleCommand(JobStub& stub, const CliEnv& env, const std::string& spec_pa
   return kExitOk;
 }
 
-int SchedulesCommand(JobStub& stub, const CliEnv& env) {
+int SchedulesCommand(JobStub& client, const CliEnv& env) {
   v1::ListSchedulesResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = stub.ListSchedules(&context, v1::ListSchedulesRequest(), &response);
+  if (grpc::Status status = client.ListSchedules(&context, v1::ListSchedulesRequest(), &response);
       !status.ok()) {
     return RpcFailed(env, status);
   }
@@ -256,26 +256,26 @@ int SchedulesCommand(JobStub& stub, const CliEnv& env) {
   return kExitOk;
 }
 
-int UnscheduleCommand(JobStub& stub, const CliEnv& env, int64_t id) {
+int UnscheduleCommand(JobStub& client, const CliEnv& env, int64_t id) {
   v1::DeleteScheduleRequest request;
   request.set_id(id);
   v1::DeleteScheduleResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = stub.DeleteSchedule(&context, request, &response); !status.ok()) {
+  if (grpc::Status status = client.DeleteSchedule(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
   *env.out << "schedule " << id << " deleted\n" << std::flush;
   return kExitOk;
 }
 
-int ChangesCommand(JobStub& stub, const CliEnv& env, bool all) {
+int ChangesCommand(JobStub& client, const CliEnv& env, bool all) {
   v1::ListChangePointsRequest request;
   request.set_include_closed(all);
   v1::ListChangePointsResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = stub.ListChangePoints(&context, request, &response); !status.ok()) {
+  if (grpc::Status status = client.ListChangePoints(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
   *env.out << "id\tstate\tstudy\tbenchmark\tconfig\tboard\tkernel\tfrom job\tbefore\tafter\tchange\tp\n";
@@ -293,25 +293,25 @@ int ChangesCommand(JobStub& stub, const CliEnv& env, bool all) {
   return kExitOk;
 }
 
-int MarkChangeCommand(JobStub& stub, const CliEnv& env, int64_t id, const std::string& state) {
+int MarkChangeCommand(JobStub& client, const CliEnv& env, int64_t id, const std::string& state) {
   v1::SetChangePointStateRequest request;
   request.set_id(id);
   request.set_state(state);
   v1::ChangePoint response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = stub.SetChangePointState(&context, request, &response); !status.ok()) {
+  if (grpc::Status status = client.SetChangePointState(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
   *env.out << "change point " << id << " is " << response.state() << "\n" << std::flush;
   return kExitOk;
 }
 
-int AgentsCommand(JobStub& stub, const CliEnv& env) {
+int AgentsCommand(JobStub& client, const CliEnv& env) {
   v1::ListAgentsResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = stub.ListAgents(&context, v1::ListAgentsRequest(), &response); !status.ok()) {
+  if (grpc::Status status = client.ListAgents(&context, v1::ListAgentsRequest(), &response); !status.ok()) {
     return RpcFailed(env, status);
   }
   if (response.boards().empty()) {
@@ -442,18 +442,18 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   if (compare->parsed()) {  // offline: no controller
     return CompareCommand(env, a_path, b_path, compare_options, *ParseReportFormat(format_name));
   }
-  std::unique_ptr<JobStub> stub = connect(env.controller);  // channels connect lazily
-  if (submit->parsed()) return SubmitCommand(*stub, env, spec_path, wait);
-  if (jobs->parsed()) return JobsCommand(*stub, env, limit);
-  if (watch->parsed()) return WatchCommand(*stub, env, job_id);
-  if (report->parsed()) return ReportCommand(*stub, env, job_id, *ParseReportFormat(format_name));
-  if (cancel->parsed()) return CancelCommand(*stub, env, job_id);
-  if (agents->parsed()) return AgentsCommand(*stub, env);
-  if (schedule->parsed()) return ScheduleCommand(*stub, env, spec_path, schedule_name, cron);
-  if (schedules->parsed()) return SchedulesCommand(*stub, env);
-  if (unschedule->parsed()) return UnscheduleCommand(*stub, env, schedule_id);
-  if (changes->parsed()) return ChangesCommand(*stub, env, all_changes);
-  if (mark->parsed()) return MarkChangeCommand(*stub, env, change_id, change_state);
+  std::unique_ptr<JobStub> client = connect(env.controller);  // channels connect lazily
+  if (submit->parsed()) return SubmitCommand(*client, env, spec_path, wait);
+  if (jobs->parsed()) return JobsCommand(*client, env, limit);
+  if (watch->parsed()) return WatchCommand(*client, env, job_id);
+  if (report->parsed()) return ReportCommand(*client, env, job_id, *ParseReportFormat(format_name));
+  if (cancel->parsed()) return CancelCommand(*client, env, job_id);
+  if (agents->parsed()) return AgentsCommand(*client, env);
+  if (schedule->parsed()) return ScheduleCommand(*client, env, spec_path, schedule_name, cron);
+  if (schedules->parsed()) return SchedulesCommand(*client, env);
+  if (unschedule->parsed()) return UnscheduleCommand(*client, env, schedule_id);
+  if (changes->parsed()) return ChangesCommand(*client, env, all_changes);
+  if (mark->parsed()) return MarkChangeCommand(*client, env, change_id, change_state);
   PrintError(env, "no command given (see faultline --help)");
   return kExitUsage;
 }

@@ -52,17 +52,17 @@ std::string FormatRpcError(const grpc::Status& status, std::string_view controll
 
 // The subcommands. Each prints its output and errors and returns an exit code.
 // spec_path "-" reads the spec from stdin.
-int SubmitCommand(JobStub& stub, const CliEnv& env, const std::string& spec_path, bool wait);
-int JobsCommand(JobStub& stub, const CliEnv& env, uint32_t limit);
-int WatchCommand(JobStub& stub, const CliEnv& env, int64_t job_id);
-int ReportCommand(JobStub& stub, const CliEnv& env, int64_t job_id, ReportFormat format);
-int CancelCommand(JobStub& stub, const CliEnv& env, int64_t job_id);
-int AgentsCommand(JobStub& stub, const CliEnv& env);
+int SubmitCommand(JobStub& client, const CliEnv& env, const std::string& spec_path, bool wait);
+int JobsCommand(JobStub& client, const CliEnv& env, uint32_t limit);
+int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id);
+int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportFormat format);
+int CancelCommand(JobStub& client, const CliEnv& env, int64_t job_id);
+int AgentsCommand(JobStub& client, const CliEnv& env);
 // A = baseline samples, B = candidate samples (samples.h); bad files are usage errors.
 int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,
                    const controller::CompareOptions& options, ReportFormat format);
 
-// Makes a stub for a controller address.
+// Makes a client for a controller address.
 using StubFactory = std::function<std::unique_ptr<JobStub>(const std::string& target)>;
 std::unique_ptr<JobStub> ConnectInsecure(const std::string& target);
 
