@@ -12,6 +12,8 @@
 #include "agent/runner/runner.h"
 #include "agent/sys/board_facts.h"
 #include "agent/sys/cgroup.h"
+#include "agent/sys/zram_swap.h"
+#include "services/common/benchmarks.h"
 #include "google/protobuf/util/json_util.h"
 #include "services/common/log.h"
 #include "services/common/units.h"
@@ -98,6 +100,13 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   if (auto removed = sys::RemoveStaleRunCgroups(*backend, &error); removed && *removed > 0) {
     log::warn("event=stale_cgroups_removed count={}", *removed);
   }
+  // A zram swap device of a previous agent life that died mid-run: take it down again.
+  if (config->zram_swap_bytes > 0) {
+    std::string zram_error;
+    if (!sys::RemoveStaleZramSwap(sys::ZramSwapOptions().device, &zram_error)) {
+      log::warn("event=stale_zram_swap error=\"{}\"", zram_error);
+    }
+  }
   std::error_code ec;
   std::filesystem::create_directories(config->work_dir, ec);
 
@@ -126,7 +135,34 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
     inv.cgroup_backend = *backend;
     inv.run_id = std::to_string(a.run_id());
     inv.cancel = cancel;
+    // Boards that opt in get a zram swap device for each run that needs swap, removed
+    // right after (a run never inherits another run's swapped pages).
+    std::unique_ptr<sys::ZramSwap> zram;
+    std::string zram_note;
+    const BenchmarkSpec* bench = FindBenchmark(a.benchmark());
+    if (config->zram_swap_bytes > 0 && bench != nullptr && bench->requires_swap) {
+      sys::ZramSwapOptions zram_options;
+      zram_options.disksize_bytes = config->zram_swap_bytes;
+      std::string zram_error;
+      auto started = sys::ZramSwap::Start(zram_options, &zram_error);
+      if (!started) {
+        log::warn("event=zram_swap_failed run={} error=\"{}\"", a.run_id(), zram_error);
+        RunReport failed;
+        failed.succeeded = false;
+        failed.failure_reason = "zram_swap: " + zram_error;
+        return failed;
+      }
+      zram = std::make_unique<sys::ZramSwap>(std::move(*started));
+      zram_note = zram->device_path() + " " + FormatSize(config->zram_swap_bytes) +
+                  " (provisioned by the agent for this run)";
+    }
     runner::WorkloadOutcome outcome = runner::RunWorkload(inv);
+    if (zram) {
+      std::string zram_error;
+      if (!zram->Stop(&zram_error)) {
+        log::warn("event=zram_swap_cleanup_failed run={} error=\"{}\"", a.run_id(), zram_error);
+      }
+    }
 
     RunReport report;
     report.succeeded = outcome.succeeded;
@@ -147,6 +183,7 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
     for (const auto& [k, v] : outcome.memcg_events) {
       (*report.result.mutable_counters())["memcg_event." + k] = static_cast<double>(v);
     }
+    if (!zram_note.empty()) (*report.result.mutable_environment())["swap.provisioned"] = zram_note;
     (*report.result.mutable_environment())["kernel.label"] = a.kernel();
     (*report.result.mutable_environment())["kernel.release"] = facts.kernel_release;
     return report;

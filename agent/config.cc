@@ -1,6 +1,7 @@
 #include "agent/config.h"
 
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -17,6 +18,32 @@ std::string Where(const YAML::Node& node) {
 
 absl::Status Bad(const YAML::Node& node, const std::string& field, const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat(field, " (", Where(node), "): ", message));
+}
+
+// "512M", "1G", "1.5G" (binary multiples, as elsewhere in faultline). Local because this
+// library links only absl and yaml-cpp; services/common/units.h has the full parser.
+std::optional<uint64_t> ParseConfigSize(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) ||
+                                  text[digits] == '.')) {
+    ++digits;
+  }
+  if (digits == 0 || digits > 18) return std::nullopt;
+  double value = 0;
+  try {
+    value = std::stod(text.substr(0, digits));
+  } catch (...) {
+    return std::nullopt;
+  }
+  std::string unit = text.substr(digits);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (unit.size() > 1 && unit.back() == 'i') unit.pop_back();
+  static const std::map<std::string, double> kMultiplier = {
+      {"", 1}, {"K", 1024.0}, {"M", 1024.0 * 1024}, {"G", 1024.0 * 1024 * 1024},
+      {"T", 1024.0 * 1024 * 1024 * 1024}};
+  auto it = kMultiplier.find(unit);
+  if (it == kMultiplier.end()) return std::nullopt;
+  return static_cast<uint64_t>(value * it->second);
 }
 
 bool ValidLabel(const std::string& s) {
@@ -42,14 +69,14 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
   }
   if (!root.IsMap()) return absl::InvalidArgumentError("the config must be a YAML mapping");
   static const std::set<std::string> kKnown = {"board", "labels", "work_dir", "workload_binary",
-                                               "cgroup_parent", "kernels"};
+                                               "cgroup_parent", "zram_swap", "kernels"};
   AgentConfig config;
   try {
     for (const auto& kv : root) {
       std::string key = kv.first.as<std::string>();
       if (!kKnown.count(key)) {
         return Bad(kv.first, key, "unknown field (fields: board, labels, work_dir, "
-                                  "workload_binary, cgroup_parent, kernels)");
+                                  "workload_binary, cgroup_parent, zram_swap, kernels)");
       }
     }
     if (!root["board"] || !ValidLabel(root["board"].as<std::string>())) {
@@ -66,6 +93,18 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
     if (root["work_dir"]) config.work_dir = root["work_dir"].as<std::string>();
     if (root["workload_binary"]) config.workload_binary = root["workload_binary"].as<std::string>();
     if (root["cgroup_parent"]) config.cgroup_parent = root["cgroup_parent"].as<std::string>();
+    if (root["zram_swap"]) {
+      const std::string text = root["zram_swap"].as<std::string>();
+      auto bytes = ParseConfigSize(text);
+      if (!bytes) {
+        return Bad(root["zram_swap"], "zram_swap",
+                   "must be a size like 512M or 1G (0 = off), got " + text);
+      }
+      if (*bytes != 0 && *bytes < (16ull << 20)) {
+        return Bad(root["zram_swap"], "zram_swap", "must be 0 (off) or at least 16M, got " + text);
+      }
+      config.zram_swap_bytes = *bytes;
+    }
     if (config.work_dir.empty() || config.work_dir.front() != '/') {
       return Bad(root["work_dir"], "work_dir", "must be an absolute path");
     }

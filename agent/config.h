@@ -5,10 +5,13 @@
 //   work_dir: /var/tmp/faultline       # files of filemap-thrash live here
 //   workload_binary: ""                # default: faultline-workload next to the agent
 //   cgroup_parent: ""                  # optional delegated cgroup v2 directory
+//   zram_swap: 1G                      # optional: a zram swap device of this size is set
+//                                      # up for each run that needs swap, removed after
 //   kernels:
 //     - {label: vanilla, release: 6.1.0-18-amd64, boot: none}
 //     - {label: patched, release: 6.1.0-rc1+, boot: kexec}
 // `release: running` stands for the running kernel's `uname -r`.
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,6 +32,7 @@ struct AgentConfig {
   std::string work_dir = "/var/tmp/faultline";
   std::string workload_binary;
   std::string cgroup_parent;
+  uint64_t zram_swap_bytes = 0;  // 0: the agent never provisions swap
   std::vector<KernelEntry> kernels;
 };
 

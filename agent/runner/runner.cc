@@ -166,6 +166,8 @@ std::vector<std::string> BuildWorkloadArgv(const WorkloadInvocation& invocation)
   }
   argv.push_back("--progress-fd");
   argv.push_back(std::to_string(kProgressFdInChild));
+  // The run cgroup already carries the limits: a preset must not make the child nest its own.
+  argv.push_back("--inherit-cgroup");
   return argv;
 }
 

@@ -48,6 +48,23 @@ class RunnerIntegration : public ::testing::Test {
   std::string work_dir_;
 };
 
+// A preset param runs in the run's cgroup (the workload must not nest a cgroup of its own
+// for the preset's limits) and explicit params win over the preset's.
+TEST_F(RunnerIntegration, PresetParamRunsInTheRunCgroup) {
+  auto invocation = Invocation("preset", "filemap-thrash");
+  invocation.params = {{"preset", "v2-file-thrash-small"}, {"threads", "2"}, {"file_size", "4M"}};
+  invocation.duration_seconds = 1;
+  invocation.limits.memory_max = 256u << 20;
+  auto outcome = RunWorkload(invocation);
+  ASSERT_TRUE(outcome.succeeded) << outcome.failure_reason << "\n" << outcome.stderr_tail;
+  auto result = nlohmann::json::parse(outcome.result_json);
+  EXPECT_EQ(result["environment"]["memcg.current"], CgroupPath(invocation));
+  EXPECT_EQ(result["params"]["preset"], "v2-file-thrash-small");
+  EXPECT_EQ(result["params"]["threads"], "2");
+  EXPECT_EQ(result["environment"].count("memcg.memory_max"), 0u);  // the runner records it
+  EXPECT_FALSE(std::filesystem::exists(CgroupPath(invocation)));
+}
+
 TEST_F(RunnerIntegration, FilemapThrashSucceedsUnderMemcg) {
   auto invocation = Invocation("filemap", "filemap-thrash");
   invocation.params = {{"threads", "2"}, {"file_size", "4M"}};

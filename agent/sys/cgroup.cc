@@ -394,25 +394,46 @@ std::optional<std::map<std::string, uint64_t>> MemoryCgroup::ReadStats(std::stri
 }
 
 std::optional<std::map<std::string, uint64_t>> MemoryCgroup::ReadEvents(std::string* error) const {
-  if (version_ == CgroupVersion::kV2) {
-    auto text = ReadFileToString(Join(path_, kV2Events), error);
+  return ReadMemcgEvents(path_, version_, error);
+}
+
+std::optional<std::map<std::string, uint64_t>> ReadMemcgEvents(const std::string& dir,
+                                                               CgroupVersion version,
+                                                               std::string* error) {
+  if (version == CgroupVersion::kV2) {
+    auto text = ReadFileToString(Join(dir, kV2Events), error);
     if (!text) return std::nullopt;
     return ParseCgroupKeyValues(*text);
   }
   std::map<std::string, uint64_t> events;
-  auto failcnt = ReadFileToString(Join(path_, kV1Failcnt), error);
+  auto failcnt = ReadFileToString(Join(dir, kV1Failcnt), error);
   if (!failcnt) return std::nullopt;
   if (auto v = ParseUnsigned(*failcnt)) events["failcnt"] = *v;
-  if (auto memsw = ReadFileToString(Join(path_, kV1MemswFailcnt), nullptr)) {
+  if (auto memsw = ReadFileToString(Join(dir, kV1MemswFailcnt), nullptr)) {
     if (auto v = ParseUnsigned(*memsw)) events["memsw_failcnt"] = *v;
   }
-  auto oom = ReadFileToString(Join(path_, kV1OomControl), error);
+  auto oom = ReadFileToString(Join(dir, kV1OomControl), error);
   if (!oom) return std::nullopt;
   for (const auto& [key, value] : ParseCgroupKeyValues(*oom)) {
     // oom_kill_disable is a setting, not an event.
     if (key == "oom_kill" || key == "under_oom") events[key] = value;
   }
   return events;
+}
+
+std::optional<CgroupVersion> MemcgDirVersion(const std::string& dir) {
+  if (PathExists(Join(dir, kV2Events))) return CgroupVersion::kV2;
+  if (PathExists(Join(dir, kV1Failcnt))) return CgroupVersion::kV1;
+  return std::nullopt;
+}
+
+std::optional<uint64_t> ReadMemcgPeakBytes(const std::string& dir, CgroupVersion version) {
+  auto text = ReadFileToString(
+      Join(dir, version == CgroupVersion::kV2 ? "memory.peak" : "memory.max_usage_in_bytes"),
+      nullptr);
+  if (!text) return std::nullopt;
+  while (!text->empty() && text->back() == '\n') text->pop_back();
+  return ParseUnsigned(*text);
 }
 
 bool MemoryCgroup::Destroy(std::string* error) {

@@ -150,6 +150,19 @@ class MemoryCgroup {
   std::map<std::string, std::string> applied_;
 };
 
+// What MemoryCgroup::ReadEvents returns, for any memcg directory (the workload reads the
+// cgroup it runs in): v2 memory.events; v1 failcnt, memsw_failcnt, oom_kill, under_oom.
+std::optional<std::map<std::string, uint64_t>> ReadMemcgEvents(const std::string& dir,
+                                                               CgroupVersion version,
+                                                               std::string* error);
+
+// v2 when `dir` has memory.events, v1 when it has memory.failcnt; nullopt otherwise (the
+// root of a v2 hierarchy has neither).
+std::optional<CgroupVersion> MemcgDirVersion(const std::string& dir);
+
+// The memcg's peak usage in bytes: v2 memory.peak (5.19+), v1 memory.max_usage_in_bytes.
+std::optional<uint64_t> ReadMemcgPeakBytes(const std::string& dir, CgroupVersion version);
+
 // Kills and removes <parent>/faultline/run-* cgroups left behind by an agent that died
 // mid-run. Returns how many were removed, or nullopt with *error naming the first one
 // that could not be.

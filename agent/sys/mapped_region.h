@@ -41,6 +41,11 @@ class MappedRegion {
     return Map(length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, error_number);
   }
 
+  // Takes ownership of a range mapped by other means (e.g. MAP_FIXED into a reservation).
+  static MappedRegion Adopt(unsigned char* address, size_t length) {
+    return MappedRegion(address, length);
+  }
+
   bool valid() const { return address_ != nullptr; }
   unsigned char* data() const { return address_; }
   size_t size() const { return length_; }

@@ -38,9 +38,14 @@ std::string WorkloadUsage() {
   std::string out =
       "usage: faultline-workload BENCHMARK [--KNOB VALUE ...] --duration 5s [--dir DIR]\n"
       "         [--memory-max SIZE] [--memory-high SIZE] [--swap-max SIZE]\n"
-      "         [--cgroup-root DIR] [--cgroup-parent DIR] [--progress-fd N]\n"
-      "Prints one JSON result object on stdout. With --memory-*/--swap-max it runs in a\n"
-      "memory cgroup of its own. Exit codes: 0 ok, 1 failed, 2 usage, 3 no swap, 4 interrupted.\n";
+      "         [--cgroup-root DIR] [--cgroup-parent DIR] [--progress-fd N] [--inherit-cgroup]\n"
+      "         [--zram-swap SIZE]\n"
+      "       faultline-workload --preset NAME [--KNOB VALUE ...] [--duration ...]\n"
+      "Prints one JSON result object on stdout. With --memory-*/--swap-max (or a preset's\n"
+      "memcg limits) it runs in a memory cgroup of its own; --inherit-cgroup stays where it\n"
+      "is. A preset's matrix axes default to their first value. --zram-swap sets up a zram\n"
+      "swap device of SIZE for a benchmark that needs swap and removes it afterwards (root).\n"
+      "Exit codes: 0 ok, 1 failed, 2 usage, 3 no swap, 4 interrupted.\n";
   for (const auto& benchmark : Benchmarks()) {
     out += "\n" + benchmark.name + (benchmark.requires_swap ? " (needs swap)" : "") + ": " +
            benchmark.help + "\n";
@@ -48,6 +53,25 @@ std::string WorkloadUsage() {
       out += "  --" + knob.name + " (" + KnobTypeHint(knob) + ", default " + knob.default_value +
              "): " + knob.help + "\n";
     }
+  }
+  out += "\npresets (--preset NAME):\n";
+  for (const auto& preset : Presets()) {
+    out += "  " + preset.name + " (" + preset.benchmark + "; " + preset.seed + "): " +
+           preset.help + "\n";
+  }
+  return out;
+}
+
+std::string PresetListing() {
+  std::string out;
+  for (const auto& preset : Presets()) {
+    out += preset.name + " " + preset.benchmark + " " + std::to_string(preset.duration_seconds) +
+           (preset.small ? " small" : " full");
+    for (const auto& [knob, values] : preset.matrix) {
+      out += " " + knob + "=";
+      for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + values[i];
+    }
+    out += "\n";
   }
   return out;
 }
@@ -57,11 +81,20 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
   WorkloadCommand command;
   std::map<std::string, std::string> given_knobs;
   std::optional<std::string> duration_text;
+  bool inherit_cgroup = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "-h" || arg == "--help") {
       command.help = true;
       return command;
+    }
+    if (arg == "--list-presets") {
+      command.list_presets = true;
+      return command;
+    }
+    if (arg == "--inherit-cgroup") {
+      inherit_cgroup = true;
+      continue;
     }
     if (arg.rfind("--", 0) != 0) {
       if (!command.benchmark.empty()) {
@@ -106,6 +139,14 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
       if (!parse_limit(&command.limits.memory_high)) return std::nullopt;
     } else if (name == "swap_max") {
       if (!parse_limit(&command.limits.swap_max)) return std::nullopt;
+    } else if (name == "zram_swap") {
+      std::string why;
+      auto bytes = ParseSize(value, &why);
+      if (!bytes || *bytes < (16ull << 20)) {
+        *error = "--zram-swap: " + (bytes ? "must be at least 16M, got " + value : why);
+        return std::nullopt;
+      }
+      command.zram_swap_bytes = *bytes;
     } else if (name == "cgroup_root") {
       command.cgroup.cgroup_root = value;
     } else if (name == "cgroup_parent") {
@@ -122,8 +163,19 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
     }
   }
 
+  const PresetSpec* preset = nullptr;
+  if (auto it = given_knobs.find(std::string(kPresetKnob));
+      it != given_knobs.end() && it->second != kNoPreset) {
+    preset = FindPreset(it->second);
+    if (preset == nullptr) {
+      *error = "--preset: unknown preset '" + it->second + "' (one of: " + PresetNames() + ")";
+      return std::nullopt;
+    }
+    if (command.benchmark.empty()) command.benchmark = preset->benchmark;
+    command.preset = preset->name;
+  }
   if (command.benchmark.empty()) {
-    *error = "missing BENCHMARK (one of: " + BenchmarkNames() + ")";
+    *error = "missing BENCHMARK (one of: " + BenchmarkNames() + ") or --preset NAME";
     return std::nullopt;
   }
   const BenchmarkSpec* spec = FindBenchmark(command.benchmark);
@@ -139,6 +191,34 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
   }
   command.knobs = std::move(*knobs);
 
+  if (inherit_cgroup && command.own_cgroup) {
+    *error = "--inherit-cgroup cannot be combined with --memory-max/--memory-high/--swap-max";
+    return std::nullopt;
+  }
+  if (preset != nullptr) {
+    if (!duration_text) duration_text = std::to_string(preset->duration_seconds) + "s";
+    // The preset's limits, unless the caller gave limits of its own or keeps its cgroup.
+    if (!inherit_cgroup && !command.own_cgroup) {
+      auto limit = [&](const std::string& text, const char* name,
+                       std::optional<uint64_t>* out) {
+        if (text.empty() || text == "max") return true;
+        std::string why;
+        auto bytes = ParseSize(text, &why);
+        if (!bytes) {
+          *error = "preset " + preset->name + ": memcg." + name + ": " + why;
+          return false;
+        }
+        *out = *bytes;
+        command.own_cgroup = true;
+        return true;
+      };
+      if (!limit(preset->memcg.memory_max, "memory_max", &command.limits.memory_max) ||
+          !limit(preset->memcg.memory_high, "memory_high", &command.limits.memory_high) ||
+          !limit(preset->memcg.swap_max, "swap_max", &command.limits.swap_max)) {
+        return std::nullopt;
+      }
+    }
+  }
   if (!duration_text) {
     *error = "missing --duration (whole seconds, e.g. --duration 5s)";
     return std::nullopt;

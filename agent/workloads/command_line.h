@@ -2,7 +2,10 @@
 // faultline-workload's command line:
 //   faultline-workload BENCHMARK [--KNOB VALUE ...] --duration 5s [--dir DIR]
 //       [--memory-max SIZE] [--memory-high SIZE] [--swap-max SIZE]
-//       [--cgroup-root DIR] [--cgroup-parent DIR] [--progress-fd N]
+//       [--cgroup-root DIR] [--cgroup-parent DIR] [--progress-fd N] [--inherit-cgroup]
+//   faultline-workload --preset NAME [BENCHMARK] [--KNOB VALUE ...] [--duration ...]
+// A preset supplies knob defaults, the duration and (unless --inherit-cgroup, which the
+// agent's runner passes because its run cgroup already has the limits) the memcg limits.
 // Knob flags may use dashes or underscores (--file-size, --file_size) and "--k=v".
 #include <cstdint>
 #include <optional>
@@ -16,6 +19,7 @@ namespace faultline::workloads {
 
 struct WorkloadCommand {
   bool help = false;
+  bool list_presets = false;  // --list-presets: PresetListing() and exit
   std::string benchmark;
   ResolvedKnobs knobs;            // every knob of the benchmark, defaults filled in
   uint32_t duration_seconds = 0;  // measured seconds (whole seconds)
@@ -25,6 +29,8 @@ struct WorkloadCommand {
   bool own_cgroup = false;
   sys::CgroupBackendOptions cgroup;
   int progress_fd = -1;  // where per-second progress lines go (the runner's pipe)
+  std::string preset;    // "" = none
+  uint64_t zram_swap_bytes = 0;  // --zram-swap: provision zram swap for a swap benchmark
 };
 
 inline constexpr uint32_t kMaxDurationSeconds = 7 * 24 * 3600;
@@ -35,5 +41,9 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
 
 // Usage text listing the benchmarks and their knobs from the catalogue.
 std::string WorkloadUsage();
+
+// One line per preset, for scripts: "NAME BENCHMARK DURATION_S small|full [KNOB=V1,V2 ...]"
+// (the matrix axes).
+std::string PresetListing();
 
 }  // namespace faultline::workloads

@@ -13,7 +13,9 @@
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "used from a signal handler");
+// Stored from a signal handler, so it must not be a locked atomic. GCC 12 on riscv64 says
+// "sometimes" (1) for byte atomics, which it implements lock-free with word-sized LR/SC.
+static_assert(ATOMIC_BOOL_LOCK_FREE >= 1, "used from a signal handler");
 
 void OnTerminate(int) { g_interrupted.store(true, std::memory_order_relaxed); }
 
@@ -39,6 +41,10 @@ int main(int argc, char** argv) {
   if (!command) {
     std::fprintf(stderr, "faultline-workload: %s\n(see faultline-workload --help)\n", error.c_str());
     return kExitUsage;
+  }
+  if (command->list_presets) {
+    std::fputs(PresetListing().c_str(), stdout);
+    return kExitSuccess;
   }
   if (command->help) {
     std::fputs(WorkloadUsage().c_str(), stdout);

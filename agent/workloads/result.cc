@@ -1,5 +1,6 @@
 #include "agent/workloads/result.h"
 
+#include "agent/sys/cgroup.h"
 #include "agent/sys/file_io.h"
 #include "agent/workloads/json_writer.h"
 
@@ -15,6 +16,9 @@ constexpr const char* kVmstatDeltas[] = {
     "oom_kill",        "pgscan_kswapd",      "pgscan_direct",
     "pgscan_khugepaged", "pgscan_proactive", "pgsteal_kswapd",
     "pgsteal_direct",  "pgsteal_khugepaged", "pgsteal_proactive",
+    // 6.12+: zero-filled pages skip swap I/O (no pswpin/pswpout); these count them.
+    "swpin_zero",      "swpout_zero",        "zswpin",            "zswpout",
+    "pgpgin",          "pgpgout",            "thp_file_alloc",    "thp_file_mapped",
 };
 
 // The by-source counters partition all scanning/stealing; pgscan_anon/_file split the
@@ -71,6 +75,15 @@ CounterSnapshot TakeCounterSnapshot(const std::string& memcg_dir) {
     if (auto text = sys::ReadFileToString(memcg_dir + "/memory.stat", nullptr)) {
       snapshot.memcg_stat = sys::ParseKeyValueLines(*text);
     }
+    if (auto version = sys::MemcgDirVersion(memcg_dir)) {
+      if (auto events = sys::ReadMemcgEvents(memcg_dir, *version, nullptr)) {
+        snapshot.memcg_events = std::move(*events);
+      }
+      snapshot.memcg_peak_bytes = sys::ReadMemcgPeakBytes(memcg_dir, *version);
+      if (*version == sys::CgroupVersion::kV2) {
+        snapshot.memcg_pressure = sys::ReadMemoryPressure(memcg_dir + "/memory.pressure");
+      }
+    }
   }
   if (auto vmstat = sys::ReadVmstat()) snapshot.vmstat = std::move(*vmstat);
   ::getrusage(RUSAGE_SELF, &snapshot.usage);
@@ -95,7 +108,10 @@ std::map<std::string, double> CounterDeltas(const CounterSnapshot& start, const 
         any = true;
       }
     }
-    if (any) out[std::string(kind) + "_total"] = total;
+    if (any) {
+      out[std::string(kind) + "_total"] = total;
+      out[kind] = total;  // the names: pgscan, pgsteal (all reclaim sources)
+    }
   }
   for (const char* name : kMemcgStatDeltas) {
     auto a = start.memcg_stat.find(name);
@@ -112,6 +128,18 @@ std::map<std::string, double> CounterDeltas(const CounterSnapshot& start, const 
   out["rusage_nivcsw"] = Delta(static_cast<uint64_t>(u0.ru_nivcsw), static_cast<uint64_t>(u1.ru_nivcsw));
   out["rusage_utime_seconds"] = Seconds(u1.ru_utime) - Seconds(u0.ru_utime);
   out["rusage_stime_seconds"] = Seconds(u1.ru_stime) - Seconds(u0.ru_stime);
+  for (const auto& [name, value] : end.memcg_events) {
+    out["memcg_event." + name] = static_cast<double>(value);
+    auto a = start.memcg_events.find(name);
+    if (a != start.memcg_events.end()) out["memcg_event_delta." + name] = Delta(a->second, value);
+  }
+  if (end.memcg_peak_bytes) out["memcg_peak_bytes"] = static_cast<double>(*end.memcg_peak_bytes);
+  if (start.memcg_pressure && end.memcg_pressure) {
+    out["memcg_psi_memory_some_us"] =
+        Delta(start.memcg_pressure->some_total_us, end.memcg_pressure->some_total_us);
+    out["memcg_psi_memory_full_us"] =
+        Delta(start.memcg_pressure->full_total_us, end.memcg_pressure->full_total_us);
+  }
   if (start.memory_pressure && end.memory_pressure) {
     out["psi_memory_some_us"] = Delta(start.memory_pressure->some_total_us, end.memory_pressure->some_total_us);
     out["psi_memory_full_us"] = Delta(start.memory_pressure->full_total_us, end.memory_pressure->full_total_us);

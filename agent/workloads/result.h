@@ -36,6 +36,10 @@ struct CounterSnapshot {
   // memory.stat of the memcg the workload runs in: reclaim caused by a memcg limit is
   // counted there, not in /proc/vmstat's pgscan/pgsteal.
   std::map<std::string, uint64_t> memcg_stat;
+  // memory.events (v2) or failcnt/oom_control (v1) of that memcg, and its PSI (v2).
+  std::map<std::string, uint64_t> memcg_events;
+  std::optional<sys::MemoryPressure> memcg_pressure;
+  std::optional<uint64_t> memcg_peak_bytes;
 };
 
 // `memcg_dir` may be empty (no memory cgroup known).
@@ -44,7 +48,9 @@ CounterSnapshot TakeCounterSnapshot(const std::string& memcg_dir);
 // Deltas over the interval: vmstat (pgfault, pgmajfault, pswpin, pswpout, workingset
 // refaults, oom_kill, pgscan_*/pgsteal_* by reclaim source plus pgscan/pgsteal totals),
 // rusage (rusage_minflt, ..., rusage_utime_seconds), PSI memory stall microseconds, and
-// "memcg_"-prefixed memory.stat event deltas (memcg_pgscan, memcg_workingset_refault_file...).
+// "memcg_"-prefixed memory.stat event deltas (memcg_pgscan, memcg_workingset_refault_file...),
+// "memcg_event.<name>" totals at the end (oom_kill, max/failcnt: since the memcg was made)
+// and "memcg_event_delta.<name>" over the interval, memcg PSI (v2) and peak usage.
 std::map<std::string, double> CounterDeltas(const CounterSnapshot& start, const CounterSnapshot& end);
 
 }  // namespace faultline::workloads

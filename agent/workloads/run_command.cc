@@ -7,10 +7,15 @@
 #include <memory>
 
 #include "agent/sys/cgroup.h"
+#include "agent/sys/board_facts.h"
+#include "agent/sys/environment.h"
+#include "agent/sys/file_io.h"
 #include "agent/sys/vmstat.h"
+#include "agent/sys/zram_swap.h"
 #include "agent/workloads/exit_codes.h"
 #include "agent/workloads/result.h"
 #include "agent/workloads/workload.h"
+#include "services/common/units.h"
 
 namespace faultline::workloads {
 namespace {
@@ -60,6 +65,28 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
                                  const std::atomic<bool>& interrupted) {
   const BenchmarkSpec* spec = FindBenchmark(command.benchmark);
   if (spec == nullptr) return Fail(kExitUsage, "unknown benchmark " + command.benchmark);
+  // Sizes beyond the board's RAM fail before anything is allocated.
+  if (auto meminfo = sys::ReadFileToString("/proc/meminfo", nullptr)) {
+    const uint64_t ram = sys::ParseMemTotalBytes(*meminfo);
+    for (const auto& knob : spec->knobs) {
+      if (knob.type != KnobType::kSize || ram == 0) continue;
+      const uint64_t value = command.knobs.at(knob.name).number;
+      if (value > ram) {
+        return Fail(kExitUsage, "--" + knob.name + ": must not exceed the board's RAM (" +
+                                    FormatSize(ram) + "), got " + FormatSize(value));
+      }
+    }
+  }
+  // Declared before the cgroup and the workload: swapoff happens after their memory is gone.
+  std::unique_ptr<sys::ZramSwap> zram;
+  if (command.zram_swap_bytes > 0 && spec->requires_swap) {
+    sys::ZramSwapOptions zram_options;
+    zram_options.disksize_bytes = command.zram_swap_bytes;
+    std::string why;
+    auto started = sys::ZramSwap::Start(zram_options, &why);
+    if (!started) return Fail(kExitFailure, "--zram-swap: " + why);
+    zram = std::make_unique<sys::ZramSwap>(std::move(*started));
+  }
   const bool swap_present = sys::HasSwap();
   if (spec->requires_swap && !swap_present) {
     return Fail(kExitNoSwap, "no swap: " + command.benchmark +
@@ -112,11 +139,17 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   CounterSnapshot at_start, at_end;
   HarnessHooks hooks;
   hooks.threads_started = [&] { WriteProgress(command.progress_fd, FormatProgressStarted()); };
-  hooks.measurement_started = [&] { at_start = TakeCounterSnapshot(memcg_dir); };
+  hooks.measurement_started = [&] {
+    at_start = TakeCounterSnapshot(memcg_dir);
+    workload->MeasurementStarted();
+  };
   hooks.second_done = [&](uint32_t second, uint64_t rounds) {
     WriteProgress(command.progress_fd, FormatProgressSecond(second, rounds));
   };
-  hooks.measurement_ended = [&] { at_end = TakeCounterSnapshot(memcg_dir); };
+  hooks.measurement_ended = [&] {
+    workload->MeasurementEnded();
+    at_end = TakeCounterSnapshot(memcg_dir);
+  };
   RealMonotonicClock clock(&interrupted);
   HarnessResult run = RunHarness(workload->ThreadGroups(), plan, clock, hooks);
   if (run.interrupted) return Fail(kExitInterrupted, "interrupted");
@@ -136,13 +169,19 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   result.counters["rounds_per_thread_max"] = static_cast<double>(run.max_thread_rounds);
   result.counters["measured_elapsed_seconds"] =
       std::chrono::duration<double>(run.sampling.measured_elapsed).count();
+  result.counters["cpu_seconds"] =
+      result.counters["rusage_utime_seconds"] + result.counters["rusage_stime_seconds"];
+  result.counters["context_switches_voluntary"] = result.counters["rusage_nvcsw"];
+  result.counters["context_switches_involuntary"] = result.counters["rusage_nivcsw"];
+  workload->AddCounters(&result.counters);
 
-  struct utsname uts;
-  if (::uname(&uts) == 0) {
-    environment["kernel_release"] = uts.release;
-    environment["arch"] = uts.machine;
+  for (auto& [key, value] : sys::CollectEnvironmentFingerprint()) {
+    environment.try_emplace(key, std::move(value));
   }
+  environment["kernel_release"] = environment["kernel.release"];
+  environment["arch"] = environment["cpu.arch"];
   environment["page_size"] = std::to_string(options.page_size);
+  if (!command.preset.empty()) environment["preset"] = command.preset;
   environment["swap_present"] = swap_present ? "true" : "false";
   environment["threads_started"] = std::to_string(run.threads_started);
   if (!memcg_dir.empty()) environment["memcg.current"] = memcg_dir;

@@ -22,6 +22,12 @@ class Workload {
   virtual std::vector<ThreadGroup> ThreadGroups() = 0;
   // Facts worth keeping with the result ("work_dir", "region_bytes", ...).
   virtual void DescribeEnvironment(std::map<std::string, std::string>* environment) const {}
+  // Called on the sampling thread right after the measured interval starts / ends, so a
+  // workload can snapshot counters of its own (e.g. time spent faulting).
+  virtual void MeasurementStarted() {}
+  virtual void MeasurementEnded() {}
+  // Counters of its own over the measured interval ("fault_ns_per_iteration", ...).
+  virtual void AddCounters(std::map<std::string, double>* counters) const {}
 };
 
 struct WorkloadOptions {
@@ -35,6 +41,8 @@ std::unique_ptr<Workload> MakeFilemapThrash(const ResolvedKnobs& knobs, const Wo
 std::unique_ptr<Workload> MakeSwapIn(const ResolvedKnobs& knobs, const WorkloadOptions& options);
 std::unique_ptr<Workload> MakeMmapWriterPressure(const ResolvedKnobs& knobs,
                                                  const WorkloadOptions& options);
+std::unique_ptr<Workload> MakeShmemFolioFault(const ResolvedKnobs& knobs,
+                                              const WorkloadOptions& options);
 
 // By catalogue name; nullptr for an unknown benchmark.
 std::unique_ptr<Workload> MakeWorkload(std::string_view benchmark, const ResolvedKnobs& knobs,

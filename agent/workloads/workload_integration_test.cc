@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include "agent/sys/testing/cgroup_cleanup.h"
 #include "agent/sys/testing/zram_swap.h"
 #include "agent/sys/vmstat.h"
+#include "services/common/benchmarks.h"
 
 extern char** environ;
 
@@ -234,6 +236,161 @@ TEST(WorkloadBinary, MmapWriterPressureRunsWithZramSwap) {
   EXPECT_GT(result["counters"]["writer_rounds"].get<double>(), 0);
   EXPECT_EQ(result["params"]["writers"], "2");
   EXPECT_EQ(result["params"]["fill"], "nonzero");
+}
+
+// The counters and fingerprint the issue asks of every run.
+void ExpectIssueCountersAndEnvironment(const nlohmann::json& result) {
+  const auto& c = result["counters"];
+  for (const char* key : {"pgfault", "pgmajfault", "pswpin", "pswpout", "workingset_refault_anon",
+                          "workingset_refault_file", "pgscan", "pgsteal", "cpu_seconds",
+                          "rusage_utime_seconds", "rusage_stime_seconds",
+                          "context_switches_voluntary", "context_switches_involuntary"}) {
+    EXPECT_TRUE(c.contains(key)) << key << " missing in " << c.dump();
+  }
+  if (sys::ReadMemoryPressure()) {
+    EXPECT_TRUE(c.contains("psi_memory_some_us")) << c.dump();
+    EXPECT_TRUE(c.contains("psi_memory_full_us")) << c.dump();
+  }
+  const auto& e = result["environment"];
+  for (const char* key : {"kernel.release", "kernel.version", "kernel.cmdline", "swap.devices",
+                          "cpu.model", "cpu.count", "cpu.online", "cpu.governor", "page_size",
+                          "memory.total_bytes", "cgroup.version"}) {
+    EXPECT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
+  }
+  if (std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    for (const char* key : {"thp.enabled", "thp.defrag", "thp.shmem_enabled"}) {
+      EXPECT_TRUE(e.contains(key)) << key;
+    }
+  }
+  if (std::filesystem::exists("/proc/config.gz")) {
+    EXPECT_TRUE(e.contains("kernel.config_fnv1a64")) << e.dump();
+  }
+}
+
+TEST(WorkloadBinary, SwapInShowsPswpinOnZram) {
+  std::string reason;
+  auto swap = sys::testing::ScopedZramSwap::Start(512ull << 20, &reason);
+  if (!swap) GTEST_SKIP() << "zram swap unavailable: " << reason;
+  auto run = RunWorkload({"--preset", "v2-swap-in-small", "--fill", "nonzero", "--duration", "2s"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto result = nlohmann::json::parse(run.out);
+  ExpectConsistentResult(result, 2);
+  ExpectIssueCountersAndEnvironment(result);
+  EXPECT_EQ(result["params"]["preset"], "v2-swap-in-small");
+  EXPECT_EQ(result["environment"]["preset"], "v2-swap-in-small");
+  EXPECT_GT(result["counters"]["pswpin"].get<double>(), 0) << result["counters"].dump();
+  EXPECT_GT(result["counters"]["pageout_rounds"].get<double>(), 0);
+  EXPECT_NE(result["environment"]["swap.devices"].get<std::string>().find("/dev/zram0"),
+            std::string::npos);
+  EXPECT_TRUE(result["environment"].contains("swap.zram0.comp_algorithm"));
+}
+
+TEST(WorkloadBinary, FilemapThrashUnderATightMemcgFaultsMajorOrRefaults) {
+  std::string reason;
+  auto backend = sys::DetectCgroupBackend({}, &reason);
+  if (::geteuid() != 0 || !backend) GTEST_SKIP() << "no usable memory cgroup: " << reason;
+  TempDir dir;
+  // 4 x 16M files of page cache in a 32M memcg: every pass re-reads evicted pages.
+  auto run = RunWorkload({"filemap-thrash", "--threads", "4", "--file-size", "16M",
+                          "--file-fill", "written", "--duration", "2s", "--dir", dir.path(),
+                          "--memory-max", "32M", "--swap-max", "0"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto result = nlohmann::json::parse(run.out);
+  ExpectConsistentResult(result, 2);
+  ExpectIssueCountersAndEnvironment(result);
+  const auto& c = result["counters"];
+  const double evidence = c["pgmajfault"].get<double>() + c["workingset_refault_file"].get<double>() +
+                          c.value("memcg_pgmajfault", 0.0);
+  EXPECT_GT(evidence, 0) << c.dump();
+  EXPECT_TRUE(c.contains("memcg_event.failcnt") || c.contains("memcg_event.max")) << c.dump();
+  EXPECT_TRUE(c.contains("memcg_peak_bytes")) << c.dump();
+  EXPECT_LE(c["memcg_peak_bytes"].get<double>(), 32.0 * 1024 * 1024);
+  EXPECT_TRUE(dir.empty());
+}
+
+TEST(WorkloadBinary, PresetRunsWithItsOwnMemcgByHand) {
+  std::string reason;
+  auto backend = sys::DetectCgroupBackend({}, &reason);
+  if (::geteuid() != 0 || !backend) GTEST_SKIP() << "no usable memory cgroup: " << reason;
+  TempDir dir;
+  auto run = RunWorkload({"--preset", "v5-filemap-small", "--duration", "1s", "--dir", dir.path()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto result = nlohmann::json::parse(run.out);
+  ExpectConsistentResult(result, 1);
+  EXPECT_EQ(result["benchmark"], "filemap-thrash");
+  EXPECT_EQ(result["params"]["threads"], "4");  // the first value of the preset's matrix
+  EXPECT_EQ(result["params"]["munmap_threads"], "1");
+  EXPECT_GT(result["counters"]["munmap_rounds"].get<double>(), 0);
+  EXPECT_TRUE(result["environment"].contains("memcg.memory_max")) << result["environment"].dump();
+  EXPECT_TRUE(dir.empty());
+}
+
+TEST(WorkloadBinary, ShmemFolioFaultReportsIterationsAndNanoseconds) {
+  for (const char* vma : {"64K", "32K"}) {
+    SCOPED_TRACE(vma);
+    std::vector<std::string> args = {"shmem-folio-fault", "--vma-size", vma, "--duration", "1s"};
+    if (::geteuid() != 0) {
+      args.push_back("--thp");
+      args.push_back("advise");  // force writes sysfs
+    }
+    auto run = RunWorkload(args);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    auto result = nlohmann::json::parse(run.out);
+    ExpectConsistentResult(result, 1);
+    ExpectIssueCountersAndEnvironment(result);
+    const auto& c = result["counters"];
+    ASSERT_TRUE(c.contains("ns_per_iteration")) << c.dump();
+    ASSERT_TRUE(c.contains("fault_ns_per_iteration")) << c.dump();
+    EXPECT_GT(c["fault_ns_per_iteration"].get<double>(), 0);
+    EXPECT_LE(c["fault_ns_per_iteration"].get<double>(), c["ns_per_iteration"].get<double>());
+    // Every iteration faults at least once (MADV_DONTNEED zapped the page table).
+    EXPECT_GE(c["pgfault"].get<double>(), result["rounds"].get<double>());
+    const auto& e = result["environment"];
+    EXPECT_EQ(e["shmem.vma_bytes"], std::to_string(std::stoul(vma) * 1024));
+    if (::geteuid() == 0 && e.contains("shmem.enabled_path")) {
+      EXPECT_EQ(e["shmem.pmd_folio"], "true") << e.dump();
+      // The forced setting was put back.
+      std::ifstream setting(e["shmem.enabled_path"].get<std::string>());
+      std::string text((std::istreambuf_iterator<char>(setting)), std::istreambuf_iterator<char>());
+      EXPECT_NE(text.find("[" + e["shmem.enabled_before_force"].get<std::string>() + "]"),
+                std::string::npos) << text;
+    }
+  }
+}
+
+// Every -small preset runs for real (1 s each; swap ones on a zram device the workload
+// provisions and removes itself).
+TEST(WorkloadBinary, EverySmallPresetRuns) {
+  std::string reason;
+  auto backend = sys::DetectCgroupBackend({}, &reason);
+  if (::geteuid() != 0 || !backend) GTEST_SKIP() << "no usable memory cgroup: " << reason;
+  if (!std::filesystem::exists("/sys/block/zram0/disksize") || sys::HasSwap()) {
+    GTEST_SKIP() << "needs an idle /dev/zram0 and no active swap";
+  }
+  TempDir dir;
+  for (const auto& preset : Presets()) {
+    if (!preset.small) continue;
+    SCOPED_TRACE(preset.name);
+    auto run = RunWorkload({"--preset", preset.name, "--duration", "1s", "--warmup", "0s",
+                            "--dir", dir.path(), "--zram-swap", "512M"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    auto result = nlohmann::json::parse(run.out);
+    ExpectConsistentResult(result, 1);
+    EXPECT_EQ(result["benchmark"], preset.benchmark);
+    EXPECT_EQ(result["params"]["preset"], preset.name);
+    if (!preset.memcg.memory_max.empty()) {
+      EXPECT_TRUE(result["environment"].contains("memcg.memory_max"));
+    }
+    EXPECT_FALSE(sys::HasSwap()) << "the zram swap device was not removed";
+  }
+  EXPECT_TRUE(dir.empty());
+}
+
+TEST(WorkloadBinary, SizesAboveTheBoardsRamFailBeforeAllocating) {
+  auto run = RunWorkload({"swap-in", "--region-size", "64G", "--duration", "1s"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("--region_size: must not exceed the board's RAM"), std::string::npos)
+      << run.err;
 }
 
 FAULTLINE_REMOVE_EMPTY_CGROUP_PARENT_AT_EXIT();

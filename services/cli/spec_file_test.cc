@@ -108,7 +108,7 @@ TEST(SpecFileTest, UnknownFieldGivesLineColumnAndTheFields) {
   EXPECT_EQ(ErrorOf("duration: 5s\nrepetitions: 3\nbenchmrk: swap-in\n"),
             "spec.yaml:3:1: unknown field 'benchmrk' in JobSpec (fields: benchmark, duration, repetitions, "
             "kernels, memcg, params, matrix, arches, boards, name, baseline, block_size, shuffle_seed, alpha, "
-            "min_effect); did you mean 'benchmark'?");
+            "min_effect, kernel_overrides); did you mean 'benchmark'?");
 }
 
 TEST(SpecFileTest, ComparisonSettings) {

@@ -31,6 +31,8 @@ fi
 
 fl_start_postgres
 fl_start_controller
+# The board opts in to a zram swap device per swap-needing run (removed afterwards).
+export FL_ZRAM_SWAP=512M
 FL_KERNEL_LABELS="vanilla vanilla-aa" fl_start_agent e2e-board
 
 # Health endpoints.
@@ -94,6 +96,22 @@ bad=$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id
 [ "$bad" = 0 ] || fail "$bad results without exactly 2 samples or with zero throughput"
 [ "$(sql "SELECT count(*) FROM results WHERE environment ? 'memcg.memory_max'")" = 4 ] || fail "applied memcg limits not recorded"
 pass "database holds one result per run with one sample per second"
+
+# Swap-in for real on the zram swap the agent provisions for the run.
+cat >"$FL_STATE/swap.yaml" <<'YAML'
+name: e2e-swap-in
+benchmark: swap-in
+duration: 2s
+repetitions: 1
+kernels: [vanilla]
+memcg: {memory_max: 256M, swap_max: max}
+params: {region_size: 64M, readers: 2, pageout_threads: 1, fill: nonzero}
+YAML
+swap=$("$FL_BIN_CLI" submit "$FL_STATE/swap.yaml" --wait) || fail "swap-in job failed"
+pswpin=$(sql "SELECT (r.counters->>'pswpin')::float FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $swap")
+awk -v v="$pswpin" 'BEGIN { exit !(v > 0) }' || fail "swap-in shows no pswpin ($pswpin)"
+! grep -q zram0 /proc/swaps || fail "the provisioned zram swap was not removed"
+pass "swap-in ran on provisioned zram swap (pswpin $pswpin) and the device is gone"
 
 # Clean-up on the board: no run cgroups, no workload files.
 leftover=$(find /sys/fs/cgroup -maxdepth 4 -type d -name 'run-*' -path '*faultline*' 2>/dev/null | wc -l)

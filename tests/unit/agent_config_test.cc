@@ -49,5 +49,21 @@ TEST(AgentConfig, RefusesBadInputWithLineAndField) {
   EXPECT_NE(std::string(malformed.status().message()).find("line "), std::string::npos);
 }
 
+TEST(AgentConfig, ZramSwapIsOptionalAndASize) {
+  auto off = ParseAgentConfig("board: b\nkernels: [{label: v, release: r}]\n", "r");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->zram_swap_bytes, 0u);
+  auto on = ParseAgentConfig("board: b\nzram_swap: 1G\nkernels: [{label: v, release: r}]\n", "r");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->zram_swap_bytes, 1ull << 30);
+  auto bad = ParseAgentConfig("board: b\nzram_swap: lots\nkernels: [{label: v, release: r}]\n", "r");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("zram_swap (line 2"), std::string::npos)
+      << bad.status();
+  auto tiny = ParseAgentConfig("board: b\nzram_swap: 1M\nkernels: [{label: v, release: r}]\n", "r");
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(std::string(tiny.status().message()).find("at least 16M"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace faultline::agent

@@ -119,6 +119,10 @@ TEST(ValidateJobSpec, RefusesEachBadInputNamingFieldAndLimit) {
   ExpectInvalid(s, "matrix.file_size", "also set in params");
 
   s = Example();
+  s.matrix = {{"preset", {"v5-filemap-small"}}};
+  ExpectInvalid(s, "matrix.preset", "choose it in params");
+
+  s = Example();
   s.arches = {"sparc"};
   ExpectInvalid(s, "arches[0]", "unknown arch");
 

@@ -258,6 +258,9 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& spec,
                                          absl::StrJoin(names, ", "), ")"));
     }
     if (!matrix_keys.insert(knob).second) return Invalid(field, "listed twice");
+    if (knob == "preset") {
+      return Invalid(field, "a preset sets several knobs; choose it in params, not the matrix");
+    }
     if (fixed.count(knob)) {
       return Invalid(field, absl::StrCat("is also set in params; set it in one place"));
     }

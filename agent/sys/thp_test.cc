@@ -1,0 +1,61 @@
+#include "agent/sys/thp.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/sys/environment.h"
+
+namespace faultline::sys {
+namespace {
+
+TEST(ParseBracketedChoice, PicksTheActiveWord) {
+  EXPECT_EQ(ParseBracketedChoice("always [madvise] never\n"), "madvise");
+  EXPECT_EQ(ParseBracketedChoice("always within_size advise [never] deny force"), "never");
+  EXPECT_EQ(ParseBracketedChoice("[lzo] lzo-rle lz4 zstd"), "lzo");
+  EXPECT_EQ(ParseBracketedChoice("schedutil"), "");
+}
+
+TEST(ParseSmapsFor, FindsTheBlockOfOneMapping) {
+  const char* smaps =
+      "7f0000000000-7f0000200000 rw-s 00000000 00:01 1234    /memfd:x (deleted)\n"
+      "Size:               2048 kB\n"
+      "Rss:                2048 kB\n"
+      "ShmemPmdMapped:     2048 kB\n"
+      "VmFlags: rd wr sh mr mw me ms sd\n"
+      "7f0000200000-7f0000210000 rw-s 00000000 00:01 1234    /memfd:x (deleted)\n"
+      "Size:                 64 kB\n"
+      "Rss:                   0 kB\n";
+  auto big = ParseSmapsFor(smaps, 0x7f0000000000);
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->at("ShmemPmdMapped"), 2048u);
+  EXPECT_EQ(big->at("Rss"), 2048u);
+  EXPECT_EQ(big->count("VmFlags"), 0u);
+  auto small = ParseSmapsFor(smaps, 0x7f0000200000);
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->at("Size"), 64u);
+  EXPECT_FALSE(ParseSmapsFor(smaps, 0x1000));
+}
+
+TEST(Fnv1a64Hex, KnownVectors) {
+  EXPECT_EQ(Fnv1a64Hex(""), "cbf29ce484222325");
+  EXPECT_EQ(Fnv1a64Hex("a"), "af63dc4c8601ec8c");
+}
+
+TEST(EnvironmentFingerprint, HasTheIssuesKeysOnThisHost) {
+  auto env = CollectEnvironmentFingerprint();
+  for (const char* key : {"kernel.release", "swap.devices", "swap.total_bytes", "cpu.arch",
+                          "cpu.model", "cpu.count", "cpu.governor", "page_size",
+                          "memory.total_bytes", "cgroup.version"}) {
+    EXPECT_TRUE(env.count(key)) << key;
+  }
+  EXPECT_NE(env.at("page_size"), "0");
+  // Present wherever procfs/THP are (not under every qemu-user or container).
+  if (env.count("kernel.version")) {
+    EXPECT_NE(env.at("kernel.version").find("Linux"), std::string::npos);
+  }
+  if (env.count("thp.enabled")) {
+    EXPECT_FALSE(env.at("thp.enabled").empty());
+  }
+}
+
+}  // namespace
+}  // namespace faultline::sys
