@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "services/common/units.h"
 #include "yaml-cpp/yaml.h"
 
 namespace faultline::agent {
@@ -18,32 +19,6 @@ std::string Where(const YAML::Node& node) {
 
 absl::Status Bad(const YAML::Node& node, const std::string& field, const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat(field, " (", Where(node), "): ", message));
-}
-
-// "512M", "1G", "1.5G" (binary multiples, as elsewhere in faultline). Local because this
-// library links only absl and yaml-cpp; services/common/units.h has the full parser.
-std::optional<uint64_t> ParseConfigSize(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) ||
-                                  text[digits] == '.')) {
-    ++digits;
-  }
-  if (digits == 0 || digits > 18) return std::nullopt;
-  double value = 0;
-  try {
-    value = std::stod(text.substr(0, digits));
-  } catch (...) {
-    return std::nullopt;
-  }
-  std::string unit = text.substr(digits);
-  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
-  if (unit.size() > 1 && unit.back() == 'i') unit.pop_back();
-  static const std::map<std::string, double> kMultiplier = {
-      {"", 1}, {"K", 1024.0}, {"M", 1024.0 * 1024}, {"G", 1024.0 * 1024 * 1024},
-      {"T", 1024.0 * 1024 * 1024 * 1024}};
-  auto it = kMultiplier.find(unit);
-  if (it == kMultiplier.end()) return std::nullopt;
-  return static_cast<uint64_t>(value * it->second);
 }
 
 bool ValidLabel(const std::string& s) {
@@ -95,7 +70,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
     if (root["cgroup_parent"]) config.cgroup_parent = root["cgroup_parent"].as<std::string>();
     if (root["zram_swap"]) {
       const std::string text = root["zram_swap"].as<std::string>();
-      auto bytes = ParseConfigSize(text);
+      auto bytes = ParseSize(text);
       if (!bytes) {
         return Bad(root["zram_swap"], "zram_swap",
                    "must be a size like 512M or 1G (0 = off), got " + text);
