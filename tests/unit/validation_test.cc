@@ -5,6 +5,8 @@
 #include <set>
 
 #include "services/controller/core/report.h"
+#include "services/common/benchmarks.h"
+#include "services/common/units.h"
 
 namespace faultline::controller {
 namespace {
@@ -167,6 +169,33 @@ TEST(ValidateJobSpec, KernelOverridesReplaceFixedKnobsForOneLabel) {
   s.kernel_overrides.clear();
   s.kernel_overrides["other"] = {};
   ExpectInvalid(s, "kernel_overrides.other", "not one of the job's kernels");
+}
+
+TEST(ValidateJobSpec, APresetFillsDurationMemcgAndMatrixTheSpecLeavesOut) {
+  JobSpecInput s;
+  s.repetitions = 2;
+  s.kernels = {"vanilla"};
+  s.params = {{"preset", "v5-filemap-small"}};
+  auto job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  const PresetSpec* preset = FindPreset("v5-filemap-small");
+  ASSERT_NE(preset, nullptr);
+  EXPECT_EQ(job->benchmark, preset->benchmark);
+  EXPECT_EQ(job->duration, std::chrono::seconds(preset->duration_seconds));
+  EXPECT_EQ(job->memcg.memory_max, *ParseSize(preset->memcg.memory_max));
+  ASSERT_EQ(job->matrix.size(), preset->matrix.size());
+  EXPECT_EQ(job->runs.size(), preset->matrix.front().second.size() * 2);
+  // The spec wins over the preset.
+  s.duration = "3s";
+  s.memory_max = "200M";
+  s.matrix = {{"threads", {"2"}}};
+  auto mine = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->duration, std::chrono::seconds(3));
+  EXPECT_EQ(mine->memcg.memory_max, 200u << 20);
+  EXPECT_EQ(mine->runs.size(), 2u);
+  s.params["preset"] = "no-such-preset";
+  ExpectInvalid(s, "params.preset", "unknown preset 'no-such-preset' (known: v2-file-thrash");
 }
 
 TEST(PlanRunOrder, AlternatesKernelBlocksAndShufflesCellsReproducibly) {

@@ -78,10 +78,34 @@ std::vector<PlannedRun> PlanRunOrder(const std::vector<Cell>& cells,
   return runs;
 }
 
-absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& spec,
+absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
                                              const std::vector<BoardSummary>& boards,
                                              const SpecLimits& limits) {
   ValidatedJob job;
+  // A preset (params.preset) fills what the spec leaves out: benchmark, duration, memcg
+  // limits and matrix; its knobs become defaults in ResolveKnobs. The spec always wins.
+  JobSpecInput spec = given;
+  if (auto it = spec.params.find("preset"); it != spec.params.end()) {
+    const PresetSpec* preset = FindPreset(it->second);
+    if (preset == nullptr) {
+      return Invalid("params.preset", absl::StrCat("unknown preset '", it->second.substr(0, 64),
+                                                   "' (known: ", PresetNames(), ")"));
+    }
+    if (spec.benchmark.empty() || spec.benchmark == preset->benchmark) {
+      spec.benchmark = preset->benchmark;
+      if (spec.duration.empty()) spec.duration = absl::StrCat(preset->duration_seconds, "s");
+      if (spec.memory_max.empty() && spec.memory_high.empty() && spec.swap_max.empty()) {
+        spec.memory_max = preset->memcg.memory_max;
+        spec.memory_high = preset->memcg.memory_high;
+        spec.swap_max = preset->memcg.swap_max;
+      }
+      if (spec.matrix.empty()) {
+        for (const auto& [knob, values] : preset->matrix) {
+          if (!spec.params.count(knob)) spec.matrix.emplace_back(knob, values);
+        }
+      }
+    }
+  }
 
   if (spec.name.size() > limits.max_string_length) {
     return Invalid("name", absl::StrCat("must be at most ", limits.max_string_length,
