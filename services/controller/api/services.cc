@@ -161,11 +161,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::CreateSchedule(grpc::CallbackServerCon
   auto cron = CronSchedule::Parse(req->cron());
   if (!cron.ok()) return Done(ctx, &timer, Invalid(std::string(cron.status().message())));
   // The spec must be valid now; a later slot that no longer fits the fleet records why.
-  auto boards = store_->ListBoards();
-  if (!boards.ok()) return Done(ctx, &timer, boards.status());
-  std::vector<BoardSummary> summaries;
-  for (const auto& b : *boards) summaries.push_back(b.summary);
-  if (auto v = ValidateJobSpec(SpecFromProto(req->spec()), summaries); !v.ok()) {
+  if (auto v = ValidateAgainstFleet(store_, req->spec()); !v.ok()) {
     return Done(ctx, &timer, v.status());
   }
   auto next = cron->NextAfter(std::chrono::system_clock::now());

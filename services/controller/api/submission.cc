@@ -12,19 +12,23 @@
 
 namespace faultline::controller {
 
-absl::StatusOr<Submitted> SubmitSpec(PgStore* store, v1::JobSpec spec,
-                                     const std::string& request_id) {
+absl::StatusOr<ValidatedJob> ValidateAgainstFleet(PgStore* store, const v1::JobSpec& spec) {
   auto boards = store->ListBoards();
   if (!boards.ok()) return boards.status();
   std::vector<BoardSummary> summaries;
   for (const auto& b : *boards) summaries.push_back(b.summary);
+  return ValidateJobSpec(SpecFromProto(spec), summaries);
+}
+
+absl::StatusOr<Submitted> SubmitSpec(PgStore* store, v1::JobSpec spec,
+                                     const std::string& request_id) {
   // The shuffle seed is recorded with the job, so its run order can be reproduced. A retry
   // under a request id must produce the same spec, so its seed derives from the id.
   if (spec.shuffle_seed() == 0) {
     spec.set_shuffle_seed(request_id.empty() ? (std::random_device{}() | 1ull << 32)
                                              : (std::hash<std::string>{}(request_id) | 1ull << 32));
   }
-  auto job = ValidateJobSpec(SpecFromProto(spec), summaries);
+  auto job = ValidateAgainstFleet(store, spec);
   if (!job.ok()) return job.status();
   auto created = store->CreateJob(*job, spec.name(), SpecToJson(spec), request_id);
   if (!created.ok()) return created.status();

@@ -14,6 +14,9 @@ struct Submitted {
   std::string benchmark;
 };
 
+// Validates `spec` against the catalogue, the limits and the boards registered now.
+absl::StatusOr<ValidatedJob> ValidateAgainstFleet(PgStore* store, const v1::JobSpec& spec);
+
 // Validates `spec` against the registered boards and stores it (idempotent per request id).
 absl::StatusOr<Submitted> SubmitSpec(PgStore* store, v1::JobSpec spec,
                                      const std::string& request_id);
