@@ -3,15 +3,18 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <thread>
 
 #include "agent/config.h"
+#include "agent/kernel_switch.h"
 #include "agent/rpc/agent_client.h"
 #include "agent/runner/runner.h"
 #include "agent/sys/board_facts.h"
 #include "agent/sys/cgroup.h"
+#include "agent/sys/file_io.h"
 #include "agent/sys/zram_swap.h"
 #include "services/common/benchmarks.h"
 #include "google/protobuf/util/json_util.h"
@@ -81,6 +84,43 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
     log::error("event=bad_config error=\"{}\"", std::string(config.status().message()));
     return 2;
   }
+  SwitchState switch_state(config->state_dir);
+  if (options.clear_needs_check) {
+    absl::Status cleared = switch_state.ClearNeedsCheck();
+    if (!cleared.ok()) {
+      log::error("event=clear_needs_check_failed error=\"{}\"", std::string(cleared.message()));
+      return 1;
+    }
+    log::info("event=needs_check_cleared board={}", config->board);
+    return 0;
+  }
+  auto identity = ReadBootIdentity(*config);
+  if (!identity.ok()) {
+    log::error("event=no_boot_identity error=\"{}\"", std::string(identity.status().message()));
+    return 2;
+  }
+  if (identity->release != facts.kernel_release) {
+    // A simulated board (release_file): its release is what this agent serves.
+    facts.kernel_release = identity->release;
+    config = LoadAgentConfig(options.config_path, facts.kernel_release);
+    if (!config.ok()) return 2;
+  }
+  std::string switched_to;
+  auto needs_check = SettleSwitchOnStart(switch_state, *identity, &switched_to);
+  if (!needs_check.ok()) {
+    log::error("event=switch_state_unusable dir={} error=\"{}\"", config->state_dir,
+               std::string(needs_check.status().message()));
+    return 2;
+  }
+  if (!switched_to.empty()) {
+    log::info("event=kernel_switch_verified label={} release={} boot_id={}", switched_to,
+              identity->release, identity->boot_id);
+  }
+  if (needs_check->has_value()) {
+    log::error("event=needs_check reason=\"{}\" note=\"no runs until cleared with "
+               "faultline-agent --config FILE --clear-needs-check\"",
+               **needs_check);
+  }
   std::string workload = !options.workload_binary.empty() ? options.workload_binary
                          : !config->workload_binary.empty() ? config->workload_binary
                                                             : DefaultWorkloadBinary(argv0);
@@ -111,6 +151,7 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   std::filesystem::create_directories(config->work_dir, ec);
 
   v1::Board board = BoardFromFacts(*config, facts);
+  board.set_boot_id(identity->boot_id);
   if (board.running_kernel_label().empty()) {
     log::warn("event=unknown_running_kernel release={} note=\"no configured kernel has this "
               "release; the agent will get no runs\"",
@@ -123,6 +164,14 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
             facts.kernel_release);
 
   RunFunction run = [&](const v1::Assignment& a, std::atomic<bool>* cancel) {
+    // Never run on another kernel than the one assigned (the controller should not ask).
+    const auto running = RunningKernelLabels(*config, facts.kernel_release);
+    if (std::find(running.begin(), running.end(), a.kernel()) == running.end()) {
+      RunReport refused;
+      refused.failure_reason = "wrong kernel: assigned '" + a.kernel() + "', board runs " +
+                               facts.kernel_release;
+      return refused;
+    }
     runner::WorkloadInvocation inv;
     inv.workload_binary = workload;
     inv.benchmark = a.benchmark();
@@ -196,7 +245,63 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   auto channel = grpc::CreateCustomChannel(options.controller, grpc::InsecureChannelCredentials(), args);
   AgentClientOptions client_options;
   client_options.board = board;
-  AgentClient client(client_options, channel, run);
+  SwitchFunction kernel_switch = [&](const v1::KernelSwitch& order,
+                                     const std::atomic<bool>* stopping) -> std::string {
+    auto needs_check = [&](const std::string& reason) {
+      if (absl::Status s = switch_state.MarkNeedsCheck(reason); !s.ok()) {
+        log::error("event=needs_check_unrecorded error=\"{}\"", std::string(s.message()));
+      }
+      return reason;
+    };
+    const KernelEntry* entry = FindKernel(*config, order.label());
+    if (entry == nullptr) {
+      return needs_check("asked to switch to kernel '" + order.label() + "', which is not configured");
+    }
+    std::string cmdline_error;
+    std::string cmdline = sys::ReadFileToString("/proc/cmdline", &cmdline_error).value_or("");
+    auto commands = BootCommands(*entry, cmdline);
+    if (!commands.ok()) return needs_check(std::string(commands.status().message()));
+    PendingSwitch pending;
+    pending.label = entry->label;
+    pending.release = entry->release;
+    pending.boot_id_before = identity->boot_id;
+    pending.requested_at_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+    if (absl::Status s = switch_state.SavePending(pending); !s.ok()) {
+      return needs_check("recording the switch to '" + entry->label + "': " + std::string(s.message()));
+    }
+    const std::vector<std::pair<std::string, std::string>> env = {
+        {"FAULTLINE_BOARD", config->board},
+        {"FAULTLINE_KERNEL_LABEL", entry->label},
+        {"FAULTLINE_KERNEL_RELEASE", entry->release},
+        {"FAULTLINE_AGENT_PID", std::to_string(::getpid())}};
+    for (const auto& argv : *commands) {
+      std::string joined;
+      for (const auto& a : argv) joined += (joined.empty() ? "" : " ") + a;
+      log::info("event=boot_command label={} command=\"{}\"", entry->label, joined);
+      std::string error;
+      int rc = RunBootCommand(argv, env, &error);
+      if (rc != 0) {
+        (void)switch_state.ClearPending();
+        return needs_check("switch to '" + entry->label + "': `" + joined + "` " +
+                           (rc < 0 ? error : "exited with " + std::to_string(rc)));
+      }
+    }
+    // The board is going down now; the next agent life verifies the boot.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(config->switch_timeout_seconds);
+    while (!stopping->load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (stopping->load()) return "";
+    (void)switch_state.ClearPending();
+    return needs_check("the boot commands for '" + entry->label + "' succeeded but the board " +
+                       "did not reboot within " + std::to_string(config->switch_timeout_seconds) +
+                       " s");
+  };
+  HealthFunction health = [&]() { return switch_state.NeedsCheck().value_or(""); };
+  AgentClient client(client_options, channel, run, kernel_switch, health);
 
   std::thread signals([&] {
     int signal = 0;

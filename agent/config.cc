@@ -43,15 +43,18 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
                                                    e.mark.column + 1, ": ", e.msg));
   }
   if (!root.IsMap()) return absl::InvalidArgumentError("the config must be a YAML mapping");
-  static const std::set<std::string> kKnown = {"board", "labels", "work_dir", "workload_binary",
-                                               "cgroup_parent", "zram_swap", "kernels"};
+  static const std::set<std::string> kKnown = {
+      "board",   "labels",    "work_dir",       "workload_binary", "cgroup_parent", "zram_swap",
+      "kernels", "state_dir", "switch_timeout", "release_file",    "boot_id_file"};
   AgentConfig config;
   try {
     for (const auto& kv : root) {
       std::string key = kv.first.as<std::string>();
       if (!kKnown.count(key)) {
-        return Bad(kv.first, key, "unknown field (fields: board, labels, work_dir, "
-                                  "workload_binary, cgroup_parent, zram_swap, kernels)");
+        return Bad(kv.first, key,
+                   "unknown field (fields: board, labels, work_dir, workload_binary, "
+                   "cgroup_parent, zram_swap, kernels, state_dir, switch_timeout, release_file, "
+                   "boot_id_file)");
       }
     }
     if (!root["board"] || !ValidLabel(root["board"].as<std::string>())) {
@@ -83,6 +86,25 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
     if (config.work_dir.empty() || config.work_dir.front() != '/') {
       return Bad(root["work_dir"], "work_dir", "must be an absolute path");
     }
+    for (auto [key, target] : {std::pair<const char*, std::string*>{"state_dir", &config.state_dir},
+                               {"release_file", &config.release_file},
+                               {"boot_id_file", &config.boot_id_file}}) {
+      if (!root[key]) continue;
+      *target = root[key].as<std::string>();
+      if (target->empty() || target->front() != '/') {
+        return Bad(root[key], key, "must be an absolute path");
+      }
+    }
+    if (root["switch_timeout"]) {
+      const std::string text = root["switch_timeout"].as<std::string>();
+      auto d = ParseDuration(text);
+      const int64_t seconds = d ? std::chrono::duration_cast<std::chrono::seconds>(*d).count() : 0;
+      if (!d || seconds < 10 || seconds > 4 * 3600) {
+        return Bad(root["switch_timeout"], "switch_timeout",
+                   "must be a duration between 10s and 4h, got " + text);
+      }
+      config.switch_timeout_seconds = static_cast<uint32_t>(seconds);
+    }
     const YAML::Node kernels = root["kernels"];
     if (!kernels || !kernels.IsSequence() || kernels.size() == 0) {
       return Bad(kernels ? kernels : root, "kernels",
@@ -99,7 +121,21 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
         if (key == "label") e.label = kv.second.as<std::string>();
         else if (key == "release") e.release = kv.second.as<std::string>();
         else if (key == "boot") e.boot = kv.second.as<std::string>();
-        else return Bad(kv.first, field + "." + key, "unknown field (label, release, boot)");
+        else if (key == "kernel") e.kernel = kv.second.as<std::string>();
+        else if (key == "initrd") e.initrd = kv.second.as<std::string>();
+        else if (key == "cmdline") e.cmdline = kv.second.as<std::string>();
+        else if (key == "grub_entry") e.grub_entry = kv.second.as<std::string>();
+        else if (key == "command") {
+          if (!kv.second.IsSequence() || kv.second.size() == 0) {
+            return Bad(kv.second, field + ".command",
+                       "must be a non-empty list: the program and its arguments");
+          }
+          for (const auto& arg : kv.second) e.command.push_back(arg.as<std::string>());
+        } else {
+          return Bad(kv.first, field + "." + key,
+                     "unknown field (label, release, boot, kernel, initrd, cmdline, grub_entry, "
+                     "command)");
+        }
       }
       if (!ValidLabel(e.label)) {
         return Bad(k, field + ".label", "is required: 1..64 of letters, digits, '-', '_', '.'");
@@ -110,6 +146,21 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
       static const std::set<std::string> kBoot = {"none", "kexec", "grub-reboot", "command"};
       if (!kBoot.count(e.boot)) {
         return Bad(k, field + ".boot", "must be one of none, kexec, grub-reboot, command");
+      }
+      if (e.boot == "kexec" && (e.kernel.empty() || e.kernel.front() != '/')) {
+        return Bad(k, field + ".kernel", "boot: kexec needs the kernel image's absolute path");
+      }
+      if (e.boot == "kexec" && !e.initrd.empty() && e.initrd.front() != '/') {
+        return Bad(k, field + ".initrd", "must be an absolute path");
+      }
+      if (e.boot == "grub-reboot" && e.grub_entry.empty()) {
+        return Bad(k, field + ".grub_entry", "boot: grub-reboot needs the menu entry to boot");
+      }
+      if (e.boot == "command" && e.command.empty()) {
+        return Bad(k, field + ".command", "boot: command needs the command to run");
+      }
+      if (e.boot == "command" && e.command.front().front() != '/') {
+        return Bad(k, field + ".command", "the program must be an absolute path");
       }
       config.kernels.push_back(std::move(e));
     }
@@ -131,6 +182,13 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", config.status().message()));
   }
   return config;
+}
+
+const KernelEntry* FindKernel(const AgentConfig& config, const std::string& label) {
+  for (const auto& k : config.kernels) {
+    if (k.label == label) return &k;
+  }
+  return nullptr;
 }
 
 std::string RunningKernelLabel(const AgentConfig& config, const std::string& running_release) {

@@ -7,10 +7,20 @@
 //   cgroup_parent: ""                  # optional delegated cgroup v2 directory
 //   zram_swap: 1G                      # optional: a zram swap device of this size is set
 //                                      # up for each run that needs swap, removed after
+//   state_dir: /var/lib/faultline-agent  # what must survive a reboot (kernel switches)
+//   switch_timeout: 10m                  # a switch not back by then: needs-check
 //   kernels:
-//     - {label: vanilla, release: 6.1.0-18-amd64, boot: none}
-//     - {label: patched, release: 6.1.0-rc1+, boot: kexec}
-// `release: running` stands for the running kernel's `uname -r`.
+//     - {label: vanilla, release: 6.1.0-18-amd64, boot: grub-reboot,
+//        grub_entry: "Advanced options>Debian, with Linux 6.1.0-18-amd64"}
+//     - {label: patched, release: 6.1.0-rc1+, boot: kexec,
+//        kernel: /boot/vmlinuz-6.1.0-rc1+, initrd: /boot/initrd.img-6.1.0-rc1+,
+//        cmdline: running}                # running: this boot's /proc/cmdline
+//     - {label: lab, release: 6.2.0, boot: command, command: [/usr/local/bin/boot, lab]}
+// `release: running` stands for the running kernel's `uname -r`. `boot: none` serves only
+// while that kernel happens to run. The controller names kernels by label only: what a
+// switch executes comes from this file alone.
+// For simulated boards (tests): release_file and boot_id_file replace `uname -r` and
+// /proc/sys/kernel/random/boot_id as the agent's idea of what is running.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -24,6 +34,15 @@ struct KernelEntry {
   std::string label;
   std::string release;
   std::string boot = "none";  // none | kexec | grub-reboot | command
+  // kexec:
+  std::string kernel;          // the image (absolute path)
+  std::string initrd;          // optional
+  std::string cmdline = "running";  // "running": reuse /proc/cmdline
+  // grub-reboot: the menu entry (title, id or index) booted once, then the default again.
+  std::string grub_entry;
+  // command: argv of the lab's boot script; it gets FAULTLINE_BOARD, FAULTLINE_KERNEL_LABEL,
+  // FAULTLINE_KERNEL_RELEASE and FAULTLINE_AGENT_PID in its environment.
+  std::vector<std::string> command;
 };
 
 struct AgentConfig {
@@ -34,7 +53,14 @@ struct AgentConfig {
   std::string cgroup_parent;
   uint64_t zram_swap_bytes = 0;  // 0: the agent never provisions swap
   std::vector<KernelEntry> kernels;
+  std::string state_dir = "/var/lib/faultline-agent";
+  uint32_t switch_timeout_seconds = 600;
+  std::string release_file;  // tests: read the running release from here
+  std::string boot_id_file;  // tests: read the boot id from here
 };
+
+// The configured entry for a label, or nullptr.
+const KernelEntry* FindKernel(const AgentConfig& config, const std::string& label);
 
 // Parses and checks the config; `running_release` resolves `release: running`.
 absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   app.add_option("--config", options.config_path, "board configuration (agent.yaml)")->required();
   app.add_option("--workload-binary", options.workload_binary,
                  "path of faultline-workload (default: next to this binary)");
+  app.add_flag("--clear-needs-check", options.clear_needs_check,
+               "after checking the board by hand: clear its needs-check state and exit");
   CLI11_PARSE(app, argc, argv);
   return faultline::agent::RunAgent(options, argv[0]);
 }

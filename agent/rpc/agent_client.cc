@@ -15,12 +15,17 @@ std::chrono::system_clock::time_point In(std::chrono::milliseconds d) {
 }  // namespace
 
 AgentClient::AgentClient(AgentClientOptions options, std::shared_ptr<grpc::Channel> channel,
-                         RunFunction run)
-    : options_(std::move(options)), stub_(v1::AgentService::NewStub(channel)), run_(std::move(run)) {}
+                         RunFunction run, SwitchFunction kernel_switch, HealthFunction health)
+    : options_(std::move(options)),
+      stub_(v1::AgentService::NewStub(channel)),
+      run_(std::move(run)),
+      switch_(std::move(kernel_switch)),
+      health_(std::move(health)) {}
 
 void AgentClient::Stop() {
   std::lock_guard lock(mu_);
   stopping_ = true;
+  stopping_flag_ = true;
   if (inflight_ != nullptr) inflight_->TryCancel();
   if (run_cancel_ != nullptr) run_cancel_->store(true);
   cv_.notify_all();
@@ -54,12 +59,18 @@ bool AgentClient::Hello() {
     return false;
   }
   if (resp.heartbeat_interval_seconds() > 0) heartbeat_seconds_ = resp.heartbeat_interval_seconds();
-  log::info("event=hello_ok board={} running_kernel={}", options_.board.name(),
-            options_.board.running_kernel_label());
+  log::info("event=hello_ok board={} running_kernel={} health={}", options_.board.name(),
+            options_.board.running_kernel_label(), options_.board.health());
   return true;
 }
 
-bool AgentClient::AcquireOnce(v1::Assignment* assignment, bool* got) {
+void AgentClient::RefreshHealth() {
+  std::string reason = health_ ? health_() : "";
+  options_.board.set_health(reason.empty() ? "ok" : "needs-check");
+  options_.board.set_health_reason(reason);
+}
+
+bool AgentClient::AcquireOnce(v1::AcquireWorkResponse* resp) {
   grpc::ClientContext ctx;
   ctx.set_deadline(In(std::chrono::seconds(options_.acquire_wait_seconds + 15)));
   {
@@ -70,8 +81,7 @@ bool AgentClient::AcquireOnce(v1::Assignment* assignment, bool* got) {
   v1::AcquireWorkRequest req;
   req.set_board(options_.board.name());
   req.set_wait_seconds(options_.acquire_wait_seconds);
-  v1::AcquireWorkResponse resp;
-  grpc::Status s = stub_->AcquireWork(&ctx, req, &resp);
+  grpc::Status s = stub_->AcquireWork(&ctx, req, resp);
   {
     std::lock_guard lock(mu_);
     inflight_ = nullptr;
@@ -81,8 +91,6 @@ bool AgentClient::AcquireOnce(v1::Assignment* assignment, bool* got) {
               s.error_message());
     return false;
   }
-  *got = resp.has_assignment();
-  if (*got) *assignment = resp.assignment();
   return true;
 }
 
@@ -93,18 +101,36 @@ int AgentClient::Serve() {
       std::lock_guard lock(mu_);
       if (stopping_) return 0;
     }
+    RefreshHealth();
     if (!Hello()) {
       Backoff(++failures);
       continue;
     }
     failures = 0;
+    if (options_.board.health() == "needs-check") {
+      // No work until an operator clears the check on the board; stay visible meanwhile.
+      log::warn("event=needs_check board={} reason=\"{}\"", options_.board.name(),
+                options_.board.health_reason());
+      WaitFor(std::chrono::seconds(heartbeat_seconds_));
+      continue;
+    }
     // Poll for work until the connection fails; then say hello again.
     while (true) {
-      v1::Assignment assignment;
-      bool got = false;
-      if (!AcquireOnce(&assignment, &got)) break;
-      if (got) Execute(assignment);
+      v1::AcquireWorkResponse resp;
+      if (!AcquireOnce(&resp)) break;
+      if (resp.has_assignment()) Execute(resp.assignment());
+      if (resp.has_switch_kernel()) {
+        log::info("event=kernel_switch_ordered board={} label={} reason=\"{}\"",
+                  options_.board.name(), resp.switch_kernel().label(),
+                  resp.switch_kernel().reason());
+        std::string reason = switch_ ? switch_(resp.switch_kernel(), &stopping_flag_)
+                                     : "this agent cannot switch kernels";
+        if (!reason.empty()) log::error("event=kernel_switch_failed reason=\"{}\"", reason);
+        break;  // stopping (the reboot), or hello again with needs-check
+      }
     }
+    RefreshHealth();
+    if (options_.board.health() == "needs-check") continue;  // tell the controller at once
     Backoff(++failures);
   }
 }

@@ -22,6 +22,13 @@ struct RunReport {
 
 // Runs one assignment to the end (or until *cancel becomes true) and says how it went.
 using RunFunction = std::function<RunReport(const v1::Assignment&, std::atomic<bool>* cancel)>;
+// Boots the kernel asked for. Returns only when the board did not go down: with the reason
+// it now needs a check (already recorded on disk), or "" when the agent is stopping.
+// *stopping turns true when the agent is asked to stop (the reboot's SIGTERM).
+using SwitchFunction =
+    std::function<std::string(const v1::KernelSwitch&, const std::atomic<bool>* stopping)>;
+// The board's needs-check reason as recorded on disk, or "" when it is healthy.
+using HealthFunction = std::function<std::string()>;
 
 struct AgentClientOptions {
   v1::Board board;  // facts + kernels + labels, sent on hello
@@ -32,7 +39,8 @@ struct AgentClientOptions {
 
 class AgentClient {
  public:
-  AgentClient(AgentClientOptions options, std::shared_ptr<grpc::Channel> channel, RunFunction run);
+  AgentClient(AgentClientOptions options, std::shared_ptr<grpc::Channel> channel, RunFunction run,
+              SwitchFunction kernel_switch = nullptr, HealthFunction health = nullptr);
   // Serves until Stop(); returns 0.
   int Serve();
   // Thread-safe: interrupts waits and cancels the running workload.
@@ -41,7 +49,8 @@ class AgentClient {
  private:
   bool Hello();
   // One AcquireWork long poll; false on RPC failure.
-  bool AcquireOnce(v1::Assignment* assignment, bool* got);
+  bool AcquireOnce(v1::AcquireWorkResponse* response);
+  void RefreshHealth();
   void Execute(const v1::Assignment& assignment);
   void HeartbeatLoop(const v1::Assignment& assignment, std::atomic<bool>* cancel,
                      std::atomic<bool>* done);
@@ -52,7 +61,10 @@ class AgentClient {
   AgentClientOptions options_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
   RunFunction run_;
+  SwitchFunction switch_;
+  HealthFunction health_;
   uint32_t heartbeat_seconds_ = 10;
+  std::atomic<bool> stopping_flag_{false};
 
   std::mutex mu_;
   std::condition_variable cv_;

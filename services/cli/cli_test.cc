@@ -310,8 +310,11 @@ TEST_F(CliTest, CancelAndAgents) {
   EXPECT_EQ(Run({"cancel", "42"}), 0);
   EXPECT_EQ(out_.str(), "job 42 cancelled (3/6 runs finished)\n");
   EXPECT_EQ(Run({"agents"}), 0);
-  EXPECT_THAT(out_.str(), StartsWith("NAME      ARCH     CPUS   MEMORY   PAGE   CGROUP   KERNEL   STATE    LAST SEEN\n"
-                                     "desk-i7   x86_64     20        -      -   -        -        online   -\n"));
+  EXPECT_THAT(out_.str(),
+              StartsWith("NAME      ARCH     CPUS   MEMORY   PAGE   CGROUP   KERNEL   STATE    LAST SEEN   "
+                         "SWITCHES   HEALTH\n"
+                         "desk-i7   x86_64     20        -      -   -        -        online   -         "
+                         "         0   -\n"));
 }
 
 TEST_F(CliTest, UsageErrors) {

@@ -216,17 +216,21 @@ Table JobsTable(const v1::ListJobsResponse& response) {
 
 Table AgentsTable(const v1::ListAgentsResponse& response, std::chrono::system_clock::time_point now) {
   Table table;
-  table.headers = {"NAME", "ARCH", "CPUS", "MEMORY", "PAGE", "CGROUP", "KERNEL", "STATE", "LAST SEEN"};
-  table.right_align = {false, false, true, true, true, false, false, false, false};
+  table.headers = {"NAME",   "ARCH",  "CPUS",      "MEMORY", "PAGE",
+                   "CGROUP", "KERNEL", "STATE", "LAST SEEN", "SWITCHES", "HEALTH"};
+  table.right_align = {false, false, true, true, true, false, false, false, false, true, false};
   for (const v1::Board& board : response.boards()) {
     std::string kernel = board.running_kernel_release().empty() ? "-" : board.running_kernel_release();
     if (!board.running_kernel_label().empty()) kernel = board.running_kernel_label() + " (" + kernel + ")";
+    std::string health = board.health().empty() ? "-" : board.health();
+    if (health != "ok" && !board.health_reason().empty()) health += ": " + board.health_reason();
     table.rows.push_back({board.name(), board.arch().empty() ? "-" : board.arch(),
                           std::to_string(board.cpu_count()),
                           board.memory_bytes() == 0 ? "-" : FormatSize(board.memory_bytes()),
                           board.page_size() == 0 ? "-" : FormatSize(board.page_size()),
                           board.cgroup_version() == 0 ? "-" : "v" + std::to_string(board.cgroup_version()),
-                          kernel, board.state().empty() ? "-" : board.state(), FormatAge(board.last_seen(), now)});
+                          kernel, board.state().empty() ? "-" : board.state(), FormatAge(board.last_seen(), now),
+                          std::to_string(board.kernel_switches()), health});
   }
   return table;
 }

@@ -193,10 +193,20 @@ TEST(ListingTest, JobsAndAgents) {
   board->set_running_kernel_label("patched");
   board->set_state("online");
   board->mutable_last_seen()->set_seconds(1000);
+  board->set_health("ok");
+  board->set_kernel_switches(3);
+  v1::Board* stuck = agents.add_boards();
+  *stuck = *board;
+  stuck->set_name("rpi5b");
+  stuck->set_health("needs-check");
+  stuck->set_health_reason("switch to 'patched' came back running 6.7.0, expected 6.8.0-rc1");
   const Table table = AgentsTable(agents, std::chrono::system_clock::time_point(std::chrono::seconds(1003)));
-  ASSERT_EQ(table.rows.size(), 1u);
+  ASSERT_EQ(table.rows.size(), 2u);
   EXPECT_THAT(table.rows[0], ::testing::ElementsAre("rpi5", "aarch64", "4", "8G", "16K", "v2",
-                                                    "patched (6.8.0-rc1)", "online", "3s ago"));
+                                                    "patched (6.8.0-rc1)", "online", "3s ago", "3",
+                                                    "ok"));
+  EXPECT_EQ(table.rows[1].back(),
+            "needs-check: switch to 'patched' came back running 6.7.0, expected 6.8.0-rc1");
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ board: lab-01
 labels: {site: lab1}
 kernels:
   - {label: vanilla, release: running}
-  - {label: patched, release: 6.9.0-rc1+, boot: kexec}
+  - {label: patched, release: 6.9.0-rc1+, boot: kexec, kernel: /boot/vmlinuz-6.9.0-rc1+}
 )",
                             "6.1.0-18-amd64");
   ASSERT_TRUE(c.ok()) << c.status();

@@ -12,7 +12,12 @@ namespace faultline::controller {
 namespace {
 
 std::vector<BoardSummary> OneBoard() {
-  return {BoardSummary{"box", "x86_64", 24ull << 30, {"vanilla", "patched"}, "vanilla", {"vanilla"}}};
+  return {BoardSummary{.name = "box",
+                       .arch = "x86_64",
+                       .memory_bytes = 24ull << 30,
+                       .kernel_labels = {"vanilla", "patched"},
+                       .running_kernel_label = "vanilla",
+                       .running_kernel_labels = {"vanilla"}}};
 }
 
 JobSpecInput Example() {

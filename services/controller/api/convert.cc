@@ -117,6 +117,10 @@ void BoardToProto(const BoardRecord& board, v1::Board* out) {
   out->set_state(board.online ? "online" : "offline");
   *out->mutable_last_seen() = TimeUtil::MillisecondsToTimestamp(board.last_seen_ms);
   out->set_current_run_id(board.current_run_id);
+  out->set_health(board.summary.health);
+  out->set_health_reason(board.summary.health_reason);
+  out->set_kernel_switches(board.summary.kernel_switches);
+  if (!board.summary.boot_id.empty()) out->set_boot_id(board.summary.boot_id);
 }
 
 BoardRecord BoardFromProto(const v1::Board& board) {
@@ -128,7 +132,18 @@ BoardRecord BoardFromProto(const v1::Board& board) {
   rec.summary.running_kernel_label = board.running_kernel_label();
   rec.summary.running_kernel_labels.assign(board.running_kernel_labels().begin(),
                                            board.running_kernel_labels().end());
+  for (const auto& k : board.kernels()) {
+    if (!k.boot_method().empty() && k.boot_method() != "none") {
+      rec.summary.bootable_kernel_labels.push_back(k.label());
+    }
+  }
+  rec.summary.boot_id = board.boot_id();
+  rec.summary.health = board.health() == "needs-check" ? "needs-check" : "ok";
+  rec.summary.health_reason = board.health_reason();
   v1::Board facts = board;
+  facts.clear_health();
+  facts.clear_health_reason();
+  facts.clear_kernel_switches();
   facts.clear_state();
   facts.clear_last_seen();
   facts.clear_current_run_id();

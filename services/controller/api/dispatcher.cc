@@ -200,6 +200,12 @@ void Dispatcher::Loop() {
         work = true;
       }
       ExpireParked(now);
+      auto lapsed = store_->ExpireKernelSwitches();
+      if (lapsed.ok()) {
+        for (const auto& board : *lapsed) {
+          log::error("event=kernel_switch_lapsed board={} health=needs-check", board);
+        }
+      }
       // History change points: cheap enough to rescan every 30 s.
       if (++ticks_since_history_ >= 30) {
         ticks_since_history_ = 0;
@@ -230,13 +236,13 @@ void Dispatcher::ServeParked() {
       std::lock_guard lock(mu_);
       if (std::find(parked_.begin(), parked_.end(), reactor) == parked_.end()) continue;
     }
-    auto claimed = store_->ClaimRun(reactor->board());
-    if (!claimed.ok()) {
+    auto next = store_->NextWork(reactor->board());
+    if (!next.ok()) {
       log::warn("event=claim_failed board={} error=\"{}\"", reactor->board(),
-                std::string(claimed.status().message()));
+                std::string(next.status().message()));
       return;
     }
-    if (!claimed->has_value()) continue;
+    if (!next->run && !next->kernel_switch) continue;
     bool still_parked = false;
     {
       std::lock_guard lock(mu_);
@@ -246,7 +252,28 @@ void Dispatcher::ServeParked() {
         still_parked = true;
       }
     }
-    const Assignment& a = **claimed;
+    if (next->kernel_switch) {
+      const KernelSwitchOrder& order = *next->kernel_switch;
+      if (!still_parked) {
+        // The agent went away before hearing it: the order never happened.
+        log::warn("event=kernel_switch_undelivered board={} label={}", reactor->board(), order.label);
+        auto abandoned = store_->AbandonKernelSwitch(reactor->board());
+        if (!abandoned.ok()) {
+          log::warn("event=kernel_switch_abandon_failed board={} error=\"{}\"", reactor->board(),
+                    std::string(abandoned.message()));
+        }
+        continue;
+      }
+      log::info("event=kernel_switch_ordered board={} label={} reason=\"{}\"", reactor->board(),
+                order.label, order.reason);
+      auto* sw = reactor->response()->mutable_switch_kernel();
+      sw->set_label(order.label);
+      sw->set_reason(order.reason);
+      sw->set_deadline_seconds(order.deadline_seconds);
+      reactor->Finish(grpc::Status::OK);
+      continue;
+    }
+    const Assignment& a = *next->run;
     if (!still_parked) {
       // The agent went away between claim and answer; the lease returns the run to the
       // queue when it lapses.

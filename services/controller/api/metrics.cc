@@ -226,11 +226,26 @@ std::string ControllerMetrics::Render(PgStore* store) {
                        .Name("faultline_agents")
                        .Help("Registered agents by state")
                        .Register(state);
+    auto& board_health = prometheus::BuildGauge()
+                             .Name("faultline_board_health")
+                             .Help("1 for the board's current health: ok, switching (booting "
+                                   "another kernel) or needs-check (no runs until checked)")
+                             .Register(state);
+    auto& board_switches = prometheus::BuildCounter()
+                               .Name("faultline_board_kernel_switches_total")
+                               .Help("Kernel switches ordered for the board")
+                               .Register(state);
     int online = 0, offline = 0;
     for (const auto& b : *boards) {
       prometheus::Labels labels = {{"board", b.summary.name}, {"arch", b.summary.arch}};
       board_up.Add(labels).Set(b.online ? 1 : 0);
       board_busy.Add(labels).Set(b.current_run_id != 0 ? 1 : 0);
+      board_switches.Add(labels).Increment(static_cast<double>(b.summary.kernel_switches));
+      for (const char* h : {"ok", "switching", "needs-check"}) {
+        prometheus::Labels with_health = labels;
+        with_health["health"] = h;
+        board_health.Add(with_health).Set(b.summary.health == h ? 1 : 0);
+      }
       (b.online ? online : offline)++;
     }
     agents.Add({{"state", "online"}}).Set(online);

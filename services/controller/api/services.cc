@@ -254,13 +254,20 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Hello(grpc::CallbackServerContext* c
   if (board.kernels_size() == 0) {
     return Done(ctx, &timer, Invalid("board.kernels: at least one bootable kernel is required"));
   }
-  absl::Status s = store_->UpsertBoard(BoardFromProto(board));
-  if (!s.ok()) return Done(ctx, &timer, s);
+  if (board.health_reason().size() > 4096) {
+    return Done(ctx, &timer, Invalid("board.health_reason: at most 4096 characters"));
+  }
+  auto health = store_->UpsertBoard(BoardFromProto(board));
+  if (!health.ok()) return Done(ctx, &timer, health.status());
+  if (health->health != "ok") {
+    log::error("event=board_needs_check board={} reason=\"{}\"", board.name(), health->reason);
+  }
   // A hello means the agent (re)started: whatever it was running is gone.
   auto released = store_->ReleaseBoardRuns(board.name());
   if (!released.ok()) return Done(ctx, &timer, released.status());
-  log::info("event=agent_hello board={} arch={} kernel={} released_runs={}", board.name(),
-            board.arch(), board.running_kernel_label(), *released);
+  log::info("event=agent_hello board={} arch={} kernel={} boot_id={} health={} released_runs={}",
+            board.name(), board.arch(), board.running_kernel_label(), board.boot_id(),
+            health->health, *released);
   resp->set_heartbeat_interval_seconds(kHeartbeatIntervalSeconds);
   dispatcher_->WorkAvailable();
   return Done(ctx, &timer, grpc::Status::OK);

@@ -39,6 +39,12 @@ struct BoardSummary {
   std::vector<std::string> kernel_labels;
   std::string running_kernel_label;
   std::vector<std::string> running_kernel_labels;
+  // Kernels the board can boot on request (boot method other than none).
+  std::vector<std::string> bootable_kernel_labels{};
+  std::string boot_id{};
+  std::string health = "ok";  // ok | switching | needs-check
+  std::string health_reason{};
+  uint64_t kernel_switches = 0;
 };
 
 struct MemcgLimitsBytes {

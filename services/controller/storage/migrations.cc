@@ -153,6 +153,18 @@ CREATE TABLE change_points (
   UNIQUE (study, benchmark, config, arch, board, kernel, job_id)
 );
 )sql"},
+      {7, "kernel switches and board health", R"sql(
+ALTER TABLE boards
+  ADD COLUMN bootable_kernel_labels jsonb NOT NULL DEFAULT '[]',
+  ADD COLUMN boot_id text NOT NULL DEFAULT '',
+  ADD COLUMN health text NOT NULL DEFAULT 'ok'
+             CHECK (health IN ('ok', 'switching', 'needs-check')),
+  ADD COLUMN health_reason text NOT NULL DEFAULT '',
+  ADD COLUMN switch_label text,
+  ADD COLUMN switch_from_boot_id text,
+  ADD COLUMN switch_deadline timestamptz,
+  ADD COLUMN kernel_switches bigint NOT NULL DEFAULT 0;
+)sql"},
   };
   return kMigrations;
 }

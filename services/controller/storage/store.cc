@@ -214,30 +214,52 @@ absl::Status PgStore::Ping() {
   });
 }
 
-absl::Status PgStore::UpsertBoard(const BoardRecord& board) {
-  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+absl::StatusOr<BoardHealth> PgStore::UpsertBoard(const BoardRecord& board) {
+  BoardHealth health;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
     pqxx::work w(c);
     json labels = board.summary.kernel_labels;
     json running = board.summary.running_kernel_labels;
+    json bootable = board.summary.bootable_kernel_labels;
     if (running.empty() && !board.summary.running_kernel_label.empty()) {
       running.push_back(board.summary.running_kernel_label);
     }
+    std::optional<SwitchInFlight> in_flight;
+    auto prev = w.exec_params(
+        "SELECT switch_label, coalesce(switch_from_boot_id, '') FROM boards WHERE name = $1 "
+        "FOR UPDATE",
+        board.summary.name);
+    if (!prev.empty() && !prev[0][0].is_null()) {
+      in_flight = SwitchInFlight{prev[0][0].as<std::string>(), prev[0][1].as<std::string>()};
+    }
+    BoardSummary hello = board.summary;
+    hello.running_kernel_labels.clear();
+    for (const auto& k : running) hello.running_kernel_labels.push_back(k);
+    health = HealthAfterHello(in_flight, hello);
     w.exec_params(R"sql(
       INSERT INTO boards (name, arch, memory_bytes, kernel_labels, running_kernel_label, facts,
-                          running_kernel_labels)
-      VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb)
+                          running_kernel_labels, bootable_kernel_labels, boot_id, health,
+                          health_reason)
+      VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9, $10, $11)
       ON CONFLICT (name) DO UPDATE SET
         arch = EXCLUDED.arch, memory_bytes = EXCLUDED.memory_bytes,
         kernel_labels = EXCLUDED.kernel_labels,
         running_kernel_label = EXCLUDED.running_kernel_label,
         running_kernel_labels = EXCLUDED.running_kernel_labels,
+        bootable_kernel_labels = EXCLUDED.bootable_kernel_labels,
+        boot_id = EXCLUDED.boot_id, health = EXCLUDED.health,
+        health_reason = EXCLUDED.health_reason,
+        switch_label = NULL, switch_from_boot_id = NULL, switch_deadline = NULL,
         facts = EXCLUDED.facts, last_seen = now())sql",
                   board.summary.name, board.summary.arch,
                   static_cast<int64_t>(board.summary.memory_bytes), labels.dump(),
-                  board.summary.running_kernel_label, board.facts_json, running.dump());
+                  board.summary.running_kernel_label, board.facts_json, running.dump(),
+                  bootable.dump(), board.summary.boot_id, health.health, health.reason);
     w.commit();
     return absl::OkStatus();
   });
+  if (!s.ok()) return s;
+  return health;
 }
 
 absl::StatusOr<std::vector<BoardRecord>> PgStore::ListBoards() {
@@ -250,7 +272,8 @@ absl::StatusOr<std::vector<BoardRecord>> PgStore::ListBoards() {
              now() - b.last_seen < make_interval(secs => $1),
              coalesce((SELECT max(r.id) FROM runs r
                         WHERE r.board = b.name AND r.state IN ('assigned', 'running')), 0),
-             b.running_kernel_labels::text
+             b.running_kernel_labels::text, b.bootable_kernel_labels::text, b.boot_id,
+             b.health, b.health_reason, b.kernel_switches
         FROM boards b ORDER BY b.name)sql",
                               options_.board_offline_after_seconds);
     for (const auto& r : rows) {
@@ -267,6 +290,12 @@ absl::StatusOr<std::vector<BoardRecord>> PgStore::ListBoards() {
       b.current_run_id = r[8].as<int64_t>();
       const json running = json::parse(r[9].as<std::string>());
       for (const auto& k : running) b.summary.running_kernel_labels.push_back(k);
+      const json bootable = json::parse(r[10].as<std::string>());
+      for (const auto& k : bootable) b.summary.bootable_kernel_labels.push_back(k);
+      b.summary.boot_id = r[11].as<std::string>();
+      b.summary.health = r[12].as<std::string>();
+      b.summary.health_reason = r[13].as<std::string>();
+      b.summary.kernel_switches = r[14].as<uint64_t>();
       boards.push_back(std::move(b));
     }
     return absl::OkStatus();
@@ -459,36 +488,64 @@ absl::StatusOr<JobRecord> PgStore::CancelJob(int64_t job_id) {
   return GetJob(job_id);
 }
 
-absl::StatusOr<std::optional<Assignment>> PgStore::ClaimRun(const std::string& board) {
-  std::optional<Assignment> out;
+absl::StatusOr<WorkOrder> PgStore::NextWork(const std::string& board) {
+  WorkOrder out;
   absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
     pqxx::work w(c);
-    auto rows = w.exec_params(R"sql(
+    // Locking the board row serialises two polls of one board: a switch is ordered once.
+    auto healthy = w.exec_params(
+        "SELECT 1 FROM boards WHERE name = $1 AND health = 'ok' FOR UPDATE", board);
+    if (healthy.empty()) return absl::OkStatus();
+    // The head of this board's queue, over every kernel it runs or can boot.
+    auto head = w.exec_params(R"sql(
       WITH b AS (
-        SELECT name, arch, memory_bytes, running_kernel_labels FROM boards WHERE name = $1),
-      next AS (
-        SELECT r.id
-          FROM runs r JOIN jobs j ON j.id = r.job_id CROSS JOIN b
-         WHERE r.state = 'queued'
-           AND b.running_kernel_labels ? r.kernel
-           AND (r.arches = '[]'::jsonb OR r.arches ? b.arch)
-           AND (r.boards = '[]'::jsonb OR r.boards ? b.name)
-           AND j.memory_max <= b.memory_bytes
-           AND NOT EXISTS (SELECT 1 FROM runs busy
-                            WHERE busy.board = b.name AND busy.state IN ('assigned', 'running'))
-         ORDER BY r.job_id, r.sequence, r.id
-         LIMIT 1
-         FOR UPDATE OF r SKIP LOCKED)
+        SELECT name, arch, memory_bytes, running_kernel_labels, bootable_kernel_labels
+          FROM boards WHERE name = $1)
+      SELECT r.id, r.kernel, r.job_id, b.running_kernel_labels ? r.kernel
+        FROM runs r JOIN jobs j ON j.id = r.job_id CROSS JOIN b
+       WHERE r.state = 'queued'
+         AND (b.running_kernel_labels ? r.kernel OR b.bootable_kernel_labels ? r.kernel)
+         AND (r.arches = '[]'::jsonb OR r.arches ? b.arch)
+         AND (r.boards = '[]'::jsonb OR r.boards ? b.name)
+         AND j.memory_max <= b.memory_bytes
+         AND NOT EXISTS (SELECT 1 FROM runs busy
+                          WHERE busy.board = b.name AND busy.state IN ('assigned', 'running'))
+       ORDER BY r.job_id, r.sequence, r.id
+       LIMIT 1
+       FOR UPDATE OF r SKIP LOCKED)sql",
+                              board);
+    if (head.empty()) return absl::OkStatus();
+    const int64_t run_id = head[0][0].as<int64_t>();
+    const std::string kernel = head[0][1].as<std::string>();
+    const int64_t job_id = head[0][2].as<int64_t>();
+    if (!head[0][3].as<bool>()) {
+      KernelSwitchOrder order;
+      order.label = kernel;
+      order.reason = absl::StrCat("run ", run_id, " of job ", job_id, " needs kernel ", kernel);
+      order.deadline_seconds = static_cast<uint32_t>(options_.kernel_switch_deadline_seconds);
+      w.exec_params(R"sql(
+        UPDATE boards SET health = 'switching', health_reason = $2, switch_label = $3,
+                          switch_from_boot_id = boot_id,
+                          switch_deadline = now() + make_interval(secs => $4),
+                          kernel_switches = kernel_switches + 1, last_seen = now()
+         WHERE name = $1)sql",
+                    board, "switching: " + order.reason, kernel,
+                    options_.kernel_switch_deadline_seconds);
+      w.commit();
+      out.kernel_switch = std::move(order);
+      return absl::OkStatus();
+    }
+    auto rows = w.exec_params(R"sql(
       UPDATE runs r SET
         state = 'assigned', board = $1, attempt = r.attempt + 1, attempt_id = gen_random_uuid(),
         assigned_at = now(), failure_reason = NULL,
         lease_expires_at = now() + make_interval(secs => j.duration_seconds + j.warmup_ms / 1000.0 + $2)
-      FROM next, jobs j
-      WHERE r.id = next.id AND j.id = r.job_id
+      FROM jobs j
+      WHERE r.id = $3 AND j.id = r.job_id
       RETURNING r.id, r.attempt_id::text, r.job_id, j.benchmark, r.kernel, j.duration_seconds,
                 r.params::text, j.memory_max, j.memory_high, j.swap_max,
                 ceil(j.duration_seconds + j.warmup_ms / 1000.0 + $2)::int)sql",
-                              board, options_.lease_grace_seconds);
+                              board, options_.lease_grace_seconds, run_id);
     if (rows.empty()) return absl::OkStatus();
     const auto& r = rows[0];
     Assignment a;
@@ -506,11 +563,53 @@ absl::StatusOr<std::optional<Assignment>> PgStore::ClaimRun(const std::string& b
     w.exec_params(kRecomputeJobState, a.job_id);
     w.exec_params("UPDATE boards SET last_seen = now() WHERE name = $1", board);
     w.commit();
-    out = std::move(a);
+    out.run = std::move(a);
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
   return out;
+}
+
+absl::StatusOr<std::optional<Assignment>> PgStore::ClaimRun(const std::string& board) {
+  auto next = NextWork(board);
+  if (!next.ok()) return next.status();
+  return std::move(next->run);
+}
+
+absl::Status PgStore::AbandonKernelSwitch(const std::string& board) {
+  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    w.exec_params(R"sql(
+      UPDATE boards SET health = 'ok', health_reason = '', switch_label = NULL,
+                        switch_from_boot_id = NULL, switch_deadline = NULL,
+                        kernel_switches = kernel_switches - 1
+       WHERE name = $1 AND health = 'switching')sql",
+                  board);
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<std::string>> PgStore::ExpireKernelSwitches() {
+  std::vector<std::string> boards;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    // switch_label stays: a late hello is still checked against it.
+    auto rows = w.exec(R"sql(
+      UPDATE boards SET health = 'needs-check',
+             health_reason = format('switch to %s: no hello from the new kernel by %s UTC',
+                                    switch_label,
+                                    to_char(switch_deadline AT TIME ZONE 'UTC',
+                                            'YYYY-MM-DD HH24:MI:SS')),
+             switch_deadline = NULL
+       WHERE health = 'switching' AND switch_deadline < now()
+      RETURNING name)sql");
+    for (const auto& r : rows) boards.push_back(r[0].as<std::string>());
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return boards;
 }
 
 absl::StatusOr<bool> PgStore::RenewLease(const std::string& board, int64_t run_id,

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "services/controller/core/board_health.h"
 #include "services/controller/core/domain.h"
 
 namespace faultline::controller {
@@ -76,6 +77,19 @@ struct Assignment {
   std::map<std::string, std::string> params;
   MemcgLimitsBytes memcg;
   uint32_t lease_seconds = 0;
+};
+
+// The board must boot another of its kernels before it can take the next run.
+struct KernelSwitchOrder {
+  std::string label;
+  std::string reason;
+  uint32_t deadline_seconds = 0;
+};
+
+// What a board should do next: a run, a kernel switch, or (neither) wait.
+struct WorkOrder {
+  std::optional<Assignment> run;
+  std::optional<KernelSwitchOrder> kernel_switch;
 };
 
 struct ResultRecord {
@@ -149,6 +163,8 @@ struct StoreOptions {
   int lease_grace_seconds = 120;
   int max_attempts = 3;
   int board_offline_after_seconds = 60;
+  // A board ordered to switch kernels must say hello from the new kernel within this.
+  int kernel_switch_deadline_seconds = 900;
 };
 
 class PgStore {
@@ -164,7 +180,10 @@ class PgStore {
   // Cheap liveness check of the database and the schema (for /readyz).
   absl::Status Ping();
 
-  absl::Status UpsertBoard(const BoardRecord& board);
+  // Records a hello. A kernel switch in flight is settled here: the board is healthy again
+  // only if it came back from a new boot on the kernel asked for (HealthAfterHello).
+  // Returns the board's health after the hello.
+  absl::StatusOr<BoardHealth> UpsertBoard(const BoardRecord& board);
   absl::StatusOr<std::vector<BoardRecord>> ListBoards();
   // Runs left assigned to a board whose agent restarted go back to the queue (or fail as
   // lost after max_attempts). Returns how many were touched.
@@ -185,9 +204,18 @@ class PgStore {
   absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id);
   absl::StatusOr<JobRecord> CancelJob(int64_t job_id);
 
-  // Claims the oldest queued run this board can serve (arch, running kernel, memory,
-  // filters) under a new attempt id and lease. nullopt: nothing to do.
+  // The board's next step. The first queued run (by job, then the job's planned sequence:
+  // kernel blocks alternate) that the board may serve (arch, memory, filters) with any
+  // kernel it runs or can boot: claimed under a new attempt id and lease when the board
+  // runs its kernel; otherwise the board is ordered to switch (state `switching` until its
+  // next hello). Boards that are switching or need a check get nothing.
+  absl::StatusOr<WorkOrder> NextWork(const std::string& board);
+  // NextWork's run, for boards that never switch.
   absl::StatusOr<std::optional<Assignment>> ClaimRun(const std::string& board);
+  // An ordered switch that never reached the agent: the board is back to ok.
+  absl::Status AbandonKernelSwitch(const std::string& board);
+  // Boards whose switch deadline passed without a hello become needs-check; returns them.
+  absl::StatusOr<std::vector<std::string>> ExpireKernelSwitches();
   // Renews the lease of (run, attempt) on this board. Returns false when the attempt is no
   // longer current (cancelled, lapsed, superseded): the agent must stop it.
   absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,

@@ -1,0 +1,278 @@
+#include "agent/kernel_switch.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "services/common/units.h"
+
+namespace faultline::agent {
+namespace {
+
+constexpr char kPendingFile[] = "kernel-switch.pending";
+constexpr char kNeedsCheckFile[] = "needs-check";
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  size_t start = s.find_first_not_of(' ');
+  return start == std::string::npos ? "" : s.substr(start);
+}
+
+// One line per value: newlines inside a value (a reason from a command's output) are
+// flattened so the file stays parseable.
+std::string OneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::map<std::string, std::string> ParseLines(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
+}
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// Write-to-temporary, fsync, rename, fsync the directory: after a crash or reboot the file
+// holds either the old or the new content, never a torn one.
+absl::Status WriteDurably(const std::string& dir, const std::string& name,
+                          const std::string& content) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("creating ", dir, ": ", ec.message()));
+  const std::string path = dir + "/" + name;
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Errno("open " + tmp);
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      absl::Status s = Errno("write " + tmp);
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    absl::Status s = Errno("fsync " + tmp);
+    ::close(fd);
+    return s;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno("rename " + tmp);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return Errno("open " + dir);
+  int rc = ::fsync(dfd);
+  ::close(dfd);
+  if (rc != 0) return Errno("fsync " + dir);
+  return absl::OkStatus();
+}
+
+absl::Status RemoveDurably(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("unlink " + path);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return errno == ENOENT ? absl::OkStatus() : Errno("open " + dir);
+  ::fsync(dfd);
+  ::close(dfd);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<BootIdentity> ReadBootIdentity(const AgentConfig& config) {
+  BootIdentity id;
+  if (!config.release_file.empty()) {
+    auto text = ReadSmallFile(config.release_file);
+    if (!text.ok()) return text.status();
+    id.release = Trim(*text);
+  } else {
+    struct utsname u {};
+    if (::uname(&u) != 0) return Errno("uname");
+    id.release = u.release;
+  }
+  const std::string boot_id_path =
+      config.boot_id_file.empty() ? "/proc/sys/kernel/random/boot_id" : config.boot_id_file;
+  auto text = ReadSmallFile(boot_id_path);
+  if (!text.ok()) return text.status();
+  id.boot_id = Trim(*text);
+  if (id.release.empty()) return absl::FailedPreconditionError("the running release is empty");
+  if (id.boot_id.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(boot_id_path, " is empty"));
+  }
+  return id;
+}
+
+absl::StatusOr<std::vector<std::vector<std::string>>> BootCommands(
+    const KernelEntry& entry, const std::string& running_cmdline) {
+  std::vector<std::vector<std::string>> commands;
+  if (entry.boot == "kexec") {
+    // Load the image, then let systemd stop the services cleanly and jump into it.
+    std::vector<std::string> load = {"kexec", "--load", entry.kernel};
+    if (!entry.initrd.empty()) load.push_back("--initrd=" + entry.initrd);
+    const std::string cmdline = entry.cmdline == "running" ? Trim(running_cmdline) : entry.cmdline;
+    load.push_back("--command-line=" + cmdline);
+    commands.push_back(std::move(load));
+    commands.push_back({"systemctl", "kexec"});
+  } else if (entry.boot == "grub-reboot") {
+    // One-shot: the next boot only; a kernel that does not come up is followed by the
+    // default entry again (by the watchdog or a power cycle), which the agent then sees.
+    commands.push_back({"grub-reboot", entry.grub_entry});
+    commands.push_back({"systemctl", "reboot"});
+  } else if (entry.boot == "command") {
+    commands.push_back(entry.command);
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kernel '", entry.label, "' has boot: ", entry.boot, " and cannot be switched to"));
+  }
+  return commands;
+}
+
+int RunBootCommand(const std::vector<std::string>& argv,
+                   const std::vector<std::pair<std::string, std::string>>& extra_env,
+                   std::string* error) {
+  if (argv.empty()) {
+    *error = "empty command";
+    return -1;
+  }
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (const auto& [k, v] : extra_env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& a : argv_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);  // the agent blocks SIGTERM in all its threads
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = 0;
+  int rc = ::posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    *error = absl::StrCat("starting ", argv[0], ": ", std::strerror(rc));
+    return -1;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      *error = absl::StrCat("waiting for ", argv[0], ": ", std::strerror(errno));
+      return -1;
+    }
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
+}
+
+absl::Status SwitchState::SavePending(const PendingSwitch& p) {
+  std::string text = absl::StrCat("label=", OneLine(p.label), "\nrelease=", OneLine(p.release),
+                                  "\nboot_id_before=", OneLine(p.boot_id_before),
+                                  "\nrequested_at_unix=", p.requested_at_unix, "\n");
+  return WriteDurably(dir_, kPendingFile, text);
+}
+
+absl::StatusOr<std::optional<PendingSwitch>> SwitchState::LoadPending() const {
+  const std::string path = dir_ + "/" + kPendingFile;
+  if (::access(path.c_str(), F_OK) != 0) return std::optional<PendingSwitch>();
+  auto text = ReadSmallFile(path);
+  if (!text.ok()) return text.status();
+  auto kv = ParseLines(*text);
+  PendingSwitch p;
+  p.label = kv["label"];
+  p.release = kv["release"];
+  p.boot_id_before = kv["boot_id_before"];
+  p.requested_at_unix = static_cast<int64_t>(ParseUnsigned(kv["requested_at_unix"]).value_or(0));
+  if (p.label.empty() || p.release.empty() || p.boot_id_before.empty()) {
+    return absl::DataLossError(absl::StrCat(path, ": incomplete switch record"));
+  }
+  return std::optional<PendingSwitch>(p);
+}
+
+absl::Status SwitchState::ClearPending() { return RemoveDurably(dir_, kPendingFile); }
+
+absl::Status SwitchState::MarkNeedsCheck(const std::string& reason) {
+  return WriteDurably(dir_, kNeedsCheckFile, OneLine(reason) + "\n");
+}
+
+std::optional<std::string> SwitchState::NeedsCheck() const {
+  auto text = ReadSmallFile(dir_ + "/" + kNeedsCheckFile);
+  if (!text.ok()) return std::nullopt;
+  std::string reason = Trim(*text);
+  return reason.empty() ? std::string("needs a check (no reason recorded)") : reason;
+}
+
+absl::Status SwitchState::ClearNeedsCheck() { return RemoveDurably(dir_, kNeedsCheckFile); }
+
+std::string VerifySwitch(const PendingSwitch& pending, const BootIdentity& now) {
+  if (now.boot_id == pending.boot_id_before) {
+    return absl::StrCat("switch to '", pending.label, "' did not reboot the board (boot id ",
+                        now.boot_id, " unchanged)");
+  }
+  if (now.release != pending.release) {
+    return absl::StrCat("switch to '", pending.label, "' came back running ", now.release,
+                        ", expected ", pending.release);
+  }
+  return "";
+}
+
+absl::StatusOr<std::optional<std::string>> SettleSwitchOnStart(SwitchState& state,
+                                                               const BootIdentity& now,
+                                                               std::string* switched_to) {
+  auto pending = state.LoadPending();
+  if (!pending.ok()) {
+    // A record that cannot be read proves nothing about this boot: needs a look.
+    std::string reason = absl::StrCat("unreadable kernel switch record: ", pending.status().message());
+    if (auto s = state.MarkNeedsCheck(reason); !s.ok()) return s;
+    if (auto s = state.ClearPending(); !s.ok()) return s;
+    return std::optional<std::string>(reason);
+  }
+  if (pending->has_value()) {
+    std::string reason = VerifySwitch(**pending, now);
+    if (!reason.empty()) {
+      if (auto s = state.MarkNeedsCheck(reason); !s.ok()) return s;
+    } else if (switched_to != nullptr) {
+      *switched_to = (*pending)->label;
+    }
+    if (auto s = state.ClearPending(); !s.ok()) return s;
+  }
+  return state.NeedsCheck();
+}
+
+}  // namespace faultline::agent

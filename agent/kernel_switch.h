@@ -1,0 +1,82 @@
+#pragma once
+// Switching a board to another configured kernel, and knowing afterwards whether it worked.
+//
+// The controller asks for a label; the agent looks the label up in its own config (nothing
+// else crosses the network), writes what it expects to find after the reboot to disk
+// (fsync'd: the state must survive the reboot it causes), and runs the entry's boot
+// commands. The next agent life reads that state: a new boot id and the expected release
+// mean the switch worked; anything else (same boot, other release: grub fell back to the
+// default entry, the lab script booted the wrong image) puts the board in needs-check,
+// also on disk, until an operator clears it (`faultline-agent --clear-needs-check`).
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/config.h"
+
+namespace faultline::agent {
+
+// What the board is running, as far as kernel switches are concerned.
+struct BootIdentity {
+  std::string release;  // uname -r (or release_file)
+  std::string boot_id;  // /proc/sys/kernel/random/boot_id (or boot_id_file)
+};
+absl::StatusOr<BootIdentity> ReadBootIdentity(const AgentConfig& config);
+
+// The commands a switch to `entry` runs, in order, each an argv. `running_cmdline` is this
+// boot's /proc/cmdline (kexec with `cmdline: running`). Pure: tests check the commands
+// without running them. FAILED_PRECONDITION for `boot: none`.
+absl::StatusOr<std::vector<std::vector<std::string>>> BootCommands(
+    const KernelEntry& entry, const std::string& running_cmdline);
+
+// Runs one boot command (argv[0] looked up in PATH) with `extra_env` added to this
+// process's environment and an empty signal mask; waits for it. Returns its exit status
+// (128 + signal when killed) or -1 with *error when it could not be started.
+int RunBootCommand(const std::vector<std::string>& argv,
+                   const std::vector<std::pair<std::string, std::string>>& extra_env,
+                   std::string* error);
+
+// A switch under way, as written before the boot commands run.
+struct PendingSwitch {
+  std::string label;
+  std::string release;         // what the new boot must run
+  std::string boot_id_before;  // the boot it was ordered from
+  int64_t requested_at_unix = 0;
+};
+
+// The board's switch state in a directory (agent config state_dir).
+class SwitchState {
+ public:
+  explicit SwitchState(std::string dir) : dir_(std::move(dir)) {}
+
+  // Durable: written to a temporary file, fsync'd, renamed, directory fsync'd.
+  absl::Status SavePending(const PendingSwitch& pending);
+  absl::StatusOr<std::optional<PendingSwitch>> LoadPending() const;
+  absl::Status ClearPending();
+
+  absl::Status MarkNeedsCheck(const std::string& reason);
+  // The reason the board needs a check, or nullopt when it does not.
+  std::optional<std::string> NeedsCheck() const;
+  absl::Status ClearNeedsCheck();
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+// Whether a boot that follows a switch is the one that was asked for. Empty when it is,
+// otherwise the reason the board needs a check.
+std::string VerifySwitch(const PendingSwitch& pending, const BootIdentity& now);
+
+// On agent start: settles a pending switch against the running boot (clearing it, or
+// turning it into needs-check) and returns the board's needs-check reason, if any.
+// `switched_to` is set to the label when a pending switch was verified.
+absl::StatusOr<std::optional<std::string>> SettleSwitchOnStart(SwitchState& state,
+                                                               const BootIdentity& now,
+                                                               std::string* switched_to);
+
+}  // namespace faultline::agent

@@ -1,0 +1,32 @@
+#include "services/controller/core/board_health.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace faultline::controller {
+
+BoardHealth HealthAfterHello(const std::optional<SwitchInFlight>& in_flight,
+                             const BoardSummary& hello) {
+  if (hello.health == "needs-check") {
+    return {"needs-check", hello.health_reason.empty() ? std::string("reported by the agent")
+                                                       : hello.health_reason};
+  }
+  if (!in_flight) return {"ok", ""};
+  if (!hello.boot_id.empty() && hello.boot_id == in_flight->from_boot_id) {
+    return {"needs-check", absl::StrCat("switch to '", in_flight->label,
+                                        "': the agent said hello from the same boot (",
+                                        hello.boot_id, "): the board did not reboot")};
+  }
+  const auto& running = hello.running_kernel_labels;
+  if (std::find(running.begin(), running.end(), in_flight->label) == running.end()) {
+    return {"needs-check",
+            absl::StrCat("switch to '", in_flight->label, "': the board came back running ",
+                         running.empty() ? std::string("no configured kernel")
+                                         : absl::StrCat("[", absl::StrJoin(running, ", "), "]"))};
+  }
+  return {"ok", ""};
+}
+
+}  // namespace faultline::controller

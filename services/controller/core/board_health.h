@@ -1,0 +1,30 @@
+#pragma once
+// A board's health around kernel switches. The controller orders a switch (the board is
+// then `switching`), and the next hello tells whether it worked: a new boot on a kernel
+// with the label asked for. Anything else makes the board `needs-check`: it gets no runs
+// (they wait or go to other boards) until its agent says it is fine again, which an
+// operator decides on the board. Never a run on the wrong kernel.
+#include <optional>
+#include <string>
+
+#include "services/controller/core/domain.h"
+
+namespace faultline::controller {
+
+// A switch ordered and not yet confirmed by a hello.
+struct SwitchInFlight {
+  std::string label;
+  std::string from_boot_id;
+};
+
+struct BoardHealth {
+  std::string health;  // ok | needs-check
+  std::string reason;
+};
+
+// The board's health after a hello (`hello`: what its agent reported, health "ok" or
+// "needs-check" with a reason).
+BoardHealth HealthAfterHello(const std::optional<SwitchInFlight>& in_flight,
+                             const BoardSummary& hello);
+
+}  // namespace faultline::controller
