@@ -245,6 +245,7 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   auto channel = grpc::CreateCustomChannel(options.controller, grpc::InsecureChannelCredentials(), args);
   AgentClientOptions client_options;
   client_options.board = board;
+  client_options.spool_dir = config->state_dir + "/spool";
   SwitchFunction kernel_switch = [&](const v1::KernelSwitch& order,
                                      const std::atomic<bool>* stopping) -> std::string {
     auto needs_check = [&](const std::string& reason) {

@@ -9,12 +9,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "agent/durable_file.h"
 #include "absl/strings/str_cat.h"
 #include "services/common/units.h"
 
@@ -39,13 +38,7 @@ std::string OneLine(std::string s) {
   return s;
 }
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) { return ReadWholeFile(path); }
 
 std::map<std::string, std::string> ParseLines(const std::string& text) {
   std::map<std::string, std::string> out;
@@ -61,53 +54,6 @@ std::map<std::string, std::string> ParseLines(const std::string& text) {
 
 absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
-// Write-to-temporary, fsync, rename, fsync the directory: after a crash or reboot the file
-// holds either the old or the new content, never a torn one.
-absl::Status WriteDurably(const std::string& dir, const std::string& name,
-                          const std::string& content) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("creating ", dir, ": ", ec.message()));
-  const std::string path = dir + "/" + name;
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno("open " + tmp);
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      absl::Status s = Errno("write " + tmp);
-      ::close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    absl::Status s = Errno("fsync " + tmp);
-    ::close(fd);
-    return s;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno("rename " + tmp);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return Errno("open " + dir);
-  int rc = ::fsync(dfd);
-  ::close(dfd);
-  if (rc != 0) return Errno("fsync " + dir);
-  return absl::OkStatus();
-}
-
-absl::Status RemoveDurably(const std::string& dir, const std::string& name) {
-  const std::string path = dir + "/" + name;
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("unlink " + path);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return errno == ENOENT ? absl::OkStatus() : Errno("open " + dir);
-  ::fsync(dfd);
-  ::close(dfd);
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -205,7 +151,7 @@ absl::Status SwitchState::SavePending(const PendingSwitch& p) {
   std::string text = absl::StrCat("label=", OneLine(p.label), "\nrelease=", OneLine(p.release),
                                   "\nboot_id_before=", OneLine(p.boot_id_before),
                                   "\nrequested_at_unix=", p.requested_at_unix, "\n");
-  return WriteDurably(dir_, kPendingFile, text);
+  return WriteFileDurably(dir_, kPendingFile, text);
 }
 
 absl::StatusOr<std::optional<PendingSwitch>> SwitchState::LoadPending() const {
@@ -225,10 +171,10 @@ absl::StatusOr<std::optional<PendingSwitch>> SwitchState::LoadPending() const {
   return std::optional<PendingSwitch>(p);
 }
 
-absl::Status SwitchState::ClearPending() { return RemoveDurably(dir_, kPendingFile); }
+absl::Status SwitchState::ClearPending() { return RemoveFileDurably(dir_, kPendingFile); }
 
 absl::Status SwitchState::MarkNeedsCheck(const std::string& reason) {
-  return WriteDurably(dir_, kNeedsCheckFile, OneLine(reason) + "\n");
+  return WriteFileDurably(dir_, kNeedsCheckFile, OneLine(reason) + "\n");
 }
 
 std::optional<std::string> SwitchState::NeedsCheck() const {
@@ -238,7 +184,7 @@ std::optional<std::string> SwitchState::NeedsCheck() const {
   return reason.empty() ? std::string("needs a check (no reason recorded)") : reason;
 }
 
-absl::Status SwitchState::ClearNeedsCheck() { return RemoveDurably(dir_, kNeedsCheckFile); }
+absl::Status SwitchState::ClearNeedsCheck() { return RemoveFileDurably(dir_, kNeedsCheckFile); }
 
 std::string VerifySwitch(const PendingSwitch& pending, const BootIdentity& now) {
   if (now.boot_id == pending.boot_id_before) {

@@ -20,7 +20,9 @@ AgentClient::AgentClient(AgentClientOptions options, std::shared_ptr<grpc::Chann
       stub_(v1::AgentService::NewStub(channel)),
       run_(std::move(run)),
       switch_(std::move(kernel_switch)),
-      health_(std::move(health)) {}
+      health_(std::move(health)) {
+  if (!options_.spool_dir.empty()) spool_ = std::make_unique<ResultSpool>(options_.spool_dir);
+}
 
 void AgentClient::Stop() {
   std::lock_guard lock(mu_);
@@ -100,6 +102,12 @@ int AgentClient::Serve() {
     {
       std::lock_guard lock(mu_);
       if (stopping_) return 0;
+    }
+    // Results of a previous life (or connection) first: a hello releases the board's runs,
+    // after which their attempts' results would be refused.
+    if (!FlushSpool()) {
+      Backoff(++failures);
+      continue;
     }
     RefreshHealth();
     if (!Hello()) {
@@ -190,16 +198,54 @@ void AgentClient::Execute(const v1::Assignment& a) {
   *req.mutable_result() = std::move(report.result);
   log::info("event=run_finished run={} succeeded={} throughput={:.2f} reason=\"{}\"", a.run_id(),
             report.succeeded, req.result().throughput_rounds_per_second(), report.failure_reason);
+  std::string spooled;
+  if (spool_) {
+    auto name = spool_->Put(req);
+    if (name.ok()) {
+      spooled = *name;
+    } else {
+      log::error("event=spool_write_failed run={} error=\"{}\"", a.run_id(),
+                 std::string(name.status().message()));
+    }
+  }
   // Keep trying until the controller has it or refuses it; the controller's lease decides
   // how long an attempt stays valid.
   int failures = 0;
   while (!Report(req)) {
     {
       std::lock_guard lock(mu_);
-      if (stopping_) return;
+      if (stopping_) return;  // the spool keeps it for the next life
     }
     Backoff(++failures);
   }
+  if (!spooled.empty()) {
+    if (absl::Status s = spool_->Remove(spooled); !s.ok()) {
+      log::warn("event=spool_remove_failed file={} error=\"{}\"", spooled, std::string(s.message()));
+    }
+  }
+}
+
+bool AgentClient::FlushSpool() {
+  if (!spool_) return true;
+  auto names = spool_->List();
+  if (!names.ok()) {
+    log::error("event=spool_unreadable error=\"{}\"", std::string(names.status().message()));
+    return true;  // nothing we can send; do not stop serving
+  }
+  for (const auto& name : *names) {
+    auto req = spool_->Load(name);
+    if (!req.ok()) {
+      log::error("event=spool_entry_unreadable file={} error=\"{}\"", name,
+                 std::string(req.status().message()));
+      continue;
+    }
+    if (!Report(*req)) return false;
+    log::info("event=spooled_result_sent run={} attempt_id={}", req->run_id(), req->attempt_id());
+    if (absl::Status s = spool_->Remove(name); !s.ok()) {
+      log::warn("event=spool_remove_failed file={} error=\"{}\"", name, std::string(s.message()));
+    }
+  }
+  return true;
 }
 
 bool AgentClient::Report(const v1::ReportResultRequest& req) {

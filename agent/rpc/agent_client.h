@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "agent/rpc/result_spool.h"
 #include "faultline/v1/agent.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -35,6 +36,7 @@ struct AgentClientOptions {
   uint32_t acquire_wait_seconds = 30;
   std::chrono::milliseconds min_backoff{500};
   std::chrono::milliseconds max_backoff{10'000};
+  std::string spool_dir;  // results wait here until acknowledged; empty: no spool
 };
 
 class AgentClient {
@@ -55,6 +57,8 @@ class AgentClient {
   void HeartbeatLoop(const v1::Assignment& assignment, std::atomic<bool>* cancel,
                      std::atomic<bool>* done);
   bool Report(const v1::ReportResultRequest& request);
+  // Sends every spooled result; false when the controller could not be reached.
+  bool FlushSpool();
   void Backoff(int failures);
   bool WaitFor(std::chrono::milliseconds d);  // false when stopping
 
@@ -65,6 +69,7 @@ class AgentClient {
   HealthFunction health_;
   uint32_t heartbeat_seconds_ = 10;
   std::atomic<bool> stopping_flag_{false};
+  std::unique_ptr<ResultSpool> spool_;
 
   std::mutex mu_;
   std::condition_variable cv_;

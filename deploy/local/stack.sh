@@ -48,6 +48,7 @@ fl_start_agent() {
 board: $board
 labels: {site: local}
 work_dir: $FL_STATE/work
+state_dir: $FL_STATE/agent-state
 zram_swap: ${FL_ZRAM_SWAP:-0}
 kernels:
 YAML

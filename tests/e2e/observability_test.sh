@@ -94,10 +94,53 @@ aa_alerts=$(curl -fsS "$PROM/api/v1/query" --data-urlencode 'query=ALERTS{candid
 echo "$aa_alerts" | grep -q '"result":\[\]' || fail "Prometheus has alerts for the A/A study: $aa_alerts"
 pass "regression alert reached the webhook; the A/A study stayed quiet"
 
+# Regressions over time: a nightly-like series of 12 one-run jobs of one study, whose page
+# cache stops fitting its memcg after the 6th (256M -> 24M for 2 x 16M files: it thrashes,
+# genuinely slower). The controller's detector (every 30 s) must find one change point at
+# the 7th job, export it, and the history alert must reach the webhook.
+history_jobs=()
+for i in $(seq 1 12); do
+  limit=256M; [ "$i" -le 6 ] || limit=24M
+  cat >"$FL_STATE/nightly.yaml" <<YAML
+name: obs-nightly
+benchmark: filemap-thrash
+duration: 1s
+repetitions: 1
+kernels: [vanilla]
+memcg: {memory_max: $limit}
+params: {file_size: 16M, threads: 2}
+YAML
+  history_jobs+=("$("$FL_BIN_CLI" submit "$FL_STATE/nightly.yaml" --wait 2>/dev/null)") \
+    || fail "nightly job $i failed"
+done
+sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
+sql "SELECT j.id, j.memory_max, res.throughput FROM jobs j JOIN runs r ON r.job_id = j.id
+     JOIN results res ON res.run_id = r.id WHERE j.name = 'obs-nightly' ORDER BY j.id"
+change_found() { [ "$(sql "SELECT count(*) FROM change_points WHERE study = 'obs-nightly'")" -ge 1 ]; }
+FL_WAIT_SECONDS=90 fl_wait_for "the history change point" change_found || fail "no change point in the history"
+[ "$(sql "SELECT count(*) FROM change_points WHERE study = 'obs-nightly'")" = 1 ] \
+  || fail "more than one change point: $(sql "SELECT * FROM change_points")"
+cp=$(sql "SELECT id || ' ' || job_id || ' ' || (relative_change < -0.2)::text FROM change_points WHERE study = 'obs-nightly'")
+read -r cp_id cp_job cp_drop <<<"$cp"
+[ "$cp_job" = "${history_jobs[6]}" ] || fail "change point at job $cp_job, expected the 7th (${history_jobs[6]})"
+[ "$cp_drop" = true ] || fail "the change point is not a drop of more than 20%: $(sql "SELECT * FROM change_points")"
+"$FL_BIN_CLI" changes | grep -q "obs-nightly" || fail "faultline changes does not list it"
+history_alert() { grep -q '"alertname":"FaultlineHistoryRegression"' "$FL_STATE/webhook.jsonl" 2>/dev/null; }
+FL_WAIT_SECONDS=240 fl_wait_for "the history alert at the webhook" history_alert || fail "no history alert"
+grep '"alertname":"FaultlineHistoryRegression"' "$FL_STATE/webhook.jsonl" | grep -q '"study":"obs-nightly"' \
+  || fail "the history alert is about another series"
+pass "history: one change point at the 7th nightly job (the memcg got tighter), exported and alerted"
+
 # Dashboards: every variable resolves, every query returns data, every SQL panel runs.
 if [ -x "$FL_ROOT/tests/e2e/check_dashboards.sh" ]; then
   "$FL_ROOT/tests/e2e/check_dashboards.sh" "$PROM" "$FL_DATABASE_URL" "$FL_ROOT/dashboards" \
     || fail "dashboard queries failed"
   pass "dashboard queries return data"
 fi
+
+# Marking the change point closes it: the gauge goes away.
+"$FL_BIN_CLI" mark "$cp_id" acknowledged >/dev/null || fail "faultline mark"
+curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/metrics" | grep -q 'faultline_change_point_relative_change{.*obs-nightly' \
+  && fail "an acknowledged change point is still exported"
+pass "an acknowledged change point is no longer exported"
 echo "observability e2e: all checks passed"
