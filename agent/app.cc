@@ -1,5 +1,6 @@
 #include "agent/app.h"
 
+#include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "agent/assignment_check.h"
 #include "agent/config.h"
 #include "agent/kernel_switch.h"
 #include "agent/rpc/agent_client.h"
@@ -172,6 +174,24 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
                                facts.kernel_release;
       return refused;
     }
+    // The board's own bounds, whatever the controller says.
+    AssignmentFacts facts_of_run;
+    facts_of_run.benchmark = a.benchmark();
+    facts_of_run.params.insert(a.params().begin(), a.params().end());
+    facts_of_run.duration_seconds = a.duration_seconds();
+    facts_of_run.memory_max = a.memcg().memory_max();
+    BoardCapacity capacity;
+    capacity.memory_bytes = facts.memory_bytes;
+    struct statvfs fs {};
+    if (::statvfs(config->work_dir.c_str(), &fs) == 0) {
+      capacity.work_dir_free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    }
+    if (std::string why = CheckAssignment(facts_of_run, capacity); !why.empty()) {
+      log::warn("event=assignment_refused run={} reason=\"{}\"", a.run_id(), why);
+      RunReport refused;
+      refused.failure_reason = "refused by the agent: " + why;
+      return refused;
+    }
     runner::WorkloadInvocation inv;
     inv.workload_binary = workload;
     inv.benchmark = a.benchmark();
@@ -238,14 +258,43 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
     return report;
   };
 
+  std::string token;
+  if (!config->token_file.empty()) {
+    auto text = sys::ReadFileToString(config->token_file, &error);
+    if (!text) {
+      log::error("event=no_token error=\"{}\"", error);
+      return 2;
+    }
+    token = *text;
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
+      token.pop_back();
+    }
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!config->tls_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    for (auto [path, target] : {std::pair<const std::string*, std::string*>{&config->tls_ca, &ssl.pem_root_certs},
+                                {&config->tls_cert, &ssl.pem_cert_chain},
+                                {&config->tls_key, &ssl.pem_private_key}}) {
+      if (path->empty()) continue;
+      auto pem = sys::ReadFileToString(*path, &error);
+      if (!pem) {
+        log::error("event=tls_unreadable error=\"{}\"", error);
+        return 2;
+      }
+      *target = *pem;
+    }
+    credentials = grpc::SslCredentials(ssl);
+  }
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 10'000);
-  auto channel = grpc::CreateCustomChannel(options.controller, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(options.controller, credentials, args);
   AgentClientOptions client_options;
   client_options.board = board;
   client_options.spool_dir = config->state_dir + "/spool";
+  client_options.token = token;
   SwitchFunction kernel_switch = [&](const v1::KernelSwitch& order,
                                      const std::atomic<bool>* stopping) -> std::string {
     auto needs_check = [&](const std::string& reason) {

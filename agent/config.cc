@@ -45,7 +45,8 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
   if (!root.IsMap()) return absl::InvalidArgumentError("the config must be a YAML mapping");
   static const std::set<std::string> kKnown = {
       "board",   "labels",    "work_dir",       "workload_binary", "cgroup_parent", "zram_swap",
-      "kernels", "state_dir", "switch_timeout", "release_file",    "boot_id_file"};
+      "kernels", "state_dir", "switch_timeout", "release_file",    "boot_id_file",
+      "token_file", "tls_ca", "tls_cert", "tls_key"};
   AgentConfig config;
   try {
     for (const auto& kv : root) {
@@ -54,7 +55,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
         return Bad(kv.first, key,
                    "unknown field (fields: board, labels, work_dir, workload_binary, "
                    "cgroup_parent, zram_swap, kernels, state_dir, switch_timeout, release_file, "
-                   "boot_id_file)");
+                   "boot_id_file, token_file, tls_ca, tls_cert, tls_key)");
       }
     }
     if (!root["board"] || !ValidLabel(root["board"].as<std::string>())) {
@@ -88,12 +89,23 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
     }
     for (auto [key, target] : {std::pair<const char*, std::string*>{"state_dir", &config.state_dir},
                                {"release_file", &config.release_file},
-                               {"boot_id_file", &config.boot_id_file}}) {
+                               {"boot_id_file", &config.boot_id_file},
+                               {"token_file", &config.token_file},
+                               {"tls_ca", &config.tls_ca},
+                               {"tls_cert", &config.tls_cert},
+                               {"tls_key", &config.tls_key}}) {
       if (!root[key]) continue;
       *target = root[key].as<std::string>();
       if (target->empty() || target->front() != '/') {
         return Bad(root[key], key, "must be an absolute path");
       }
+    }
+    if (config.tls_cert.empty() != config.tls_key.empty()) {
+      return Bad(root, config.tls_cert.empty() ? "tls_cert" : "tls_key",
+                 "tls_cert and tls_key go together (mutual TLS)");
+    }
+    if (!config.tls_cert.empty() && config.tls_ca.empty()) {
+      return Bad(root["tls_cert"], "tls_ca", "a client certificate needs tls_ca (TLS) as well");
     }
     if (root["switch_timeout"]) {
       const std::string text = root["switch_timeout"].as<std::string>();

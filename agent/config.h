@@ -7,7 +7,9 @@
 //   cgroup_parent: ""                  # optional delegated cgroup v2 directory
 //   zram_swap: 1G                      # optional: a zram swap device of this size is set
 //                                      # up for each run that needs swap, removed after
-//   state_dir: /var/lib/faultline-agent  # what must survive a reboot (kernel switches)
+//   state_dir: /var/lib/faultline-agent  # what must survive a reboot (switches, result spool)
+//   token_file: /etc/faultline/agent.token  # this board's agent token
+//   tls_ca: /etc/faultline/ca.pem        # TLS to the controller (+ tls_cert/tls_key: mTLS)
 //   switch_timeout: 10m                  # a switch not back by then: needs-check
 //   kernels:
 //     - {label: vanilla, release: 6.1.0-18-amd64, boot: grub-reboot,
@@ -55,6 +57,12 @@ struct AgentConfig {
   std::vector<KernelEntry> kernels;
   std::string state_dir = "/var/lib/faultline-agent";
   uint32_t switch_timeout_seconds = 600;
+  // Talking to the controller: this board's agent token, and TLS (CA to trust; a client
+  // certificate and key for mutual TLS).
+  std::string token_file;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
   std::string release_file;  // tests: read the running release from here
   std::string boot_id_file;  // tests: read the boot id from here
 };

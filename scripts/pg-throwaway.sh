@@ -2,6 +2,8 @@
 # A throwaway PostgreSQL 15 cluster for tests and the local stack.
 #   pg-throwaway.sh start DIR   -> initdb into DIR, start on a free port, print the URL
 #   pg-throwaway.sh stop DIR    -> stop it (fast) and remove DIR
+#   pg-throwaway.sh halt DIR    -> stop it (fast), keep DIR (a database outage)
+#   pg-throwaway.sh resume DIR  -> start a halted cluster again on its port
 # As root the server runs as the 'postgres' user (initdb refuses root).
 set -euo pipefail
 
@@ -39,9 +41,16 @@ case "$cmd" in
     [ -d "$dir/data" ] && as_owner "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
     rm -rf "$dir"
     ;;
+  halt)
+    as_owner "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+    ;;
+  resume)
+    as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "-p $(cat "$dir/port") -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+    ;;
   restart)
     as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -m fast -w -t 60 \
       -o "-p $(cat "$dir/port") -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" restart >/dev/null
     ;;
-  *) echo "usage: pg-throwaway.sh start|stop|restart DIR" >&2; exit 2 ;;
+  *) echo "usage: pg-throwaway.sh start|stop|halt|resume|restart DIR" >&2; exit 2 ;;
 esac

@@ -48,9 +48,14 @@ void AgentClient::Backoff(int failures) {
   WaitFor(std::chrono::milliseconds(dist(rng)));
 }
 
+void AgentClient::Authorize(grpc::ClientContext* ctx) const {
+  if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
+}
+
 bool AgentClient::Hello() {
   grpc::ClientContext ctx;
   ctx.set_deadline(In(std::chrono::seconds(10)));
+  Authorize(&ctx);
   v1::HelloRequest req;
   *req.mutable_board() = options_.board;
   v1::HelloResponse resp;
@@ -75,6 +80,7 @@ void AgentClient::RefreshHealth() {
 bool AgentClient::AcquireOnce(v1::AcquireWorkResponse* resp) {
   grpc::ClientContext ctx;
   ctx.set_deadline(In(std::chrono::seconds(options_.acquire_wait_seconds + 15)));
+  Authorize(&ctx);
   {
     std::lock_guard lock(mu_);
     if (stopping_) return false;
@@ -154,6 +160,7 @@ void AgentClient::HeartbeatLoop(const v1::Assignment& a, std::atomic<bool>* canc
     }
     grpc::ClientContext ctx;
     ctx.set_deadline(In(std::chrono::seconds(10)));
+    Authorize(&ctx);
     v1::HeartbeatRequest req;
     req.set_board(options_.board.name());
     req.set_run_id(a.run_id());
@@ -251,6 +258,7 @@ bool AgentClient::FlushSpool() {
 bool AgentClient::Report(const v1::ReportResultRequest& req) {
   grpc::ClientContext ctx;
   ctx.set_deadline(In(std::chrono::seconds(30)));
+  Authorize(&ctx);
   v1::ReportResultResponse resp;
   grpc::Status s = stub_->ReportResult(&ctx, req, &resp);
   if (s.ok()) return true;
@@ -258,7 +266,6 @@ bool AgentClient::Report(const v1::ReportResultRequest& req) {
     case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::NOT_FOUND:
     case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::PERMISSION_DENIED:
       log::warn("event=result_refused run={} error=\"{}\"", req.run_id(), s.error_message());
       return true;  // final: the controller will never take it
     default:

@@ -37,6 +37,7 @@ struct AgentClientOptions {
   std::chrono::milliseconds min_backoff{500};
   std::chrono::milliseconds max_backoff{10'000};
   std::string spool_dir;  // results wait here until acknowledged; empty: no spool
+  std::string token;      // bearer token of this board's agent (empty: none)
 };
 
 class AgentClient {
@@ -61,6 +62,7 @@ class AgentClient {
   bool FlushSpool();
   void Backoff(int failures);
   bool WaitFor(std::chrono::milliseconds d);  // false when stopping
+  void Authorize(grpc::ClientContext* ctx) const;
 
   AgentClientOptions options_;
   std::unique_ptr<v1::AgentService::Stub> stub_;

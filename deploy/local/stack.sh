@@ -26,7 +26,28 @@ fl_start_postgres() {
   fl_log "PostgreSQL: $FL_DATABASE_URL"
 }
 
+# API tokens (the controller requires them): one user token for the CLI, exported as
+# FAULTLINE_TOKEN, and one agent token per board, in $FL_STATE/BOARD.token.
+fl_user_token() {
+  if [ ! -s "$FL_STATE/user.token" ]; then
+    "$FL_BIN_CONTROLLER" --database-url "$FL_DATABASE_URL" tokens create --name local-user --role user \
+      >"$FL_STATE/user.token" || return 1
+  fi
+  FAULTLINE_TOKEN=$(cat "$FL_STATE/user.token")
+  export FAULTLINE_TOKEN
+}
+fl_agent_token() {  # prints the token file of board $1
+  local board=$1
+  if [ ! -s "$FL_STATE/$board.token" ]; then
+    "$FL_BIN_CONTROLLER" --database-url "$FL_DATABASE_URL" tokens create --name "agent-$board" \
+      --role agent --board "$board" >"$FL_STATE/$board.token" || return 1
+    chmod 600 "$FL_STATE/$board.token"
+  fi
+  echo "$FL_STATE/$board.token"
+}
+
 fl_start_controller() {
+  fl_user_token || return 1
   rm -f "$FL_STATE/controller.ports"
   "$FL_BIN_CONTROLLER" --database-url "$FL_DATABASE_URL" \
     --grpc-listen "127.0.0.1:${FL_GRPC_PORT:-0}" --http-listen "127.0.0.1:${FL_HTTP_PORT:-0}" \
@@ -49,6 +70,7 @@ board: $board
 labels: {site: local}
 work_dir: $FL_STATE/work
 state_dir: $FL_STATE/agent-state
+token_file: $(fl_agent_token "$board")
 zram_swap: ${FL_ZRAM_SWAP:-0}
 kernels:
 YAML

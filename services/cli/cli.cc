@@ -1,5 +1,8 @@
 #include "services/cli/cli.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "google/protobuf/util/time_util.h"
 
 #include <unistd.h>
@@ -35,8 +38,13 @@ int RpcFailed(const CliEnv& env, const grpc::Status& status) {
   return kExitFailure;
 }
 
+void Authorize(grpc::ClientContext* context, const CliEnv& env) {
+  if (!env.token.empty()) context->AddMetadata("authorization", "Bearer " + env.token);
+}
+
 void SetDeadline(grpc::ClientContext* context, const CliEnv& env) {
   context->set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
+  Authorize(context, env);
 }
 
 std::string OneLine(std::string_view text) {
@@ -152,6 +160,7 @@ int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   grpc::ClientContext context;  // no deadline: jobs run for as long as they run
+  Authorize(&context, env);
   std::unique_ptr<grpc::ClientReaderInterface<v1::JobProgress>> reader = client.WatchJob(&context, request);
   v1::JobProgress event;
   std::optional<v1::JobProgress> last;
@@ -339,8 +348,22 @@ int CompareCommand(const CliEnv& env, const std::string& a_path, const std::stri
   return kExitOk;
 }
 
-std::unique_ptr<JobStub> ConnectInsecure(const std::string& target) {
-  return v1::JobService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+std::unique_ptr<JobStub> Connect(const CliEnv& env) {
+  if (env.tls_ca.empty()) {
+    return v1::JobService::NewStub(grpc::CreateChannel(env.controller, grpc::InsecureChannelCredentials()));
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (auto [path, target] : {std::pair<const std::string*, std::string*>{&env.tls_ca, &ssl.pem_root_certs},
+                              {&env.tls_cert, &ssl.pem_cert_chain},
+                              {&env.tls_key, &ssl.pem_private_key}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path);
+    if (!in) return nullptr;
+    std::stringstream pem;
+    pem << in.rdbuf();
+    *target = pem.str();
+  }
+  return v1::JobService::NewStub(grpc::CreateChannel(env.controller, grpc::SslCredentials(ssl)));
 }
 
 int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& connect) {
@@ -351,6 +374,12 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
                  "controller address HOST:PORT (default: $" + std::string(kControllerEnv) + " or " +
                      std::string(kDefaultController) + ")");
   app.set_version_flag("--version", "faultline " FAULTLINE_VERSION);
+  std::string token_file;
+  app.add_option("--token-file", token_file,
+                 "file holding the bearer token (default: $FAULTLINE_TOKEN)");
+  app.add_option("--tls-ca", env.tls_ca, "PEM CA certificate: connect with TLS");
+  app.add_option("--tls-cert", env.tls_cert, "PEM client certificate (mutual TLS)");
+  app.add_option("--tls-key", env.tls_key, "PEM key of --tls-cert");
 
   std::string spec_path;
   bool wait = false;
@@ -442,7 +471,18 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   if (compare->parsed()) {  // offline: no controller
     return CompareCommand(env, a_path, b_path, compare_options, *ParseReportFormat(format_name));
   }
-  std::unique_ptr<JobStub> client = connect(env.controller);  // channels connect lazily
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in || !std::getline(in, env.token) || env.token.empty()) {
+      PrintError(env, "--token-file: cannot read a token from " + token_file);
+      return kExitUsage;
+    }
+  }
+  std::unique_ptr<JobStub> client = connect(env);  // channels connect lazily
+  if (!client) {
+    PrintError(env, "--tls-ca/--tls-cert/--tls-key: cannot read the PEM files");
+    return kExitUsage;
+  }
   if (submit->parsed()) return SubmitCommand(*client, env, spec_path, wait);
   if (jobs->parsed()) return JobsCommand(*client, env, limit);
   if (watch->parsed()) return WatchCommand(*client, env, job_id);
@@ -466,7 +506,8 @@ int Main(int argc, char** argv) {
   if (const char* controller = std::getenv(std::string(kControllerEnv).c_str()); controller && *controller) {
     env.controller = controller;
   }
-  return RunCli(argc, argv, std::move(env), ConnectInsecure);
+  if (const char* token = std::getenv("FAULTLINE_TOKEN"); token && *token) env.token = token;
+  return RunCli(argc, argv, std::move(env), Connect);
 }
 
 }  // namespace faultline::cli

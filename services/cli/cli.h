@@ -45,6 +45,9 @@ struct CliEnv {
   bool err_is_tty = false;  // progress updates in place (\r) instead of one line per event
   std::string controller{kDefaultController};  // named in UNAVAILABLE errors
   std::chrono::milliseconds rpc_timeout{10'000};  // deadline of each unary call (not watch)
+  std::string token;   // bearer token (--token-file, $FAULTLINE_TOKEN)
+  std::string tls_ca;  // PEM file: talk TLS to the controller, trusting this CA
+  std::string tls_cert, tls_key;  // PEM files: a client certificate (mutual TLS)
 };
 
 // "INVALID_ARGUMENT: spec.duration: ..." (one line; UNAVAILABLE also names the controller).
@@ -63,8 +66,10 @@ int CompareCommand(const CliEnv& env, const std::string& a_path, const std::stri
                    const controller::CompareOptions& options, ReportFormat format);
 
 // Makes a client for a controller address.
-using StubFactory = std::function<std::unique_ptr<JobStub>(const std::string& target)>;
-std::unique_ptr<JobStub> ConnectInsecure(const std::string& target);
+using StubFactory = std::function<std::unique_ptr<JobStub>(const CliEnv& env)>;
+// A channel to env.controller: plaintext, or TLS when env.tls_ca is set (with a client
+// certificate when tls_cert/tls_key are). nullptr when a PEM file cannot be read.
+std::unique_ptr<JobStub> Connect(const CliEnv& env);
 
 // Parses the command line and runs one subcommand. `env.controller` is the default
 // address (overridden by --controller); `connect` is called once, after parsing.

@@ -136,8 +136,8 @@ class CliTest : public ::testing::Test {
     env.err = &err_;
     env.err_is_tty = tty;
     env.controller = "default:50051";
-    return RunCli(static_cast<int>(argv.size()), argv.data(), env, [this](const std::string& target) {
-      target_ = target;
+    return RunCli(static_cast<int>(argv.size()), argv.data(), env, [this](const CliEnv& env) {
+      target_ = env.controller;
       return std::unique_ptr<JobStub>(v1::JobService::NewStub(server_->InProcessChannel(grpc::ChannelArguments())));
     });
   }
@@ -350,7 +350,7 @@ TEST(RealChannelTest, UnreachableControllerIsAnRpcError) {
   env.controller = "127.0.0.1:1";  // nothing listens on port 1
   env.rpc_timeout = std::chrono::seconds(5);
   const char* argv[] = {"faultline", "agents"};
-  EXPECT_EQ(RunCli(2, argv, env, ConnectInsecure), 1);
+  EXPECT_EQ(RunCli(2, argv, env, Connect), 1);
   EXPECT_THAT(err.str(), StartsWith("faultline: UNAVAILABLE: cannot reach controller at 127.0.0.1:1"));
 }
 

@@ -2,12 +2,16 @@
 
 #include <csignal>
 #include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "services/common/log.h"
+#include "services/controller/api/auth.h"
 #include "services/controller/api/dispatcher.h"
 #include "services/controller/api/http_server.h"
 #include "services/controller/api/metrics.h"
@@ -15,6 +19,108 @@
 #include "services/controller/storage/store.h"
 
 namespace faultline::controller {
+namespace {
+
+std::optional<std::string> ReadPem(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const ControllerOptions& options,
+                                                           std::string* error) {
+  if (options.tls_cert.empty() && options.tls_key.empty()) {
+    return grpc::InsecureServerCredentials();
+  }
+  auto cert = ReadPem(options.tls_cert);
+  auto key = ReadPem(options.tls_key);
+  if (!cert || !key) {
+    *error = "cannot read --tls-cert/--tls-key";
+    return nullptr;
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!options.tls_client_ca.empty()) {
+    auto ca = ReadPem(options.tls_client_ca);
+    if (!ca) {
+      *error = "cannot read --tls-client-ca";
+      return nullptr;
+    }
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+std::unique_ptr<PgStore> OpenMigrated(const std::string& database_url) {
+  StoreOptions store_options;
+  store_options.database_url = database_url;
+  auto store = std::make_unique<PgStore>(store_options);
+  if (absl::Status s = store->Migrate(); !s.ok()) {
+    std::cerr << "faultline-controller: " << s.message() << "\n";
+    return nullptr;
+  }
+  return store;
+}
+
+}  // namespace
+
+int CreateTokenCommand(const std::string& database_url, const std::string& name,
+                       const std::string& role, const std::string& board) {
+  if (role != "user" && role != "agent") {
+    std::cerr << "faultline-controller: --role must be user or agent\n";
+    return 2;
+  }
+  if ((role == "agent") != !board.empty()) {
+    std::cerr << "faultline-controller: an agent token needs --board (and only an agent token)\n";
+    return 2;
+  }
+  auto store = OpenMigrated(database_url);
+  if (!store) return 1;
+  std::string token = NewToken();
+  if (token.empty()) {
+    std::cerr << "faultline-controller: cannot read /dev/urandom\n";
+    return 1;
+  }
+  if (absl::Status s = store->CreateToken(name, role, board, Sha256Hex(token)); !s.ok()) {
+    std::cerr << "faultline-controller: " << s.message() << "\n";
+    return 1;
+  }
+  std::cout << token << "\n";  // shown once: only its hash is kept
+  return 0;
+}
+
+int RevokeTokenCommand(const std::string& database_url, const std::string& name) {
+  auto store = OpenMigrated(database_url);
+  if (!store) return 1;
+  auto revoked = store->RevokeToken(name);
+  if (!revoked.ok()) {
+    std::cerr << "faultline-controller: " << revoked.status().message() << "\n";
+    return 1;
+  }
+  if (!*revoked) {
+    std::cerr << "faultline-controller: no live token named '" << name << "'\n";
+    return 1;
+  }
+  return 0;
+}
+
+int ListTokensCommand(const std::string& database_url) {
+  auto store = OpenMigrated(database_url);
+  if (!store) return 1;
+  auto tokens = store->ListTokens();
+  if (!tokens.ok()) {
+    std::cerr << "faultline-controller: " << tokens.status().message() << "\n";
+    return 1;
+  }
+  for (const auto& t : *tokens) {
+    std::cout << t.name << "\t" << t.role << "\t" << (t.board.empty() ? "-" : t.board) << "\t"
+              << (t.revoked ? "revoked" : "live") << "\n";
+  }
+  return 0;
+}
 
 int RunController(const ControllerOptions& options) {
   // Block the stop signals in every thread; one thread waits for them.
@@ -35,14 +141,24 @@ int RunController(const ControllerOptions& options) {
 
   Dispatcher dispatcher(&store);
   ControllerMetrics metrics;
-  JobServiceImpl job_service(&store, &dispatcher, &metrics);
-  AgentServiceImpl agent_service(&store, &dispatcher, &metrics);
+  Authorizer auth(&store, options.auth_required);
+  if (!options.auth_required) {
+    log::warn("event=auth_off note=\"every gRPC call is accepted without a token\"");
+  }
+  JobServiceImpl job_service(&store, &dispatcher, &metrics, &auth);
+  AgentServiceImpl agent_service(&store, &dispatcher, &metrics, &auth);
+  std::string credentials_error;
+  auto credentials = ServerCredentials(options, &credentials_error);
+  if (!credentials) {
+    log::error("event=tls_failed error=\"{}\"", credentials_error);
+    return 2;
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(options.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.AddListeningPort(options.grpc_listen, credentials, &grpc_port);
   builder.RegisterService(&job_service);
   builder.RegisterService(&agent_service);
   builder.SetMaxReceiveMessageSize(16 << 20);

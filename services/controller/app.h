@@ -8,9 +8,21 @@ struct ControllerOptions {
   std::string http_listen = "0.0.0.0:8080";
   std::string database_url;
   std::string port_file;
+  bool auth_required = true;  // bearer tokens on every gRPC call (--auth off for local tests)
+  // TLS for gRPC: certificate and key (PEM); with a client CA, clients must present a
+  // certificate it signed (mutual TLS).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
 };
 
 // Runs until SIGINT/SIGTERM; returns the process exit code.
 int RunController(const ControllerOptions& options);
+
+// `faultline-controller tokens ...`: administration on the database directly.
+int CreateTokenCommand(const std::string& database_url, const std::string& name,
+                       const std::string& role, const std::string& board);
+int RevokeTokenCommand(const std::string& database_url, const std::string& name);
+int ListTokensCommand(const std::string& database_url);
 
 }  // namespace faultline::controller

@@ -19,7 +19,28 @@ int main(int argc, char** argv) {
                  "PostgreSQL URL (default: env FAULTLINE_DATABASE_URL)");
   app.add_option("--port-file", options.port_file,
                  "write the bound ports here once serving (grpc=PORT, http=PORT lines)");
+  std::string auth = "required";
+  app.add_option("--auth", auth, "required: bearer tokens on every gRPC call; off: none (local tests)")
+      ->check(CLI::IsMember({"required", "off"}))
+      ->capture_default_str();
+  app.add_option("--tls-cert", options.tls_cert, "PEM certificate for gRPC over TLS");
+  app.add_option("--tls-key", options.tls_key, "PEM private key for --tls-cert");
+  app.add_option("--tls-client-ca", options.tls_client_ca,
+                 "PEM CA: clients must present a certificate it signed (mutual TLS)");
+
+  // faultline-controller tokens create|revoke|list: administration on the database.
+  auto* tokens = app.add_subcommand("tokens", "manage API tokens (stored hashed)");
+  tokens->require_subcommand(1);
+  std::string name, role, board;
+  auto* create = tokens->add_subcommand("create", "create a token and print it (shown once)");
+  create->add_option("--name", name, "unique name, e.g. alice or board-arm-01")->required();
+  create->add_option("--role", role, "user (JobService) or agent (AgentService)")->required();
+  create->add_option("--board", board, "agent tokens: the board it may act for");
+  auto* revoke = tokens->add_subcommand("revoke", "revoke a token by name");
+  revoke->add_option("--name", name, "the token's name")->required();
+  tokens->add_subcommand("list", "list tokens (names, roles, boards; never the tokens)");
   CLI11_PARSE(app, argc, argv);
+  options.auth_required = auth == "required";
   if (options.database_url.empty()) {
     if (const char* env = std::getenv("FAULTLINE_DATABASE_URL")) options.database_url = env;
   }
@@ -27,5 +48,10 @@ int main(int argc, char** argv) {
     std::cerr << "faultline-controller: --database-url or FAULTLINE_DATABASE_URL is required\n";
     return 2;
   }
+  if (create->parsed()) {
+    return faultline::controller::CreateTokenCommand(options.database_url, name, role, board);
+  }
+  if (revoke->parsed()) return faultline::controller::RevokeTokenCommand(options.database_url, name);
+  if (tokens->parsed()) return faultline::controller::ListTokensCommand(options.database_url);
   return faultline::controller::RunController(options);
 }

@@ -85,6 +85,7 @@ work_dir: $FL_STATE/work
 state_dir: $board_dir/state
 release_file: $board_dir/release
 boot_id_file: $board_dir/boot_id
+token_file: $(fl_agent_token sim-board)
 switch_timeout: 60s
 kernels:
   - {label: vanilla, release: 6.1.0-sim-vanilla, boot: command, command: [$board_dir/boot.sh]}

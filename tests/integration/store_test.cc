@@ -202,6 +202,27 @@ TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
     auto reaped = store_->ReapExpiredLeases();
     ASSERT_TRUE(reaped.ok());
     EXPECT_EQ(*reaped, std::vector<int64_t>{job});
+    if (attempt == 3) break;
+    // Requeued with a backoff of 30 s · 2^(attempt − 1), jittered into [50%, 100%].
+    const double wait = static_cast<double>(
+        Count("SELECT extract(epoch FROM not_before - now())::bigint * 1000 FROM runs WHERE id = " +
+              std::to_string(run_id))) / 1000;
+    const double full = 30.0 * (1 << (attempt - 1));
+    EXPECT_GE(wait, full / 2 - 2) << "attempt " << attempt;
+    EXPECT_LE(wait, full + 1) << "attempt " << attempt;
+    auto early = store_->ClaimRun("box");
+    ASSERT_TRUE(early.ok());
+    if (early->has_value()) {  // the job's other run may go meanwhile, never this one
+      ASSERT_NE((*early)->run_id, run_id) << "offered again before its backoff";
+      ASSERT_TRUE(store_->StoreResult("box", (*early)->run_id, (*early)->attempt_id, true, "",
+                                      GoodResult(3)).ok());
+    }
+    {  // the backoff passes (the database's clock, moved by hand)
+      pqxx::connection c(url_);
+      pqxx::work w(c);
+      w.exec("UPDATE runs SET not_before = now() - interval '1 second' WHERE not_before IS NOT NULL");
+      w.commit();
+    }
   }
   auto runs = store_->ListRuns(job);
   ASSERT_TRUE(runs.ok());
@@ -522,6 +543,29 @@ TEST_F(StoreTest, AnUndeliveredSwitchIsAbandoned) {
   EXPECT_EQ(b.health, "ok");
   EXPECT_EQ(b.kernel_switches, 0u);
   EXPECT_TRUE(store_->NextWork("dual")->kernel_switch);  // ordered again
+}
+
+TEST_F(StoreTest, DatabaseRestartIsUnavailableThenHealsByItself) {
+  int64_t before = Submit(1);
+  ASSERT_TRUE(store_->ListJobs(10).ok());
+  faultline::testing::HaltCluster();
+  EXPECT_EQ(store_->ListJobs(10).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store_->Ping().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store_->ClaimRun("box").status().code(), absl::StatusCode::kUnavailable);
+  faultline::testing::ResumeCluster();
+  // No restart of the store: it reconnects on the next calls by itself. A pooled connection
+  // from before the outage may fail one call; never more.
+  int failures = 0;
+  for (int i = 0; i < 3; ++i) failures += store_->ListJobs(10).ok() ? 0 : 1;
+  EXPECT_LE(failures, 1);
+  EXPECT_TRUE(store_->Ping().ok());
+  // Nothing accepted before the outage was lost, and work goes on.
+  auto job = store_->GetJob(before);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->counts.total, 2u);
+  auto claimed = store_->ClaimRun("box");
+  ASSERT_TRUE(claimed.ok() && claimed->has_value()) << claimed.status();
+  EXPECT_GT(Submit(1), before);
 }
 
 TEST_F(StoreTest, DatabaseDownIsUnavailable) {

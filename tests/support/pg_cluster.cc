@@ -52,7 +52,16 @@ Cluster& Instance() {
 
 }  // namespace
 
+static void RunScript(const std::string& verb) {
+  std::string cmd = std::string(FAULTLINE_SOURCE_DIR) + "/scripts/pg-throwaway.sh " + verb + " " +
+                    Instance().dir + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  ASSERT_EQ(rc, 0) << cmd;
+}
+
 const std::string& PgUrl() { return Instance().url; }
+void HaltCluster() { RunScript("halt"); }
+void ResumeCluster() { RunScript("resume"); }
 const std::string& PgSkipReason() { return Instance().skip_reason; }
 
 std::string FreshDatabase(const std::string& name) {

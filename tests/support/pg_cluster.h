@@ -10,6 +10,10 @@ namespace faultline::testing {
 const std::string& PgUrl();
 const std::string& PgSkipReason();
 
+// A database outage: stops the cluster (fast shutdown) / starts it again on its port.
+void HaltCluster();
+void ResumeCluster();
+
 // Creates a fresh database on the cluster and returns its URL, so tests do not share state.
 std::string FreshDatabase(const std::string& name);
 

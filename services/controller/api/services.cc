@@ -46,6 +46,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
                                                     const v1::SubmitJobRequest* req,
                                                     v1::SubmitJobResponse* resp) {
   RpcTimer timer(metrics_, "SubmitJob");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   if (req->request_id().size() > kMaxNameLength) {
     return Done(ctx, &timer, Invalid(absl::StrCat("request_id: must be at most ", kMaxNameLength,
                                                   " characters")));
@@ -67,6 +68,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* ct
                                                  const v1::GetJobRequest* req,
                                                  v1::GetJobResponse* resp) {
   RpcTimer timer(metrics_, "GetJob");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   auto job = store_->GetJob(req->job_id());
   if (!job.ok()) return Done(ctx, &timer, job.status());
   JobToProto(*job, resp->mutable_job());
@@ -82,6 +84,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
                                                    const v1::ListJobsRequest* req,
                                                    v1::ListJobsResponse* resp) {
   RpcTimer timer(metrics_, "ListJobs");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   if (req->limit() > 1000) return Done(ctx, &timer, Invalid("limit: must be at most 1000"));
   int limit = req->limit() == 0 ? 50 : static_cast<int>(req->limit());
   auto jobs = store_->ListJobs(limit);
@@ -94,6 +97,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
                                                     const v1::CancelJobRequest* req,
                                                     v1::CancelJobResponse* resp) {
   RpcTimer timer(metrics_, "CancelJob");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   auto job = store_->CancelJob(req->job_id());
   if (!job.ok()) return Done(ctx, &timer, job.status());
   JobToProto(*job, resp->mutable_job());
@@ -105,6 +109,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
 grpc::ServerWriteReactor<v1::JobProgress>* JobServiceImpl::WatchJob(
     grpc::CallbackServerContext* ctx, const v1::WatchJobRequest* req) {
   auto* reactor = new WatchReactor(dispatcher_, req->job_id());
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) {
+    reactor->FinishWith(denied);
+    return reactor;
+  }
   auto job = store_->GetJob(req->job_id());
   if (!job.ok()) {
     // Not registered with the dispatcher: OnDone's RemoveWatcher is a no-op.
@@ -120,6 +128,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetReport(grpc::CallbackServerContext*
                                                     const v1::GetReportRequest* req,
                                                     v1::GetReportResponse* resp) {
   RpcTimer timer(metrics_, "GetReport");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   return Done(ctx, &timer, BuildReport(store_, req->job_id(), resp));
 }
 
@@ -127,6 +136,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListAgents(grpc::CallbackServerContext
                                                      const v1::ListAgentsRequest*,
                                                      v1::ListAgentsResponse* resp) {
   RpcTimer timer(metrics_, "ListAgents");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   auto boards = store_->ListBoards();
   if (!boards.ok()) return Done(ctx, &timer, boards.status());
   for (const auto& b : *boards) BoardToProto(b, resp->add_boards());
@@ -155,6 +165,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::CreateSchedule(grpc::CallbackServerCon
                                                          const v1::CreateScheduleRequest* req,
                                                          v1::Schedule* resp) {
   RpcTimer timer(metrics_, "CreateSchedule");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   if (req->name().empty() || req->name().size() > kMaxNameLength) {
     return Done(ctx, &timer, Invalid(absl::StrCat("name: must be 1..", kMaxNameLength, " characters")));
   }
@@ -177,6 +188,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListSchedules(grpc::CallbackServerCont
                                                         const v1::ListSchedulesRequest*,
                                                         v1::ListSchedulesResponse* resp) {
   RpcTimer timer(metrics_, "ListSchedules");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   auto schedules = store_->ListSchedules();
   if (!schedules.ok()) return Done(ctx, &timer, schedules.status());
   for (const auto& s : *schedules) ScheduleToProto(s, resp->add_schedules());
@@ -187,6 +199,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::DeleteSchedule(grpc::CallbackServerCon
                                                          const v1::DeleteScheduleRequest* req,
                                                          v1::DeleteScheduleResponse*) {
   RpcTimer timer(metrics_, "DeleteSchedule");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   return Done(ctx, &timer, store_->DeleteSchedule(req->id()));
 }
 
@@ -216,6 +229,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListChangePoints(grpc::CallbackServerC
                                                            const v1::ListChangePointsRequest* req,
                                                            v1::ListChangePointsResponse* resp) {
   RpcTimer timer(metrics_, "ListChangePoints");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   auto points = store_->ListChangePoints(req->include_closed());
   if (!points.ok()) return Done(ctx, &timer, points.status());
   for (const auto& c : *points) ChangePointToProto(c, resp->add_change_points());
@@ -226,6 +240,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::SetChangePointState(
     grpc::CallbackServerContext* ctx, const v1::SetChangePointStateRequest* req,
     v1::ChangePoint* resp) {
   RpcTimer timer(metrics_, "SetChangePointState");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   static const std::set<std::string> kStates = {"open", "acknowledged", "fixed", "invalid"};
   if (!kStates.count(req->state())) {
     return Done(ctx, &timer,
@@ -244,6 +259,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Hello(grpc::CallbackServerContext* c
                                                   const v1::HelloRequest* req,
                                                   v1::HelloResponse* resp) {
   RpcTimer timer(metrics_, "Hello");
+  if (auto denied = auth_->RequireAgent(ctx, req->board().name()); !denied.ok()) {
+    return Done(ctx, &timer, denied);
+  }
   const v1::Board& board = req->board();
   if (board.name().empty() || board.name().size() > kMaxNameLength) {
     return Done(ctx, &timer, Invalid(absl::StrCat("board.name: must be 1..", kMaxNameLength,
@@ -277,6 +295,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::AcquireWork(grpc::CallbackServerCont
                                                         const v1::AcquireWorkRequest* req,
                                                         v1::AcquireWorkResponse* resp) {
   RpcTimer timer(metrics_, "AcquireWork");
+  if (auto denied = auth_->RequireAgent(ctx, req->board()); !denied.ok()) {
+    return Done(ctx, &timer, denied);
+  }
   if (req->board().empty()) return Done(ctx, &timer, Invalid("board: is required"));
   absl::Status touched = store_->TouchBoard(req->board());
   if (!touched.ok()) return Done(ctx, &timer, touched);
@@ -292,6 +313,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Heartbeat(grpc::CallbackServerContex
                                                       const v1::HeartbeatRequest* req,
                                                       v1::HeartbeatResponse* resp) {
   RpcTimer timer(metrics_, "Heartbeat");
+  if (auto denied = auth_->RequireAgent(ctx, req->board()); !denied.ok()) {
+    return Done(ctx, &timer, denied);
+  }
   if (req->run_id() == 0) return Done(ctx, &timer, store_->TouchBoard(req->board()));
   auto current = store_->RenewLease(req->board(), req->run_id(), req->attempt_id());
   if (!current.ok()) return Done(ctx, &timer, current.status());
@@ -303,6 +327,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportResult(grpc::CallbackServerCon
                                                          const v1::ReportResultRequest* req,
                                                          v1::ReportResultResponse*) {
   RpcTimer timer(metrics_, "ReportResult");
+  if (auto denied = auth_->RequireAgent(ctx, req->board()); !denied.ok()) {
+    return Done(ctx, &timer, denied);
+  }
   if (req->run_id() <= 0) return Done(ctx, &timer, Invalid("run_id: must be positive"));
   if (req->attempt_id().empty()) return Done(ctx, &timer, Invalid("attempt_id: is required"));
   if (req->result().samples_size() > 4 * 3600 + 60) {

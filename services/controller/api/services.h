@@ -3,6 +3,7 @@
 // statuses. Callback API: no handler blocks a thread while an agent or a watcher waits.
 #include "faultline/v1/agent.grpc.pb.h"
 #include "faultline/v1/job.grpc.pb.h"
+#include "services/controller/api/auth.h"
 #include "services/controller/api/dispatcher.h"
 #include "services/controller/api/metrics.h"
 #include "services/controller/storage/store.h"
@@ -11,8 +12,9 @@ namespace faultline::controller {
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
-  JobServiceImpl(PgStore* store, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr)
-      : store_(store), dispatcher_(dispatcher), metrics_(metrics) {}
+  JobServiceImpl(PgStore* store, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr,
+                 Authorizer* auth = nullptr)
+      : store_(store), dispatcher_(dispatcher), metrics_(metrics), auth_(auth ? auth : &open_) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitJobRequest* req,
@@ -53,12 +55,15 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   PgStore* store_;
   Dispatcher* dispatcher_;
   ControllerMetrics* metrics_;
+  Authorizer open_{nullptr, false};  // without an authorizer: no checks
+  Authorizer* auth_;
 };
 
 class AgentServiceImpl final : public v1::AgentService::CallbackService {
  public:
-  AgentServiceImpl(PgStore* store, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr)
-      : store_(store), dispatcher_(dispatcher), metrics_(metrics) {}
+  AgentServiceImpl(PgStore* store, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr,
+                   Authorizer* auth = nullptr)
+      : store_(store), dispatcher_(dispatcher), metrics_(metrics), auth_(auth ? auth : &open_) {}
 
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const v1::HelloRequest* req,
                                   v1::HelloResponse* resp) override;
@@ -78,6 +83,8 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   PgStore* store_;
   Dispatcher* dispatcher_;
   ControllerMetrics* metrics_;
+  Authorizer open_{nullptr, false};  // without an authorizer: no checks
+  Authorizer* auth_;
 };
 
 }  // namespace faultline::controller

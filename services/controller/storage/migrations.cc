@@ -165,6 +165,28 @@ ALTER TABLE boards
   ADD COLUMN switch_deadline timestamptz,
   ADD COLUMN kernel_switches bigint NOT NULL DEFAULT 0;
 )sql"},
+      {8, "requeue backoff", R"sql(
+ALTER TABLE runs ADD COLUMN not_before timestamptz;
+)sql"},
+      {9, "API tokens (stored hashed)", R"sql(
+CREATE TABLE api_tokens (
+  id           bigserial PRIMARY KEY,
+  name         text NOT NULL UNIQUE,
+  role         text NOT NULL CHECK (role IN ('user', 'agent')),
+  board        text,  -- agent tokens act for this one board only
+  token_sha256 text NOT NULL UNIQUE,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  revoked_at   timestamptz,
+  CHECK ((role = 'agent') = (board IS NOT NULL))
+);
+DO $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'faultline_grafana') THEN
+    REVOKE ALL ON api_tokens FROM faultline_grafana;
+  END IF;
+END
+$$;
+)sql"},
   };
   return kMigrations;
 }

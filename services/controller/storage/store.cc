@@ -100,6 +100,13 @@ struct PgStore::ConnectionPool {
   // that broke is dropped, never reused: libpqxx 6.4 would reconnect it silently and lose
   // session state.
   absl::Status WithConnection(const std::function<absl::Status(pqxx::connection&)>& fn);
+  // After a lost connection the idle ones are suspect too (a server restart ends them all).
+  void DropIdle() {
+    std::lock_guard lock(mu);
+    open -= static_cast<int>(idle.size());
+    idle.clear();
+    cv.notify_all();
+  }
 
   std::string url;
   int size;
@@ -144,14 +151,19 @@ absl::Status PgStore::ConnectionPool::WithConnection(
     return status;
   } catch (const pqxx::broken_connection& e) {
     give_back(false);
+    DropIdle();  // from the same (dead) server: the next call should not trip over them
     return absl::UnavailableError(absl::StrCat("database unavailable: ", e.what()));
   } catch (const pqxx::sql_error& e) {
     // A connection that died mid-statement surfaces as sql_error with an empty state on
     // some paths; do not keep it.
     bool healthy = !e.sqlstate().empty();
     give_back(healthy);
-    if (!healthy) return absl::UnavailableError(absl::StrCat("database unavailable: ", e.what()));
+    if (!healthy) {
+      DropIdle();
+      return absl::UnavailableError(absl::StrCat("database unavailable: ", e.what()));
+    }
     if (e.sqlstate().rfind("08", 0) == 0 || e.sqlstate() == "57P01") {
+      DropIdle();
       return absl::UnavailableError(absl::StrCat("database unavailable: ", e.what()));
     }
     return absl::InternalError(absl::StrCat("database error ", e.sqlstate(), ": ", e.what()));
@@ -504,6 +516,7 @@ absl::StatusOr<WorkOrder> PgStore::NextWork(const std::string& board) {
       SELECT r.id, r.kernel, r.job_id, b.running_kernel_labels ? r.kernel
         FROM runs r JOIN jobs j ON j.id = r.job_id CROSS JOIN b
        WHERE r.state = 'queued'
+         AND (r.not_before IS NULL OR r.not_before <= now())
          AND (b.running_kernel_labels ? r.kernel OR b.bootable_kernel_labels ? r.kernel)
          AND (r.arches = '[]'::jsonb OR r.arches ? b.arch)
          AND (r.boards = '[]'::jsonb OR r.boards ? b.name)
@@ -1041,6 +1054,82 @@ absl::StatusOr<MetricsSnapshot> PgStore::Snapshot() {
   return snap;
 }
 
+absl::Status PgStore::CreateToken(const std::string& name, const std::string& role,
+                                  const std::string& board, const std::string& token_sha256) {
+  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec_params(R"sql(
+      INSERT INTO api_tokens (name, role, board, token_sha256)
+      VALUES ($1, $2, nullif($3, ''), $4)
+      ON CONFLICT (name) DO NOTHING
+      RETURNING id)sql",
+                              name, role, board, token_sha256);
+    if (rows.empty()) {
+      return absl::AlreadyExistsError(absl::StrCat("a token named '", name, "' exists"));
+    }
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::optional<TokenRecord>> PgStore::FindToken(const std::string& token_sha256) {
+  std::optional<TokenRecord> out;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto rows = t.exec_params(R"sql(
+      SELECT name, role, coalesce(board, ''), (extract(epoch FROM created_at) * 1000)::bigint
+        FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL)sql",
+                              token_sha256);
+    if (rows.empty()) return absl::OkStatus();
+    TokenRecord r;
+    r.name = rows[0][0].as<std::string>();
+    r.role = rows[0][1].as<std::string>();
+    r.board = rows[0][2].as<std::string>();
+    r.created_at_ms = rows[0][3].as<int64_t>();
+    out = std::move(r);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<bool> PgStore::RevokeToken(const std::string& name) {
+  bool revoked = false;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    auto r = w.exec_params(
+        "UPDATE api_tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL", name);
+    w.commit();
+    revoked = r.affected_rows() > 0;
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return revoked;
+}
+
+absl::StatusOr<std::vector<TokenRecord>> PgStore::ListTokens() {
+  std::vector<TokenRecord> out;
+  absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto rows = t.exec(R"sql(
+      SELECT name, role, coalesce(board, ''), (extract(epoch FROM created_at) * 1000)::bigint,
+             revoked_at IS NOT NULL
+        FROM api_tokens ORDER BY name)sql");
+    for (const auto& row : rows) {
+      TokenRecord r;
+      r.name = row[0].as<std::string>();
+      r.role = row[1].as<std::string>();
+      r.board = row[2].as<std::string>();
+      r.created_at_ms = row[3].as<int64_t>();
+      r.revoked = row[4].as<bool>();
+      out.push_back(std::move(r));
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
 absl::StatusOr<std::vector<int64_t>> PgStore::ReapExpiredLeases() {
   std::vector<int64_t> jobs;
   absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
@@ -1053,10 +1142,13 @@ absl::StatusOr<std::vector<int64_t>> PgStore::ReapExpiredLeases() {
                               ELSE 'lease expired on attempt ' || attempt END,
         board = CASE WHEN attempt >= $1 THEN board END,
         finished_at = CASE WHEN attempt >= $1 THEN now() END,
+        not_before = CASE WHEN attempt < $1 THEN now() + make_interval(secs =>
+                       least($3::float8, $2::float8 * 2 ^ (attempt - 1)) * (0.5 + random() / 2)) END,
         attempt_id = NULL, lease_expires_at = NULL
       WHERE state IN ('assigned', 'running') AND lease_expires_at < now()
       RETURNING job_id)sql",
-                              options_.max_attempts);
+                              options_.max_attempts, options_.requeue_backoff_seconds,
+                              options_.requeue_backoff_cap_seconds);
     std::set<int64_t> touched;
     for (const auto& r : rows) touched.insert(r[0].as<int64_t>());
     for (int64_t job : touched) w.exec_params(kRecomputeJobState, job);

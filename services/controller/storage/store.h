@@ -156,6 +156,15 @@ struct ScheduleRecord {
   std::string last_error;
 };
 
+// An API credential. Only the SHA-256 of the token is stored.
+struct TokenRecord {
+  std::string name;
+  std::string role;   // user | agent
+  std::string board;  // agent tokens: the board they act for
+  int64_t created_at_ms = 0;
+  bool revoked = false;
+};
+
 struct StoreOptions {
   std::string database_url;
   int pool_size = 4;
@@ -163,6 +172,10 @@ struct StoreOptions {
   int lease_grace_seconds = 120;
   int max_attempts = 3;
   int board_offline_after_seconds = 60;
+  // A run whose lease lapsed waits before it is offered again: base · 2^(attempt − 1),
+  // capped, times a uniform jitter in [0.5, 1].
+  int requeue_backoff_seconds = 30;
+  int requeue_backoff_cap_seconds = 600;
   // A board ordered to switch kernels must say hello from the new kernel within this.
   int kernel_switch_deadline_seconds = 900;
 };
@@ -249,9 +262,19 @@ class PgStore {
   absl::StatusOr<std::vector<ChangePointRecord>> ListChangePoints(bool include_closed);
   absl::StatusOr<ChangePointRecord> SetChangePointState(int64_t id, const std::string& state);
 
+  // API tokens. ALREADY_EXISTS when the name is taken.
+  absl::Status CreateToken(const std::string& name, const std::string& role,
+                           const std::string& board, const std::string& token_sha256);
+  // The live (not revoked) token with this hash.
+  absl::StatusOr<std::optional<TokenRecord>> FindToken(const std::string& token_sha256);
+  // False when no live token has this name.
+  absl::StatusOr<bool> RevokeToken(const std::string& name);
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens();
+
   // Current state for /metrics, computed from the database on each scrape.
   absl::StatusOr<MetricsSnapshot> Snapshot();
-  // Returns lapsed leases to the queue; returns the ids of jobs whose state changed.
+  // Returns lapsed leases to the queue (after a backoff, see StoreOptions) or, after
+  // max_attempts, fails them as lost; returns the ids of jobs whose state changed.
   absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases();
 
  private:

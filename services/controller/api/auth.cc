@@ -1,0 +1,103 @@
+#include "services/controller/api/auth.h"
+
+#include <openssl/evp.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "services/controller/api/convert.h"
+
+namespace faultline::controller {
+namespace {
+
+std::string Hex(const unsigned char* bytes, size_t n) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(kDigits[bytes[i] >> 4]);
+    out.push_back(kDigits[bytes[i] & 15]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string NewToken() {
+  unsigned char bytes[32];
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  random.read(reinterpret_cast<char*>(bytes), sizeof(bytes));
+  if (random.gcount() != static_cast<std::streamsize>(sizeof(bytes))) return "";
+  return "flt_" + Hex(bytes, sizeof(bytes));
+}
+
+std::string Sha256Hex(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
+  return Hex(digest, length);
+}
+
+std::optional<std::string> BearerToken(const std::string& authorization) {
+  static const std::string kPrefix = "Bearer ";
+  if (authorization.size() <= kPrefix.size() || authorization.compare(0, kPrefix.size(), kPrefix) != 0) {
+    return std::nullopt;
+  }
+  std::string token = authorization.substr(kPrefix.size());
+  if (token.size() > 256) return std::nullopt;
+  return token;
+}
+
+absl::StatusOr<TokenRecord> Authorizer::Identify(const grpc::ServerContextBase* ctx) {
+  const auto& metadata = ctx->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError("missing credentials: send 'authorization: Bearer TOKEN'");
+  }
+  auto token = BearerToken(std::string(it->second.data(), it->second.size()));
+  if (!token) return absl::UnauthenticatedError("authorization: expected 'Bearer TOKEN'");
+  const std::string hash = Sha256Hex(*token);
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(mu_);
+    auto hit = cache_.find(hash);
+    if (hit != cache_.end() && hit->second.second > now) return hit->second.first;
+  }
+  auto found = store_->FindToken(hash);
+  if (!found.ok()) return found.status();  // UNAVAILABLE while the database is down
+  if (!found->has_value()) return absl::UnauthenticatedError("unknown or revoked token");
+  std::lock_guard lock(mu_);
+  if (cache_.size() > 10000) cache_.clear();
+  cache_[hash] = {**found, now + kCacheFor};
+  return **found;
+}
+
+grpc::Status Authorizer::RequireUser(const grpc::ServerContextBase* ctx) {
+  if (!required_) return grpc::Status::OK;
+  auto who = Identify(ctx);
+  if (!who.ok()) return ToGrpc(who.status());
+  if (who->role != "user") {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("token '", who->name, "' is an agent token: JobService needs a user token"));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status Authorizer::RequireAgent(const grpc::ServerContextBase* ctx, const std::string& board) {
+  if (!required_) return grpc::Status::OK;
+  auto who = Identify(ctx);
+  if (!who.ok()) return ToGrpc(who.status());
+  if (who->role != "agent") {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("token '", who->name, "' is a user token: AgentService needs an agent token"));
+  }
+  if (who->board != board) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("token '", who->name, "' acts for board '", who->board,
+                                     "', not '", board.substr(0, 128), "'"));
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace faultline::controller
