@@ -204,6 +204,18 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
     inv.cgroup_backend = *backend;
     inv.run_id = std::to_string(a.run_id());
     inv.cancel = cancel;
+    // The hard timeout ends before the lease the controller granted (minus a margin), so a
+    // lapsed lease never has a twin still running here.
+    {
+      uint64_t warmup_ms = 0;
+      if (auto it = a.params().find("warmup"); it != a.params().end()) {
+        warmup_ms = static_cast<uint64_t>(ParseDuration(it->second).value_or(std::chrono::milliseconds(0)).count());
+      }
+      const uint64_t busy = a.duration_seconds() + (warmup_ms + 999) / 1000 + 5;
+      if (a.lease_seconds() > busy) {
+        inv.grace_seconds = static_cast<uint32_t>(std::min<uint64_t>(inv.grace_seconds, a.lease_seconds() - busy));
+      }
+    }
     // Boards that opt in get a zram swap device for each run that needs swap, removed
     // right after (a run never inherits another run's swapped pages).
     std::unique_ptr<sys::ZramSwap> zram;

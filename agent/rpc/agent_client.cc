@@ -203,8 +203,6 @@ void AgentClient::Execute(const v1::Assignment& a) {
   req.set_succeeded(report.succeeded);
   req.set_failure_reason(report.failure_reason);
   *req.mutable_result() = std::move(report.result);
-  log::info("event=run_finished run={} succeeded={} throughput={:.2f} reason=\"{}\"", a.run_id(),
-            report.succeeded, req.result().throughput_rounds_per_second(), report.failure_reason);
   std::string spooled;
   if (spool_) {
     auto name = spool_->Put(req);
@@ -215,6 +213,10 @@ void AgentClient::Execute(const v1::Assignment& a) {
                  std::string(name.status().message()));
     }
   }
+  // Logged once the result is on disk: from here on a crash loses nothing.
+  log::info("event=run_finished run={} succeeded={} throughput={:.2f} reason=\"{}\"", a.run_id(),
+            report.succeeded, req.result().throughput_rounds_per_second(), report.failure_reason);
+
   // Keep trying until the controller has it or refuses it; the controller's lease decides
   // how long an attempt stays valid.
   int failures = 0;

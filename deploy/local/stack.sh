@@ -49,9 +49,11 @@ fl_agent_token() {  # prints the token file of board $1
 fl_start_controller() {
   fl_user_token || return 1
   rm -f "$FL_STATE/controller.ports"
+  # FL_GRPC_HOST: where gRPC listens (default 127.0.0.1); FL_CONTROLLER_ARGS: extra flags.
+  # shellcheck disable=SC2086
   "$FL_BIN_CONTROLLER" --database-url "$FL_DATABASE_URL" \
-    --grpc-listen "127.0.0.1:${FL_GRPC_PORT:-0}" --http-listen "127.0.0.1:${FL_HTTP_PORT:-0}" \
-    --port-file "$FL_STATE/controller.ports" >>"$FL_STATE/controller.log" 2>&1 &
+    --grpc-listen "${FL_GRPC_HOST:-127.0.0.1}:${FL_GRPC_PORT:-0}" --http-listen "127.0.0.1:${FL_HTTP_PORT:-0}" \
+    --port-file "$FL_STATE/controller.ports" ${FL_CONTROLLER_ARGS:-} >>"$FL_STATE/controller.log" 2>&1 &
   FL_CONTROLLER_PID=$!
   echo "$FL_CONTROLLER_PID" >"$FL_STATE/controller.pid"
   fl_wait_for "the controller to listen" test -s "$FL_STATE/controller.ports" || {

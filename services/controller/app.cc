@@ -132,6 +132,8 @@ int RunController(const ControllerOptions& options) {
 
   StoreOptions store_options;
   store_options.database_url = options.database_url;
+  store_options.lease_grace_seconds = options.lease_grace_seconds;
+  store_options.requeue_backoff_seconds = options.requeue_backoff_seconds;
   PgStore store(store_options);
   if (absl::Status s = store.Migrate(); !s.ok()) {
     log::error("event=migration_failed error=\"{}\"", std::string(s.message()));

@@ -19,6 +19,16 @@ int main(int argc, char** argv) {
                  "PostgreSQL URL (default: env FAULTLINE_DATABASE_URL)");
   app.add_option("--port-file", options.port_file,
                  "write the bound ports here once serving (grpc=PORT, http=PORT lines)");
+  app.add_option("--lease-grace", options.lease_grace_seconds,
+                 "seconds a run's lease lasts beyond warm-up + duration (renewed by heartbeats; "
+                 "agents end a run before its lease)")
+      ->check(CLI::Range(10, 3600))
+      ->capture_default_str();
+  app.add_option("--requeue-backoff", options.requeue_backoff_seconds,
+                 "first wait before a run whose lease lapsed is offered again (doubles per attempt, "
+                 "at most 10 min, jittered)")
+      ->check(CLI::Range(0, 600))
+      ->capture_default_str();
   std::string auth = "required";
   app.add_option("--auth", auth, "required: bearer tokens on every gRPC call; off: none (local tests)")
       ->check(CLI::IsMember({"required", "off"}))

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# End to end, faults (real PostgreSQL, controller, agents, workloads, network namespaces):
+#   A. 20 x SIGKILL of the agent mid-run, at three points in turn: the run just assigned,
+#      the workload measuring (its cgroup exists), the result finished but maybe not sent.
+#      Every run must end exactly once: a final state, at most one result (of the run's
+#      current attempt), nothing spooled or cgrouped left behind.
+#   B. The agent lives in its own network namespace behind a veth pair. A cut shorter than
+#      the lease: the finished run's spooled result arrives after the link heals. A cut
+#      longer than the lease: the controller gives the run to a new attempt, the old
+#      attempt's result is refused when it finally arrives, and the run ends once.
+# Usage: faults_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
+set -euo pipefail
+
+FL_BIN_CONTROLLER=$1/faultline-controller
+FL_BIN_AGENT=$2/faultline-agent
+FL_BIN_WORKLOAD=$3/faultline-workload
+FL_BIN_CLI=$4/faultline
+FL_STATE=$(mktemp -d /tmp/faultline-e2e-faults-XXXXXX)
+chmod 755 "$FL_STATE"
+source "$(dirname "$0")/../../deploy/local/stack.sh"
+
+NETNS=fl-faults-$$
+VETH_HOST=flh$$
+VETH_AGENT=fla$$
+fail() {
+  echo "FAIL: $*" >&2
+  sql "SELECT id, job_id, state, attempt, coalesce(failure_reason, '') FROM runs ORDER BY id" >&2 || true
+  for f in controller agent agent-netns; do echo "--- $f.log" >&2; tail -n 40 "$FL_STATE/$f.log" >&2 || true; done
+  exit 1
+}
+pass() { echo "ok: $*"; }
+cleanup() {
+  set +e
+  fl_stop_pid "${NETNS_AGENT_PID:-}"
+  fl_stop_all
+  ip link del "$VETH_HOST" 2>/dev/null
+  ip netns del "$NETNS" 2>/dev/null
+  rm -rf "$FL_STATE"
+}
+trap cleanup EXIT
+sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
+
+if [ ! -d /sys/fs/cgroup/memory ] && ! grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+  echo "SKIP: no memory cgroup controller on this machine"; exit 0
+fi
+
+# Partitions need network namespaces; part B's lease is short: 2 s runs + 10 s grace.
+export FL_GRPC_HOST=0.0.0.0
+export FL_CONTROLLER_ARGS="--lease-grace 10 --requeue-backoff 1"
+fl_start_postgres
+fl_start_controller
+fl_start_agent fault-board
+
+# ---------------------------------------------------------------- A. 20 x SIGKILL ----
+cat >"$FL_STATE/kills.yaml" <<'YAML'
+name: kills
+benchmark: filemap-thrash
+duration: 2s
+repetitions: 24
+kernels: [vanilla]
+memcg: {memory_max: 256M}
+params: {file_size: 4M, threads: 2}
+YAML
+job=$("$FL_BIN_CLI" submit "$FL_STATE/kills.yaml" 2>/dev/null) || fail "submit"
+active_run() { sql "SELECT id FROM runs WHERE job_id = $job AND state IN ('assigned', 'running') LIMIT 1"; }
+has_active_run() { [ -n "$(active_run)" ]; }
+measuring() { compgen -G "/sys/fs/cgroup/memory/faultline/run-$1" >/dev/null || compgen -G "/sys/fs/cgroup/faultline/run-$1" >/dev/null; }
+finished_logged() { grep -q "event=run_finished run=$1 " "$FL_STATE/agent.log"; }
+more_hellos() { [ "$(grep -c "event=hello_ok" "$FL_STATE/agent.log" || true)" -gt "$1" ]; }
+job_done() { [[ "$(sql "SELECT state FROM jobs WHERE id = $job")" =~ ^(succeeded|failed)$ ]]; }
+kills=0
+for i in $(seq 1 20); do
+  fl_wait_for "a run to be active" has_active_run || { job_done && break; fail "no active run before kill $i"; }
+  run=$(active_run)
+  case $((i % 3)) in
+    1) point="assigned" ;;
+    2) point="measuring"; fl_wait_for "run $run to measure" measuring "$run" || point="measuring (missed)" ;;
+    0) point="finished"; fl_wait_for "run $run to finish" finished_logged "$run" || point="finished (missed)" ;;
+  esac
+  kill -KILL "$FL_AGENT_PID"
+  wait "$FL_AGENT_PID" 2>/dev/null || true
+  kills=$((kills + 1))
+  echo "kill $i: run $run (attempt $(sql "SELECT attempt FROM runs WHERE id = $run")), $point"
+  # The next agent life must have said hello (releasing what the dead one held) before the
+  # next kill point is looked for.
+  hellos=$(grep -c "event=hello_ok" "$FL_STATE/agent.log" || true)
+  fl_start_agent fault-board >/dev/null 2>&1 || fail "agent did not come back after kill $i"
+  fl_wait_for "the new agent's hello" more_hellos "$hellos" || fail "no hello after kill $i"
+done
+FL_WAIT_SECONDS=300 fl_wait_for "job $job to end" job_done || fail "job $job did not end after the kills"
+total=$(sql "SELECT count(*) FROM runs WHERE job_id = $job")
+final=$(sql "SELECT count(*) FROM runs WHERE job_id = $job AND state IN ('succeeded', 'failed')")
+succeeded=$(sql "SELECT count(*) FROM runs WHERE job_id = $job AND state = 'succeeded'")
+lost=$(sql "SELECT count(*) FROM runs WHERE job_id = $job AND state = 'failed'")
+results=$(sql "SELECT count(*) FROM results res JOIN runs r ON r.id = res.run_id WHERE r.job_id = $job")
+fenced=$(sql "SELECT count(*) FROM results res JOIN runs r ON r.id = res.run_id
+              WHERE r.job_id = $job AND res.attempt_id = r.attempt_id AND r.state = 'succeeded'")
+retried=$(sql "SELECT count(*) FROM runs WHERE job_id = $job AND attempt > 1")
+[ "$final" = "$total" ] || fail "$((total - final)) runs not in a final state"
+[ "$results" = "$succeeded" ] || fail "$results results for $succeeded succeeded runs"
+[ "$fenced" = "$results" ] || fail "results not of their run's current attempt"
+compgen -G "$FL_STATE/agent-state/spool/*.result" >/dev/null && fail "results left in the spool"
+leftover=$({ find /sys/fs/cgroup/memory/faultline /sys/fs/cgroup/faultline -maxdepth 1 -name 'run-*' 2>/dev/null || true; } | wc -l)
+[ "$leftover" = 0 ] || fail "$leftover run cgroups left"
+sql "SELECT 'run ' || id || ': ' || state || ', attempt ' || attempt || ', ' || coalesce(failure_reason, '')
+     FROM runs WHERE job_id = $job AND state <> 'succeeded' ORDER BY id"
+from_spool=$(grep -c "event=spooled_result_sent" "$FL_STATE/agent.log" || true)
+echo "kills: $kills, runs: $total, succeeded: $succeeded (one result each; $from_spool sent from the spool by the next agent life), failed as lost: $lost, retried: $retried, duplicated: 0"
+pass "$kills SIGKILLs of the agent: every run ended exactly once ($succeeded succeeded, $lost lost after 3 attempts)"
+
+# ----------------------------------------------------------- B. network partitions ----
+if ! command -v ip >/dev/null || ! ip netns add "$NETNS" 2>/dev/null; then
+  echo "SKIP (part B): no network namespaces here"; echo "PASS: faults e2e (part A)"; exit 0
+fi
+fl_stop_pid "$FL_AGENT_PID"
+FL_AGENT_PID=
+ip link add "$VETH_HOST" type veth peer name "$VETH_AGENT"
+ip link set "$VETH_AGENT" netns "$NETNS"
+ip addr add 10.213.7.1/30 dev "$VETH_HOST"
+ip link set "$VETH_HOST" up
+ip netns exec "$NETNS" ip addr add 10.213.7.2/30 dev "$VETH_AGENT"
+ip netns exec "$NETNS" ip link set "$VETH_AGENT" up
+ip netns exec "$NETNS" ip link set lo up
+sed -e "s/^board: .*/board: netns-board/" -e "s|^token_file: .*|token_file: $(fl_agent_token netns-board)|" \
+  -e "s|^state_dir: .*|state_dir: $FL_STATE/netns-state|" "$FL_STATE/agent.yaml" >"$FL_STATE/netns-agent.yaml"
+# nsenter --net, not `ip netns exec`: the latter remounts /sys, hiding the cgroup mounts.
+nsenter --net="/run/netns/$NETNS" "$FL_BIN_AGENT" --controller "10.213.7.1:$FL_GRPC_PORT" \
+  --config "$FL_STATE/netns-agent.yaml" --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/agent-netns.log" 2>&1 &
+NETNS_AGENT_PID=$!
+fl_wait_for "the namespaced agent" fl_agent_online netns-board || fail "the agent in the namespace did not register"
+cat >"$FL_STATE/one.yaml" <<'YAML'
+name: partition
+benchmark: filemap-thrash
+duration: 2s
+repetitions: 1
+kernels: [vanilla]
+boards: [netns-board]
+memcg: {memory_max: 256M}
+params: {file_size: 4M, threads: 2}
+YAML
+run_of() { sql "SELECT id FROM runs WHERE job_id = $1"; }
+run_state() { sql "SELECT state FROM runs WHERE job_id = $1"; }
+run_active() { [[ "$(run_state "$1")" =~ ^(assigned|running)$ ]]; }
+run_state_is() { [ "$(run_state "$1")" = "$2" ]; }
+netns_spooled() { compgen -G "$FL_STATE/netns-state/spool/*.result" >/dev/null; }
+netns_logged() { grep -q "$1" "$FL_STATE/agent-netns.log"; }
+
+# B1: a cut shorter than the lease (12 s).
+short=$("$FL_BIN_CLI" submit "$FL_STATE/one.yaml" 2>/dev/null) || fail "submit"
+fl_wait_for "the run to start" run_active "$short" || fail "run did not start"
+ip link set "$VETH_HOST" down
+fl_wait_for "the result to wait in the spool" netns_spooled || fail "no spooled result during the cut"
+ip link set "$VETH_HOST" up
+FL_WAIT_SECONDS=60 fl_wait_for "the spooled result to arrive" run_state_is "$short" succeeded \
+  || fail "the result did not arrive after the link healed"
+[ "$(sql "SELECT attempt FROM runs WHERE job_id = $short")" = 1 ] || fail "short cut: re-run"
+pass "cut shorter than the lease: the spooled result arrived after the link healed (attempt 1)"
+
+# B2: a cut longer than the lease: the lease lapses, the old attempt's result is refused.
+long=$("$FL_BIN_CLI" submit "$FL_STATE/one.yaml" 2>/dev/null) || fail "submit"
+fl_wait_for "the run to start" run_active "$long" || fail "run did not start"
+first_attempt=$(sql "SELECT attempt_id FROM runs WHERE job_id = $long")
+ip link set "$VETH_HOST" down
+fl_wait_for "the result to wait in the spool" netns_spooled || fail "no spooled result during the cut"
+FL_WAIT_SECONDS=60 fl_wait_for "the lease to lapse" run_state_is "$long" queued || fail "the lease did not lapse"
+ip link set "$VETH_HOST" up
+FL_WAIT_SECONDS=90 fl_wait_for "the run to end" run_state_is "$long" succeeded || fail "the run did not end"
+fl_wait_for "the old result to be refused" netns_logged "event=result_refused run=$(run_of "$long")" \
+  || fail "the stale attempt's result was not refused"
+[ "$(sql "SELECT count(*) FROM results WHERE run_id = $(run_of "$long")")" = 1 ] || fail "stored twice"
+[ "$(sql "SELECT attempt FROM runs WHERE job_id = $long")" = 2 ] || fail "expected the second attempt"
+[ "$(sql "SELECT count(*) FROM results WHERE run_id = $(run_of "$long") AND attempt_id::text = '$first_attempt'")" = 0 ] \
+  || fail "the lapsed attempt's result was stored"
+netns_spooled && fail "the refused result stayed in the spool"
+pass "cut longer than the lease: the old attempt's result was refused, attempt 2 stored once"
+echo "PASS: faults e2e"

@@ -1,0 +1,53 @@
+// libFuzzer: a job spec from the network or a file, through parsing and validation.
+// The first byte picks the encoding: even = YAML text (the CLI's spec file loader), odd =
+// protobuf bytes (what SubmitJob receives). Either way the spec goes through the
+// controller's conversion and validation against a small fleet; an accepted job must
+// respect the limits validation promises.
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "services/cli/spec_file.h"
+#include "services/controller/api/convert.h"
+#include "services/controller/core/validation.h"
+
+using namespace faultline;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1 || size > (1 << 16)) return 0;
+  const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
+  v1::JobSpec spec;
+  if (data[0] % 2 == 0) {
+    auto parsed = cli::LoadJobSpecFromString(rest, "fuzz.yaml");
+    if (!parsed.ok()) return 0;
+    spec = *parsed;
+  } else if (!spec.ParseFromArray(rest.data(), static_cast<int>(rest.size()))) {
+    return 0;
+  }
+  static const std::vector<controller::BoardSummary> fleet = {
+      {.name = "x86-01",
+       .arch = "x86_64",
+       .memory_bytes = 24ull << 30,
+       .kernel_labels = {"vanilla", "patched"},
+       .running_kernel_label = "vanilla",
+       .running_kernel_labels = {"vanilla"},
+       .bootable_kernel_labels = {"patched"}},
+      {.name = "arm-01",
+       .arch = "aarch64",
+       .memory_bytes = 8ull << 30,
+       .kernel_labels = {"vanilla"},
+       .running_kernel_label = "vanilla",
+       .running_kernel_labels = {"vanilla"}},
+  };
+  auto job = controller::ValidateJobSpec(controller::SpecFromProto(spec), fleet);
+  if (!job.ok()) {
+    if (job.status().message().empty()) std::abort();  // every refusal says why
+    return 0;
+  }
+  const controller::SpecLimits limits;
+  if (job->runs.empty() || job->runs.size() > limits.max_runs) std::abort();
+  for (size_t i = 0; i < job->runs.size(); ++i) {
+    if (job->runs[i].sequence != static_cast<int>(i)) std::abort();  // claim order is dense
+  }
+  return 0;
+}
