@@ -44,6 +44,7 @@ if [ "$keep" = 1 ]; then
   cat >&2 <<MSG
 The stack keeps running (state in $FL_STATE):
   export FAULTLINE_CONTROLLER=$FAULTLINE_CONTROLLER
+  export FAULTLINE_TOKEN=\$(cat $FL_STATE/user.token)   # the stack's user token
   $FL_BIN_CLI jobs
   Metrics:      http://127.0.0.1:$FL_HTTP_PORT/metrics
   Prometheus:   $FL_PROM_URL  (e.g. $FL_PROM_URL/graph?g0.expr=faultline_throughput_rounds_per_second)

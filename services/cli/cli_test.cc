@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -124,7 +125,10 @@ class CliTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
   }
-  void TearDown() override { server_->Shutdown(); }
+  void TearDown() override {
+    server_->Shutdown();
+    for (const auto& path : written_) std::remove(path.c_str());
+  }
 
   int Run(std::vector<std::string> args, bool tty = false) {
     out_.str("");
@@ -146,6 +150,7 @@ class CliTest : public ::testing::Test {
     const std::string path = ::testing::TempDir() + "/faultline_cli_test_" +
                              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".yaml";
     std::ofstream(path) << text;
+    written_.push_back(path);
     return path;
   }
 
@@ -153,6 +158,7 @@ class CliTest : public ::testing::Test {
     const std::string path = ::testing::TempDir() + "/faultline_cli_test_" +
                              ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name;
     std::ofstream(path) << text;
+    written_.push_back(path);
     return path;
   }
 
@@ -161,6 +167,7 @@ class CliTest : public ::testing::Test {
   std::ostringstream out_;
   std::ostringstream err_;
   std::string target_;
+  std::vector<std::string> written_;  // removed after each test
 };
 
 long Lines(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }

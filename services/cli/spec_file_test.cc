@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -109,6 +111,42 @@ TEST(SpecFileTest, UnknownFieldGivesLineColumnAndTheFields) {
             "spec.yaml:3:1: unknown field 'benchmrk' in JobSpec (fields: benchmark, duration, repetitions, "
             "kernels, memcg, params, matrix, arches, boards, name, baseline, block_size, shuffle_seed, alpha, "
             "min_effect, kernel_overrides); did you mean 'benchmark'?");
+}
+
+// Found by tests/fuzz/fuzz_job_spec: yaml-cpp 0.7 spun on an unclosed flow map (1.9 GB, no
+// end). Refused up front, naming where the '{' was opened.
+TEST(SpecFileTest, UnclosedFlowCollectionIsRefusedBeforeYamlCpp) {
+  const std::string fuzzed =
+      "#\"Small version of the swap-in mo v2 0/5]\" (seed: 100 MiB anonymous regio\n,5 n# th the "
+      "boardame: swap-in-small\nbenchmon uark: n: 10s\nrep(etitions: 3\nkernels: [vanilla]\nmemcg:"
+      "\xdd{memory_max:\xe9\xca\xce\xcd\xb2\xd3\xdf\x8cwa=p_max: ma non:  wr\nit";
+  EXPECT_EQ(ErrorOf(fuzzed), "spec.yaml:6:7: invalid YAML: not UTF-8");
+  // The same without the stray bytes: the unclosed '{' itself.
+  std::string ascii = fuzzed;
+  ascii.erase(std::remove_if(ascii.begin(), ascii.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }),
+              ascii.end());
+  EXPECT_EQ(ErrorOf(ascii), "spec.yaml:6:7: invalid YAML: this '{' or '[' is never closed");
+  EXPECT_EQ(ErrorOf("benchmark: swap-in\nmatrix: {writers: [0, 2\n"),
+            "spec.yaml:2:19: invalid YAML: this '{' or '[' is never closed");
+  EXPECT_EQ(ErrorOf(std::string("name: mma\0\0\0\x02p-writer\nbenchmark: swap-in\n", 37)),
+            "spec.yaml:1:10: invalid YAML: control character 0x00");
+  EXPECT_EQ(ErrorOf("name: caf\xc3\xa9 ok\nbenchmark: \x90\x9e\x8d\xa4w\n"),
+            "spec.yaml:2:12: invalid YAML: not UTF-8");
+  EXPECT_EQ(ErrorOf("name: \xed\xa0\x80\n"), "spec.yaml:1:7: invalid YAML: not UTF-8");  // a surrogate
+  EXPECT_EQ(ErrorOf(",\r\r\r\r:\r\r\r\r\r\r"), "spec.yaml:1:2: invalid YAML: control character 0x0d");
+  EXPECT_TRUE(LoadJobSpecFromString("benchmark: swap-in\r\nkernels: [vanilla]\r\n", "x").ok());
+  // yaml-cpp's LoadAll never returned on this one; one document is read with Load.
+  EXPECT_FALSE(LoadJobSpecFromString("\n,i", "x").ok());
+  EXPECT_EQ(ErrorOf("matrix: " + std::string(40, '[') + std::string(40, ']') + "\n"),
+            "spec.yaml:1:41: invalid YAML: flow collections nested deeper than 32");
+  // Brackets inside quotes, comments and block scalars are text, not flow collections.
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFromString(
+      "name: |\n  a { study [ with\n  braces\nbenchmark: swap-in  # a { comment\n"
+      "kernels: ['van{lla', \"p[t\\\"ched\"]\n",
+      "x");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "a { study [ with\nbraces\n");
+  EXPECT_EQ(spec->kernels(1), "p[t\"ched");
 }
 
 TEST(SpecFileTest, ComparisonSettings) {

@@ -4,6 +4,10 @@
 #      the workload measuring (its cgroup exists), the result finished but maybe not sent.
 #      Every run must end exactly once: a final state, at most one result (of the run's
 #      current attempt), nothing spooled or cgrouped left behind.
+#   C. PostgreSQL stops mid-study and comes back: calls fail UNAVAILABLE meanwhile, then
+#      everything recovers by itself; no job or result lost, none doubled.
+#   D. A run OOMs inside its memcg: a clean `failed: oom_killed` result, and the same agent
+#      process runs the next job.
 #   B. The agent lives in its own network namespace behind a veth pair. A cut shorter than
 #      the lease: the finished run's spooled result arrives after the link heals. A cut
 #      longer than the lease: the controller gives the run to a new attempt, the old
@@ -46,6 +50,7 @@ fi
 
 # Partitions need network namespaces; part B's lease is short: 2 s runs + 10 s grace.
 export FL_GRPC_HOST=0.0.0.0
+export FL_ZRAM_SWAP=256M  # part D's swap-in run needs swap; the agent provisions it per run
 export FL_CONTROLLER_ARGS="--lease-grace 10 --requeue-backoff 1"
 fl_start_postgres
 fl_start_controller
@@ -107,6 +112,53 @@ sql "SELECT 'run ' || id || ': ' || state || ', attempt ' || attempt || ', ' || 
 from_spool=$(grep -c "event=spooled_result_sent" "$FL_STATE/agent.log" || true)
 echo "kills: $kills, runs: $total, succeeded: $succeeded (one result each; $from_spool sent from the spool by the next agent life), failed as lost: $lost, retried: $retried, duplicated: 0"
 pass "$kills SIGKILLs of the agent: every run ended exactly once ($succeeded succeeded, $lost lost after 3 attempts)"
+
+# ------------------------------------------------------- C. PostgreSQL restart ----
+cat >"$FL_STATE/pg.yaml" <<'YAML'
+name: pg-restart
+benchmark: filemap-thrash
+duration: 2s
+repetitions: 4
+kernels: [vanilla]
+memcg: {memory_max: 256M}
+params: {file_size: 4M, threads: 2}
+YAML
+pgjob=$("$FL_BIN_CLI" submit "$FL_STATE/pg.yaml" 2>/dev/null) || fail "submit"
+pg_active() { [ "$(sql "SELECT count(*) FROM runs WHERE job_id = $pgjob AND state IN ('assigned', 'running')")" -ge 1 ]; }
+fl_wait_for "a run of job $pgjob to start" pg_active || fail "no run started"
+"$FL_ROOT/scripts/pg-throwaway.sh" halt "$FL_STATE/pg"
+out=$("$FL_BIN_CLI" jobs 2>&1) && fail "the controller answered without its database: $out"
+echo "$out" | grep -q "UNAVAILABLE" || fail "expected UNAVAILABLE while PostgreSQL is down, got: $out"
+curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$FL_HTTP_PORT/readyz" | grep -q 503 || fail "/readyz not 503"
+# Down long enough for the running attempt to finish and fail to report at least once.
+fl_wait_for "a report to fail" grep -q "event=report_failed" "$FL_STATE/agent.log" || fail "no report attempt failed"
+"$FL_ROOT/scripts/pg-throwaway.sh" resume "$FL_STATE/pg"
+pg_job_done() { [ "$(sql "SELECT state FROM jobs WHERE id = $pgjob")" = succeeded ]; }
+FL_WAIT_SECONDS=120 fl_wait_for "job $pgjob to finish" pg_job_done || fail "the study did not recover"
+[ "$(sql "SELECT count(*) FROM results res JOIN runs r ON r.id = res.run_id WHERE r.job_id = $pgjob")" = 4 ] \
+  || fail "results lost or doubled across the database restart"
+"$FL_BIN_CLI" jobs >/dev/null || fail "the controller did not recover"
+pass "PostgreSQL down mid-study: UNAVAILABLE (and /readyz 503) meanwhile, then recovered by itself; 4 of 4 results, none doubled"
+
+# --------------------------------------------------------------- D. OOM in a run ----
+cat >"$FL_STATE/oom.yaml" <<'YAML'
+name: oom
+benchmark: swap-in
+duration: 2s
+repetitions: 1
+kernels: [vanilla]
+memcg: {memory_max: 64M, swap_max: 0}
+params: {region_size: 256M, readers: 1, pageout_threads: 1, fill: nonzero}
+YAML
+agent_pid=$FL_AGENT_PID
+oomjob=$("$FL_BIN_CLI" submit "$FL_STATE/oom.yaml" 2>/dev/null) || fail "submit"
+oom_done() { [ "$(sql "SELECT state FROM runs WHERE job_id = $oomjob")" = failed ]; }
+FL_WAIT_SECONDS=120 fl_wait_for "the OOM run to end" oom_done || fail "the OOM run did not fail"
+[ "$(sql "SELECT failure_reason FROM runs WHERE job_id = $oomjob")" = oom_killed ] \
+  || fail "failure reason: $(sql "SELECT failure_reason FROM runs WHERE job_id = $oomjob")"
+kill -0 "$agent_pid" || fail "the agent died with its run"
+after=$("$FL_BIN_CLI" submit "$FL_STATE/pg.yaml" --wait 2>/dev/null) || fail "the agent did not run the next job"
+pass "OOM in the run's memcg: failed: oom_killed; the same agent process (pid $agent_pid) ran job $after next"
 
 # ----------------------------------------------------------- B. network partitions ----
 if ! command -v ip >/dev/null || ! ip netns add "$NETNS" 2>/dev/null; then
