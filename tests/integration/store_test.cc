@@ -568,6 +568,60 @@ TEST_F(StoreTest, DatabaseRestartIsUnavailableThenHealsByItself) {
   EXPECT_GT(Submit(1), before);
 }
 
+// Adaptive repetitions: pairs are added block by block to the cells whose CI is still wide,
+// until it is narrow enough or max_repetitions is reached.
+TEST_F(StoreTest, AdaptiveRepetitionsAddPairsUntilTheCiIsNarrowOrAtTheMaximum) {
+  BoardRecord aa;
+  aa.summary = {.name = "aa",
+                .arch = "x86_64",
+                .memory_bytes = 8ull << 30,
+                .kernel_labels = {"vanilla", "patched"},
+                .running_kernel_label = "vanilla",
+                .running_kernel_labels = {"vanilla", "patched"}};
+  aa.facts_json = "{}";
+  ASSERT_TRUE(store_->UpsertBoard(aa).ok());
+  JobSpecInput spec;
+  spec.benchmark = "filemap-thrash";
+  spec.duration = "3s";
+  spec.repetitions = 2;
+  spec.kernels = {"vanilla", "patched"};
+  spec.boards = {"aa"};
+  spec.memory_max = "256M";
+  spec.matrix = {{"threads", {"2", "4"}}};
+  spec.max_repetitions = 6;
+  spec.target_ci_half_width = 0.05;
+  auto boards = store_->ListBoards();
+  std::vector<BoardSummary> summaries;
+  for (const auto& b : *boards) summaries.push_back(b.summary);
+  auto validated = ValidateJobSpec(spec, summaries);
+  ASSERT_TRUE(validated.ok()) << validated.status();
+  auto created = store_->CreateJob(*validated, "adaptive", "{}");
+  ASSERT_TRUE(created.ok());
+  const int64_t job = created->job_id;
+  std::map<std::pair<std::string, std::string>, int> runs_of;  // (threads, kernel) -> runs
+  for (int step = 0; step < 100; ++step) {
+    auto a = store_->ClaimRun("aa");
+    ASSERT_TRUE(a.ok()) << a.status();
+    if (!a->has_value()) break;
+    const Assignment& run = **a;
+    const std::string threads = run.params.at("threads");
+    const int n = ++runs_of[{threads, run.kernel}];
+    ResultRecord r = GoodResult(3);
+    // threads=2: ±15% run to run, never narrow enough; threads=4: identical, narrow as soon
+    // as the exact CI exists (4 per side).
+    r.throughput = threads == "4" ? 10 : (n % 2 ? 10 : 13) * (run.kernel == "patched" ? 1.1 : 1.0);
+    ASSERT_TRUE(store_->StoreResult("aa", run.run_id, run.attempt_id, true, "", r).ok());
+  }
+  EXPECT_EQ((runs_of[{"2", "vanilla"}]), 6);
+  EXPECT_EQ((runs_of[{"2", "patched"}]), 6);
+  EXPECT_EQ((runs_of[{"4", "vanilla"}]), 4);
+  EXPECT_EQ((runs_of[{"4", "patched"}]), 4);
+  EXPECT_EQ(store_->GetJob(job)->state, "succeeded");
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE job_id = " + std::to_string(job)), 20);
+  // The added runs kept the planned shape: kernel blocks alternate, sequence dense.
+  EXPECT_EQ(Count("SELECT count(DISTINCT sequence) FROM runs WHERE job_id = " + std::to_string(job)), 20);
+}
+
 TEST_F(StoreTest, DatabaseDownIsUnavailable) {
   StoreOptions options;
   options.database_url = "postgresql://faultline@127.0.0.1:1/none?connect_timeout=2";

@@ -276,5 +276,33 @@ TEST(Summarize, MedianMinMaxPerCellKernelBoard) {
   EXPECT_DOUBLE_EQ(rows[1].median, 6);  // even n: mean of the middle two
 }
 
+
+TEST(ValidateJobSpec, AdaptiveRepetitionsAreBoundedAndNeedAComparison) {
+  JobSpecInput spec = Example();
+  spec.kernels = {"vanilla", "patched"};
+  spec.repetitions = 3;
+  spec.max_repetitions = 10;
+  auto job = ValidateJobSpec(spec, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->max_repetitions, 10u);
+  EXPECT_DOUBLE_EQ(job->target_ci_half_width, job->min_effect);  // default: δ
+
+  spec.max_repetitions = 2;
+  EXPECT_EQ(ValidateJobSpec(spec, OneBoard()).status().message(),
+            "spec.max_repetitions: must be between repetitions (3) and 1000, got 2");
+  spec.max_repetitions = 10;
+  spec.target_ci_half_width = 1.5;
+  EXPECT_EQ(ValidateJobSpec(spec, OneBoard()).status().message(),
+            "spec.target_ci_half_width: must be in (0, 1), got 1.5");
+  spec.kernels = {"vanilla"};
+  spec.target_ci_half_width = 0;
+  EXPECT_EQ(ValidateJobSpec(spec, OneBoard()).status().message(),
+            "spec.max_repetitions: adaptive repetitions need at least two kernels to compare");
+  spec.max_repetitions = 0;
+  spec.target_ci_half_width = 0.02;
+  EXPECT_EQ(ValidateJobSpec(spec, OneBoard()).status().message(),
+            "spec.target_ci_half_width: needs max_repetitions (adaptive repetitions)");
+}
+
 }  // namespace
 }  // namespace faultline::controller

@@ -34,6 +34,8 @@ JobSpecInput SpecFromProto(const v1::JobSpec& spec) {
   in.shuffle_seed = spec.shuffle_seed();
   in.alpha = spec.alpha();
   in.min_effect = spec.min_effect();
+  in.max_repetitions = spec.max_repetitions();
+  in.target_ci_half_width = spec.target_ci_half_width();
   for (const auto& [label, o] : spec.kernel_overrides()) {
     in.kernel_overrides[label].insert(o.params().begin(), o.params().end());
   }

@@ -29,6 +29,8 @@ struct JobSpecInput {
   double alpha = 0;
   double min_effect = 0;
   std::map<std::string, std::map<std::string, std::string>> kernel_overrides;  // label -> knobs
+  uint32_t max_repetitions = 0;       // adaptive repetitions: 0 = off
+  double target_ci_half_width = 0;    // 0: min_effect
 };
 
 // What validation needs to know about a registered board.
@@ -81,6 +83,8 @@ struct ValidatedJob {
   uint64_t shuffle_seed = 0;
   double alpha = 0.01;
   double min_effect = 0.03;
+  uint32_t max_repetitions = 0;  // adaptive: add blocks of pairs up to this (0 = off)
+  double target_ci_half_width = 0;
   std::vector<PlannedRun> runs;  // in claim order (sequence 0, 1, …)
 };
 

@@ -221,6 +221,25 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
     return Invalid("min_effect", absl::StrCat("must be in (0, 1), got ", spec.min_effect));
   }
   job.shuffle_seed = spec.shuffle_seed;
+  if (spec.max_repetitions != 0) {
+    if (job.kernels.size() < 2) {
+      return Invalid("max_repetitions", "adaptive repetitions need at least two kernels to compare");
+    }
+    if (spec.max_repetitions < job.repetitions || spec.max_repetitions > limits.max_repetitions) {
+      return Invalid("max_repetitions", absl::StrCat("must be between repetitions (", job.repetitions,
+                                                     ") and ", limits.max_repetitions, ", got ",
+                                                     spec.max_repetitions));
+    }
+    job.max_repetitions = spec.max_repetitions;
+    job.target_ci_half_width =
+        spec.target_ci_half_width == 0 ? job.min_effect : spec.target_ci_half_width;
+    if (!(job.target_ci_half_width > 0 && job.target_ci_half_width < 1)) {
+      return Invalid("target_ci_half_width",
+                     absl::StrCat("must be in (0, 1), got ", spec.target_ci_half_width));
+    }
+  } else if (spec.target_ci_half_width != 0) {
+    return Invalid("target_ci_half_width", "needs max_repetitions (adaptive repetitions)");
+  }
 
   // Memory cgroup limits.
   if (spec.memory_max.empty()) {
@@ -326,7 +345,9 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
 
   // Expansion: cell x kernel x repetition.
   std::vector<Cell> cells = ExpandMatrix(job.matrix);
-  uint64_t total = static_cast<uint64_t>(cells.size()) * job.kernels.size() * job.repetitions;
+  // Adaptive jobs may grow to max_repetitions: the limit holds for the largest they can get.
+  uint64_t total = static_cast<uint64_t>(cells.size()) * job.kernels.size() *
+                   std::max(job.repetitions, job.max_repetitions);
   if (total > limits.max_runs) {
     return Invalid("matrix", absl::StrCat("the job expands to ", total, " runs (", cells.size(),
                                           " cells x ", job.kernels.size(), " kernels x ",

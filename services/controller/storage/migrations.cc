@@ -187,6 +187,11 @@ BEGIN
 END
 $$;
 )sql"},
+      {10, "adaptive repetitions", R"sql(
+ALTER TABLE jobs
+  ADD COLUMN max_repetitions integer NOT NULL DEFAULT 0,
+  ADD COLUMN target_ci_half_width double precision NOT NULL DEFAULT 0;
+)sql"},
   };
   return kMigrations;
 }

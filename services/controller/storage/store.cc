@@ -1,12 +1,15 @@
 #include "services/controller/storage/store.h"
 
+#include <algorithm>
 #include <chrono>
+#include <random>
 #include <pqxx/pqxx>
 #include <set>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "services/controller/core/statistics.h"
 #include "services/controller/storage/migrations.h"
 
 namespace faultline::controller {
@@ -376,9 +379,10 @@ absl::StatusOr<PgStore::Created> PgStore::CreateJob(const ValidatedJob& job,
     job_id = w.exec_params1(R"sql(
       INSERT INTO jobs (name, benchmark, spec, matrix_keys, duration_seconds, warmup_ms,
                         memory_max, memory_high, swap_max, baseline, block_size, shuffle_seed,
-                        alpha, min_effect, request_id, spec_digest)
+                        alpha, min_effect, request_id, spec_digest, max_repetitions,
+                        target_ci_half_width)
       VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7, NULLIF($8, '')::bigint,
-              NULLIF($9, '')::bigint, $10, $11, $12, $13, $14, NULLIF($15, ''), $16)
+              NULLIF($9, '')::bigint, $10, $11, $12, $13, $14, NULLIF($15, ''), $16, $17, $18)
       RETURNING id)sql",
                             name, job.benchmark, spec_json, matrix_keys.dump(),
                             static_cast<int64_t>(job.duration.count()),
@@ -387,7 +391,8 @@ absl::StatusOr<PgStore::Created> PgStore::CreateJob(const ValidatedJob& job,
                             opt(job.memcg.swap_max), job.baseline,
                             static_cast<int64_t>(job.block_size),
                             static_cast<int64_t>(job.shuffle_seed), job.alpha, job.min_effect,
-                            request_id, digest)[0]
+                            request_id, digest, static_cast<int64_t>(job.max_repetitions),
+                            job.target_ci_half_width)[0]
                  .as<int64_t>();
     std::string arches = json(job.arches).dump();
     std::string boards = json(job.boards).dump();
@@ -407,6 +412,80 @@ absl::StatusOr<PgStore::Created> PgStore::CreateJob(const ValidatedJob& job,
   });
   if (!s.ok()) return s;
   return Created{job_id, created};
+}
+
+// Adaptive repetitions: when the last open run of a job with max_repetitions succeeded,
+// every cell whose B/A ratio CI (any candidate against the baseline) is still wider than
+// ±target gets another block of repetitions for every kernel, planned like the first ones:
+// kernel blocks in the job's order, cells shuffled within a repetition (seeded).
+static void ExtendAdaptiveJob(pqxx::work& w, int64_t job_id) {
+  auto job = w.exec_params(R"sql(
+    SELECT max_repetitions, target_ci_half_width, baseline, block_size, alpha, min_effect,
+           shuffle_seed
+      FROM jobs WHERE id = $1 AND max_repetitions > 0 AND state <> 'cancelled')sql",
+                           job_id);
+  if (job.empty()) return;
+  const int max_repetitions = job[0][0].as<int>();
+  const double target = job[0][1].as<double>();
+  const std::string baseline = job[0][2].as<std::string>();
+  const int block_size = std::max(1, job[0][3].as<int>());
+  CompareOptions options;
+  options.alpha = job[0][4].as<double>();
+  options.min_effect = job[0][5].as<double>();
+  const uint64_t seed = static_cast<uint64_t>(job[0][6].as<int64_t>());
+  auto counts = w.exec_params(R"sql(
+    SELECT count(*) FILTER (WHERE state IN ('queued', 'assigned', 'running')),
+           count(*) FILTER (WHERE state IN ('failed', 'cancelled')),
+           max(repetition), max(sequence)
+      FROM runs WHERE job_id = $1)sql",
+                              job_id);
+  if (counts[0][0].as<int64_t>() > 0 || counts[0][1].as<int64_t>() > 0) return;
+  const int done_repetitions = counts[0][2].as<int>();
+  int sequence = counts[0][3].as<int>() + 1;
+  if (done_repetitions >= max_repetitions) return;
+  // Kernels in their planned order (the baseline's block first).
+  std::vector<std::string> kernels;
+  for (const auto& r : w.exec_params(
+           "SELECT kernel FROM runs WHERE job_id = $1 GROUP BY kernel ORDER BY min(sequence)", job_id)) {
+    kernels.push_back(r[0].as<std::string>());
+  }
+  std::map<int, std::map<std::string, std::vector<double>>> samples;
+  for (const auto& r : w.exec_params(R"sql(
+         SELECT r.cell_index, r.kernel, res.throughput
+           FROM runs r JOIN results res ON res.run_id = r.id
+          WHERE r.job_id = $1 AND r.state = 'succeeded')sql",
+                                     job_id)) {
+    samples[r[0].as<int>()][r[1].as<std::string>()].push_back(r[2].as<double>());
+  }
+  std::vector<int> cells;
+  for (const auto& [cell, by_kernel] : samples) {
+    auto a = by_kernel.find(baseline);
+    if (a == by_kernel.end()) continue;
+    for (const auto& [kernel, b] : by_kernel) {
+      if (kernel == baseline) continue;
+      if (NeedsMorePairs(Compare(a->second, b, options), target, max_repetitions)) {
+        cells.push_back(cell);
+        break;
+      }
+    }
+  }
+  if (cells.empty()) return;
+  const int last = std::min(max_repetitions, done_repetitions + block_size);
+  for (const auto& kernel : kernels) {
+    for (int repetition = done_repetitions + 1; repetition <= last; ++repetition) {
+      std::vector<int> order = cells;
+      std::mt19937_64 rng(seed ^ (static_cast<uint64_t>(repetition) * 0x9E3779B97F4A7C15ull));
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int cell : order) {
+        w.exec_params(R"sql(
+          INSERT INTO runs (job_id, cell_index, cell, params, kernel, repetition, arches, boards,
+                            sequence)
+          SELECT job_id, cell_index, cell, params, kernel, $4, arches, boards, $5
+            FROM runs WHERE job_id = $1 AND cell_index = $2 AND kernel = $3 AND repetition = 1)sql",
+                      job_id, cell, kernel, repetition, sequence++);
+      }
+    }
+  }
 }
 
 absl::StatusOr<JobRecord> PgStore::GetJob(int64_t job_id) {
@@ -729,6 +808,7 @@ absl::StatusOr<int64_t> PgStore::StoreResult(const std::string& board, int64_t r
                       lease_expires_at = NULL
        WHERE id = $1)sql",
                   run_id, ok ? "succeeded" : "failed", ok ? std::string() : reason);
+    if (ok) ExtendAdaptiveJob(w, job_id);
     w.exec_params(kRecomputeJobState, job_id);
     w.commit();
     return absl::OkStatus();
