@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <pqxx/pqxx>
 
 #include "services/controller/core/validation.h"
@@ -39,7 +40,8 @@ class StoreTest : public ::testing::Test {
   }
 
   int64_t Submit(uint32_t repetitions, std::vector<std::string> kernels = {"vanilla"},
-                 uint32_t block_size = 0, std::vector<std::string> only_boards = {}) {
+                 uint32_t block_size = 0, std::vector<std::string> only_boards = {},
+                 const std::function<void(JobSpecInput&)>& adjust = nullptr) {
     JobSpecInput spec;
     spec.block_size = block_size;
     spec.boards = std::move(only_boards);
@@ -49,6 +51,7 @@ class StoreTest : public ::testing::Test {
     spec.kernels = std::move(kernels);
     spec.memory_max = "256M";
     spec.matrix = {{"threads", {"2", "4"}}};
+    if (adjust) adjust(spec);
     auto boards = store_->ListBoards();
     std::vector<BoardSummary> summaries;
     for (const auto& b : *boards) summaries.push_back(b.summary);
@@ -580,24 +583,10 @@ TEST_F(StoreTest, AdaptiveRepetitionsAddPairsUntilTheCiIsNarrowOrAtTheMaximum) {
                 .running_kernel_labels = {"vanilla", "patched"}};
   aa.facts_json = "{}";
   ASSERT_TRUE(store_->UpsertBoard(aa).ok());
-  JobSpecInput spec;
-  spec.benchmark = "filemap-thrash";
-  spec.duration = "3s";
-  spec.repetitions = 2;
-  spec.kernels = {"vanilla", "patched"};
-  spec.boards = {"aa"};
-  spec.memory_max = "256M";
-  spec.matrix = {{"threads", {"2", "4"}}};
-  spec.max_repetitions = 6;
-  spec.target_ci_half_width = 0.05;
-  auto boards = store_->ListBoards();
-  std::vector<BoardSummary> summaries;
-  for (const auto& b : *boards) summaries.push_back(b.summary);
-  auto validated = ValidateJobSpec(spec, summaries);
-  ASSERT_TRUE(validated.ok()) << validated.status();
-  auto created = store_->CreateJob(*validated, "adaptive", "{}");
-  ASSERT_TRUE(created.ok());
-  const int64_t job = created->job_id;
+  const int64_t job = Submit(2, {"vanilla", "patched"}, 1, {"aa"}, [](JobSpecInput& spec) {
+    spec.max_repetitions = 6;
+    spec.target_ci_half_width = 0.05;
+  });
   std::map<std::pair<std::string, std::string>, int> runs_of;  // (threads, kernel) -> runs
   for (int step = 0; step < 100; ++step) {
     auto a = store_->ClaimRun("aa");

@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 
@@ -40,11 +41,13 @@ std::string Sha256Hex(const std::string& data) {
 }
 
 std::optional<std::string> BearerToken(const std::string& authorization) {
-  static const std::string kPrefix = "Bearer ";
-  if (authorization.size() <= kPrefix.size() || authorization.compare(0, kPrefix.size(), kPrefix) != 0) {
-    return std::nullopt;
+  // The scheme is case-insensitive (RFC 9110); the token is not.
+  static const std::string kScheme = "bearer ";
+  if (authorization.size() <= kScheme.size()) return std::nullopt;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return std::nullopt;
   }
-  std::string token = authorization.substr(kPrefix.size());
+  std::string token = authorization.substr(kScheme.size());
   if (token.size() > 256) return std::nullopt;
   return token;
 }
