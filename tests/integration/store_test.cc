@@ -71,6 +71,19 @@ class StoreTest : public ::testing::Test {
     return r;
   }
 
+  // A board running one kernel under both labels (vanilla, patched): no reboots needed.
+  void UpsertAABoard(const std::string& name) {
+    BoardRecord board;
+    board.summary = {.name = name,
+                     .arch = "x86_64",
+                     .memory_bytes = 8ull << 30,
+                     .kernel_labels = {"vanilla", "patched"},
+                     .running_kernel_label = "vanilla",
+                     .running_kernel_labels = {"vanilla", "patched"}};
+    board.facts_json = "{}";
+    ASSERT_TRUE(store_->UpsertBoard(board).ok());
+  }
+
   int64_t Count(const std::string& sql) {
     pqxx::connection c(url_);
     pqxx::nontransaction n(c);
@@ -243,15 +256,7 @@ TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
 
 TEST_F(StoreTest, RunsAreClaimedInPlannedOrderAndAALabelsShareOneKernel) {
   // The board runs one kernel under two labels: an A/A study needs no reboot.
-  BoardRecord board;
-  board.summary = {.name = "box",
-                   .arch = "x86_64",
-                   .memory_bytes = 8ull << 30,
-                   .kernel_labels = {"vanilla", "patched"},
-                   .running_kernel_label = "vanilla",
-                   .running_kernel_labels = {"vanilla", "patched"}};
-  board.facts_json = "{}";
-  ASSERT_TRUE(store_->UpsertBoard(board).ok());
+  UpsertAABoard("box");
   int64_t job = Submit(2, {"vanilla", "patched"});
   std::vector<std::string> kernels;
   for (int i = 0; i < 8; ++i) {
@@ -574,15 +579,7 @@ TEST_F(StoreTest, DatabaseRestartIsUnavailableThenHealsByItself) {
 // Adaptive repetitions: pairs are added block by block to the cells whose CI is still wide,
 // until it is narrow enough or max_repetitions is reached.
 TEST_F(StoreTest, AdaptiveRepetitionsAddPairsUntilTheCiIsNarrowOrAtTheMaximum) {
-  BoardRecord aa;
-  aa.summary = {.name = "aa",
-                .arch = "x86_64",
-                .memory_bytes = 8ull << 30,
-                .kernel_labels = {"vanilla", "patched"},
-                .running_kernel_label = "vanilla",
-                .running_kernel_labels = {"vanilla", "patched"}};
-  aa.facts_json = "{}";
-  ASSERT_TRUE(store_->UpsertBoard(aa).ok());
+  UpsertAABoard("aa");
   const int64_t job = Submit(2, {"vanilla", "patched"}, 1, {"aa"}, [](JobSpecInput& spec) {
     spec.max_repetitions = 6;
     spec.target_ci_half_width = 0.05;
