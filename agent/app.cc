@@ -321,7 +321,7 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
     }
     std::string cmdline_error;
     std::string cmdline = sys::ReadFileToString("/proc/cmdline", &cmdline_error).value_or("");
-    auto commands = BootCommands(*entry, cmdline);
+    auto commands = BootCommands(*entry, cmdline, SystemdIsInit());
     if (!commands.ok()) return needs_check(std::string(commands.status().message()));
     PendingSwitch pending;
     pending.label = entry->label;

@@ -137,6 +137,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
         else if (key == "initrd") e.initrd = kv.second.as<std::string>();
         else if (key == "cmdline") e.cmdline = kv.second.as<std::string>();
         else if (key == "grub_entry") e.grub_entry = kv.second.as<std::string>();
+        else if (key == "kexec_exec") e.kexec_exec = kv.second.as<std::string>();
         else if (key == "command") {
           if (!kv.second.IsSequence() || kv.second.size() == 0) {
             return Bad(kv.second, field + ".command",
@@ -145,8 +146,8 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
           for (const auto& arg : kv.second) e.command.push_back(arg.as<std::string>());
         } else {
           return Bad(kv.first, field + "." + key,
-                     "unknown field (label, release, boot, kernel, initrd, cmdline, grub_entry, "
-                     "command)");
+                     "unknown field (label, release, boot, kernel, initrd, cmdline, kexec_exec, "
+                     "grub_entry, command)");
         }
       }
       if (!ValidLabel(e.label)) {
@@ -164,6 +165,9 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
       }
       if (e.boot == "kexec" && !e.initrd.empty() && e.initrd.front() != '/') {
         return Bad(k, field + ".initrd", "must be an absolute path");
+      }
+      if (e.kexec_exec != "auto" && e.kexec_exec != "systemctl" && e.kexec_exec != "direct") {
+        return Bad(k, field + ".kexec_exec", "must be one of auto, systemctl, direct");
       }
       if (e.boot == "grub-reboot" && e.grub_entry.empty()) {
         return Bad(k, field + ".grub_entry", "boot: grub-reboot needs the menu entry to boot");

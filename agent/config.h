@@ -40,6 +40,10 @@ struct KernelEntry {
   std::string kernel;          // the image (absolute path)
   std::string initrd;          // optional
   std::string cmdline = "running";  // "running": reuse /proc/cmdline
+  // How the loaded image is entered: "systemctl" (`systemctl kexec`: services stop
+  // cleanly), "direct" (`sync`, then `kexec -e`: boards without systemd, e.g. a ramdisk
+  // guest), or "auto" (systemctl when systemd is the init, else direct).
+  std::string kexec_exec = "auto";
   // grub-reboot: the menu entry (title, id or index) booted once, then the default again.
   std::string grub_entry;
   // command: argv of the lab's boot script; it gets FAULTLINE_BOARD, FAULTLINE_KERNEL_LABEL,

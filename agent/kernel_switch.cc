@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,8 +82,13 @@ absl::StatusOr<BootIdentity> ReadBootIdentity(const AgentConfig& config) {
   return id;
 }
 
+bool SystemdIsInit() {
+  struct stat st {};
+  return ::lstat("/run/systemd/system", &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 absl::StatusOr<std::vector<std::vector<std::string>>> BootCommands(
-    const KernelEntry& entry, const std::string& running_cmdline) {
+    const KernelEntry& entry, const std::string& running_cmdline, bool systemd_is_init) {
   std::vector<std::vector<std::string>> commands;
   if (entry.boot == "kexec") {
     // Load the image, then let systemd stop the services cleanly and jump into it.
@@ -91,7 +97,16 @@ absl::StatusOr<std::vector<std::vector<std::string>>> BootCommands(
     const std::string cmdline = entry.cmdline == "running" ? Trim(running_cmdline) : entry.cmdline;
     load.push_back("--command-line=" + cmdline);
     commands.push_back(std::move(load));
-    commands.push_back({"systemctl", "kexec"});
+    const bool direct =
+        entry.kexec_exec == "direct" || (entry.kexec_exec == "auto" && !systemd_is_init);
+    if (direct) {
+      // No service manager to stop things: flush the file systems (the result spool and
+      // the switch record live there), then jump.
+      commands.push_back({"sync"});
+      commands.push_back({"kexec", "-e"});
+    } else {
+      commands.push_back({"systemctl", "kexec"});
+    }
   } else if (entry.boot == "grub-reboot") {
     // One-shot: the next boot only; a kernel that does not come up is followed by the
     // default entry again (by the watchdog or a power cycle), which the agent then sees.

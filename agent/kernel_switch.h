@@ -28,9 +28,13 @@ absl::StatusOr<BootIdentity> ReadBootIdentity(const AgentConfig& config);
 
 // The commands a switch to `entry` runs, in order, each an argv. `running_cmdline` is this
 // boot's /proc/cmdline (kexec with `cmdline: running`). Pure: tests check the commands
-// without running them. FAILED_PRECONDITION for `boot: none`.
+// without running them. FAILED_PRECONDITION for `boot: none`. `systemd_is_init` decides
+// `kexec_exec: auto` (SystemdIsInit() on a board).
 absl::StatusOr<std::vector<std::vector<std::string>>> BootCommands(
-    const KernelEntry& entry, const std::string& running_cmdline);
+    const KernelEntry& entry, const std::string& running_cmdline, bool systemd_is_init = true);
+
+// sd_booted(3)'s test: /run/systemd/system exists.
+bool SystemdIsInit();
 
 // Runs one boot command (argv[0] looked up in PATH) with `extra_env` added to this
 // process's environment and an empty signal mask; waits for it. Returns its exit status

@@ -175,6 +175,7 @@ class FilemapThrash : public Workload {
       const volatile unsigned char* bytes = map.data();
       for (size_t offset = 0; offset < length; offset += step) sum += bytes[offset];
       map.Unmap();
+      counter.AddPages((length + step - 1) / step);
       counter.Increment();
     }
     sink_.store(sum, std::memory_order_relaxed);

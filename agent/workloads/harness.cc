@@ -88,12 +88,13 @@ bool RealMonotonicClock::SleepUntil(nanoseconds deadline) {
   }
 }
 
-std::vector<Sample> SamplesFromCumulative(uint64_t baseline, const std::vector<uint64_t>& cumulative) {
+std::vector<Sample> SamplesFromCumulative(Progress baseline, const std::vector<Progress>& cumulative) {
   std::vector<Sample> samples;
   samples.reserve(cumulative.size());
-  uint64_t previous = baseline;
+  Progress previous = baseline;
   for (size_t i = 0; i < cumulative.size(); ++i) {
-    samples.push_back({static_cast<uint32_t>(i + 1), cumulative[i] - previous});
+    samples.push_back({static_cast<uint32_t>(i + 1), cumulative[i].rounds - previous.rounds,
+                       cumulative[i].pages - previous.pages});
     previous = cumulative[i];
   }
   return samples;
@@ -119,18 +120,18 @@ SamplingOutcome SampleRounds(MonotonicClock& clock, const SamplingPlan& plan,
     }
   }
 
-  const uint64_t baseline = hooks.read_rounds();
+  const Progress baseline = hooks.read_progress();
   const nanoseconds baseline_time = clock.Now();
   if (hooks.measurement_started) hooks.measurement_started();
-  std::vector<uint64_t> cumulative;
+  std::vector<Progress> cumulative;
   cumulative.reserve(plan.seconds);
   for (uint32_t second = 1; second <= plan.seconds; ++second) {
     if (!clock.SleepUntil(measure_start + seconds(second))) {
       outcome.end = SamplingOutcome::End::kInterrupted;
       break;
     }
-    cumulative.push_back(hooks.read_rounds());
-    if (hooks.second_done) hooks.second_done(second, cumulative.back() - baseline);
+    cumulative.push_back(hooks.read_progress());
+    if (hooks.second_done) hooks.second_done(second, cumulative.back().rounds - baseline.rounds);
     if (aborted()) {
       outcome.end = SamplingOutcome::End::kAborted;
       break;
@@ -139,11 +140,16 @@ SamplingOutcome SampleRounds(MonotonicClock& clock, const SamplingPlan& plan,
   outcome.measured_elapsed = clock.Now() - baseline_time;
   if (hooks.measurement_ended) hooks.measurement_ended();
   outcome.samples = SamplesFromCumulative(baseline, cumulative);
-  for (const auto& s : outcome.samples) outcome.rounds += s.rounds;
+  for (const auto& s : outcome.samples) {
+    outcome.rounds += s.rounds;
+    outcome.pages += s.pages;
+  }
   if (outcome.end == SamplingOutcome::End::kCompleted && plan.seconds > 0) {
     outcome.throughput_rounds_per_second =
         static_cast<double>(outcome.rounds) / static_cast<double>(plan.seconds);
+    outcome.pages_per_second = static_cast<double>(outcome.pages) / static_cast<double>(plan.seconds);
   }
+  outcome.too_coarse = outcome.rounds < kMinRoundsToCompare;
   return outcome;
 }
 
@@ -216,10 +222,12 @@ HarnessResult RunHarness(const std::vector<ThreadGroup>& groups, const SamplingP
   };
   std::vector<uint64_t> at_start, at_end;
   SamplingHooks sampling_hooks;
-  sampling_hooks.read_rounds = [&] {
-    uint64_t sum = 0;
+  sampling_hooks.read_progress = [&] {
+    Progress sum;
     for (size_t i = 0; i < total_threads; ++i) {
-      if (groups[group_of[i]].counter_name.empty()) sum += counters[i].Read();
+      if (!groups[group_of[i]].counter_name.empty()) continue;
+      sum.rounds += counters[i].Read();
+      sum.pages += counters[i].ReadPages();
     }
     return sum;
   };

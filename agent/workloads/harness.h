@@ -17,13 +17,24 @@ namespace faultline::workloads {
 // counters share traffic and slow the very threads being measured.
 inline constexpr size_t kCounterAlignment = 128;
 
+// A round is the benchmark's unit (one pass over a region or a file). Pages count the
+// progress inside rounds: a swap-in reader pass over 64M under pageout pressure can take
+// longer than a measured second, so rounds alone can read 0 while work was done.
 struct alignas(kCounterAlignment) RoundCounter {
   std::atomic<uint64_t> rounds{0};
+  std::atomic<uint64_t> pages{0};
 
   // One writer per counter, so a plain load+store is enough: no locked RMW in hot loops.
   void Increment() { rounds.store(rounds.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  void AddPages(uint64_t n) { pages.store(pages.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
   uint64_t Read() const { return rounds.load(std::memory_order_relaxed); }
+  uint64_t ReadPages() const { return pages.load(std::memory_order_relaxed); }
 };
+
+// Fewer completed rounds than this in the measured interval: rounds/s is quantised too
+// coarsely to compare (one round more or less moves it by more than 20%); pages/s is the
+// measure then.
+inline constexpr uint64_t kMinRoundsToCompare = 5;
 
 // A thread body loops until `stop` is set, calling counter.Increment() per round. It returns
 // false with *error set on a failure that must abort the run (e.g. mmap failing).
@@ -61,6 +72,12 @@ class RealMonotonicClock : public MonotonicClock {
 struct Sample {
   uint32_t second = 0;  // 1-based
   uint64_t rounds = 0;
+  uint64_t pages = 0;   // pages touched by the benchmark's threads in that second
+};
+
+struct Progress {
+  uint64_t rounds = 0;
+  uint64_t pages = 0;
 };
 
 struct SamplingPlan {
@@ -69,7 +86,7 @@ struct SamplingPlan {
 };
 
 struct SamplingHooks {
-  std::function<uint64_t()> read_rounds;           // cumulative benchmark rounds
+  std::function<Progress()> read_progress;         // cumulative benchmark rounds and pages
   std::function<bool()> should_abort;              // a worker failed
   std::function<void()> measurement_started;       // right after the baseline read
   std::function<void(uint32_t second, uint64_t measured_rounds)> second_done;
@@ -80,7 +97,10 @@ struct SamplingOutcome {
   enum class End { kCompleted, kInterrupted, kAborted } end = End::kCompleted;
   std::vector<Sample> samples;
   uint64_t rounds = 0;                       // sum of samples
+  uint64_t pages = 0;                        // sum of samples
   double throughput_rounds_per_second = 0;   // rounds / seconds
+  double pages_per_second = 0;               // pages / seconds
+  bool too_coarse = false;                   // rounds < kMinRoundsToCompare
   std::chrono::nanoseconds measured_elapsed{0};  // actual clock time measured
 };
 
@@ -90,7 +110,7 @@ SamplingOutcome SampleRounds(MonotonicClock& clock, const SamplingPlan& plan,
                              const SamplingHooks& hooks);
 
 // Converts cumulative readings (baseline, then one per second) to per-second samples.
-std::vector<Sample> SamplesFromCumulative(uint64_t baseline, const std::vector<uint64_t>& cumulative);
+std::vector<Sample> SamplesFromCumulative(Progress baseline, const std::vector<Progress>& cumulative);
 
 struct HarnessResult {
   bool ok = false;

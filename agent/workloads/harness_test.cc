@@ -28,21 +28,25 @@ class FakeClock : public MonotonicClock {
 };
 
 TEST(SamplesFromCumulative, DifferencesOfReadings) {
-  auto samples = SamplesFromCumulative(100, {130, 130, 175});
+  auto samples = SamplesFromCumulative({100, 1000}, {{130, 4000}, {130, 4100}, {175, 9000}});
   ASSERT_EQ(samples.size(), 3u);
   EXPECT_EQ(samples[0].second, 1u);
   EXPECT_EQ(samples[0].rounds, 30u);
+  EXPECT_EQ(samples[0].pages, 3000u);
   EXPECT_EQ(samples[1].rounds, 0u);
+  EXPECT_EQ(samples[1].pages, 100u);  // no round completed, but progress was made
   EXPECT_EQ(samples[2].second, 3u);
   EXPECT_EQ(samples[2].rounds, 45u);
+  EXPECT_EQ(samples[2].pages, 4900u);
 }
 
 TEST(SampleRounds, OneSamplePerSecondAndThroughputOverMeasuredSeconds) {
   FakeClock clock;
-  std::deque<uint64_t> readings = {500, 600, 750, 760};  // baseline, then seconds 1..3
+  // baseline, then seconds 1..3
+  std::deque<Progress> readings = {{500, 8000}, {600, 9600}, {750, 12000}, {760, 12160}};
   SamplingHooks hooks;
-  hooks.read_rounds = [&] {
-    uint64_t v = readings.front();
+  hooks.read_progress = [&] {
+    Progress v = readings.front();
     readings.pop_front();
     return v;
   };
@@ -56,7 +60,28 @@ TEST(SampleRounds, OneSamplePerSecondAndThroughputOverMeasuredSeconds) {
   EXPECT_EQ(outcome.samples[2].rounds, 10u);
   EXPECT_EQ(outcome.rounds, 260u);
   EXPECT_DOUBLE_EQ(outcome.throughput_rounds_per_second, 260.0 / 3);
+  EXPECT_EQ(outcome.pages, 4160u);
+  EXPECT_DOUBLE_EQ(outcome.pages_per_second, 4160.0 / 3);
+  EXPECT_FALSE(outcome.too_coarse);
   EXPECT_EQ(progress.back(), (std::pair<uint32_t, uint64_t>{3, 260}));
+}
+
+TEST(SampleRounds, FewCompletedRoundsAreTooCoarseButPagesStillMeasure) {
+  FakeClock clock;
+  // A slow pass: no round completes in second 1, four in all over 2 s.
+  std::deque<Progress> readings = {{0, 0}, {0, 12000}, {kMinRoundsToCompare - 1, 30000}};
+  SamplingHooks hooks;
+  hooks.read_progress = [&] {
+    Progress v = readings.front();
+    readings.pop_front();
+    return v;
+  };
+  auto outcome = SampleRounds(clock, {milliseconds(0), 2}, hooks);
+  EXPECT_EQ(outcome.end, SamplingOutcome::End::kCompleted);
+  EXPECT_TRUE(outcome.too_coarse);
+  EXPECT_EQ(outcome.samples[0].rounds, 0u);
+  EXPECT_EQ(outcome.samples[0].pages, 12000u);
+  EXPECT_DOUBLE_EQ(outcome.pages_per_second, 15000.0);
 }
 
 TEST(SampleRounds, DeadlinesAreAbsoluteSoLateWakeupsDoNotDrift) {
@@ -64,7 +89,7 @@ TEST(SampleRounds, DeadlinesAreAbsoluteSoLateWakeupsDoNotDrift) {
   clock.lateness = milliseconds(300);
   const nanoseconds start = clock.now_;
   SamplingHooks hooks;
-  hooks.read_rounds = [] { return uint64_t{0}; };
+  hooks.read_progress = [] { return Progress{}; };
   SampleRounds(clock, {milliseconds(2500), 2}, hooks);
   // Warm-up in 1 s steps capped at start+2.5 s, then start+2.5+1 and +2, whatever the lateness.
   std::vector<nanoseconds> expected = {start + seconds(1), start + seconds(2),
@@ -78,7 +103,7 @@ TEST(SampleRounds, InterruptionEndsWithoutThroughput) {
   clock.interrupt_after = 1;  // second sleep is interrupted
   uint64_t total = 0;
   SamplingHooks hooks;
-  hooks.read_rounds = [&] { return total += 10; };
+  hooks.read_progress = [&] { return Progress{total += 10, total * 16}; };
   bool ended = false;
   hooks.measurement_ended = [&] { ended = true; };
   auto outcome = SampleRounds(clock, {milliseconds(0), 5}, hooks);
@@ -92,7 +117,7 @@ TEST(SampleRounds, AbortStopsAfterTheSecondItIsSeen) {
   FakeClock clock;
   int checks = 0;
   SamplingHooks hooks;
-  hooks.read_rounds = [] { return uint64_t{1}; };
+  hooks.read_progress = [] { return Progress{1, 1}; };
   hooks.should_abort = [&] { return ++checks >= 2; };
   auto outcome = SampleRounds(clock, {milliseconds(0), 10}, hooks);
   EXPECT_EQ(outcome.end, SamplingOutcome::End::kAborted);
@@ -104,7 +129,10 @@ TEST(RunHarness, RunsEveryGroupAndReportsHelperCounters) {
   std::atomic<uint32_t> started{0};
   auto body = [&](uint32_t, RoundCounter& counter, const std::atomic<bool>& stop, std::string*) {
     started.fetch_add(1);
-    while (!stop.load()) counter.Increment();
+    while (!stop.load()) {
+      counter.AddPages(4);
+      counter.Increment();
+    }
     return true;
   };
   std::vector<ThreadGroup> groups = {{"", 3, body}, {"helper_rounds", 2, body}};

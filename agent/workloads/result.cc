@@ -49,11 +49,15 @@ std::string FormatWorkloadResultJson(const WorkloadResultData& result) {
   json.Key("benchmark").String(result.benchmark);
   json.Key("throughput_rounds_per_second").Double(result.throughput_rounds_per_second);
   json.Key("rounds").Uint(result.rounds);
+  json.Key("pages").Uint(result.pages);
+  json.Key("pages_per_second").Double(result.pages_per_second);
+  json.Key("too_coarse").Bool(result.too_coarse);
   json.Key("duration_seconds").Double(result.duration_seconds);
   json.Key("warmup_seconds").Double(result.warmup_seconds);
   json.Key("samples").BeginArray();
   for (const auto& s : result.samples) {
-    json.BeginObject().Key("second").Uint(s.second).Key("rounds").Uint(s.rounds).EndObject();
+    json.BeginObject().Key("second").Uint(s.second).Key("rounds").Uint(s.rounds);
+    json.Key("pages").Uint(s.pages).EndObject();
   }
   json.EndArray();
   json.Key("params").BeginObject();

@@ -159,6 +159,9 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   result.benchmark = command.benchmark;
   result.throughput_rounds_per_second = run.sampling.throughput_rounds_per_second;
   result.rounds = run.sampling.rounds;
+  result.pages = run.sampling.pages;
+  result.pages_per_second = run.sampling.pages_per_second;
+  result.too_coarse = run.sampling.too_coarse;
   result.duration_seconds = command.duration_seconds;
   result.warmup_seconds = static_cast<double>(plan.warmup.count()) / 1000.0;
   result.samples = run.sampling.samples;

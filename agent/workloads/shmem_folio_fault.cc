@@ -248,6 +248,7 @@ class ShmemFolioFault : public Workload {
       }
       time.iterations.store(time.iterations.load(std::memory_order_relaxed) + 1,
                             std::memory_order_relaxed);
+      counter.AddPages(touch_pages_);
       counter.Increment();
     }
     sink_.store(sum, std::memory_order_relaxed);

@@ -260,7 +260,10 @@ Table ComparisonStatsTable(const ComparisonGroup& group) {
     row.push_back(FormatCi(c->ci_low(), c->ci_high()));
     row.push_back(FormatPValue(c->p_value()));
     row.push_back(FormatPValue(c->q_value()));
-    row.push_back(c->verdict().empty() ? "-" : c->verdict());
+    std::string verdict = c->verdict().empty() ? "-" : c->verdict();
+    // Runs too coarse in rounds: the cell was compared in pages touched per second.
+    if (c->metric() == "pages/s") verdict += " (in pages/s)";
+    row.push_back(verdict);
     table.rows.push_back(std::move(row));
   }
   return table;

@@ -257,6 +257,15 @@ Table ReportTable(const v1::GetReportResponse& report) {
     table.headers.push_back(h);
     table.right_align.push_back(true);
   }
+  // Shown only when a run completed too few rounds for rounds/s to be compared.
+  const bool any_coarse = std::any_of(report.rows().begin(), report.rows().end(),
+                                      [](const v1::ReportRow& r) { return r.too_coarse() > 0; });
+  if (any_coarse) {
+    for (const char* h : {"too coarse", "median pages/s"}) {
+      table.headers.push_back(h);
+      table.right_align.push_back(true);
+    }
+  }
   for (const v1::ReportRow& row : report.rows()) {
     std::vector<std::string> cells;
     for (const std::string& key : report.matrix_keys()) {
@@ -270,6 +279,10 @@ Table ReportTable(const v1::GetReportResponse& report) {
     cells.push_back(ReportNumber(row, row.min()));
     cells.push_back(ReportNumber(row, row.max()));
     cells.push_back(std::to_string(row.failed()));
+    if (any_coarse) {
+      cells.push_back(std::to_string(row.too_coarse()));
+      cells.push_back(row.n() == 0 ? "-" : FormatThroughput(row.median_pages_per_second()));
+    }
     table.rows.push_back(std::move(cells));
   }
   return table;
@@ -299,6 +312,17 @@ std::string MessageToJson(const google::protobuf::Message& message) {
   return json;
 }
 
+namespace {
+std::string CoarseNote(const v1::GetReportResponse& report) {
+  uint32_t coarse = 0;
+  for (const v1::ReportRow& r : report.rows()) coarse += r.too_coarse();
+  if (coarse == 0) return "";
+  return std::to_string(coarse) +
+         " run(s) completed fewer than 5 rounds: their rounds/s is too coarse to compare, so "
+         "their cells are compared in pages touched per second.\n";
+}
+}  // namespace
+
 std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format) {
   if (format == ReportFormat::kJson) return MessageToJson(report);
   if (format == ReportFormat::kCsv) return RenderCsv(ReportCsvTable(report));
@@ -308,12 +332,12 @@ std::string RenderReport(const v1::GetReportResponse& report, ReportFormat forma
     std::string out = "**" + EscapeMarkdown(title) + "**\n\n";
     if (table.rows.empty()) return out + "No results yet.\n";
     return out + "Throughput in rounds per second (higher is better).\n\n" + RenderMarkdownTable(table) +
-           RenderComparisons(report, format);
+           CoarseNote(report) + RenderComparisons(report, format);
   }
   std::string out = title + "\n";
   if (table.rows.empty()) return out + "no results yet\n";
   return out + "throughput in rounds per second (higher is better):\n" + RenderBoxTable(table) +
-         RenderComparisons(report, format);
+         CoarseNote(report) + RenderComparisons(report, format);
 }
 
 }  // namespace faultline::cli

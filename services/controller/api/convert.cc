@@ -175,7 +175,13 @@ ResultRecord ResultFromProto(const v1::WorkloadResult& result) {
   r.rounds = result.rounds();
   r.duration_seconds = result.duration_seconds();
   r.warmup_seconds = result.warmup_seconds();
-  for (const auto& s : result.samples()) r.samples.emplace_back(s.second(), s.rounds());
+  for (const auto& s : result.samples()) {
+    r.samples.emplace_back(s.second(), s.rounds());
+    r.sample_pages.push_back(s.pages());
+  }
+  r.pages = result.pages();
+  r.pages_per_second = result.pages_per_second();
+  r.too_coarse = result.too_coarse();
   nlohmann::json counters = nlohmann::json::object();
   for (const auto& [k, v] : result.counters()) counters[k] = v;
   nlohmann::json env = nlohmann::json::object();

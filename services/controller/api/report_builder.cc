@@ -28,6 +28,8 @@ absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* 
     o.succeeded = r.state == "succeeded" && r.has_result;
     o.failed = r.state == "failed";
     o.throughput = r.throughput;
+    o.too_coarse = r.too_coarse;
+    o.pages_per_second = r.pages_per_second;
     outcomes.push_back(std::move(o));
   }
   // Unplaced runs should not form their own rows once their cell has a board: merge them.
@@ -49,6 +51,8 @@ absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* 
     out->set_max(row.max);
     out->set_mean(row.mean);
     out->set_failed(row.failed);
+    out->set_too_coarse(row.too_coarse);
+    out->set_median_pages_per_second(row.median_pages_per_second);
   }
 
   // A/B: every other kernel against the baseline, per board and cell.
@@ -78,6 +82,7 @@ absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* 
       out->set_ci_high(c.stats.ci_high);
       out->set_p_value(c.stats.p_value);
       out->set_q_value(c.stats.q_value);
+      out->set_metric(c.metric);
       out->set_verdict(std::string(ToString(c.stats.verdict)));
     }
     std::vector<RunEnvironment> environments;

@@ -106,6 +106,8 @@ struct RunOutcome {
   bool succeeded = false;
   bool failed = false;
   double throughput = 0;
+  bool too_coarse = false;      // fewer than 5 rounds: rounds/s is not comparable
+  double pages_per_second = 0;  // progress at page granularity
 };
 
 struct SummaryRow {
@@ -114,7 +116,9 @@ struct SummaryRow {
   std::string board;
   uint32_t n = 0;
   uint32_t failed = 0;
+  uint32_t too_coarse = 0;
   double median = 0, min = 0, max = 0, mean = 0;
+  double median_pages_per_second = 0;
 };
 
 }  // namespace faultline::controller

@@ -17,6 +17,7 @@ double Median(std::vector<double> values) {
 std::vector<SummaryRow> Summarize(const std::vector<RunOutcome>& outcomes) {
   std::vector<SummaryRow> rows;
   std::vector<std::vector<double>> values;
+  std::vector<std::vector<double>> pages;
   for (const auto& o : outcomes) {
     auto it = std::find_if(rows.begin(), rows.end(), [&](const SummaryRow& r) {
       return std::tie(r.cell, r.kernel, r.board) == std::tie(o.cell, o.kernel, o.board);
@@ -25,8 +26,13 @@ std::vector<SummaryRow> Summarize(const std::vector<RunOutcome>& outcomes) {
     if (it == rows.end()) {
       rows.push_back(SummaryRow{o.cell, o.kernel, o.board});
       values.emplace_back();
+      pages.emplace_back();
     }
-    if (o.succeeded) values[index].push_back(o.throughput);
+    if (o.succeeded) {
+      values[index].push_back(o.throughput);
+      pages[index].push_back(o.pages_per_second);
+      if (o.too_coarse) ++rows[index].too_coarse;
+    }
     if (o.failed) ++rows[index].failed;
   }
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -34,6 +40,7 @@ std::vector<SummaryRow> Summarize(const std::vector<RunOutcome>& outcomes) {
     rows[i].n = static_cast<uint32_t>(v.size());
     if (v.empty()) continue;
     rows[i].median = Median(v);
+    rows[i].median_pages_per_second = Median(pages[i]);
     rows[i].min = *std::min_element(v.begin(), v.end());
     rows[i].max = *std::max_element(v.begin(), v.end());
     rows[i].mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
@@ -51,11 +58,19 @@ std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcome
     if (std::find(cells.begin(), cells.end(), o.cell) == cells.end()) cells.push_back(o.cell);
     if (!o.board.empty()) boards.insert(o.board);
   }
-  auto samples = [&](const std::string& board, const Cell& cell, const std::string& kernel) {
+  // A cell in which any run completed too few rounds is compared in pages/s, for every
+  // kernel alike: rounds/s would be quantised (0 for a slow pass) and pages/s is not.
+  auto coarse = [&](const std::string& board, const Cell& cell) {
+    return std::any_of(outcomes.begin(), outcomes.end(), [&](const RunOutcome& o) {
+      return o.succeeded && o.too_coarse && o.board == board && o.cell == cell;
+    });
+  };
+  auto samples = [&](const std::string& board, const Cell& cell, const std::string& kernel,
+                     bool in_pages) {
     std::vector<double> v;
     for (const auto& o : outcomes) {
       if (o.succeeded && o.board == board && o.kernel == kernel && o.cell == cell) {
-        v.push_back(o.throughput);
+        v.push_back(in_pages ? o.pages_per_second : o.throughput);
       }
     }
     return v;
@@ -63,12 +78,14 @@ std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcome
   std::vector<ComparisonRow> rows;
   for (const auto& board : boards) {
     for (const auto& cell : cells) {
-      std::vector<double> a = samples(board, cell, baseline);
+      const bool in_pages = coarse(board, cell);
+      std::vector<double> a = samples(board, cell, baseline, in_pages);
       for (const auto& kernel : kernels) {
         if (kernel == baseline) continue;
-        std::vector<double> b = samples(board, cell, kernel);
+        std::vector<double> b = samples(board, cell, kernel, in_pages);
         if (a.empty() && b.empty()) continue;
-        rows.push_back(ComparisonRow{cell, board, baseline, kernel, Compare(a, b, options)});
+        rows.push_back(ComparisonRow{cell, board, baseline, kernel, Compare(a, b, options),
+                                     in_pages ? "pages/s" : "rounds/s"});
       }
     }
   }

@@ -20,6 +20,7 @@ struct ComparisonRow {
   std::string baseline;
   std::string candidate;
   CellComparison stats;
+  std::string metric = "rounds/s";  // "pages/s" when a run of the cell was too coarse
 };
 
 // Compares every non-baseline kernel with the baseline, per board and cell (runs of

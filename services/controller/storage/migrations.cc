@@ -192,6 +192,13 @@ ALTER TABLE jobs
   ADD COLUMN max_repetitions integer NOT NULL DEFAULT 0,
   ADD COLUMN target_ci_half_width double precision NOT NULL DEFAULT 0;
 )sql"},
+      {11, "progress in pages; runs too coarse to compare in rounds", R"sql(
+ALTER TABLE results
+  ADD COLUMN pages bigint NOT NULL DEFAULT 0,
+  ADD COLUMN pages_per_second double precision NOT NULL DEFAULT 0,
+  ADD COLUMN too_coarse boolean NOT NULL DEFAULT false;
+ALTER TABLE samples ADD COLUMN pages bigint NOT NULL DEFAULT 0;
+)sql"},
   };
   return kMigrations;
 }

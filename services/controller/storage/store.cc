@@ -451,7 +451,9 @@ static void ExtendAdaptiveJob(pqxx::work& w, int64_t job_id) {
   }
   std::map<int, std::map<std::string, std::vector<double>>> samples;
   for (const auto& r : w.exec_params(R"sql(
-         SELECT r.cell_index, r.kernel, res.throughput
+         SELECT r.cell_index, r.kernel,
+                CASE WHEN bool_or(res.too_coarse) OVER (PARTITION BY r.cell_index)
+                     THEN res.pages_per_second ELSE res.throughput END
            FROM runs r JOIN results res ON res.run_id = r.id
           WHERE r.job_id = $1 AND r.state = 'succeeded')sql",
                                      job_id)) {
@@ -526,7 +528,8 @@ absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(int64_t job_id) {
              coalesce(r.board, ''), coalesce(r.failure_reason, ''), r.attempt,
              res.run_id IS NOT NULL, coalesce(res.throughput, 0),
              coalesce(res.duration_seconds, 0), coalesce(res.rounds, 0),
-             coalesce(res.environment::text, '{}')
+             coalesce(res.environment::text, '{}'), coalesce(res.too_coarse, false),
+             coalesce(res.pages_per_second, 0)
         FROM runs r LEFT JOIN results res ON res.run_id = r.id
        WHERE r.job_id = $1
        ORDER BY r.cell_index, r.kernel, r.repetition)sql",
@@ -548,6 +551,8 @@ absl::StatusOr<std::vector<RunRecord>> PgStore::ListRuns(int64_t job_id) {
       run.duration_seconds = r[12].as<double>();
       run.rounds = r[13].as<uint64_t>();
       run.environment_json = r[14].as<std::string>();
+      run.too_coarse = r[15].as<bool>();
+      run.pages_per_second = r[16].as<double>();
       runs.push_back(std::move(run));
     }
     return absl::OkStatus();
@@ -790,16 +795,21 @@ absl::StatusOr<int64_t> PgStore::StoreResult(const std::string& board, int64_t r
     if (ok) {
       w.exec_params(R"sql(
         INSERT INTO results (run_id, attempt_id, board, throughput, rounds, duration_seconds,
-                             warmup_seconds, counters, environment)
-        VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb))sql",
+                             warmup_seconds, counters, environment, pages, pages_per_second,
+                             too_coarse)
+        VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11, $12))sql",
                     run_id, attempt_id, board, result.throughput,
                     static_cast<int64_t>(result.rounds), result.duration_seconds,
-                    result.warmup_seconds, result.counters_json, result.environment_json);
+                    result.warmup_seconds, result.counters_json, result.environment_json,
+                    static_cast<int64_t>(result.pages), result.pages_per_second,
+                    result.too_coarse);
       pqxx::stream_to samples(w, "samples",
-                              std::vector<std::string>{"run_id", "second", "rounds"});
-      for (const auto& [second, rounds] : result.samples) {
+                              std::vector<std::string>{"run_id", "second", "rounds", "pages"});
+      for (size_t i = 0; i < result.samples.size(); ++i) {
+        const auto& [second, rounds] = result.samples[i];
+        const uint64_t pages = i < result.sample_pages.size() ? result.sample_pages[i] : 0;
         samples << std::make_tuple(run_id, static_cast<int64_t>(second),
-                                   static_cast<int64_t>(rounds));
+                                   static_cast<int64_t>(rounds), static_cast<int64_t>(pages));
       }
       samples.complete();
     }

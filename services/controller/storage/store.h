@@ -56,6 +56,8 @@ struct RunRecord {
   double throughput = 0;
   double duration_seconds = 0;
   uint64_t rounds = 0;
+  bool too_coarse = false;
+  double pages_per_second = 0;
   std::string environment_json = "{}";
 };
 
@@ -98,6 +100,10 @@ struct ResultRecord {
   double duration_seconds = 0;
   double warmup_seconds = 0;
   std::vector<std::pair<uint32_t, uint64_t>> samples;  // (second, rounds)
+  std::vector<uint64_t> sample_pages;  // pages per sample, parallel to samples (may be empty)
+  uint64_t pages = 0;
+  double pages_per_second = 0;
+  bool too_coarse = false;
   std::string counters_json = "{}";
   std::string environment_json = "{}";
 };
