@@ -83,7 +83,7 @@ copy_from_sysroot() {
   done
 }
 # Library search directories of the guest (multiarch first).
-LIBDIRS=$(cd "$SYSROOT" && ls -d usr/lib/*-linux-gnu* lib/*-linux-gnu* usr/lib64 lib64 usr/lib lib 2>/dev/null | sed 's|^|/|' | tr '\n' ' ')
+LIBDIRS=$(cd "$SYSROOT" && { ls -d usr/lib/*-linux-gnu* lib/*-linux-gnu* usr/lib64 lib64 usr/lib lib 2>/dev/null || true; } | sed 's|^|/|' | tr '\n' ' ')
 declare -A DONE_LIBS=()
 # Copies an ELF file's interpreter and NEEDED libraries (recursively) from the sysroot.
 copy_needed() {

@@ -332,7 +332,7 @@ int AgentsCommand(JobStub& client, const CliEnv& env) {
 }
 
 int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,
-                   const controller::CompareOptions& options, ReportFormat format) {
+                   const controller::CompareOptions& options, ReportFormat format, bool paired) {
   absl::StatusOr<std::vector<double>> a = LoadSamplesFile(a_path);
   if (!a.ok()) {
     PrintError(env, OneLine(std::string(a.status().message())));
@@ -343,7 +343,14 @@ int CompareCommand(const CliEnv& env, const std::string& a_path, const std::stri
     PrintError(env, OneLine(std::string(b.status().message())));
     return kExitUsage;
   }
-  const controller::CellComparison cell = controller::Compare(*a, *b, options);
+  if (paired && a->size() != b->size()) {
+    PrintError(env, "--paired: line i of A is paired with line i of B, but " + a_path + " has " +
+                        std::to_string(a->size()) + " samples and " + b_path + " has " +
+                        std::to_string(b->size()));
+    return kExitUsage;
+  }
+  const controller::CellComparison cell =
+      paired ? controller::ComparePaired(*a, *b, options) : controller::Compare(*a, *b, options);
   *env.out << RenderOfflineComparison(ToComparison(cell, a_path, b_path), options, format) << std::flush;
   return kExitOk;
 }
@@ -453,6 +460,10 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
       ->check(CLI::Range(1e-9, 0.5));
   compare->add_option("--min-effect", compare_options.min_effect, "smallest relative change that counts")
       ->check(CLI::Range(0.0, 0.99));
+  bool compare_paired = false;
+  compare->add_flag("--paired", compare_paired,
+                    "line i of A and line i of B ran side by side (e.g. alternating blocks): "
+                    "Wilcoxon signed-rank statistics on the per-pair log ratios");
   compare->add_option("--format", format_name, "table, markdown, csv or json")
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
 
@@ -469,7 +480,8 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   }
 
   if (compare->parsed()) {  // offline: no controller
-    return CompareCommand(env, a_path, b_path, compare_options, *ParseReportFormat(format_name));
+    return CompareCommand(env, a_path, b_path, compare_options, *ParseReportFormat(format_name),
+                          compare_paired);
   }
   if (!token_file.empty()) {
     std::ifstream in(token_file);

@@ -62,8 +62,9 @@ int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportForm
 int CancelCommand(JobStub& client, const CliEnv& env, int64_t job_id);
 int AgentsCommand(JobStub& client, const CliEnv& env);
 // A = baseline samples, B = candidate samples (samples.h); bad files are usage errors.
+// `paired`: line i of A with line i of B (unequal counts are a usage error naming both).
 int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,
-                   const controller::CompareOptions& options, ReportFormat format);
+                   const controller::CompareOptions& options, ReportFormat format, bool paired = false);
 
 // Makes a client for a controller address.
 using StubFactory = std::function<std::unique_ptr<JobStub>(const CliEnv& env)>;

@@ -298,6 +298,31 @@ TEST_F(CliTest, CompareWorksOfflineOnSampleFiles) {
   EXPECT_THAT(out_.str(), HasSubstr("**verdict: improvement**"));
 }
 
+TEST_F(CliTest, ComparePairedUsesLineIOfBothFilesAsAPair) {
+  // A board that slows down over the study, B alternating with A and 4% faster in each pair.
+  std::string a_text, b_text;
+  const double levels[] = {300, 281, 266, 248, 233, 219, 205, 192, 180, 170};
+  const double noise[] = {1.00, 1.01, 0.99, 1.00, 1.01, 0.99, 1.00, 1.01, 0.99, 1.00};
+  for (int i = 0; i < 10; ++i) {
+    a_text += std::to_string(levels[i] * noise[i]) + "\n";
+    b_text += std::to_string(levels[i] * 1.04 * noise[9 - i]) + "\n";
+  }
+  const std::string a = WriteFile("pa.txt", a_text), b = WriteFile("pb.txt", b_text);
+  EXPECT_EQ(Run({"compare", a, b}), 0);  // unpaired: the drift swamps 4%
+  EXPECT_THAT(out_.str(), HasSubstr("\nverdict: inconclusive\n"));
+  EXPECT_EQ(Run({"compare", "--paired", a, b}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("paired (line i of A with line i of B)"));
+  EXPECT_THAT(out_.str(), HasSubstr("| pairs | n B | Change |"));
+  EXPECT_THAT(out_.str(), HasSubstr("\nverdict: improvement\n"));
+  EXPECT_EQ(Run({"compare", "--paired", a, b, "--format", "json"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"paired\": true"));
+  // Unequal lengths: an error naming both counts.
+  const std::string short_b = WriteFile("short.txt", "1\n2\n3\n");
+  EXPECT_EQ(Run({"compare", "--paired", a, short_b}), 2);
+  EXPECT_EQ(err_.str(), "faultline: --paired: line i of A is paired with line i of B, but " + a +
+                            " has 10 samples and " + short_b + " has 3\n");
+}
+
 TEST_F(CliTest, CompareErrorsNameTheFileAndLine) {
   const std::string good = WriteFile("good.txt", "1\n2\n");
   const std::string bad = WriteFile("bad.txt", "1\n2\nx\n");

@@ -263,6 +263,11 @@ Table ComparisonStatsTable(const ComparisonGroup& group) {
     std::string verdict = c->verdict().empty() ? "-" : c->verdict();
     // Runs too coarse in rounds: the cell was compared in pages touched per second.
     if (c->metric() == "pages/s") verdict += " (in pages/s)";
+    // Paired (adjacent A/B blocks): say what the unpaired estimate was, for comparison.
+    if (c->paired()) {
+      verdict += " (paired; unpaired " + FormatChange(c->unpaired_ratio()) + " " +
+                 FormatCi(c->unpaired_ci_low(), c->unpaired_ci_high()) + ")";
+    }
     row.push_back(verdict);
     table.rows.push_back(std::move(row));
   }
@@ -386,6 +391,7 @@ v1::Comparison ToComparison(const controller::CellComparison& cell, std::string_
   out.set_p_value(cell.p_value);
   out.set_q_value(cell.q_value);
   out.set_verdict(std::string(controller::ToString(cell.verdict)));
+  out.set_paired(cell.paired);
   return out;
 }
 
@@ -421,7 +427,11 @@ std::string RenderOfflineComparison(const v1::Comparison& c, const controller::C
   table.rows.push_back({std::to_string(c.n_baseline()), std::to_string(c.n_candidate()), FormatChange(c.ratio()),
                         FormatCi(c.ci_low(), c.ci_high()), FormatPValue(c.p_value()), FormatPValue(c.q_value()),
                         c.verdict()});
-  out += RenderSection("B vs A: Hodges-Lehmann change, CI, one-sided p, q (two-sided p); " +
+  const std::string test = c.paired() ? "paired (line i of A with line i of B): Hodges-Lehmann change of the "
+                                        "log ratios, CI and one-sided p from the exact signed-rank distribution"
+                                      : "Hodges-Lehmann change, CI, one-sided p";
+  table.headers[0] = c.paired() ? "pairs" : "n A";
+  out += RenderSection("B vs A: " + test + ", q (two-sided p); " +
                            EffectText(options.alpha, options.min_effect) + ":",
                        table, format);
   out += "\n" + std::string(markdown ? "**verdict: " + c.verdict() + "**" : "verdict: " + c.verdict()) + "\n";

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -380,6 +381,144 @@ TEST(AdaptiveTest, NeedsMorePairs) {
   EXPECT_TRUE(NeedsMorePairs(Compare({1, 2, 3}, {1, 2, 3}), 0.5, 20));  // unbounded CI
   EXPECT_TRUE(NeedsMorePairs(Compare({1}, {1}), 0.5, 20));
   EXPECT_FALSE(NeedsMorePairs(Compare({1000, 1001}, {1, 0}), 0.001, 20));  // collapse is decisive
+}
+
+// Brute force over all 2^m sign assignments of the (mid-)ranks: P(W+ ≥ w), P(W+ ≤ w).
+std::pair<double, double> BruteForceSignedRank(const std::vector<double>& d) {
+  std::vector<double> nz;
+  for (double x : d) {
+    if (x != 0) nz.push_back(x);
+  }
+  const size_t m = nz.size();
+  std::vector<double> ranks(m);
+  for (size_t i = 0; i < m; ++i) {
+    double below = 0, equal = 0;
+    for (size_t j = 0; j < m; ++j) {
+      if (std::fabs(nz[j]) < std::fabs(nz[i])) below += 1;
+      if (std::fabs(nz[j]) == std::fabs(nz[i])) equal += 1;
+    }
+    ranks[i] = below + (equal + 1) / 2;
+  }
+  double observed = 0;
+  for (size_t i = 0; i < m; ++i) {
+    if (nz[i] > 0) observed += ranks[i];
+  }
+  double total = 0, ge = 0, le = 0;
+  for (uint32_t mask = 0; mask < (1u << m); ++mask) {
+    double w = 0;
+    for (size_t i = 0; i < m; ++i) {
+      if (mask & (1u << i)) w += ranks[i];
+    }
+    total += 1;
+    if (w >= observed - 1e-9) ge += 1;
+    if (w <= observed + 1e-9) le += 1;
+  }
+  return {ge / total, le / total};
+}
+
+TEST(PairedTest, SignedRankPValuesMatchBruteForceWithTiesAndZeros) {
+  const std::vector<std::vector<double>> ratios = {
+      {1.10, 1.05, 0.98, 1.20, 1.07, 1.01},
+      {1.10, 1.10, 0.90, 1.00, 1.05, 0.95, 1.10, 1.02},  // tied |d| and one zero difference
+      {0.80, 0.85, 0.90, 0.95},
+  };
+  for (const auto& r : ratios) {
+    std::vector<double> a, b, d;
+    for (size_t i = 0; i < r.size(); ++i) {
+      a.push_back(1000 + 10.0 * i);
+      b.push_back(a.back() * r[i]);
+      d.push_back(std::log(b.back()) - std::log(a.back()));
+    }
+    const CellComparison c = ComparePaired(a, b);
+    const auto [ge, le] = BruteForceSignedRank(d);
+    EXPECT_TRUE(c.paired);
+    EXPECT_TRUE(c.exact);
+    EXPECT_EQ(c.n_a, static_cast<int>(r.size()));
+    EXPECT_NEAR(c.p_improvement, ge, 1e-12);
+    EXPECT_NEAR(c.p_regression, le, 1e-12);
+  }
+}
+
+TEST(PairedTest, EstimateIsTheMedianWalshAverageAndCiHasItsLevel) {
+  // d = ln(b/a) = 0.01·{1, 2, 3, 4, 5}: Walsh averages 0.01·{1, 1.5, 2, ..., 5}, median 0.03.
+  std::vector<double> a(5, 100.0), b;
+  for (int i = 1; i <= 5; ++i) b.push_back(100.0 * std::exp(0.01 * i));
+  const CellComparison c = ComparePaired(a, b);
+  EXPECT_NEAR(std::log(c.ratio), 0.03, 1e-12);
+  // n = 5: the smallest two-sided exact level is 2/32 = 6.25% > 5%: no finite 95% CI.
+  EXPECT_EQ(c.ci_low, 0);
+  EXPECT_TRUE(std::isinf(c.ci_high));
+  EXPECT_NEAR(c.p_improvement, 1.0 / 32, 1e-12);  // every difference positive
+  // n = 8: k = 4 (P(W+ ≤ 3) = 5/256 ≤ 2.5% < P(W+ ≤ 4) = 7/256).
+  std::vector<double> a8(8, 100.0), b8;
+  for (int i = 1; i <= 8; ++i) b8.push_back(100.0 * std::exp(0.01 * i));
+  const CellComparison c8 = ComparePaired(a8, b8);
+  std::vector<double> walsh;
+  for (int i = 1; i <= 8; ++i) {
+    for (int j = i; j <= 8; ++j) walsh.push_back(0.005 * (i + j));
+  }
+  std::sort(walsh.begin(), walsh.end());
+  EXPECT_NEAR(std::log(c8.ci_low), walsh[3], 1e-12);
+  EXPECT_NEAR(std::log(c8.ci_high), walsh[walsh.size() - 4], 1e-12);
+  // Unpaired data pairs: fewer than 2 pairs is inconclusive.
+  EXPECT_EQ(ComparePaired({1}, {2}).verdict, Verdict::kInconclusive);
+}
+
+// The board slows down over the job (as seen in e2e_study: ~290 -> ~140 rounds/s over 20
+// runs); A and B alternate, B is really 5% faster. The unpaired CI carries the drift, the
+// paired one cancels it.
+TEST(PairedTest, DriftingBoardPairedCiIsNarrowerAndFindsTheChange) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> noise(0, 0.02);
+  std::vector<double> a, b;
+  for (int i = 0; i < 10; ++i) {
+    const double level = 290.0 * std::exp(-0.07 * i);  // drift shared by the pair
+    a.push_back(level * std::exp(noise(rng)));
+    b.push_back(level * 1.05 * std::exp(noise(rng)));
+  }
+  CompareOptions options;
+  options.alpha = 0.01;
+  options.min_effect = 0.03;
+  const CellComparison unpaired = Compare(a, b, options);
+  const CellComparison paired = ComparePaired(a, b, options);
+  const double unpaired_width = std::log(unpaired.ci_high / unpaired.ci_low);
+  const double paired_width = std::log(paired.ci_high / paired.ci_low);
+  std::printf("drift, B 5%% faster: unpaired %.3f [%.3f, %.3f] %s; paired %.3f [%.3f, %.3f] %s\n",
+              unpaired.ratio, unpaired.ci_low, unpaired.ci_high, std::string(ToString(unpaired.verdict)).c_str(),
+              paired.ratio, paired.ci_low, paired.ci_high, std::string(ToString(paired.verdict)).c_str());
+  EXPECT_LT(paired_width * 5, unpaired_width);  // > 5x narrower here
+  EXPECT_NE(unpaired.verdict, Verdict::kImprovement);
+  EXPECT_EQ(paired.verdict, Verdict::kImprovement);
+  EXPECT_NEAR(paired.ratio, 1.05, 0.02);
+  // A/A on the same drifting board: paired says no-change at δ = 3%.
+  std::vector<double> a2, b2;
+  for (int i = 0; i < 10; ++i) {
+    const double level = 290.0 * std::exp(-0.07 * i);
+    a2.push_back(level * std::exp(noise(rng) / 4));
+    b2.push_back(level * std::exp(noise(rng) / 4));
+  }
+  const CellComparison aa_paired = ComparePaired(a2, b2, options), aa_unpaired = Compare(a2, b2, options);
+  std::printf("drift, A/A: unpaired %.3f [%.3f, %.3f] %s; paired %.3f [%.3f, %.3f] %s\n", aa_unpaired.ratio,
+              aa_unpaired.ci_low, aa_unpaired.ci_high, std::string(ToString(aa_unpaired.verdict)).c_str(),
+              aa_paired.ratio, aa_paired.ci_low, aa_paired.ci_high, std::string(ToString(aa_paired.verdict)).c_str());
+  EXPECT_EQ(aa_paired.verdict, Verdict::kNoChange);
+  EXPECT_NE(aa_unpaired.verdict, Verdict::kNoChange);
+}
+
+TEST(PairedTest, LargeSamplesUseTheNormalApproximation) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> noise(0, 0.02);
+  std::vector<double> a, b;
+  for (int i = 0; i < 100; ++i) {
+    a.push_back(1000 * std::exp(noise(rng)));
+    b.push_back(1000 * 1.02 * std::exp(noise(rng)));
+  }
+  const CellComparison c = ComparePaired(a, b);
+  EXPECT_FALSE(c.exact);
+  EXPECT_LT(c.ci_low, c.ratio);
+  EXPECT_GT(c.ci_high, c.ratio);
+  EXPECT_NEAR(c.ratio, 1.02, 0.01);
+  EXPECT_LT(c.p_improvement, 0.001);
 }
 
 TEST(BuildingBlocksTest, NormalAndMedian) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "services/controller/core/report.h"
@@ -283,10 +284,10 @@ TEST(CompareKernels, CellsWithTooCoarseRunsAreComparedInPagesPerSecond) {
   std::vector<RunOutcome> outcomes;
   for (int i = 0; i < 6; ++i) {
     // Rounds say A=0..1/s, B=1..2/s (a "change" that is only quantisation); pages agree.
-    outcomes.push_back({slow, "a", "box", true, false, i % 2 == 0 ? 0.0 : 1.0, true, 1000.0 + i});
-    outcomes.push_back({slow, "b", "box", true, false, i % 2 == 0 ? 1.0 : 2.0, true, 1000.5 + i});
-    outcomes.push_back({fast, "a", "box", true, false, 100.0 + i, false, 25600.0 + i});
-    outcomes.push_back({fast, "b", "box", true, false, 70.0 + i, false, 17920.0 + i});
+    outcomes.push_back({slow, "a", "box", true, false, i % 2 == 0 ? 0.0 : 1.0, -1, true, 1000.0 + i});
+    outcomes.push_back({slow, "b", "box", true, false, i % 2 == 0 ? 1.0 : 2.0, -1, true, 1000.5 + i});
+    outcomes.push_back({fast, "a", "box", true, false, 100.0 + i, -1, false, 25600.0 + i});
+    outcomes.push_back({fast, "b", "box", true, false, 70.0 + i, -1, false, 17920.0 + i});
   }
   CompareOptions options;
   options.alpha = 0.05;
@@ -307,6 +308,37 @@ TEST(CompareKernels, CellsWithTooCoarseRunsAreComparedInPagesPerSecond) {
   EXPECT_EQ(summary[0].too_coarse, 6u);
   EXPECT_NEAR(summary[0].median_pages_per_second, 1002.5, 1e-9);
   EXPECT_EQ(summary[2].too_coarse, 0u);
+}
+
+// Alternating blocks pair run i of A with run i of B: with enough pairs to reach α the
+// verdict is the paired one, which sees through a board that slows down over the study.
+TEST(CompareKernels, EnoughPairsOfAlternatingRunsGiveThePairedVerdict) {
+  Cell cell{{"threads", "2"}};
+  std::vector<RunOutcome> outcomes;
+  const double wobble[] = {1.00, 1.01, 0.99, 1.00, 1.01, 0.99, 1.00, 1.01, 0.99, 1.00};
+  for (int i = 0; i < 10; ++i) {
+    const double level = 300 * std::pow(0.93, i);  // drift over the job
+    outcomes.push_back({cell, "a", "box", true, false, level * wobble[i], i});
+    outcomes.push_back({cell, "b", "box", true, false, level * 1.05 * wobble[9 - i], i});
+  }
+  CompareOptions options;
+  options.alpha = 0.01;
+  options.min_effect = 0.03;
+  EXPECT_EQ(MinPairsForAlpha(0.01), 8);
+  EXPECT_EQ(MinPairsForAlpha(0.05), 6);
+  auto rows = CompareKernels(outcomes, "a", {"a", "b"}, options);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_TRUE(rows[0].stats.paired);
+  EXPECT_EQ(rows[0].stats.verdict, Verdict::kImprovement);
+  EXPECT_NEAR(rows[0].stats.ratio, 1.05, 0.02);
+  EXPECT_FALSE(rows[0].unpaired.paired);
+  EXPECT_NE(rows[0].unpaired.verdict, Verdict::kImprovement);  // drift hides it unpaired
+  EXPECT_GT(rows[0].unpaired.ci_high / rows[0].unpaired.ci_low, rows[0].stats.ci_high / rows[0].stats.ci_low);
+
+  // Seven pairs cannot reach α = 0.01 paired: the unpaired test decides.
+  outcomes.resize(14);
+  rows = CompareKernels(outcomes, "a", {"a", "b"}, options);
+  EXPECT_FALSE(rows[0].stats.paired);
 }
 
 

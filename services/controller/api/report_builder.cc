@@ -28,6 +28,7 @@ absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* 
     o.succeeded = r.state == "succeeded" && r.has_result;
     o.failed = r.state == "failed";
     o.throughput = r.throughput;
+    o.repetition = r.repetition;
     o.too_coarse = r.too_coarse;
     o.pages_per_second = r.pages_per_second;
     outcomes.push_back(std::move(o));
@@ -83,6 +84,10 @@ absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* 
       out->set_p_value(c.stats.p_value);
       out->set_q_value(c.stats.q_value);
       out->set_metric(c.metric);
+      out->set_paired(c.stats.paired);
+      out->set_unpaired_ratio(c.unpaired.ratio);
+      out->set_unpaired_ci_low(c.unpaired.ci_low);
+      out->set_unpaired_ci_high(c.unpaired.ci_high);
       out->set_verdict(std::string(ToString(c.stats.verdict)));
     }
     std::vector<RunEnvironment> environments;

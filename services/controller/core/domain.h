@@ -106,6 +106,7 @@ struct RunOutcome {
   bool succeeded = false;
   bool failed = false;
   double throughput = 0;
+  int repetition = -1;          // pairs A and B runs of one cell (-1: unknown, no pairing)
   bool too_coarse = false;      // fewer than 5 rounds: rounds/s is not comparable
   double pages_per_second = 0;  // progress at page granularity
 };

@@ -1,6 +1,8 @@
 #include "services/controller/core/report.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <numeric>
 #include <set>
 #include <tuple>
@@ -48,6 +50,12 @@ std::vector<SummaryRow> Summarize(const std::vector<RunOutcome>& outcomes) {
   return rows;
 }
 
+int MinPairsForAlpha(double alpha) {
+  int n = 1;
+  while (n < 64 && 2.0 / std::ldexp(1.0, n) > alpha) ++n;
+  return n;
+}
+
 std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcomes,
                                           const std::string& baseline,
                                           const std::vector<std::string>& kernels,
@@ -75,6 +83,24 @@ std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcome
     }
     return v;
   };
+  // Succeeded runs of A and B with the same repetition, in repetition order.
+  auto pairs = [&](const std::string& board, const Cell& cell, const std::string& a_kernel,
+                   const std::string& b_kernel, bool in_pages) {
+    std::map<int, std::pair<std::vector<double>, std::vector<double>>> by_rep;
+    for (const auto& o : outcomes) {
+      if (!o.succeeded || o.repetition < 0 || o.board != board || !(o.cell == cell)) continue;
+      const double v = in_pages ? o.pages_per_second : o.throughput;
+      if (o.kernel == a_kernel) by_rep[o.repetition].first.push_back(v);
+      if (o.kernel == b_kernel) by_rep[o.repetition].second.push_back(v);
+    }
+    std::pair<std::vector<double>, std::vector<double>> out;
+    for (const auto& [rep, values] : by_rep) {
+      if (values.first.size() != 1 || values.second.size() != 1) continue;
+      out.first.push_back(values.first.front());
+      out.second.push_back(values.second.front());
+    }
+    return out;
+  };
   std::vector<ComparisonRow> rows;
   for (const auto& board : boards) {
     for (const auto& cell : cells) {
@@ -84,8 +110,14 @@ std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcome
         if (kernel == baseline) continue;
         std::vector<double> b = samples(board, cell, kernel, in_pages);
         if (a.empty() && b.empty()) continue;
-        rows.push_back(ComparisonRow{cell, board, baseline, kernel, Compare(a, b, options),
-                                     in_pages ? "pages/s" : "rounds/s"});
+        const CellComparison unpaired = Compare(a, b, options);
+        ComparisonRow row{cell, board, baseline, kernel, unpaired, in_pages ? "pages/s" : "rounds/s",
+                          unpaired};
+        auto [pa, pb] = pairs(board, cell, baseline, kernel, in_pages);
+        if (static_cast<int>(pa.size()) >= MinPairsForAlpha(options.alpha)) {
+          row.stats = ComparePaired(pa, pb, options);
+        }
+        rows.push_back(std::move(row));
       }
     }
   }

@@ -294,6 +294,150 @@ CellComparison Compare(const std::vector<double>& a_in, const std::vector<double
   return out;
 }
 
+namespace {
+
+// Number of sign assignments giving each value of Σ (doubled) ranks of the positive
+// differences: counts[s] for s = 0..Σ ranks2.
+std::vector<double> SignedRankCounts(const std::vector<int>& ranks2) {
+  int total = 0;
+  for (int r : ranks2) total += r;
+  std::vector<double> counts(static_cast<size_t>(total) + 1, 0.0);
+  counts[0] = 1;
+  int reach = 0;
+  for (int r : ranks2) {
+    for (int s = reach; s >= 0; --s) {
+      if (counts[static_cast<size_t>(s)] != 0) counts[static_cast<size_t>(s + r)] += counts[static_cast<size_t>(s)];
+    }
+    reach += r;
+  }
+  return counts;
+}
+
+}  // namespace
+
+CellComparison ComparePaired(const std::vector<double>& a_in, const std::vector<double>& b_in,
+                             const CompareOptions& options) {
+  std::vector<double> a_raw, b_raw;
+  for (size_t i = 0; i < std::min(a_in.size(), b_in.size()); ++i) {
+    if (std::isfinite(a_in[i]) && std::isfinite(b_in[i])) {
+      a_raw.push_back(a_in[i]);
+      b_raw.push_back(b_in[i]);
+    }
+  }
+  CellComparison out;
+  out.paired = true;
+  const int n = static_cast<int>(a_raw.size());
+  out.n_a = out.n_b = n;
+  out.median_a = MedianOf(a_raw);
+  out.median_b = MedianOf(b_raw);
+  if (n < 2) {
+    out.ratio = out.ci_low = out.ci_high = kNaN;
+    out.verdict = Verdict::kInconclusive;
+    return out;
+  }
+  const std::vector<double> a = Clamped(a_raw), b = Clamped(b_raw);
+  out.max_b_below_min_a = *std::max_element(b.begin(), b.end()) < *std::min_element(a.begin(), a.end());
+  std::vector<double> d(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) d[static_cast<size_t>(i)] = std::log(b[static_cast<size_t>(i)]) - std::log(a[static_cast<size_t>(i)]);
+
+  std::vector<double> walsh;
+  walsh.reserve(static_cast<size_t>(n) * (n + 1) / 2);
+  for (int i = 0; i < n; ++i) {
+    for (int j = i; j < n; ++j) walsh.push_back((d[static_cast<size_t>(i)] + d[static_cast<size_t>(j)]) / 2);
+  }
+  std::sort(walsh.begin(), walsh.end());
+  out.ratio = std::exp(MedianOf(walsh));
+
+  // p: signed ranks of the non-zero differences, mid-ranks for tied |d|, doubled to integers.
+  std::vector<double> nonzero;
+  for (double x : d) {
+    if (x != 0) nonzero.push_back(x);
+  }
+  const int m = static_cast<int>(nonzero.size());
+  std::vector<size_t> order(static_cast<size_t>(m));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](size_t x, size_t y) { return std::fabs(nonzero[x]) < std::fabs(nonzero[y]); });
+  std::vector<int> ranks2(static_cast<size_t>(m));
+  double tie_term = 0;
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && std::fabs(nonzero[order[j + 1]]) == std::fabs(nonzero[order[i]])) ++j;
+    const int doubled = static_cast<int>(i + 1 + j + 1);  // 2 × mid-rank of positions i..j (1-based)
+    for (size_t k = i; k <= j; ++k) ranks2[order[k]] = doubled;
+    const double t = static_cast<double>(j - i + 1);
+    tie_term += t * t * t - t;
+    i = j + 1;
+  }
+  int w2 = 0;  // doubled W+
+  for (int i = 0; i < m; ++i) {
+    if (nonzero[static_cast<size_t>(i)] > 0) w2 += ranks2[static_cast<size_t>(i)];
+  }
+  out.exact = n <= kExactPairedLimit;
+  if (m == 0) {
+    out.p_improvement = out.p_regression = 1;
+  } else if (out.exact) {
+    const std::vector<double> counts = SignedRankCounts(ranks2);
+    const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
+    double at_least = 0, at_most = 0;
+    for (size_t s = 0; s < counts.size(); ++s) {
+      if (static_cast<int>(s) >= w2) at_least += counts[s];
+      if (static_cast<int>(s) <= w2) at_most += counts[s];
+    }
+    out.p_improvement = std::min(1.0, at_least / total);
+    out.p_regression = std::min(1.0, at_most / total);
+  } else {
+    const double mean = static_cast<double>(m) * (m + 1) / 4;
+    const double var = static_cast<double>(m) * (m + 1) * (2 * m + 1) / 24 - tie_term / 48;
+    const double sd = std::sqrt(std::max(var, 0.0));
+    const double w = w2 / 2.0;
+    if (sd > 0) {
+      out.p_improvement = std::min(1.0, NormalCdf(-(w - mean - 0.5) / sd));
+      out.p_regression = std::min(1.0, NormalCdf((w - mean + 0.5) / sd));
+    }
+  }
+  if (out.ratio > 1) {
+    out.p_value = out.p_improvement;
+  } else if (out.ratio < 1) {
+    out.p_value = out.p_regression;
+  } else {
+    out.p_value = std::min(out.p_improvement, out.p_regression);
+  }
+  out.q_value = TwoSided(out.p_value);
+
+  // CI: tie-free W+ distribution over ranks 1..n (doubled: 2..2n), k-th Walsh average.
+  const int big_m = static_cast<int>(walsh.size());
+  int k = 0;
+  if (out.exact) {
+    std::vector<int> plain(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) plain[static_cast<size_t>(i)] = i + 1;
+    const std::vector<double> counts = SignedRankCounts(plain);
+    const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
+    const double tail = (1 - options.confidence) / 2 * total * (1 + 1e-12);
+    double cumulative = 0;
+    for (double c : counts) {
+      cumulative += c;
+      if (cumulative > tail) break;
+      ++k;
+    }
+  } else {
+    const double z = NormalQuantile(1 - (1 - options.confidence) / 2);
+    const double kk = std::floor(big_m / 2.0 + 0.5 -
+                                 z * std::sqrt(static_cast<double>(n) * (n + 1) * (2 * n + 1) / 24));
+    k = kk >= 1 ? static_cast<int>(kk) : 0;
+  }
+  k = std::min(k, (big_m + 1) / 2);
+  if (k >= 1) {
+    out.ci_low = std::exp(walsh[static_cast<size_t>(k) - 1]);
+    out.ci_high = std::exp(walsh[walsh.size() - static_cast<size_t>(k)]);
+  } else {
+    out.ci_low = 0;
+    out.ci_high = kInf;
+  }
+  out.verdict = DecideVerdict(out, options);
+  return out;
+}
+
 void ApplyStudyVerdicts(std::vector<CellComparison>* cells, const CompareOptions& options) {
   std::vector<size_t> family;
   std::vector<double> p;

@@ -60,6 +60,7 @@ struct CellComparison {
   double q_value = 1;        // BH-adjusted min(1, 2·p_value) across the study (one cell: no BH)
   bool exact = true;         // exact distribution (false: normal approximation)
   bool max_b_below_min_a = false;  // every B sample is below every A sample
+  bool paired = false;       // ComparePaired: n_a == n_b pairs, signed-rank statistics
   Verdict verdict = Verdict::kInconclusive;
 };
 
@@ -68,6 +69,21 @@ struct CellComparison {
 // a study.
 CellComparison Compare(const std::vector<double>& a, const std::vector<double>& b,
                        const CompareOptions& options = {});
+
+// Paired design (kernels alternating in blocks: the i-th A block and the i-th B block ran
+// next to each other, so slow drift of the board hits both): a[i] and b[i] form pair i.
+//   ratio  Hodges–Lehmann estimate of the paired shift: exp(median of the Walsh averages
+//          (d_i + d_j)/2, i ≤ j, of d_i = ln b_i − ln a_i).
+//   CI     the k-th smallest and k-th largest Walsh average, k from the exact null
+//          distribution of the Wilcoxon signed-rank statistic W+ (tie-free), exponentiated.
+//   p      one-sided, exact W+ distribution conditional on the tied |d| (mid-ranks, DP over
+//          doubled ranks), zero differences dropped (Wilcoxon); normal approximation with tie
+//          correction above kExactPairedLimit pairs.
+// Pairs with a non-finite member are dropped. Fewer than 2 pairs: inconclusive, NaN ratio.
+// The vectors must have equal length (the caller checks and names both counts).
+inline constexpr int kExactPairedLimit = 60;
+CellComparison ComparePaired(const std::vector<double>& a, const std::vector<double>& b,
+                             const CompareOptions& options = {});
 
 // Benjamini–Hochberg of the two-sided p across the study's cells (those with at least 2
 // samples per side form the family), then the verdicts from the adjusted q-values.
