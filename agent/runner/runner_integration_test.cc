@@ -153,9 +153,7 @@ TEST_F(RunnerIntegration, NoSwapExitCodeBecomesTheReason) {
 }
 
 TEST_F(RunnerIntegration, RegionLargerThanMemoryMaxIsOomKilled) {
-  std::string reason;
-  auto swap = sys::testing::ScopedZramSwap::Start(512ull << 20, &reason);
-  if (!swap) GTEST_SKIP() << "zram swap unavailable: " << reason;
+  FAULTLINE_ZRAM_SWAP_OR_SKIP(swap, 512ull << 20);
   if (backend_.version == sys::CgroupVersion::kV1 &&
       !std::filesystem::exists(backend_.parent_dir + "/memory.memsw.limit_in_bytes")) {
     GTEST_SKIP() << "v1 without swap accounting: swap_max 0 cannot be enforced";

@@ -218,9 +218,7 @@ TEST(WorkloadBinary, SwapInRefusesWithoutSwap) {
 }
 
 TEST(WorkloadBinary, SwapInRunsWithZramSwap) {
-  std::string reason;
-  auto swap = sys::testing::ScopedZramSwap::Start(512ull << 20, &reason);
-  if (!swap) GTEST_SKIP() << "zram swap unavailable: " << reason;
+  FAULTLINE_ZRAM_SWAP_OR_SKIP(swap, 512ull << 20);
   auto run = RunWorkload({"swap-in", "--region-size", "64M", "--readers", "2",
                           "--pageout-threads", "1", "--fill", "nonzero", "--duration", "2s"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -233,9 +231,7 @@ TEST(WorkloadBinary, SwapInRunsWithZramSwap) {
 }
 
 TEST(WorkloadBinary, MmapWriterPressureRunsWithZramSwap) {
-  std::string reason;
-  auto swap = sys::testing::ScopedZramSwap::Start(512ull << 20, &reason);
-  if (!swap) GTEST_SKIP() << "zram swap unavailable: " << reason;
+  FAULTLINE_ZRAM_SWAP_OR_SKIP(swap, 512ull << 20);
   auto run = RunWorkload({"mmap-writer-pressure", "--region-size", "32M", "--readers", "2",
                           "--writers", "2", "--duration", "1s"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -276,9 +272,7 @@ void ExpectIssueCountersAndEnvironment(const nlohmann::json& result) {
 }
 
 TEST(WorkloadBinary, SwapInShowsPswpinOnZram) {
-  std::string reason;
-  auto swap = sys::testing::ScopedZramSwap::Start(512ull << 20, &reason);
-  if (!swap) GTEST_SKIP() << "zram swap unavailable: " << reason;
+  FAULTLINE_ZRAM_SWAP_OR_SKIP(swap, 512ull << 20);
   auto run = RunWorkload({"--preset", "v2-swap-in-small", "--fill", "nonzero", "--duration", "2s"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto result = nlohmann::json::parse(run.out);
@@ -395,7 +389,14 @@ TEST(WorkloadBinary, EverySmallPresetRuns) {
 }
 
 TEST(WorkloadBinary, SizesAboveTheBoardsRamFailBeforeAllocating) {
-  auto run = RunWorkload({"swap-in", "--region-size", "64G", "--duration", "1s"});
+  // Twice this host's RAM, whatever the host (never a fixed size that a big host has).
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib && key != "MemTotal:") meminfo.ignore(256, '\n');
+  ASSERT_EQ(key, "MemTotal:");
+  const std::string twice_ram = std::to_string(kib / (1 << 20) * 2 + 2) + "G";
+  auto run = RunWorkload({"swap-in", "--region-size", twice_ram, "--duration", "1s"});
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_NE(run.err.find("--region_size: must not exceed the board's RAM"), std::string::npos)
       << run.err;

@@ -74,7 +74,8 @@ mkdir -p "$(dirname "$LOG")"
 rm -f "$LOG.pid"
 # The console, each line with the host's time: boot and kexec timings come from here.
 ( "$QEMU" "${ARGS[@]}" -monitor none -pidfile "$LOG.pid" </dev/null 2>&1 |
-    while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"; done >"$LOG" ) &
+    while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"; done >"$LOG" ) \
+  </dev/null >/dev/null 2>&1 &   # not our stdout: $(boot.sh --log ...) returns at once
 printf '%s qemu-launch %s %s\n' "$EPOCHREALTIME" "$ARCH" "$LABEL" >"$LOG.launch"
 for _ in $(seq 1 100); do [ -s "$LOG.pid" ] && break; sleep 0.1; done
 [ -s "$LOG.pid" ] || { cat "$LOG" >&2; lab_die "qemu did not start (log: $LOG)"; }

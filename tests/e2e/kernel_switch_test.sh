@@ -45,7 +45,7 @@ board_health_is() { [ "$(sql "SELECT health FROM boards WHERE name = 'sim-board'
 agent_restarted() { local pid; pid=$(agent_pid); [ -n "$pid" ] && [ "$pid" != "$1" ] && kill -0 "$pid"; }
 
 if [ ! -d /sys/fs/cgroup/memory ] && ! grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-  echo "SKIP: no memory cgroup controller on this machine"; exit 0
+  echo "SKIP: no memory cgroup controller on this machine"; exit 77
 fi
 
 fl_start_postgres

@@ -21,7 +21,7 @@ using faultline::testing::PgUrl;
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (PgUrl().empty()) GTEST_SKIP() << PgSkipReason();
+    FAULTLINE_REQUIRE_PG();
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     url_ = FreshDatabase(std::string("t_") + info->name());
     StoreOptions options;
@@ -88,6 +88,11 @@ class StoreTest : public ::testing::Test {
     pqxx::connection c(url_);
     pqxx::nontransaction n(c);
     return n.exec(sql)[0][0].as<int64_t>();
+  }
+  std::string Text(const std::string& sql) {
+    pqxx::connection c(url_);
+    pqxx::nontransaction n(c);
+    return n.exec(sql)[0][0].as<std::string>();
   }
 
   std::string url_;
@@ -604,8 +609,21 @@ TEST_F(StoreTest, AdaptiveRepetitionsAddPairsUntilTheCiIsNarrowOrAtTheMaximum) {
   EXPECT_EQ((runs_of[{"4", "patched"}]), 4);
   EXPECT_EQ(store_->GetJob(job)->state, "succeeded");
   EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE job_id = " + std::to_string(job)), 20);
-  // The added runs kept the planned shape: kernel blocks alternate, sequence dense.
-  EXPECT_EQ(Count("SELECT count(DISTINCT sequence) FROM runs WHERE job_id = " + std::to_string(job)), 20);
+  // The added runs kept the planned shape. Sequence dense: exactly 0..19, no gaps, no twins.
+  const std::string of_job = " FROM runs WHERE job_id = " + std::to_string(job);
+  EXPECT_EQ(Count("SELECT count(DISTINCT sequence)" + of_job), 20);
+  EXPECT_EQ(Count("SELECT min(sequence)" + of_job), 0);
+  EXPECT_EQ(Count("SELECT max(sequence)" + of_job), 19);
+  // Kernel blocks alternate: 4 planned blocks per kernel of both cells (v v p p ...), then
+  // the added one-cell blocks, still vanilla first, then patched, twice.
+  EXPECT_EQ(Text("SELECT string_agg(left(kernel, 1), '' ORDER BY sequence)" + of_job),
+            "vvppvvppvvppvvppvpvp");
+  // Inside every planned block each cell appears once (the cells are shuffled, not repeated).
+  EXPECT_EQ(Count("SELECT count(*) FROM (SELECT sequence / 2 AS block, cell_index" + of_job +
+                  " AND sequence < 16 GROUP BY 1, 2 HAVING count(*) > 1) dup"),
+            0);
+  // The added blocks are of the cell that was still wide (threads=2) only.
+  EXPECT_EQ(Text("SELECT string_agg(DISTINCT cell->>'threads', ',')" + of_job + " AND sequence >= 16"), "2");
 }
 
 TEST_F(StoreTest, DatabaseDownIsUnavailable) {

@@ -64,6 +64,14 @@ void HaltCluster() { RunScript("halt"); }
 void ResumeCluster() { RunScript("resume"); }
 const std::string& PgSkipReason() { return Instance().skip_reason; }
 
+bool PostgresInstalled() {
+  std::error_code ec;
+  for (const auto& version : std::filesystem::directory_iterator("/usr/lib/postgresql", ec)) {
+    if (std::filesystem::exists(version.path() / "bin" / "initdb")) return true;
+  }
+  return false;
+}
+
 std::string FreshDatabase(const std::string& name) {
   const std::string& url = PgUrl();
   pqxx::connection c(url);
