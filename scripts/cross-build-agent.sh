@@ -232,6 +232,10 @@ make_bundle() { # build triple sysroot dir
     done < <(needed_libs "$sysroot" "$triple" "$bundle"/opt/faultline/bin/*); } >"$bundle/opt/faultline/LIBRARIES"
   # The loader is also libc's: keep its name in the list.
   echo "${interp##*/} (dynamic loader at $interp)" >>"$bundle/opt/faultline/LIBRARIES"
+  # Self-contained: qemu-user with the bundle as the target's root (a library missing from
+  # it would fall back to the host's, which the target's loader cannot use).
+  "qemu-${triple%%-*}-static" -L "$bundle" "$bundle/opt/faultline/bin/faultline-agent" --help >/dev/null ||
+    die "faultline-agent does not run from the bundle"
   log "$triple: bundle $bundle ($(du -sh "$bundle" | cut -f1), $(grep -vc '^#' "$bundle/opt/faultline/LIBRARIES") files in LIBRARIES)"
 }
 
@@ -269,7 +273,10 @@ for cpu in "${cpus[@]}"; do
     grep -q '"throughput_rounds_per_second"' "$build/workload-smoke.json" ||
     die "faultline-workload did not run under qemu-$cpu-static (output: $build/workload-smoke.json)"
   echo "faultline-workload filemap-thrash: ok"
-  (cd "$build" && ctest -R '^agent_config_test$' --output-on-failure)
+  # qemu-user runs posix_spawn's CLONE_VFORK child as a plain fork, so a failed exec comes
+  # back as exit status 127 instead of an error: that one check holds only on a real kernel.
+  (cd "$build" && GTEST_FILTER=-RunBootCommand.PassesTheSwitchEnvironmentAndReportsTheExitStatus \
+    ctest -R '^agent_config_test$' --output-on-failure)
 
   make_bundle "$build" "$triple" "$sysroot" "$dir"
   log "$triple: done in $((SECONDS - start)) s"

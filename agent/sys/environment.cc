@@ -1,6 +1,11 @@
 #include "agent/sys/environment.h"
 
 #include <cstdio>
+#include <cstring>
+#include <sstream>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "agent/sys/board_facts.h"
 #include "agent/sys/file_io.h"
@@ -30,7 +35,53 @@ void PutChoice(std::map<std::string, std::string>* env, const std::string& key,
   }
 }
 
+std::string X86HypervisorVendor() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 31))) return "";  // hypervisor bit
+  __cpuid(0x40000000, a, b, c, d);
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &c, 4);
+  std::memcpy(vendor + 8, &d, 4);
+  return std::string(vendor, 12);
+#else
+  return "";
+#endif
+}
+
 }  // namespace
+
+std::string VirtAccel(const std::string& cmdline, const std::string& x86_hypervisor_vendor) {
+  std::istringstream words(cmdline);
+  for (std::string word; words >> word;) {
+    static constexpr std::string_view kKey = "faultline.virt_accel=";
+    if (word.rfind(kKey, 0) == 0 && word.size() > kKey.size()) return word.substr(kKey.size());
+  }
+  if (x86_hypervisor_vendor.empty()) return "none";
+  std::string vendor = x86_hypervisor_vendor;
+  while (!vendor.empty() && vendor.back() == '\0') vendor.pop_back();
+  if (vendor == "TCGTCGTCGTCG") return "tcg";
+  if (vendor == "KVMKVMKVM") return "kvm";
+  if (vendor == "Microsoft Hv") return "hyperv";
+  if (vendor == "VMwareVMware") return "vmware";
+  if (vendor == "XenVMMXenVMM") return "xen";
+  std::string printable;
+  for (char ch : vendor) printable += (ch >= 0x20 && ch < 0x7f) ? ch : '?';
+  return printable;
+}
+
+std::string KernelConfigFlag(const std::string& config_text, const std::string& name) {
+  const std::string key = "CONFIG_" + name + "=";
+  std::istringstream lines(config_text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(key, 0) == 0) {
+      const std::string value = line.substr(key.size());
+      return value == "y" || value == "m" ? "y" : "n";
+    }
+  }
+  return "n";
+}
 
 std::string Fnv1a64Hex(std::string_view data) {
   uint64_t hash = 0xcbf29ce484222325ull;
@@ -60,9 +111,21 @@ std::map<std::string, std::string> CollectEnvironmentFingerprint(const Environme
     if (auto config = ReadFileToString(path, nullptr); config && !config->empty()) {
       env["kernel.config_fnv1a64"] = Fnv1a64Hex(*config);
       env["kernel.config_source"] = path;
+      if (path.size() < 3 || path.compare(path.size() - 3, 3, ".gz") != 0) {  // plain text
+        env["kernel.per_vma_lock"] = KernelConfigFlag(*config, "PER_VMA_LOCK");
+        env["kernel.memcg_v1"] = KernelConfigFlag(*config, "MEMCG_V1");
+        env["kernel.lru_gen"] = KernelConfigFlag(*config, "LRU_GEN");
+      }
       break;
     }
   }
+  if (auto lru_gen = ReadFileToString(sources.sys_root + "/kernel/mm/lru_gen/enabled", nullptr)) {
+    env["mm.lru_gen"] = Trimmed(*lru_gen);
+  } else {
+    env["mm.lru_gen"] = "absent";
+  }
+  env["virt.accel"] = VirtAccel(ReadFileToString(sources.proc_root + "/cmdline", nullptr).value_or(""),
+                                X86HypervisorVendor());
 
   const std::string thp = sources.sys_root + "/kernel/mm/transparent_hugepage";
   PutChoice(&env, "thp.enabled", thp + "/enabled");

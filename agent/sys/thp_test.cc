@@ -40,11 +40,28 @@ TEST(Fnv1a64Hex, KnownVectors) {
   EXPECT_EQ(Fnv1a64Hex("a"), "af63dc4c8601ec8c");
 }
 
+TEST(EnvironmentFingerprint, VirtAccelFromTheLabsCmdlineOrTheHypervisorLeaf) {
+  EXPECT_EQ(VirtAccel("console=ttyS0 faultline.virt_accel=tcg quiet", "KVMKVMKVM\0\0\0"), "tcg");
+  EXPECT_EQ(VirtAccel("root=/dev/vda", std::string("KVMKVMKVM\0\0\0", 12)), "kvm");
+  EXPECT_EQ(VirtAccel("root=/dev/vda", "TCGTCGTCGTCG"), "tcg");
+  EXPECT_EQ(VirtAccel("root=/dev/vda", ""), "none");
+  EXPECT_EQ(VirtAccel("faultline.virt_accel=", ""), "none");  // empty value: ignored
+}
+
+TEST(EnvironmentFingerprint, KernelConfigFlags) {
+  const std::string config = "CONFIG_PER_VMA_LOCK=y\n# CONFIG_MEMCG_V1 is not set\nCONFIG_ZRAM=m\n";
+  EXPECT_EQ(KernelConfigFlag(config, "PER_VMA_LOCK"), "y");
+  EXPECT_EQ(KernelConfigFlag(config, "MEMCG_V1"), "n");
+  EXPECT_EQ(KernelConfigFlag(config, "ZRAM"), "y");
+  EXPECT_EQ(KernelConfigFlag(config, "LRU_GEN"), "n");
+  EXPECT_EQ(KernelConfigFlag(config, "PER_VMA"), "n");  // a prefix is not the option
+}
+
 TEST(EnvironmentFingerprint, HasTheIssuesKeysOnThisHost) {
   auto env = CollectEnvironmentFingerprint();
   for (const char* key : {"kernel.release", "swap.devices", "swap.total_bytes", "cpu.arch",
                           "cpu.model", "cpu.count", "cpu.governor", "page_size",
-                          "memory.total_bytes", "cgroup.version"}) {
+                          "memory.total_bytes", "cgroup.version", "virt.accel", "mm.lru_gen"}) {
     EXPECT_TRUE(env.count(key)) << key;
   }
   EXPECT_NE(env.at("page_size"), "0");

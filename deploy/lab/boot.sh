@@ -56,6 +56,7 @@ if [ -z "$INITRD" ]; then
 fi
 [ -f "$INITRD" ] || lab_die "no initrd $INITRD"
 
+# shellcheck disable=SC2054  # (commas are qemu syntax)
 ARGS=("${MACHINE[@]}" -accel tcg -m "$MEM" -smp "$SMP" -nographic -no-reboot
   -kernel "$LAB_KIMAGE" -initrd "$INITRD"
   -append "console=$CONSOLE panic=-1 faultline.lab=$ARCH-$LABEL$APPEND"

@@ -6,11 +6,12 @@
 #                                   Packages indexes (rules below)
 #   lab.sh fetch [ARCH...]          download + sha256-verify every manifest entry (cached)
 #   lab.sh initramfs ARCH LABEL OUT [--overlay DIR]... [--agent]   (= mkinitramfs.sh)
-#   lab.sh disk ARCH FILE [--size 2G] [--force]
+#   lab.sh disk ARCH FILE [--size 2G] [--force|--refresh-boot] [--agent] [--overlay DIR]...
 #                                   a raw ext4 disk with boot/ holding both kernels and
 #                                   their initramfs (for kexec inside the guest)
 #   lab.sh boot ARCH LABEL [...]    (= boot.sh)
 #   lab.sh kernel ARCH LABEL        print "release image-path" of a pinned kernel
+#   lab.sh study [SPEC] [--keep]    (= study.sh) an A/B study, agent kexecs in the guest
 #   lab.sh selftest ARCH            boots vanilla, checks net/disk/zram/cgroup, kexecs to
 #                                   patched, checks again; prints the timings
 # Env: see lib.sh (FL_LAB_CACHE, FL_LAB_STATE, FL_LAB_MANIFEST, FL_LAB_MIRROR, ...).
@@ -102,7 +103,7 @@ cmd_repin() {
     echo "# Generated $(date -u +%Y-%m-%dT%H:%MZ) from the archive's Packages indexes."
     echo "# arch label suite package version sha256 pool-path"
   } >"$out"
-  local rule kind arch label suites what debarch line
+  local kind arch label suites what debarch line
   while IFS='|' read -r kind arch label suites what; do
     [ -n "$kind" ] || continue
     debarch=$(lab_debarch "$arch")
@@ -121,7 +122,8 @@ cmd_repin() {
       done
     else
       local -A seen=()
-      local queue=($what) pkg deps dep
+      local queue pkg deps dep
+      read -r -a queue <<<"$what"
       while [ ${#queue[@]} -gt 0 ]; do
         pkg=${queue[0]}; queue=("${queue[@]:1}")
         [ -z "${seen[$pkg]:-}" ] || continue
@@ -232,5 +234,6 @@ case $cmd in
   disk) cmd_disk "$@" ;;
   boot) exec "$FL_LAB_DIR/boot.sh" "$@" ;;
   selftest) exec "$FL_LAB_DIR/selftest.sh" "$@" ;;
-  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  study) exec "$FL_LAB_DIR/study.sh" "$@" ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

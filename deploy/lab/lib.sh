@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell library of the virtual board lab (sourced by lab.sh, mkinitramfs.sh, boot.sh).
 # Env: FL_LAB_CACHE  downloaded .debs and unpacked trees (default /var/cache/faultline-lab)
 #      FL_LAB_STATE  scratch: indexes, initramfs trees, disks, logs (default /var/tmp/faultline-lab)
@@ -95,6 +96,8 @@ lab_unpacked() {  # lab_unpacked POOL_PATH
 }
 
 # The unpacked tree of the kernel of ARCH LABEL; sets LAB_KREL (its release) and
+# (Globals for the caller.)
+# shellcheck disable=SC2034
 # LAB_KIMAGE (the image qemu -kernel and kexec load), LAB_KDIR (the unpacked package) and
 # LAB_KMODROOT (its modules directory).
 lab_kernel() {

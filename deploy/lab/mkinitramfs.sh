@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     *) lab_die "mkinitramfs: unknown option $1" ;;
   esac
 done
-DEBARCH=$(lab_debarch "$ARCH")
+lab_debarch "$ARCH" >/dev/null   # checks ARCH
 lab_need cpio cpio; lab_need readelf binutils; lab_need dpkg-deb dpkg; lab_need xz xz-utils; lab_need zstd zstd
 
 lab_kernel "$ARCH" "$LABEL"     # LAB_KREL, LAB_KDIR, LAB_KIMAGE
@@ -108,7 +108,8 @@ copy_needed() {
 }
 
 cp "$SYSROOT/bin/busybox" "$ROOT/usr/bin/busybox"
-for tool in kexec; do
+GUEST_TOOLS="kexec"   # dynamically linked tools from the pinned userland
+for tool in $GUEST_TOOLS; do
   src=""
   for d in /sbin /usr/sbin /bin /usr/bin; do [ -f "$SYSROOT$d/$tool" ] && { src=$SYSROOT$d/$tool; break; }; done
   [ -n "$src" ] || lab_die "$tool not in the pinned userland of $ARCH"

@@ -9,6 +9,7 @@
 #   after kexec (patched): release and boot id changed; the same checks; kexec back
 #   after kexec (vanilla): release back; power off
 # Console logs: $FL_LAB_STATE/selftest/ARCH/boot*.log (each line with the host's time).
+# FL_LAB_KEXEC_ARGS: extra kexec --load options (e.g. -i: purgatory skips its sha256 check).
 set -euo pipefail
 FL_LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
@@ -46,7 +47,7 @@ PORT=$("$FL_ROOT/scripts/free-port.sh" 2>/dev/null || echo $((20000 + RANDOM % 2
 TOKEN=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo "$TOKEN" >"$DIR/www/ping.txt"
 sed -e "s/@PORT@/$PORT/g" -e "s/@TOKEN@/$TOKEN/g" -e "s/@VANILLA@/$VANILLA_REL/g" \
-  -e "s/@PATCHED@/$PATCHED_REL/g" "$FL_LAB_DIR/guest/selftest-hook.sh" >"$DIR/www/hook.sh"
+  -e "s/@PATCHED@/$PATCHED_REL/g" -e "s/@KEXEC_ARGS@/${FL_LAB_KEXEC_ARGS:-}/g" "$FL_LAB_DIR/guest/selftest-hook.sh" >"$DIR/www/hook.sh"
 busybox httpd -f -p "127.0.0.1:$PORT" -h "$DIR/www" &
 HTTPD_PID=$!
 QEMU_PID=""

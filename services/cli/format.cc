@@ -313,6 +313,12 @@ std::string MessageToJson(const google::protobuf::Message& message) {
 }
 
 namespace {
+std::string Caveats(const v1::GetReportResponse& report) {
+  std::string out;
+  for (const std::string& c : report.caveats()) out += "\nCaveat: " + c + "\n";
+  return out;
+}
+
 std::string CoarseNote(const v1::GetReportResponse& report) {
   uint32_t coarse = 0;
   for (const v1::ReportRow& r : report.rows()) coarse += r.too_coarse();
@@ -332,12 +338,12 @@ std::string RenderReport(const v1::GetReportResponse& report, ReportFormat forma
     std::string out = "**" + EscapeMarkdown(title) + "**\n\n";
     if (table.rows.empty()) return out + "No results yet.\n";
     return out + "Throughput in rounds per second (higher is better).\n\n" + RenderMarkdownTable(table) +
-           CoarseNote(report) + RenderComparisons(report, format);
+           CoarseNote(report) + RenderComparisons(report, format) + Caveats(report);
   }
   std::string out = title + "\n";
   if (table.rows.empty()) return out + "no results yet\n";
   return out + "throughput in rounds per second (higher is better):\n" + RenderBoxTable(table) +
-         CoarseNote(report) + RenderComparisons(report, format);
+         CoarseNote(report) + RenderComparisons(report, format) + Caveats(report);
 }
 
 }  // namespace faultline::cli

@@ -52,7 +52,7 @@ load() {  # load RELEASE: kexec --load the disk's kernel RELEASE
   img=$B/vmlinuz-$1; [ -f "$img" ] || img=$B/vmlinux-$1
   cmdline=$(cat /proc/cmdline)
   t0=$(cut -d' ' -f1 /proc/uptime)
-  out=$(kexec --load "$img" --initrd="$B/initrd.img-$1" --command-line="$cmdline" 2>&1); rc=$?
+  out=$(kexec @KEXEC_ARGS@ --load "$img" --initrd="$B/initrd.img-$1" --command-line="$cmdline" 2>&1); rc=$?
   t1=$(cut -d' ' -f1 /proc/uptime)
   echo "FLLAB kexec-load rc=$rc $(basename "$img") in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s $out"
   [ $rc = 0 ] && check kexec-load ok "$1" || check kexec-load FAIL "$1 rc=$rc: $out"

@@ -1,6 +1,7 @@
 #include "services/controller/api/report_builder.h"
 
 #include <algorithm>
+#include <map>
 
 #include "nlohmann/json.hpp"
 #include "services/controller/api/convert.h"
@@ -54,6 +55,25 @@ absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* 
     out->set_failed(row.failed);
     out->set_too_coarse(row.too_coarse);
     out->set_median_pages_per_second(row.median_pages_per_second);
+  }
+
+  // Emulated boards: their numbers are the emulator's, never to be read as hardware's.
+  std::map<std::string, std::string> accel_of_board;
+  for (const auto& r : *runs) {
+    if (!r.has_result) continue;
+    const auto parsed = nlohmann::json::parse(r.environment_json, nullptr, false);
+    if (!parsed.is_object() || !parsed.contains("virt.accel") || !parsed["virt.accel"].is_string()) continue;
+    const std::string accel = parsed["virt.accel"].get<std::string>();
+    if (accel != "none") accel_of_board[r.board] = accel;
+  }
+  for (const auto& [board, accel] : accel_of_board) {
+    if (accel == "tcg") {
+      resp->add_caveats("board " + board +
+                        " is emulated (virt.accel=tcg): its throughputs are qemu's software "
+                        "emulation, not hardware numbers; compare its kernels only with each other");
+    } else {
+      resp->add_caveats("board " + board + " is a virtual machine (virt.accel=" + accel + ")");
+    }
   }
 
   // A/B: every other kernel against the baseline, per board and cell.
