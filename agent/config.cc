@@ -138,6 +138,18 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
         else if (key == "cmdline") e.cmdline = kv.second.as<std::string>();
         else if (key == "grub_entry") e.grub_entry = kv.second.as<std::string>();
         else if (key == "kexec_exec") e.kexec_exec = kv.second.as<std::string>();
+        else if (key == "kexec_args") {
+          if (!kv.second.IsSequence()) {
+            return Bad(kv.second, field + ".kexec_args", "must be a list, e.g. [-i]");
+          }
+          for (const auto& arg : kv.second) {
+            const std::string a = arg.as<std::string>();
+            if (a.empty() || a.front() != '-') {
+              return Bad(arg, field + ".kexec_args", "each must be an option starting with '-', got '" + a + "'");
+            }
+            e.kexec_args.push_back(a);
+          }
+        }
         else if (key == "command") {
           if (!kv.second.IsSequence() || kv.second.size() == 0) {
             return Bad(kv.second, field + ".command",
@@ -147,7 +159,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
         } else {
           return Bad(kv.first, field + "." + key,
                      "unknown field (label, release, boot, kernel, initrd, cmdline, kexec_exec, "
-                     "grub_entry, command)");
+                     "kexec_args, grub_entry, command)");
         }
       }
       if (!ValidLabel(e.label)) {

@@ -44,6 +44,9 @@ struct KernelEntry {
   // cleanly), "direct" (`sync`, then `kexec -e`: boards without systemd, e.g. a ramdisk
   // guest), or "auto" (systemctl when systemd is the init, else direct).
   std::string kexec_exec = "auto";
+  // Extra arguments for `kexec --load`, e.g. [-i] (skip the purgatory's checksum: halves
+  // an arm64 switch under emulation) or [-s] (kexec_file_load, for lockdown kernels).
+  std::vector<std::string> kexec_args;
   // grub-reboot: the menu entry (title, id or index) booted once, then the default again.
   std::string grub_entry;
   // command: argv of the lab's boot script; it gets FAULTLINE_BOARD, FAULTLINE_KERNEL_LABEL,

@@ -92,7 +92,9 @@ absl::StatusOr<std::vector<std::vector<std::string>>> BootCommands(
   std::vector<std::vector<std::string>> commands;
   if (entry.boot == "kexec") {
     // Load the image, then let systemd stop the services cleanly and jump into it.
-    std::vector<std::string> load = {"kexec", "--load", entry.kernel};
+    std::vector<std::string> load = {"kexec", "--load"};
+    load.insert(load.end(), entry.kexec_args.begin(), entry.kexec_args.end());
+    load.push_back(entry.kernel);
     if (!entry.initrd.empty()) load.push_back("--initrd=" + entry.initrd);
     const std::string cmdline = entry.cmdline == "running" ? Trim(running_cmdline) : entry.cmdline;
     load.push_back("--command-line=" + cmdline);

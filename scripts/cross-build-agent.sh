@@ -67,7 +67,7 @@ packages_for() { # suite
   local stdcxx=libstdc++-12-dev
   [ "$1" = bookworm ] || stdcxx=libstdc++-14-dev
   echo libc6-dev $stdcxx libgrpc++-dev libprotobuf-dev libabsl-dev libyaml-cpp-dev \
-    libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libssl-dev \
+    libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libssl-dev \
     zlib1g-dev libc-ares-dev libre2-dev
 }
 
@@ -252,13 +252,25 @@ for cpu in "${cpus[@]}"; do
   dir=$cache/sysroot-$cpu sysroot=$cache/sysroot-$cpu/root
   check_generators "$dir/packages.lock"
 
+  # GoogleTest for the tests, from the host's /usr/src/googletest (as cross-build.sh does):
+  # trixie's libgtest.a (gcc 14 objects) makes bookworm's riscv64 ld 2.40 segfault.
+  gtest_prefix=$out/$triple/agent-googletest
+  if [ ! -f "$gtest_prefix/lib/cmake/GTest/GTestConfig.cmake" ]; then
+    log "$triple: GoogleTest from /usr/src/googletest"
+    cmake -S /usr/src/googletest -B "$out/$triple/agent-googletest-build" -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
+      -DFAULTLINE_CROSS_TRIPLE="$triple" -DFAULTLINE_SYSROOT="$sysroot" \
+      -DCMAKE_INSTALL_PREFIX="$gtest_prefix" -DCMAKE_INSTALL_LIBDIR=lib -DBUILD_GMOCK=OFF \
+      -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache >/dev/null
+    ninja -C "$out/$triple/agent-googletest-build" -j "$jobs" install >/dev/null
+  fi
   build=$out/$triple/agent
   mkdir -p "$build"
   log "$triple: configure $build"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DFAULTLINE_AGENT_ONLY=ON -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
     -DFAULTLINE_CROSS_TRIPLE="$triple" -DFAULTLINE_SYSROOT="$sysroot" \
-    -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' >"$build/configure.log" 2>&1 ||
+    -DGTest_DIR="$gtest_prefix/lib/cmake/GTest" -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' >"$build/configure.log" 2>&1 ||
     { tail -30 "$build/configure.log" >&2; die "configure failed (full log: $build/configure.log)"; }
   log "$triple: build ${targets[*]}"
   ninja -C "$build" -j "$jobs" "${targets[@]}"

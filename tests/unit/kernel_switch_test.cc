@@ -69,7 +69,7 @@ kernels:
   - {label: vanilla, release: running}
   - {label: patched, release: 6.12.0, boot: kexec, kernel: /lab/vmlinuz, cmdline: "console=ttyS0"}
   - {label: forced, release: 6.12.0, boot: kexec, kernel: /lab/vmlinuz, cmdline: "x",
-     kexec_exec: direct}
+     kexec_exec: direct, kexec_args: [-i]}
 )");
   const Argv load = {"kexec", "--load", "/lab/vmlinuz", "--command-line=console=ttyS0"};
   auto guest = BootCommands(*FindKernel(c, "patched"), "", /*systemd_is_init=*/false);
@@ -79,6 +79,7 @@ kernels:
   EXPECT_EQ(with_systemd->back(), (Argv{"systemctl", "kexec"}));
   auto forced = BootCommands(*FindKernel(c, "forced"), "", /*systemd_is_init=*/true);
   EXPECT_EQ(forced->back(), (Argv{"kexec", "-e"}));
+  EXPECT_EQ(forced->front(), (Argv{"kexec", "--load", "-i", "/lab/vmlinuz", "--command-line=x"}));
   auto bad = ParseAgentConfig(
       "board: b\nkernels: [{label: p, release: r, boot: kexec, kernel: /k, kexec_exec: now}]\n", "r");
   ASSERT_FALSE(bad.ok());
