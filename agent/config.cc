@@ -137,7 +137,8 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
         else if (key == "initrd") e.initrd = kv.second.as<std::string>();
         else if (key == "cmdline") e.cmdline = kv.second.as<std::string>();
         else if (key == "grub_entry") e.grub_entry = kv.second.as<std::string>();
-        else if (key == "kexec_exec") e.kexec_exec = kv.second.as<std::string>();
+        else if (key == "kexec_exec")
+          e.kexec_exec = kv.second.as<std::string>();
         else if (key == "kexec_args") {
           if (!kv.second.IsSequence()) {
             return Bad(kv.second, field + ".kexec_args", "must be a list, e.g. [-i]");
@@ -145,12 +146,12 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
           for (const auto& arg : kv.second) {
             const std::string a = arg.as<std::string>();
             if (a.empty() || a.front() != '-') {
-              return Bad(arg, field + ".kexec_args", "each must be an option starting with '-', got '" + a + "'");
+              return Bad(arg, field + ".kexec_args",
+                         "each must be an option starting with '-', got '" + a + "'");
             }
             e.kexec_args.push_back(a);
           }
-        }
-        else if (key == "command") {
+        } else if (key == "command") {
           if (!kv.second.IsSequence() || kv.second.size() == 0) {
             return Bad(kv.second, field + ".command",
                        "must be a non-empty list: the program and its arguments");

@@ -13,6 +13,10 @@ packages=(
   util-linux procps iproute2 curl openssl libssl-dev clang-14
   prometheus prometheus-alertmanager jq
   g++-aarch64-linux-gnu g++-riscv64-linux-gnu qemu-user-static
+  clang-format clang-tidy
+  # the virtual board lab (deploy/lab) and the full-agent cross-builds
+  qemu-system-x86 qemu-system-arm qemu-system-misc busybox-static cpio zstd xz-utils
+  e2fsprogs binutils mmdebstrap
 )
 
 missing=()

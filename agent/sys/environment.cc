@@ -124,8 +124,9 @@ std::map<std::string, std::string> CollectEnvironmentFingerprint(const Environme
   } else {
     env["mm.lru_gen"] = "absent";
   }
-  env["virt.accel"] = VirtAccel(ReadFileToString(sources.proc_root + "/cmdline", nullptr).value_or(""),
-                                X86HypervisorVendor());
+  env["virt.accel"] =
+      VirtAccel(ReadFileToString(sources.proc_root + "/cmdline", nullptr).value_or(""),
+                X86HypervisorVendor());
 
   const std::string thp = sources.sys_root + "/kernel/mm/transparent_hugepage";
   PutChoice(&env, "thp.enabled", thp + "/enabled");

@@ -88,7 +88,8 @@ bool RealMonotonicClock::SleepUntil(nanoseconds deadline) {
   }
 }
 
-std::vector<Sample> SamplesFromCumulative(Progress baseline, const std::vector<Progress>& cumulative) {
+std::vector<Sample> SamplesFromCumulative(Progress baseline,
+                                          const std::vector<Progress>& cumulative) {
   std::vector<Sample> samples;
   samples.reserve(cumulative.size());
   Progress previous = baseline;
@@ -147,7 +148,8 @@ SamplingOutcome SampleRounds(MonotonicClock& clock, const SamplingPlan& plan,
   if (outcome.end == SamplingOutcome::End::kCompleted && plan.seconds > 0) {
     outcome.throughput_rounds_per_second =
         static_cast<double>(outcome.rounds) / static_cast<double>(plan.seconds);
-    outcome.pages_per_second = static_cast<double>(outcome.pages) / static_cast<double>(plan.seconds);
+    outcome.pages_per_second =
+        static_cast<double>(outcome.pages) / static_cast<double>(plan.seconds);
   }
   outcome.too_coarse = outcome.rounds < kMinRoundsToCompare;
   return outcome;

@@ -26,7 +26,9 @@ struct alignas(kCounterAlignment) RoundCounter {
 
   // One writer per counter, so a plain load+store is enough: no locked RMW in hot loops.
   void Increment() { rounds.store(rounds.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
-  void AddPages(uint64_t n) { pages.store(pages.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  void AddPages(uint64_t n) {
+    pages.store(pages.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   uint64_t Read() const { return rounds.load(std::memory_order_relaxed); }
   uint64_t ReadPages() const { return pages.load(std::memory_order_relaxed); }
 };
@@ -72,7 +74,7 @@ class RealMonotonicClock : public MonotonicClock {
 struct Sample {
   uint32_t second = 0;  // 1-based
   uint64_t rounds = 0;
-  uint64_t pages = 0;   // pages touched by the benchmark's threads in that second
+  uint64_t pages = 0;  // pages touched by the benchmark's threads in that second
 };
 
 struct Progress {
@@ -110,7 +112,8 @@ SamplingOutcome SampleRounds(MonotonicClock& clock, const SamplingPlan& plan,
                              const SamplingHooks& hooks);
 
 // Converts cumulative readings (baseline, then one per second) to per-second samples.
-std::vector<Sample> SamplesFromCumulative(Progress baseline, const std::vector<Progress>& cumulative);
+std::vector<Sample> SamplesFromCumulative(Progress baseline,
+                                          const std::vector<Progress>& cumulative);
 
 struct HarnessResult {
   bool ok = false;

@@ -18,9 +18,9 @@ struct WorkloadResultData {
   std::string benchmark;
   double throughput_rounds_per_second = 0;
   uint64_t rounds = 0;
-  uint64_t pages = 0;             // pages touched by the benchmark's threads
+  uint64_t pages = 0;  // pages touched by the benchmark's threads
   double pages_per_second = 0;
-  bool too_coarse = false;        // rounds < kMinRoundsToCompare: compare pages/s instead
+  bool too_coarse = false;  // rounds < kMinRoundsToCompare: compare pages/s instead
   double duration_seconds = 0;
   double warmup_seconds = 0;
   std::vector<Sample> samples;

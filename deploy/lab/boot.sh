@@ -6,8 +6,11 @@
 #   --append "ARGS"    added to the kernel command line (faultline.* keys: guest/init)
 #   --initrd FILE      default: $FL_LAB_STATE/initrd/ARCH-LABEL.cpio.gz, built when missing
 #   --rebuild          rebuild the default initrd first
-#   --log FILE         run in the background: console to FILE, every line prefixed with the
-#                      host's time (epoch seconds); prints the qemu pid (also FILE.pid)
+#   --log FILE         run in the background: console appended to FILE, every line prefixed
+#                      with the host's time (epoch seconds); prints the qemu pid (also FILE.pid)
+#   --wait             with --log: stay until qemu ends (console drained); exit with qemu's status
+#   --pidfile FILE     with --log: qemu's pid also in FILE
+#   --accel tcg|kvm    default: lab_accel (FL_LAB_ACCEL, tcg); kvm uses -cpu host on x86_64
 #   --mem MB (1024)  --smp N (2)  --hostfwd tcp::HOSTPORT-:GUESTPORT (repeatable)
 #   --qemu-arg ARG     one extra qemu argument (repeatable)
 # Without --log: qemu in the foreground on this terminal (-nographic; Ctrl-A x quits).
@@ -17,10 +20,10 @@ FL_LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 . "$FL_LAB_DIR/lib.sh"
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] || usage
 ARCH=$1 LABEL=$2; shift 2
-DISK="" APPEND="" INITRD="" REBUILD=0 LOG="" MEM=1024 SMP=2 FWD="" EXTRA=()
+DISK="" APPEND="" INITRD="" REBUILD=0 LOG="" MEM=1024 SMP=2 FWD="" EXTRA=() WAIT=0 PIDFILE="" ACCEL=""
 while [ $# -gt 0 ]; do
   case $1 in
     --disk) DISK=$2; shift 2 ;;
@@ -28,6 +31,9 @@ while [ $# -gt 0 ]; do
     --initrd) INITRD=$2; shift 2 ;;
     --rebuild) REBUILD=1; shift ;;
     --log) LOG=$2; shift 2 ;;
+    --wait) WAIT=1; shift ;;
+    --pidfile) PIDFILE=$2; shift 2 ;;
+    --accel) ACCEL=$2; shift 2 ;;
     --mem) MEM=$2; shift 2 ;;
     --smp) SMP=$2; shift 2 ;;
     --hostfwd) FWD="$FWD,hostfwd=$2"; shift 2 ;;
@@ -47,6 +53,12 @@ case $ARCH in
            MACHINE=(-M virt -bios default); CONSOLE=ttyS0 ;;
 esac
 lab_need "$QEMU" "$QPKG"
+[ -n "$ACCEL" ] || ACCEL=$(lab_accel "$ARCH")
+case $ACCEL in
+  tcg) ;;
+  kvm) [ "$ARCH" = x86_64 ] && MACHINE=(-M q35 -cpu host) ;;
+  *) lab_die "--accel: tcg or kvm" ;;
+esac
 
 if [ -z "$INITRD" ]; then
   INITRD="$FL_LAB_STATE/initrd/$ARCH-$LABEL.cpio.gz"
@@ -57,7 +69,7 @@ fi
 [ -f "$INITRD" ] || lab_die "no initrd $INITRD"
 
 # shellcheck disable=SC2054  # (commas are qemu syntax)
-ARGS=("${MACHINE[@]}" -accel tcg -m "$MEM" -smp "$SMP" -nographic -no-reboot
+ARGS=("${MACHINE[@]}" -accel "$ACCEL" -m "$MEM" -smp "$SMP" -nographic -no-reboot
   -kernel "$LAB_KIMAGE" -initrd "$INITRD"
   -append "console=$CONSOLE panic=-1 faultline.lab=$ARCH-$LABEL$APPEND"
   -netdev "user,id=n0$FWD" -device virtio-net-pci,netdev=n0,romfile=
@@ -74,10 +86,18 @@ fi
 mkdir -p "$(dirname "$LOG")"
 rm -f "$LOG.pid"
 # The console, each line with the host's time: boot and kexec timings come from here.
-( "$QEMU" "${ARGS[@]}" -monitor none -pidfile "$LOG.pid" </dev/null 2>&1 |
-    while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"; done >"$LOG" ) \
-  </dev/null >/dev/null 2>&1 &   # not our stdout: $(boot.sh --log ...) returns at once
+# (qemu's status is kept in $LOG.rc: the pipeline's is the reader's.)
+( "$QEMU" "${ARGS[@]}" -monitor none -pidfile "$LOG.pid" </dev/null 2>&1
+  echo "$?" >"$LOG.rc" ) |
+    while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"; done >>"$LOG" \
+  </dev/null 2>&1 &   # not our stdout: $(boot.sh --log ...) returns at once
+PIPE_PID=$!
 printf '%s qemu-launch %s %s\n' "$EPOCHREALTIME" "$ARCH" "$LABEL" >"$LOG.launch"
-for _ in $(seq 1 100); do [ -s "$LOG.pid" ] && break; sleep 0.1; done
-[ -s "$LOG.pid" ] || { cat "$LOG" >&2; lab_die "qemu did not start (log: $LOG)"; }
+for _ in $(seq 1 100); do [ -s "$LOG.pid" ] && break; kill -0 "$PIPE_PID" 2>/dev/null || break; sleep 0.1; done
+[ -s "$LOG.pid" ] || { tail -n 20 "$LOG" >&2; lab_die "qemu did not start (log: $LOG)"; }
+[ -z "$PIDFILE" ] || cp "$LOG.pid" "$PIDFILE"
+if [ "$WAIT" = 1 ]; then
+  wait "$PIPE_PID" || true
+  exit "$(cat "$LOG.rc" 2>/dev/null || echo 1)"
+fi
 cat "$LOG.pid"

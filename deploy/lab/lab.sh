@@ -11,14 +11,29 @@
 #                                   their initramfs (for kexec inside the guest)
 #   lab.sh boot ARCH LABEL [...]    (= boot.sh)
 #   lab.sh kernel ARCH LABEL        print "release image-path" of a pinned kernel
-#   lab.sh study [SPEC] [--keep]    (= study.sh) an A/B study, agent kexecs in the guest
 #   lab.sh selftest ARCH            boots vanilla, checks net/disk/zram/cgroup, kexecs to
 #                                   patched, checks again; prints the timings
-# Env: see lib.sh (FL_LAB_CACHE, FL_LAB_STATE, FL_LAB_MANIFEST, FL_LAB_MIRROR, ...).
+#   lab.sh study-one [SPEC] [--keep]  (= study.sh) a self-contained A/B study on one
+#                                   x86_64 board (own stack, stopped at the end)
+# The running lab (fleet.sh, state in $FL_LAB_STATE/up):
+#   lab.sh up [--arches x86_64,aarch64,riscv64] [--kernel [ARCH:]LABEL=IMAGE[,initrd=F]
+#             [,modules=DIR][,release=R]]... [--mem MB] [--smp N] [--zram SIZE] [--prometheus]
+#                                   PostgreSQL + controller + one board lab-ARCH per arch
+#                                   under a host-side supervisor (supervise.sh); returns when
+#                                   every board is online; prints the exports
+#   lab.sh env | status | timings   exports; agents and pids; boot/switch seconds per board
+#   lab.sh study SPEC.yaml          submit to the running lab, watch, report, timings
+#   lab.sh clear-needs-check BOARD  power-cycles BOARD clearing its needs-check; waits for ok
+#   lab.sh down                     ends supervisors, qemus, controller, PostgreSQL (by pid)
+# Env: FL_LAB_ACCEL (tcg|kvm|auto; tcg), FL_LAB_BUNDLE_<arch> (cross-built agent bundle;
+#   default build-cross/<arch>-linux-gnu/bundle), FL_BIN_* / FAULTLINE_BUILD_DIR (binaries)
+# and see lib.sh (FL_LAB_CACHE, FL_LAB_STATE, FL_LAB_MANIFEST, FL_LAB_MIRROR, ...).
 set -euo pipefail
 FL_LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 . "$FL_LAB_DIR/lib.sh"
+# shellcheck source=fleet.sh
+. "$FL_LAB_DIR/fleet.sh"
 
 # Repin rules: kind|arch|label|suites|what. Suites: comma-separated, the highest version
 # among them wins; "a,b;c": c only for packages missing from a and b.
@@ -179,7 +194,7 @@ cmd_disk() {
   local arch=${1:?usage: lab.sh disk ARCH FILE [--size 2G] [--force|--refresh-boot] [--overlay DIR]...}
   local file=${2:?usage: lab.sh disk ARCH FILE}
   shift 2
-  local size=2G force=0 refresh=0 initrd_args=()
+  local size=2G force=0 refresh=0 initrd_args=() keep_boot=""
   while [ $# -gt 0 ]; do
     case $1 in
       --size) size=$2; shift 2 ;;
@@ -187,6 +202,7 @@ cmd_disk() {
       --refresh-boot) refresh=1; shift ;;
       --overlay|--append-cmdline) initrd_args+=("$1" "$2"); shift 2 ;;
       --agent) initrd_args+=("$1"); shift ;;
+      --keep-boot) keep_boot=$2; shift 2 ;;
       *) lab_die "disk: unknown option $1" ;;
     esac
   done
@@ -196,11 +212,15 @@ cmd_disk() {
   fi
   local stage="$FL_LAB_STATE/disk-stage.$arch.$$" label
   rm -rf "$stage"; mkdir -p "$stage/boot" "$stage/work"
-  for label in $(lab_manifest "$arch" "" | awk '$2 != "userland" { print $2 }' | sort -u); do
+  # The manifest's kernels and the custom ones (lab.sh up --kernel, FL_LAB_KERNELS_FILE).
+  for label in $( { lab_manifest "$arch" "" | awk '$2 != "userland" { print $2 }'
+                    [ -r "${FL_LAB_KERNELS_FILE:-}" ] && awk -v a="$arch" '$1 == a { print $2 }' "$FL_LAB_KERNELS_FILE"
+                  } | sort -u); do
     lab_kernel "$arch" "$label"
+    # boot/vmlinuz-RELEASE (vmlinux-RELEASE for an uncompressed image), whatever its name.
     case $(basename "$LAB_KIMAGE") in
-      vmlinuz|vmlinux) cp "$LAB_KIMAGE" "$stage/boot/$(basename "$LAB_KIMAGE")-$LAB_KREL" ;;
-      *) cp "$LAB_KIMAGE" "$stage/boot/$(basename "$LAB_KIMAGE")" ;;
+      vmlinux*) cp "$LAB_KIMAGE" "$stage/boot/vmlinux-$LAB_KREL" ;;
+      *) cp "$LAB_KIMAGE" "$stage/boot/vmlinuz-$LAB_KREL" ;;
     esac
     "$FL_LAB_DIR/mkinitramfs.sh" "$arch" "$label" "$stage/boot/initrd.img-$LAB_KREL" "${initrd_args[@]}"
     echo "$LAB_KREL" >"$stage/boot/release-$label"
@@ -221,6 +241,7 @@ EOF
     mke2fs -q -t ext4 -L faultline -d "$stage" "$file"
     lab_log "disk $file: ext4 $size with boot/: $(ls "$stage/boot" | tr '\n' ' ')"
   fi
+  if [ -n "$keep_boot" ]; then rm -rf "$keep_boot"; mkdir -p "$keep_boot"; cp -a "$stage/boot/." "$keep_boot/"; fi
   rm -rf "$stage"
 }
 
@@ -234,6 +255,13 @@ case $cmd in
   disk) cmd_disk "$@" ;;
   boot) exec "$FL_LAB_DIR/boot.sh" "$@" ;;
   selftest) exec "$FL_LAB_DIR/selftest.sh" "$@" ;;
-  study) exec "$FL_LAB_DIR/study.sh" "$@" ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  study-one) exec "$FL_LAB_DIR/study.sh" "$@" ;;
+  study) cmd_study "$@" ;;
+  up) cmd_up "$@" ;;
+  down) cmd_down "$@" ;;
+  status) cmd_status "$@" ;;
+  env) cmd_env "$@" ;;
+  timings) cmd_timings "$@" ;;
+  clear-needs-check) cmd_clear_needs_check "$@" ;;
+  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

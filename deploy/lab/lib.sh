@@ -96,12 +96,16 @@ lab_unpacked() {  # lab_unpacked POOL_PATH
 }
 
 # The unpacked tree of the kernel of ARCH LABEL; sets LAB_KREL (its release) and
+# LAB_KIMAGE (the image qemu -kernel and kexec load), LAB_KDIR (the unpacked package),
+# LAB_KMODROOT (its modules directory: $LAB_KMODROOT/$LAB_KREL) and LAB_KINITRD (a user's
+# initrd to put in front of the lab's initramfs; custom kernels only). A custom kernel
+# (lab.sh up --kernel) listed in $FL_LAB_KERNELS_FILE wins over the manifest.
 # (Globals for the caller.)
 # shellcheck disable=SC2034
-# LAB_KIMAGE (the image qemu -kernel and kexec load), LAB_KDIR (the unpacked package) and
-# LAB_KMODROOT (its modules directory).
 lab_kernel() {
   local arch=$1 label=$2 lines line dir sub
+  LAB_KINITRD=""
+  if lab_custom_kernel "$arch" "$label"; then return 0; fi
   lines=$(lab_manifest "$arch" "$label")
   [ -n "$lines" ] || lab_die "no kernel '$label' for $arch in $FL_LAB_MANIFEST"
   while IFS= read -r line; do
@@ -137,4 +141,61 @@ lab_kernel() {
     lab_die "no kernel image in $dir/boot or $LAB_KMODROOT/$LAB_KREL"
   fi
   LAB_KDIR=$dir
+}
+
+# Custom kernels (lab.sh up --kernel LABEL=IMAGE,...): $FL_LAB_KERNELS_FILE has lines
+# "arch label release image modroot initrd" ("-": none). Sets the lab_kernel globals.
+# shellcheck disable=SC2034
+lab_custom_kernel() {
+  local f=${FL_LAB_KERNELS_FILE:-} line
+  [ -n "$f" ] && [ -r "$f" ] || return 1
+  line=$(awk -v a="$1" -v l="$2" '$1 == a && $2 == l' "$f" | tail -n1)
+  [ -n "$line" ] || return 1
+  read -r _ _ LAB_KREL LAB_KIMAGE LAB_KMODROOT LAB_KINITRD <<<"$line"
+  [ "$LAB_KMODROOT" != - ] || LAB_KMODROOT=/nonexistent
+  [ "$LAB_KINITRD" != - ] || LAB_KINITRD=""
+  LAB_KDIR=$(dirname "$LAB_KIMAGE")
+  [ -f "$LAB_KIMAGE" ] || lab_die "custom kernel $1/$2: no image $LAB_KIMAGE"
+}
+
+# The release a kernel image reports ("" if it cannot be read): x86 bzImage headers
+# (file), "Linux version X" in the image, or in its gzip/zstd/xz payload.
+lab_image_release() {
+  local img=$1 r=""
+  r=$(file -bL "$img" 2>/dev/null | sed -n 's/.*[, ]version \([^ ,]*\).*/\1/p' | head -n1)
+  if [ -z "$r" ]; then
+    r=$( { cat "$img"; } 2>/dev/null | strings -n 8 | sed -n 's/^.*Linux version \([^ ]*\) .*/\1/p' | head -n1)
+  fi
+  if [ -z "$r" ]; then
+    local dec
+    for dec in "gzip -dc" "zstd -qdc" "xz -dc"; do
+      r=$($dec <"$img" 2>/dev/null | strings -n 8 | sed -n 's/^.*Linux version \([^ ]*\) .*/\1/p' | head -n1 || true)
+      [ -z "$r" ] || break
+    done
+  fi
+  echo "$r"
+}
+
+# The lab architecture of a kernel image, from file(1) ("" when unknown).
+lab_image_arch() {
+  case $(file -bL "$1" 2>/dev/null) in
+    *"x86 boot"*|*x86-64*) echo x86_64 ;;
+    *ARM64*|*aarch64*|*"ARM aarch64"*) echo aarch64 ;;
+    *RISC-V*) echo riscv64 ;;
+    *) echo "" ;;
+  esac
+}
+
+# The qemu accelerator for ARCH: FL_LAB_ACCEL (tcg | kvm | auto; default tcg). kvm only
+# for the host's own architecture with a usable /dev/kvm; auto picks it then.
+lab_accel() {
+  local want=${FL_LAB_ACCEL:-tcg}
+  case $want in
+    tcg) echo tcg ;;
+    kvm|auto)
+      if [ "$1" = "$(uname -m)" ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then echo kvm
+      elif [ "$want" = kvm ]; then lab_die "FL_LAB_ACCEL=kvm: /dev/kvm is not usable or $1 is not this host's architecture"
+      else echo tcg; fi ;;
+    *) lab_die "FL_LAB_ACCEL: tcg, kvm or auto (got '$want')" ;;
+  esac
 }

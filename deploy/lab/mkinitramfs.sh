@@ -128,7 +128,8 @@ declare -A MODPATH=() MODDONE=()
 while IFS= read -r rel; do
   base=$(basename "$rel"); base=${base%%.ko*}
   MODPATH[$(norm "$base")]=$rel
-done < <(cd "$KMOD" && find kernel -name '*.ko' -o -name '*.ko.xz' -o -name '*.ko.zst' -o -name '*.ko.gz')
+done < <(if [ -d "$KMOD/kernel" ]; then cd "$KMOD" && find kernel -name '*.ko' -o -name '*.ko.xz' -o -name '*.ko.zst' -o -name '*.ko.gz'; fi)
+# (A custom kernel without a modules directory: everything it needs is built in.)
 LOAD_ORDER=()
 mkdir -p "$ROOT/lib/modules/$LAB_KREL"
 add_module() {  # add_module NAME: the module and its dependencies, dependencies first
@@ -155,7 +156,7 @@ declare -A MODDEPS=()
 for m in $WANT_MODULES; do add_module "$m"; done
 cp "$KMOD/modules.builtin" "$KMOD/modules.order" "$ROOT/lib/modules/$LAB_KREL/" 2>/dev/null || true
 # load.list for /init (insmod in order) and a modules.dep for busybox modprobe.
-printf '%s\n' "${LOAD_ORDER[@]}" >"$ROOT/lib/modules/$LAB_KREL/load.list"
+[ ${#LOAD_ORDER[@]} -eq 0 ] || printf '%s\n' "${LOAD_ORDER[@]}" >"$ROOT/lib/modules/$LAB_KREL/load.list"
 for m in "${LOAD_ORDER[@]}"; do echo "$m: ${MODDEPS[$m]}"; done | sed 's/ *$//' >"$ROOT/lib/modules/$LAB_KREL/modules.dep"
 
 # --- agent (x86_64: the host build) -----------------------------------------------
@@ -182,6 +183,8 @@ fi
 # --- init, config, overlays ---------------------------------------------------------
 cp "$FL_LAB_DIR/guest/init" "$ROOT/init"; chmod 755 "$ROOT/init"
 cp "$FL_LAB_DIR/guest/systemctl" "$ROOT/usr/bin/systemctl"; chmod 755 "$ROOT/usr/bin/systemctl"
+mkdir -p "$ROOT/opt/faultline/bin"
+cp "$FL_LAB_DIR/guest/lab-power" "$ROOT/opt/faultline/bin/lab-power"; chmod 755 "$ROOT/opt/faultline/bin/lab-power"
 mkdir -p "$ROOT/etc/faultline"; cp "$FL_LAB_DIR/guest/udhcpc.script" "$ROOT/etc/faultline/udhcpc.script"
 mkdir -p "$ROOT/etc/faultline"
 cat >"$ROOT/etc/faultline/lab-build" <<EOF
@@ -202,5 +205,12 @@ case $COMPRESS in
   none) (cd "$ROOT" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) >"$tmp" ;;
   *) rm -f "$tmp"; lab_die "--compress: gzip, zstd or none" ;;
 esac
+if [ -n "${LAB_KINITRD:-}" ]; then
+  # A custom kernel's own initrd goes first (the kernel unpacks concatenated archives in
+  # order; ours, later, wins for /init), padded to 4 bytes.
+  [ -f "$LAB_KINITRD" ] || lab_die "initrd $LAB_KINITRD does not exist"
+  { cat "$LAB_KINITRD"; pad=$(( (4 - $(stat -c %s "$LAB_KINITRD") % 4) % 4 )); head -c "$pad" /dev/zero; cat "$tmp"; } >"$tmp.cat"
+  mv -f "$tmp.cat" "$tmp"
+fi
 mv -f "$tmp" "$OUT"
 lab_log "initramfs $OUT ($ARCH $LABEL, $LAB_KREL): $(du -h "$OUT" | cut -f1), modules: ${#LOAD_ORDER[@]}"

@@ -64,7 +64,8 @@ int AgentsCommand(JobStub& client, const CliEnv& env);
 // A = baseline samples, B = candidate samples (samples.h); bad files are usage errors.
 // `paired`: line i of A with line i of B (unequal counts are a usage error naming both).
 int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,
-                   const controller::CompareOptions& options, ReportFormat format, bool paired = false);
+                   const controller::CompareOptions& options, ReportFormat format,
+                   bool paired = false);
 
 // Makes a client for a controller address.
 using StubFactory = std::function<std::unique_ptr<JobStub>(const CliEnv& env)>;

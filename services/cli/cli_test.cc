@@ -110,7 +110,76 @@ class FakeJobService final : public v1::JobService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status CreateSchedule(grpc::ServerContext*, const v1::CreateScheduleRequest* request,
+                              v1::Schedule* response) override {
+    std::lock_guard lock(mu);
+    if (request->cron() == "61 * * * *") {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "cron: minute must be 0..59, got 61");
+    }
+    schedule_requests.push_back(*request);
+    response->set_id(7);
+    response->set_name(request->name());
+    response->set_cron(request->cron());
+    response->mutable_next_run()->set_seconds(1796090400);  // 2026-12-01T02:00:00Z
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListSchedules(grpc::ServerContext*, const v1::ListSchedulesRequest*,
+                             v1::ListSchedulesResponse* response) override {
+    v1::Schedule* s = response->add_schedules();
+    s->set_id(7);
+    s->set_name("nightly-swap");
+    s->set_cron("0 2 * * *");
+    s->mutable_spec()->set_benchmark("swap-in");
+    s->mutable_next_run()->set_seconds(1796090400);
+    s->set_last_job_id(41);
+    v1::Schedule* never = response->add_schedules();
+    never->set_id(8);
+    never->set_name("weekly");
+    never->set_cron("0 3 * * 0");
+    never->mutable_spec()->set_benchmark("filemap-thrash");
+    never->mutable_next_run()->set_seconds(1796349600);
+    never->set_last_error("no board serves kernel 'patched'");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status DeleteSchedule(grpc::ServerContext*, const v1::DeleteScheduleRequest* request,
+                              v1::DeleteScheduleResponse*) override {
+    if (request->id() != 7) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no schedule 9");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListChangePoints(grpc::ServerContext*, const v1::ListChangePointsRequest* request,
+                                v1::ListChangePointsResponse* response) override {
+    last_include_closed = request->include_closed();
+    v1::ChangePoint* c = response->add_change_points();
+    c->set_id(3);
+    c->set_state("open");
+    c->set_study("nightly-swap");
+    c->set_benchmark("swap-in");
+    c->set_config("readers=2");
+    c->set_board("lab-x86_64");
+    c->set_kernel("patched");
+    c->set_job_id(37);
+    c->set_mean_before(1000);
+    c->set_mean_after(812.5);
+    c->set_relative_change(-0.1875);
+    c->set_p_value(0.00042);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status SetChangePointState(grpc::ServerContext*,
+                                   const v1::SetChangePointStateRequest* request,
+                                   v1::ChangePoint* response) override {
+    if (request->id() != 3) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no change point 4");
+    response->set_id(3);
+    response->set_state(request->state());
+    return grpc::Status::OK;
+  }
+
   std::mutex mu;
+  std::vector<v1::CreateScheduleRequest> schedule_requests;
+  bool last_include_closed = false;
   std::vector<v1::JobSpec> submitted;
   std::vector<v1::JobProgress> watch_events;
   v1::JobState get_job_state = v1::JOB_STATE_SUCCEEDED;
@@ -336,6 +405,57 @@ TEST_F(CliTest, CompareErrorsNameTheFileAndLine) {
   EXPECT_EQ(Run({"compare", good, good, "--alpha", "2"}), 2);
   EXPECT_EQ(Run({"compare", good, good, "--format", "xml"}), 2);
   EXPECT_TRUE(target_.empty());
+}
+
+TEST_F(CliTest, ScheduleSchedulesAndUnschedule) {
+  const std::string spec = WriteSpec(kSpec);
+  EXPECT_EQ(Run({"schedule", spec, "--cron", "0 2 * * *", "--name", "nightly"}), 0);
+  EXPECT_EQ(out_.str(), "7\n");  // the id alone on stdout, for scripts
+  EXPECT_EQ(err_.str(), "schedule 7 'nightly' (0 2 * * *) next run 2026-12-01T02:00:00Z\n");
+  ASSERT_EQ(service_.schedule_requests.size(), 1u);
+  EXPECT_EQ(service_.schedule_requests[0].spec().benchmark(), "filemap-thrash");
+  EXPECT_EQ(service_.schedule_requests[0].spec().matrix().at("threads").values_size(), 2);
+  // The controller's refusal: exit 1, one line naming the field.
+  EXPECT_EQ(Run({"schedule", spec, "--cron", "61 * * * *", "--name", "bad"}), 1);
+  EXPECT_EQ(err_.str(), "faultline: INVALID_ARGUMENT: cron: minute must be 0..59, got 61\n");
+  // A bad spec file never reaches the controller.
+  EXPECT_EQ(Run({"schedule", WriteFile("bad.yaml", "duration: [\n"), "--cron", "0 2 * * *",
+                 "--name", "x"}),
+            2);
+  EXPECT_EQ(service_.schedule_requests.size(), 1u);
+  EXPECT_EQ(Run({"schedule", spec, "--name", "no-cron"}), 2);  // --cron is required
+
+  EXPECT_EQ(Run({"schedules"}), 0);
+  EXPECT_EQ(out_.str(),
+            "id\tname\tcron\tbenchmark\tnext run\tlast job\tlast error\n"
+            "7\tnightly-swap\t0 2 * * *\tswap-in\t2026-12-01T02:00:00Z\t41\t-\n"
+            "8\tweekly\t0 3 * * 0\tfilemap-thrash\t2026-12-04T02:00:00Z\t-\tno board serves kernel "
+            "'patched'\n");
+
+  EXPECT_EQ(Run({"unschedule", "7"}), 0);
+  EXPECT_EQ(out_.str(), "schedule 7 deleted\n");
+  EXPECT_EQ(Run({"unschedule", "9"}), 1);
+  EXPECT_EQ(err_.str(), "faultline: NOT_FOUND: no schedule 9\n");
+  EXPECT_EQ(Run({"unschedule", "0"}), 2);  // ids are positive
+}
+
+TEST_F(CliTest, ChangesAndMark) {
+  EXPECT_EQ(Run({"changes"}), 0);
+  EXPECT_FALSE(service_.last_include_closed);
+  EXPECT_EQ(
+      out_.str(),
+      "id\tstate\tstudy\tbenchmark\tconfig\tboard\tkernel\tfrom job\tbefore\tafter\tchange\tp\n"
+      "3\topen\tnightly-swap\tswap-in\treaders=2\tlab-x86_64\tpatched\t37\t1000.00\t812.50\t-18.8%"
+      "\t0.00042\n");
+  EXPECT_EQ(Run({"changes", "--all"}), 0);
+  EXPECT_TRUE(service_.last_include_closed);
+
+  EXPECT_EQ(Run({"mark", "3", "acknowledged"}), 0);
+  EXPECT_EQ(out_.str(), "change point 3 is acknowledged\n");
+  EXPECT_EQ(Run({"mark", "4", "fixed"}), 1);
+  EXPECT_EQ(err_.str(), "faultline: NOT_FOUND: no change point 4\n");
+  EXPECT_EQ(Run({"mark", "3", "done"}), 2);  // not a state: a usage error, nothing sent
+  EXPECT_THAT(err_.str(), HasSubstr("STATE"));
 }
 
 TEST_F(CliTest, CancelAndAgents) {

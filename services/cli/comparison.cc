@@ -427,9 +427,10 @@ std::string RenderOfflineComparison(const v1::Comparison& c, const controller::C
   table.rows.push_back({std::to_string(c.n_baseline()), std::to_string(c.n_candidate()), FormatChange(c.ratio()),
                         FormatCi(c.ci_low(), c.ci_high()), FormatPValue(c.p_value()), FormatPValue(c.q_value()),
                         c.verdict()});
-  const std::string test = c.paired() ? "paired (line i of A with line i of B): Hodges-Lehmann change of the "
-                                        "log ratios, CI and one-sided p from the exact signed-rank distribution"
-                                      : "Hodges-Lehmann change, CI, one-sided p";
+  const std::string test =
+      c.paired() ? "paired (line i of A with line i of B): Hodges-Lehmann change of the "
+                   "log ratios, CI and one-sided p from the exact signed-rank distribution"
+                 : "Hodges-Lehmann change, CI, one-sided p";
   table.headers[0] = c.paired() ? "pairs" : "n A";
   out += RenderSection("B vs A: " + test + ", q (two-sided p); " +
                            EffectText(options.alpha, options.min_effect) + ":",

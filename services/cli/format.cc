@@ -337,8 +337,9 @@ std::string RenderReport(const v1::GetReportResponse& report, ReportFormat forma
   if (format == ReportFormat::kMarkdown) {
     std::string out = "**" + EscapeMarkdown(title) + "**\n\n";
     if (table.rows.empty()) return out + "No results yet.\n";
-    return out + "Throughput in rounds per second (higher is better).\n\n" + RenderMarkdownTable(table) +
-           CoarseNote(report) + RenderComparisons(report, format) + Caveats(report);
+    return out + "Throughput in rounds per second (higher is better).\n\n" +
+           RenderMarkdownTable(table) + CoarseNote(report) + RenderComparisons(report, format) +
+           Caveats(report);
   }
   std::string out = title + "\n";
   if (table.rows.empty()) return out + "no results yet\n";

@@ -623,7 +623,9 @@ TEST_F(StoreTest, AdaptiveRepetitionsAddPairsUntilTheCiIsNarrowOrAtTheMaximum) {
                   " AND sequence < 16 GROUP BY 1, 2 HAVING count(*) > 1) dup"),
             0);
   // The added blocks are of the cell that was still wide (threads=2) only.
-  EXPECT_EQ(Text("SELECT string_agg(DISTINCT cell->>'threads', ',')" + of_job + " AND sequence >= 16"), "2");
+  EXPECT_EQ(
+      Text("SELECT string_agg(DISTINCT cell->>'threads', ',')" + of_job + " AND sequence >= 16"),
+      "2");
 }
 
 TEST_F(StoreTest, DatabaseDownIsUnavailable) {

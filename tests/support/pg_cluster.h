@@ -13,14 +13,14 @@ const std::string& PgSkipReason();
 bool PostgresInstalled();
 
 // In SetUp() or a test body: skips without PostgreSQL, fails when starting it failed.
-#define FAULTLINE_REQUIRE_PG()                                                        \
-  do {                                                                                \
-    if (::faultline::testing::PgUrl().empty()) {                                      \
-      if (::faultline::testing::PostgresInstalled()) {                                \
-        FAIL() << ::faultline::testing::PgSkipReason();                               \
-      }                                                                               \
-      GTEST_SKIP() << ::faultline::testing::PgSkipReason();                           \
-    }                                                                                 \
+#define FAULTLINE_REQUIRE_PG()                              \
+  do {                                                      \
+    if (::faultline::testing::PgUrl().empty()) {            \
+      if (::faultline::testing::PostgresInstalled()) {      \
+        FAIL() << ::faultline::testing::PgSkipReason();     \
+      }                                                     \
+      GTEST_SKIP() << ::faultline::testing::PgSkipReason(); \
+    }                                                       \
   } while (0)
 
 // A database outage: stops the cluster (fast shutdown) / starts it again on its port.

@@ -81,11 +81,14 @@ kernels:
   EXPECT_EQ(forced->back(), (Argv{"kexec", "-e"}));
   EXPECT_EQ(forced->front(), (Argv{"kexec", "--load", "-i", "/lab/vmlinuz", "--command-line=x"}));
   auto bad = ParseAgentConfig(
-      "board: b\nkernels: [{label: p, release: r, boot: kexec, kernel: /k, kexec_exec: now}]\n", "r");
+      "board: b\nkernels: [{label: p, release: r, boot: kexec, kernel: /k, kexec_exec: now}]\n",
+      "r");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("kernels[0].kexec_exec"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("kernels[0].kexec_exec"), std::string::npos)
+      << bad.status();
   EXPECT_NE(bad.status().message().find("must be one of auto, systemctl, direct"),
-            std::string::npos) << bad.status();
+            std::string::npos)
+      << bad.status();
 }
 
 TEST(BootCommands, GrubRebootIsOneShotThenReboot) {

@@ -484,8 +484,9 @@ TEST(PairedTest, DriftingBoardPairedCiIsNarrowerAndFindsTheChange) {
   const double unpaired_width = std::log(unpaired.ci_high / unpaired.ci_low);
   const double paired_width = std::log(paired.ci_high / paired.ci_low);
   std::printf("drift, B 5%% faster: unpaired %.3f [%.3f, %.3f] %s; paired %.3f [%.3f, %.3f] %s\n",
-              unpaired.ratio, unpaired.ci_low, unpaired.ci_high, std::string(ToString(unpaired.verdict)).c_str(),
-              paired.ratio, paired.ci_low, paired.ci_high, std::string(ToString(paired.verdict)).c_str());
+              unpaired.ratio, unpaired.ci_low, unpaired.ci_high,
+              std::string(ToString(unpaired.verdict)).c_str(), paired.ratio, paired.ci_low,
+              paired.ci_high, std::string(ToString(paired.verdict)).c_str());
   EXPECT_LT(paired_width * 5, unpaired_width);  // > 5x narrower here
   EXPECT_NE(unpaired.verdict, Verdict::kImprovement);
   EXPECT_EQ(paired.verdict, Verdict::kImprovement);
@@ -497,10 +498,12 @@ TEST(PairedTest, DriftingBoardPairedCiIsNarrowerAndFindsTheChange) {
     a2.push_back(level * std::exp(noise(rng) / 4));
     b2.push_back(level * std::exp(noise(rng) / 4));
   }
-  const CellComparison aa_paired = ComparePaired(a2, b2, options), aa_unpaired = Compare(a2, b2, options);
-  std::printf("drift, A/A: unpaired %.3f [%.3f, %.3f] %s; paired %.3f [%.3f, %.3f] %s\n", aa_unpaired.ratio,
-              aa_unpaired.ci_low, aa_unpaired.ci_high, std::string(ToString(aa_unpaired.verdict)).c_str(),
-              aa_paired.ratio, aa_paired.ci_low, aa_paired.ci_high, std::string(ToString(aa_paired.verdict)).c_str());
+  const CellComparison aa_paired = ComparePaired(a2, b2, options),
+                       aa_unpaired = Compare(a2, b2, options);
+  std::printf("drift, A/A: unpaired %.3f [%.3f, %.3f] %s; paired %.3f [%.3f, %.3f] %s\n",
+              aa_unpaired.ratio, aa_unpaired.ci_low, aa_unpaired.ci_high,
+              std::string(ToString(aa_unpaired.verdict)).c_str(), aa_paired.ratio, aa_paired.ci_low,
+              aa_paired.ci_high, std::string(ToString(aa_paired.verdict)).c_str());
   EXPECT_EQ(aa_paired.verdict, Verdict::kNoChange);
   EXPECT_NE(aa_unpaired.verdict, Verdict::kNoChange);
 }

@@ -284,8 +284,10 @@ TEST(CompareKernels, CellsWithTooCoarseRunsAreComparedInPagesPerSecond) {
   std::vector<RunOutcome> outcomes;
   for (int i = 0; i < 6; ++i) {
     // Rounds say A=0..1/s, B=1..2/s (a "change" that is only quantisation); pages agree.
-    outcomes.push_back({slow, "a", "box", true, false, i % 2 == 0 ? 0.0 : 1.0, -1, true, 1000.0 + i});
-    outcomes.push_back({slow, "b", "box", true, false, i % 2 == 0 ? 1.0 : 2.0, -1, true, 1000.5 + i});
+    outcomes.push_back(
+        {slow, "a", "box", true, false, i % 2 == 0 ? 0.0 : 1.0, -1, true, 1000.0 + i});
+    outcomes.push_back(
+        {slow, "b", "box", true, false, i % 2 == 0 ? 1.0 : 2.0, -1, true, 1000.5 + i});
     outcomes.push_back({fast, "a", "box", true, false, 100.0 + i, -1, false, 25600.0 + i});
     outcomes.push_back({fast, "b", "box", true, false, 70.0 + i, -1, false, 17920.0 + i});
   }
@@ -333,14 +335,14 @@ TEST(CompareKernels, EnoughPairsOfAlternatingRunsGiveThePairedVerdict) {
   EXPECT_NEAR(rows[0].stats.ratio, 1.05, 0.02);
   EXPECT_FALSE(rows[0].unpaired.paired);
   EXPECT_NE(rows[0].unpaired.verdict, Verdict::kImprovement);  // drift hides it unpaired
-  EXPECT_GT(rows[0].unpaired.ci_high / rows[0].unpaired.ci_low, rows[0].stats.ci_high / rows[0].stats.ci_low);
+  EXPECT_GT(rows[0].unpaired.ci_high / rows[0].unpaired.ci_low,
+            rows[0].stats.ci_high / rows[0].stats.ci_low);
 
   // Seven pairs cannot reach α = 0.01 paired: the unpaired test decides.
   outcomes.resize(14);
   rows = CompareKernels(outcomes, "a", {"a", "b"}, options);
   EXPECT_FALSE(rows[0].stats.paired);
 }
-
 
 TEST(ValidateJobSpec, AdaptiveRepetitionsAreBoundedAndNeedAComparison) {
   JobSpecInput spec = Example();

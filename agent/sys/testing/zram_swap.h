@@ -57,11 +57,11 @@ class ScopedZramSwap {
 
 // In a test body: `var` holds /dev/zram0 as swap of `bytes` until the end of the scope.
 // Skips when the machine has no free zram device; fails when setting up a free one fails.
-#define FAULTLINE_ZRAM_SWAP_OR_SKIP(var, bytes)                                          \
-  std::string var##_reason;                                                             \
-  if (!::faultline::sys::testing::ScopedZramSwap::DeviceFree(&var##_reason)) {          \
-    GTEST_SKIP() << "zram swap unavailable: " << var##_reason;                          \
-  }                                                                                     \
-  auto var = ::faultline::sys::testing::ScopedZramSwap::Start((bytes), &var##_reason);  \
-  ASSERT_TRUE(var.has_value()) << "setting up zram swap on a free /dev/zram0 failed: "  \
+#define FAULTLINE_ZRAM_SWAP_OR_SKIP(var, bytes)                                        \
+  std::string var##_reason;                                                            \
+  if (!::faultline::sys::testing::ScopedZramSwap::DeviceFree(&var##_reason)) {         \
+    GTEST_SKIP() << "zram swap unavailable: " << var##_reason;                         \
+  }                                                                                    \
+  auto var = ::faultline::sys::testing::ScopedZramSwap::Start((bytes), &var##_reason); \
+  ASSERT_TRUE(var.has_value()) << "setting up zram swap on a free /dev/zram0 failed: " \
                                << var##_reason

@@ -62,15 +62,17 @@ absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* 
   for (const auto& r : *runs) {
     if (!r.has_result) continue;
     const auto parsed = nlohmann::json::parse(r.environment_json, nullptr, false);
-    if (!parsed.is_object() || !parsed.contains("virt.accel") || !parsed["virt.accel"].is_string()) continue;
+    if (!parsed.is_object() || !parsed.contains("virt.accel") || !parsed["virt.accel"].is_string())
+      continue;
     const std::string accel = parsed["virt.accel"].get<std::string>();
     if (accel != "none") accel_of_board[r.board] = accel;
   }
   for (const auto& [board, accel] : accel_of_board) {
     if (accel == "tcg") {
-      resp->add_caveats("board " + board +
-                        " is emulated (virt.accel=tcg): its throughputs are qemu's software "
-                        "emulation, not hardware numbers; compare its kernels only with each other");
+      resp->add_caveats(
+          "board " + board +
+          " is emulated (virt.accel=tcg): its throughputs are qemu's software "
+          "emulation, not hardware numbers; compare its kernels only with each other");
     } else {
       resp->add_caveats("board " + board + " is a virtual machine (virt.accel=" + accel + ")");
     }

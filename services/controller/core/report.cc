@@ -111,8 +111,8 @@ std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcome
         std::vector<double> b = samples(board, cell, kernel, in_pages);
         if (a.empty() && b.empty()) continue;
         const CellComparison unpaired = Compare(a, b, options);
-        ComparisonRow row{cell, board, baseline, kernel, unpaired, in_pages ? "pages/s" : "rounds/s",
-                          unpaired};
+        ComparisonRow row{
+            cell, board, baseline, kernel, unpaired, in_pages ? "pages/s" : "rounds/s", unpaired};
         auto [pa, pb] = pairs(board, cell, baseline, kernel, in_pages);
         if (static_cast<int>(pa.size()) >= MinPairsForAlpha(options.alpha)) {
           row.stats = ComparePaired(pa, pb, options);

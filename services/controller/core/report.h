@@ -19,9 +19,9 @@ struct ComparisonRow {
   std::string board;
   std::string baseline;
   std::string candidate;
-  CellComparison stats;              // what the verdict is based on (paired or unpaired)
+  CellComparison stats;             // what the verdict is based on (paired or unpaired)
   std::string metric = "rounds/s";  // "pages/s" when a run of the cell was too coarse
-  CellComparison unpaired;           // the unpaired estimate, always (equal to stats if unpaired)
+  CellComparison unpaired;          // the unpaired estimate, always (equal to stats if unpaired)
 };
 
 // Smallest number of pairs with which the exact two-sided signed-rank p can reach α at

@@ -306,7 +306,8 @@ std::vector<double> SignedRankCounts(const std::vector<int>& ranks2) {
   int reach = 0;
   for (int r : ranks2) {
     for (int s = reach; s >= 0; --s) {
-      if (counts[static_cast<size_t>(s)] != 0) counts[static_cast<size_t>(s + r)] += counts[static_cast<size_t>(s)];
+      if (counts[static_cast<size_t>(s)] != 0)
+        counts[static_cast<size_t>(s) + static_cast<size_t>(r)] += counts[static_cast<size_t>(s)];
     }
     reach += r;
   }
@@ -336,14 +337,18 @@ CellComparison ComparePaired(const std::vector<double>& a_in, const std::vector<
     return out;
   }
   const std::vector<double> a = Clamped(a_raw), b = Clamped(b_raw);
-  out.max_b_below_min_a = *std::max_element(b.begin(), b.end()) < *std::min_element(a.begin(), a.end());
+  out.max_b_below_min_a =
+      *std::max_element(b.begin(), b.end()) < *std::min_element(a.begin(), a.end());
   std::vector<double> d(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) d[static_cast<size_t>(i)] = std::log(b[static_cast<size_t>(i)]) - std::log(a[static_cast<size_t>(i)]);
+  for (int i = 0; i < n; ++i)
+    d[static_cast<size_t>(i)] =
+        std::log(b[static_cast<size_t>(i)]) - std::log(a[static_cast<size_t>(i)]);
 
   std::vector<double> walsh;
   walsh.reserve(static_cast<size_t>(n) * (n + 1) / 2);
   for (int i = 0; i < n; ++i) {
-    for (int j = i; j < n; ++j) walsh.push_back((d[static_cast<size_t>(i)] + d[static_cast<size_t>(j)]) / 2);
+    for (int j = i; j < n; ++j)
+      walsh.push_back((d[static_cast<size_t>(i)] + d[static_cast<size_t>(j)]) / 2);
   }
   std::sort(walsh.begin(), walsh.end());
   out.ratio = std::exp(MedianOf(walsh));
@@ -362,8 +367,10 @@ CellComparison ComparePaired(const std::vector<double>& a_in, const std::vector<
   double tie_term = 0;
   for (size_t i = 0; i < order.size();) {
     size_t j = i;
-    while (j + 1 < order.size() && std::fabs(nonzero[order[j + 1]]) == std::fabs(nonzero[order[i]])) ++j;
-    const int doubled = static_cast<int>(i + 1 + j + 1);  // 2 × mid-rank of positions i..j (1-based)
+    while (j + 1 < order.size() && std::fabs(nonzero[order[j + 1]]) == std::fabs(nonzero[order[i]]))
+      ++j;
+    const int doubled =
+        static_cast<int>(i + 1 + j + 1);  // 2 × mid-rank of positions i..j (1-based)
     for (size_t k = i; k <= j; ++k) ranks2[order[k]] = doubled;
     const double t = static_cast<double>(j - i + 1);
     tie_term += t * t * t - t;
@@ -422,8 +429,8 @@ CellComparison ComparePaired(const std::vector<double>& a_in, const std::vector<
     }
   } else {
     const double z = NormalQuantile(1 - (1 - options.confidence) / 2);
-    const double kk = std::floor(big_m / 2.0 + 0.5 -
-                                 z * std::sqrt(static_cast<double>(n) * (n + 1) * (2 * n + 1) / 24));
+    const double kk = std::floor(
+        big_m / 2.0 + 0.5 - z * std::sqrt(static_cast<double>(n) * (n + 1) * (2 * n + 1) / 24));
     k = kk >= 1 ? static_cast<int>(kk) : 0;
   }
   k = std::min(k, (big_m + 1) / 2);

@@ -60,7 +60,7 @@ struct CellComparison {
   double q_value = 1;        // BH-adjusted min(1, 2·p_value) across the study (one cell: no BH)
   bool exact = true;         // exact distribution (false: normal approximation)
   bool max_b_below_min_a = false;  // every B sample is below every A sample
-  bool paired = false;       // ComparePaired: n_a == n_b pairs, signed-rank statistics
+  bool paired = false;             // ComparePaired: n_a == n_b pairs, signed-rank statistics
   Verdict verdict = Verdict::kInconclusive;
 };
 

@@ -801,8 +801,7 @@ absl::StatusOr<int64_t> PgStore::StoreResult(const std::string& board, int64_t r
                     run_id, attempt_id, board, result.throughput,
                     static_cast<int64_t>(result.rounds), result.duration_seconds,
                     result.warmup_seconds, result.counters_json, result.environment_json,
-                    static_cast<int64_t>(result.pages), result.pages_per_second,
-                    result.too_coarse);
+                    static_cast<int64_t>(result.pages), result.pages_per_second, result.too_coarse);
       pqxx::stream_to samples(w, "samples",
                               std::vector<std::string>{"run_id", "second", "rounds", "pages"});
       for (size_t i = 0; i < result.samples.size(); ++i) {
