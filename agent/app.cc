@@ -16,10 +16,11 @@
 #include "agent/runner/runner.h"
 #include "agent/sys/board_facts.h"
 #include "agent/sys/cgroup.h"
+#include "agent/sys/environment.h"
 #include "agent/sys/file_io.h"
 #include "agent/sys/zram_swap.h"
-#include "services/common/benchmarks.h"
 #include "google/protobuf/util/json_util.h"
+#include "services/common/benchmarks.h"
 #include "services/common/log.h"
 #include "services/common/units.h"
 
@@ -56,6 +57,7 @@ v1::Board BoardFromFacts(const AgentConfig& config, const sys::BoardFacts& facts
   }
   for (const auto& [k, v] : config.labels) (*b.mutable_labels())[k] = v;
   b.set_agent_version(kAgentVersion);
+  b.set_virt_accel(sys::DetectVirtAccel());
   return b;
 }
 

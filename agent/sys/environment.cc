@@ -71,6 +71,10 @@ std::string VirtAccel(const std::string& cmdline, const std::string& x86_hypervi
   return printable;
 }
 
+std::string DetectVirtAccel() {
+  return VirtAccel(ReadFileToString("/proc/cmdline", nullptr).value_or(""), X86HypervisorVendor());
+}
+
 std::string KernelConfigFlag(const std::string& config_text, const std::string& name) {
   const std::string key = "CONFIG_" + name + "=";
   std::istringstream lines(config_text);

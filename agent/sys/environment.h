@@ -38,6 +38,8 @@ std::map<std::string, std::string> CollectEnvironmentFingerprint(
 // `cmdline` is /proc/cmdline; `x86_hypervisor_vendor` the 12-byte leaf-0x40000000 vendor
 // ("" when the hypervisor bit is clear or not x86).
 std::string VirtAccel(const std::string& cmdline, const std::string& x86_hypervisor_vendor);
+// VirtAccel of this machine (/proc/cmdline and CPUID).
+std::string DetectVirtAccel();
 
 // "y" / "n" for CONFIG_<name> in a kernel config text (# ... is not set, or absent: "n").
 std::string KernelConfigFlag(const std::string& config_text, const std::string& name);

@@ -224,13 +224,16 @@ Table AgentsTable(const v1::ListAgentsResponse& response, std::chrono::system_cl
     if (!board.running_kernel_label().empty()) kernel = board.running_kernel_label() + " (" + kernel + ")";
     std::string health = board.health().empty() ? "-" : board.health();
     if (health != "ok" && !board.health_reason().empty()) health += ": " + board.health_reason();
-    table.rows.push_back({board.name(), board.arch().empty() ? "-" : board.arch(),
-                          std::to_string(board.cpu_count()),
-                          board.memory_bytes() == 0 ? "-" : FormatSize(board.memory_bytes()),
-                          board.page_size() == 0 ? "-" : FormatSize(board.page_size()),
-                          board.cgroup_version() == 0 ? "-" : "v" + std::to_string(board.cgroup_version()),
-                          kernel, board.state().empty() ? "-" : board.state(), FormatAge(board.last_seen(), now),
-                          std::to_string(board.kernel_switches()), health});
+    std::string arch = board.arch().empty() ? "-" : board.arch();
+    if (!board.virt_accel().empty() && board.virt_accel() != "none")
+      arch += " (" + board.virt_accel() + ")";
+    table.rows.push_back(
+        {board.name(), arch, std::to_string(board.cpu_count()),
+         board.memory_bytes() == 0 ? "-" : FormatSize(board.memory_bytes()),
+         board.page_size() == 0 ? "-" : FormatSize(board.page_size()),
+         board.cgroup_version() == 0 ? "-" : "v" + std::to_string(board.cgroup_version()), kernel,
+         board.state().empty() ? "-" : board.state(), FormatAge(board.last_seen(), now),
+         std::to_string(board.kernel_switches()), health});
   }
   return table;
 }

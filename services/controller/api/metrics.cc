@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "nlohmann/json.hpp"
 #include "prometheus/gauge.h"
 #include "prometheus/text_serializer.h"
 #include "services/controller/api/report_builder.h"
@@ -235,9 +236,27 @@ std::string ControllerMetrics::Render(PgStore* store) {
                                .Name("faultline_board_kernel_switches_total")
                                .Help("Kernel switches ordered for the board")
                                .Register(state);
+    auto& board_info = prometheus::BuildGauge()
+                           .Name("faultline_board_info")
+                           .Help(
+                               "1 per board, with what it is: virt_accel (tcg = emulated CPU, "
+                               "not hardware numbers; kvm; none) and the running kernel release")
+                           .Register(state);
     int online = 0, offline = 0;
     for (const auto& b : *boards) {
       prometheus::Labels labels = {{"board", b.summary.name}, {"arch", b.summary.arch}};
+      {
+        const auto facts = nlohmann::json::parse(b.facts_json, nullptr, false);
+        auto text = [&](const char* key) {
+          return facts.is_object() && facts.contains(key) && facts[key].is_string()
+                     ? facts[key].get<std::string>()
+                     : std::string();
+        };
+        prometheus::Labels info = labels;
+        info["virt_accel"] = text("virt_accel").empty() ? "unknown" : text("virt_accel");
+        info["kernel_release"] = text("running_kernel_release");
+        board_info.Add(info).Set(1);
+      }
       board_up.Add(labels).Set(b.online ? 1 : 0);
       board_busy.Add(labels).Set(b.current_run_id != 0 ? 1 : 0);
       board_switches.Add(labels).Increment(static_cast<double>(b.summary.kernel_switches));
