@@ -1,5 +1,7 @@
 #include "agent/kernel_switch.h"
 
+#include "services/common/strings.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -24,10 +26,8 @@ namespace {
 constexpr char kPendingFile[] = "kernel-switch.pending";
 constexpr char kNeedsCheckFile[] = "needs-check";
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  size_t start = s.find_first_not_of(' ');
-  return start == std::string::npos ? "" : s.substr(start);
+std::string Trim(const std::string& s) {
+  return std::string(TrimSpace(s));
 }
 
 // One line per value: newlines inside a value (a reason from a command's output) are

@@ -1,5 +1,7 @@
 #include "agent/sys/board_facts.h"
 
+#include "services/common/strings.h"
+
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -11,9 +13,7 @@ namespace faultline::sys {
 namespace {
 
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
-  return s;
+  return TrimSpace(s);
 }
 
 // First "key : value" line whose key is `key` (cpuinfo pads keys with tabs).

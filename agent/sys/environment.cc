@@ -1,5 +1,7 @@
 #include "agent/sys/environment.h"
 
+#include "services/common/strings.h"
+
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -15,11 +17,10 @@
 namespace faultline::sys {
 namespace {
 
+// sysfs/procfs values end in a newline, device-tree strings in NULs.
 std::string Trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\0')) {
-    text.pop_back();
-  }
-  return text;
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  return std::string(TrimSpace(text));
 }
 
 void PutFile(std::map<std::string, std::string>* env, const std::string& key,

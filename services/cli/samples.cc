@@ -1,5 +1,7 @@
 #include "services/cli/samples.h"
 
+#include "services/common/strings.h"
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -14,11 +16,7 @@ namespace faultline::cli {
 namespace {
 
 std::string_view Trim(std::string_view text) {
-  constexpr std::string_view kSpace = " \t\r\v\f";
-  const size_t first = text.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  const size_t last = text.find_last_not_of(kSpace);
-  return text.substr(first, last - first + 1);
+  return TrimSpace(text);
 }
 
 }  // namespace

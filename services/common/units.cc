@@ -1,5 +1,7 @@
 #include "services/common/units.h"
 
+#include "services/common/strings.h"
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -9,9 +11,7 @@ namespace faultline {
 namespace {
 
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
+  return TrimSpace(s);
 }
 
 void SetError(std::string* error, std::string message) {

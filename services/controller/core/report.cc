@@ -10,10 +10,7 @@
 namespace faultline::controller {
 
 double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  return MedianOf(std::move(values));
 }
 
 std::vector<SummaryRow> Summarize(const std::vector<RunOutcome>& outcomes) {

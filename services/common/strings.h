@@ -1,0 +1,16 @@
+#pragma once
+// String helpers shared by every component, cross-built for boards too (so not Abseil's,
+// which the portable parts do not link).
+#include <cctype>
+#include <string_view>
+
+namespace faultline {
+
+// Without leading and trailing ASCII whitespace (space, \t, \n, \v, \f, \r).
+inline std::string_view TrimSpace(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace faultline
