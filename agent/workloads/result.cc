@@ -1,8 +1,10 @@
 #include "agent/workloads/result.h"
 
+#include <cmath>
+#include <nlohmann/json.hpp>
+
 #include "agent/sys/cgroup.h"
 #include "agent/sys/file_io.h"
-#include "agent/workloads/json_writer.h"
 
 namespace faultline::workloads {
 namespace {
@@ -44,33 +46,30 @@ double Delta(uint64_t start, uint64_t end) {
 }  // namespace
 
 std::string FormatWorkloadResultJson(const WorkloadResultData& result) {
-  JsonWriter json;
-  json.BeginObject();
-  json.Key("benchmark").String(result.benchmark);
-  json.Key("throughput_rounds_per_second").Double(result.throughput_rounds_per_second);
-  json.Key("rounds").Uint(result.rounds);
-  json.Key("pages").Uint(result.pages);
-  json.Key("pages_per_second").Double(result.pages_per_second);
-  json.Key("too_coarse").Bool(result.too_coarse);
-  json.Key("duration_seconds").Double(result.duration_seconds);
-  json.Key("warmup_seconds").Double(result.warmup_seconds);
-  json.Key("samples").BeginArray();
+  // JSON has no inf/NaN (a counter over a zero-length interval): written as 0.
+  auto number = [](double v) { return std::isfinite(v) ? v : 0.0; };
+  nlohmann::ordered_json json;
+  json["benchmark"] = result.benchmark;
+  json["throughput_rounds_per_second"] = number(result.throughput_rounds_per_second);
+  json["rounds"] = result.rounds;
+  json["pages"] = result.pages;
+  json["pages_per_second"] = number(result.pages_per_second);
+  json["too_coarse"] = result.too_coarse;
+  json["duration_seconds"] = number(result.duration_seconds);
+  json["warmup_seconds"] = number(result.warmup_seconds);
+  json["samples"] = nlohmann::ordered_json::array();
   for (const auto& s : result.samples) {
-    json.BeginObject().Key("second").Uint(s.second).Key("rounds").Uint(s.rounds);
-    json.Key("pages").Uint(s.pages).EndObject();
+    json["samples"].push_back({{"second", s.second}, {"rounds", s.rounds}, {"pages", s.pages}});
   }
-  json.EndArray();
-  json.Key("params").BeginObject();
-  for (const auto& [k, v] : result.params) json.Key(k).String(v);
-  json.EndObject();
-  json.Key("counters").BeginObject();
-  for (const auto& [k, v] : result.counters) json.Key(k).Double(v);
-  json.EndObject();
-  json.Key("environment").BeginObject();
-  for (const auto& [k, v] : result.environment) json.Key(k).String(v);
-  json.EndObject();
-  json.EndObject();
-  return json.text();
+  json["params"] = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : result.params) json["params"][k] = v;
+  json["counters"] = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : result.counters) json["counters"][k] = number(v);
+  json["environment"] = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : result.environment) json["environment"][k] = v;
+  // Bytes that are not UTF-8 (a path, a kernel's cmdline) become U+FFFD: protobuf's JSON
+  // parser rejects invalid UTF-8, and the result must always reach the controller.
+  return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 CounterSnapshot TakeCounterSnapshot(const std::string& memcg_dir) {
