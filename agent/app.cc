@@ -1,5 +1,7 @@
 #include "agent/app.h"
 
+#include "services/common/tls.h"
+
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -284,22 +286,12 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
       token.pop_back();
     }
   }
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!config->tls_ca.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    for (auto [path, target] : {std::pair<const std::string*, std::string*>{&config->tls_ca, &ssl.pem_root_certs},
-                                {&config->tls_cert, &ssl.pem_cert_chain},
-                                {&config->tls_key, &ssl.pem_private_key}}) {
-      if (path->empty()) continue;
-      auto pem = sys::ReadFileToString(*path, &error);
-      if (!pem) {
-        log::error("event=tls_unreadable error=\"{}\"", error);
-        return 2;
-      }
-      *target = *pem;
-    }
-    credentials = grpc::SslCredentials(ssl);
+  auto tls = ClientCredentials({config->tls_ca, config->tls_cert, config->tls_key});
+  if (!tls.ok()) {
+    log::error("event=tls_unreadable error=\"{}\"", std::string(tls.status().message()));
+    return 2;
   }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = *tls;
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

@@ -1,5 +1,7 @@
 #include "services/cli/cli.h"
 
+#include "services/common/tls.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -356,21 +358,9 @@ int CompareCommand(const CliEnv& env, const std::string& a_path, const std::stri
 }
 
 std::unique_ptr<JobStub> Connect(const CliEnv& env) {
-  if (env.tls_ca.empty()) {
-    return v1::JobService::NewStub(grpc::CreateChannel(env.controller, grpc::InsecureChannelCredentials()));
-  }
-  grpc::SslCredentialsOptions ssl;
-  for (auto [path, target] : {std::pair<const std::string*, std::string*>{&env.tls_ca, &ssl.pem_root_certs},
-                              {&env.tls_cert, &ssl.pem_cert_chain},
-                              {&env.tls_key, &ssl.pem_private_key}}) {
-    if (path->empty()) continue;
-    std::ifstream in(*path);
-    if (!in) return nullptr;
-    std::stringstream pem;
-    pem << in.rdbuf();
-    *target = pem.str();
-  }
-  return v1::JobService::NewStub(grpc::CreateChannel(env.controller, grpc::SslCredentials(ssl)));
+  auto credentials = ClientCredentials({env.tls_ca, env.tls_cert, env.tls_key});
+  if (!credentials.ok()) return nullptr;  // the caller names the --tls-* options
+  return v1::JobService::NewStub(grpc::CreateChannel(env.controller, *credentials));
 }
 
 int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& connect) {

@@ -18,40 +18,20 @@
 #include "services/controller/api/services.h"
 #include "services/controller/storage/store.h"
 
+#include "services/common/tls.h"
+
 namespace faultline::controller {
 namespace {
 
-std::optional<std::string> ReadPem(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const ControllerOptions& options,
                                                            std::string* error) {
-  if (options.tls_cert.empty() && options.tls_key.empty()) {
-    return grpc::InsecureServerCredentials();
-  }
-  auto cert = ReadPem(options.tls_cert);
-  auto key = ReadPem(options.tls_key);
-  if (!cert || !key) {
-    *error = "cannot read --tls-cert/--tls-key";
+  auto credentials =
+      faultline::ServerCredentials({options.tls_cert, options.tls_key, options.tls_client_ca});
+  if (!credentials.ok()) {
+    *error = "--tls-cert/--tls-key/--tls-client-ca: " + std::string(credentials.status().message());
     return nullptr;
   }
-  grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
-  if (!options.tls_client_ca.empty()) {
-    auto ca = ReadPem(options.tls_client_ca);
-    if (!ca) {
-      *error = "cannot read --tls-client-ca";
-      return nullptr;
-    }
-    ssl.pem_root_certs = *ca;
-    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-  }
-  return grpc::SslServerCredentials(ssl);
+  return *credentials;
 }
 
 std::unique_ptr<PgStore> OpenMigrated(const std::string& database_url) {
