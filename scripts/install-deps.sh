@@ -16,7 +16,7 @@ packages=(
   clang-format clang-tidy
   # the virtual board lab (deploy/lab) and the full-agent cross-builds
   qemu-system-x86 qemu-system-arm qemu-system-misc busybox-static cpio zstd xz-utils
-  e2fsprogs binutils mmdebstrap
+  e2fsprogs binutils mmdebstrap file
 )
 
 missing=()

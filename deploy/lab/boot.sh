@@ -10,7 +10,8 @@
 #                      with the host's time (epoch seconds); prints the qemu pid (also FILE.pid)
 #   --wait             with --log: stay until qemu ends (console drained); exit with qemu's status
 #   --pidfile FILE     with --log: qemu's pid also in FILE
-#   --accel tcg|kvm    default: lab_accel (FL_LAB_ACCEL, tcg); kvm uses -cpu host on x86_64
+#   --accel tcg|kvm    default: lab_accel (FL_LAB_ACCEL, tcg); kvm uses -cpu host on x86_64;
+#                      tcg: thread=single on x86_64 (FL_LAB_TCG_THREAD)
 #   --mem MB (1024)  --smp N (2)  --hostfwd tcp::HOSTPORT-:GUESTPORT (repeatable)
 #   --qemu-arg ARG     one extra qemu argument (repeatable)
 # Without --log: qemu in the foreground on this terminal (-nographic; Ctrl-A x quits).
@@ -20,7 +21,7 @@ FL_LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 . "$FL_LAB_DIR/lib.sh"
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] || usage
 ARCH=$1 LABEL=$2; shift 2
 DISK="" APPEND="" INITRD="" REBUILD=0 LOG="" MEM=1024 SMP=2 FWD="" EXTRA=() WAIT=0 PIDFILE="" ACCEL=""
@@ -54,8 +55,12 @@ case $ARCH in
 esac
 lab_need "$QEMU" "$QPKG"
 [ -n "$ACCEL" ] || ACCEL=$(lab_accel "$ARCH")
+# TCG: x86_64 guests run their vCPUs on one host thread (thread=single). With MTTCG a 6.12
+# guest hit "Oops: int3" in text_poke_bp'd code on another vCPU at boot (cross-modifying
+# code) now and then. FL_LAB_TCG_THREAD=single|multi overrides.
+TCG_THREAD=${FL_LAB_TCG_THREAD:-$([ "$ARCH" = x86_64 ] && echo single || echo multi)}
 case $ACCEL in
-  tcg) ;;
+  tcg) ACCEL=tcg,thread=$TCG_THREAD ;;
   kvm) [ "$ARCH" = x86_64 ] && MACHINE=(-M q35 -cpu host) ;;
   *) lab_die "--accel: tcg or kvm" ;;
 esac
@@ -87,10 +92,10 @@ mkdir -p "$(dirname "$LOG")"
 rm -f "$LOG.pid"
 # The console, each line with the host's time: boot and kexec timings come from here.
 # (qemu's status is kept in $LOG.rc: the pipeline's is the reader's.)
-( "$QEMU" "${ARGS[@]}" -monitor none -pidfile "$LOG.pid" </dev/null 2>&1
-  echo "$?" >"$LOG.rc" ) |
-    while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"; done >>"$LOG" \
-  </dev/null 2>&1 &   # not our stdout: $(boot.sh --log ...) returns at once
+rm -f "$LOG.rc"
+( ( "$QEMU" "${ARGS[@]}" -monitor none -pidfile "$LOG.pid" </dev/null 2>&1; echo "$?" >"$LOG.rc" ) |
+    while IFS= read -r line || [ -n "$line" ]; do printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"; done >>"$LOG" ) \
+  </dev/null >/dev/null 2>&1 &   # not our stdout: $(boot.sh --log ...) returns at once
 PIPE_PID=$!
 printf '%s qemu-launch %s %s\n' "$EPOCHREALTIME" "$ARCH" "$LABEL" >"$LOG.launch"
 for _ in $(seq 1 100); do [ -s "$LOG.pid" ] && break; kill -0 "$PIPE_PID" 2>/dev/null || break; sleep 0.1; done

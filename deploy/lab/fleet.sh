@@ -296,6 +296,8 @@ cmd_status() {
       "$(grep -a ' FLLAB-HOST \(launch\|exit\)' "$dir/console.log" 2>/dev/null | tail -n1 | cut -d' ' -f3- || true)"
   done
   printf '%-14s %s\n' controller "$(lab_pid_alive "$LAB_UP/stack/controller.pid" && cat "$LAB_UP/stack/controller.pid" || echo down)"
+  [ ! -f "$LAB_UP/stack/prometheus.pid" ] ||
+    printf '%-14s %s %s\n' prometheus "$(lab_pid_alive "$LAB_UP/stack/prometheus.pid" && cat "$LAB_UP/stack/prometheus.pid" || echo down)" "${FL_PROM_URL:-}"
 }
 
 cmd_down() {
@@ -360,20 +362,25 @@ cmd_clear_needs_check() {
   lab_log "$board: ok again after $(lab_secs "$t0") s"
 }
 
-# Per board: every power-on, kexec and power-cycle switch from the console, with the host's
-# seconds from the request (FLLAB-HOST launch, FLLAB systemctl-kexec, FLLAB power-cycle)
-# to the new kernel's agent start. Lines: BOARD KIND SECONDS RELEASE [note].
+# Per board, from its console (every line has the host's time): each power-on (supervisor
+# launch -> agent start) and each kernel switch (the agent's kernel_switch_ordered -> the
+# new boot's kernel_switch_verified or needs_check), with the method seen on the console
+# (FLLAB systemctl-kexec: kexec in the guest; FLLAB power-cycle: host-side power control).
+# Lines: "BOARD boot REASON - SECONDS RELEASE ok" and
+#        "BOARD switch METHOD LABEL SECONDS RELEASE ok|needs-check|fallback".
 lab_timings() {
   local board
   for board in $(lab_boards); do
     awk -v b="$board" '
-      / FLLAB-HOST launch / { if (kind == "kexec") pend_fail = 1; t = $1; reason = "power-on"
-        for (i = 1; i <= NF; i++) if ($i ~ /^reason=/) reason = substr($i, 8)
-        if (kind == "power-cycle") { t = tpc } else { kind = "boot(" reason ")" } }
-      / FLLAB systemctl-kexec / { kind = "kexec"; t = $1; pend_fail = 0 }
-      / FLLAB power-cycle / { kind = "power-cycle"; tpc = $1 }
-      / FLLAB init-start / { for (i = 1; i <= NF; i++) if ($i ~ /^release=/) rel = substr($i, 9) }
-      / FLLAB agent-start / { if (kind != "") { printf "%s %s %.1f %s%s\n", b, kind, $1 - t, rel, (pend_fail ? " (after a kexec that did not come up)" : ""); kind = ""; pend_fail = 0 } }
+      function val(key,   i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
+      / FLLAB-HOST launch / { tl = $1; reason = val("reason"); if (to) fell = (method == "kexec"); else boot = 1 }
+      / event=kernel_switch_ordered / { to = $1; label = val("label"); method = "?"; fell = 0 }
+      / FLLAB systemctl-kexec / { if (to) method = "kexec" }
+      / FLLAB power-cycle / { if (to) method = "power-cycle" }
+      / FLLAB init-start / { rel = val("release") }
+      / FLLAB agent-start / { if (boot) { printf "%s boot %s - %.1f %s ok\n", b, reason, $1 - tl, rel; boot = 0 } }
+      / event=kernel_switch_verified / { if (to) printf "%s switch %s %s %.1f %s ok\n", b, method, label, $1 - to, rel; to = 0 }
+      / event=needs_check / { if (to) printf "%s switch %s %s %.1f %s needs-check%s\n", b, method, label, $1 - to, rel, (fell ? "(fallback)" : ""); to = 0 }
     ' "$LAB_UP/$board/console.log"
   done
 }
