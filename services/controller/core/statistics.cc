@@ -184,9 +184,11 @@ OneSidedP NormalPValues(const std::vector<double>& a, const std::vector<double>&
   return {std::min(1.0, NormalCdf(-(centred - 0.5) / sd)), std::min(1.0, NormalCdf((centred + 0.5) / sd))};
 }
 
-int ExactCiRank(int n, int m, double confidence) {
-  if (n <= 0 || m <= 0) return 0;
-  const std::vector<double> counts = MannWhitneyCounts(n, m);
+namespace {
+
+// The number of statistic values in the lower tail of a null distribution (counts per
+// value) with at most (1 − confidence)/2 of the mass: the CI's order-statistic rank k.
+int LowerTailCount(const std::vector<double>& counts, double confidence) {
   const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
   const double tail = (1 - confidence) / 2 * total * (1 + 1e-12);  // counts are integers
   double cumulative = 0;
@@ -196,7 +198,37 @@ int ExactCiRank(int n, int m, double confidence) {
     if (cumulative > tail) break;
     ++k;
   }
-  return std::min(k, (n * m + 1) / 2);
+  return k;
+}
+
+// p_value: the one-sided p in the estimate's direction; q_value that of a one-cell study.
+void ChooseDirection(CellComparison* out) {
+  if (out->ratio > 1) {
+    out->p_value = out->p_improvement;
+  } else if (out->ratio < 1) {
+    out->p_value = out->p_regression;
+  } else {
+    out->p_value = std::min(out->p_improvement, out->p_regression);
+  }
+  out->q_value = TwoSided(out->p_value);
+}
+
+// The CI from the k-th smallest and k-th largest of sorted log values (unbounded if k < 1).
+void SetCi(CellComparison* out, const std::vector<double>& sorted_logs, int k) {
+  if (k >= 1) {
+    out->ci_low = std::exp(sorted_logs[static_cast<size_t>(k) - 1]);
+    out->ci_high = std::exp(sorted_logs[sorted_logs.size() - static_cast<size_t>(k)]);
+  } else {
+    out->ci_low = 0;
+    out->ci_high = kInf;
+  }
+}
+
+}  // namespace
+
+int ExactCiRank(int n, int m, double confidence) {
+  if (n <= 0 || m <= 0) return 0;
+  return std::min(LowerTailCount(MannWhitneyCounts(n, m), confidence), (n * m + 1) / 2);
 }
 
 int NormalCiRank(int n, int m, double confidence, double tie_term) {
@@ -268,14 +300,7 @@ CellComparison Compare(const std::vector<double>& a_in, const std::vector<double
   const OneSidedP p = out.exact ? ExactPValues(a, b) : NormalPValues(a, b);
   out.p_improvement = p.improvement;
   out.p_regression = p.regression;
-  if (out.ratio > 1) {
-    out.p_value = p.improvement;
-  } else if (out.ratio < 1) {
-    out.p_value = p.regression;
-  } else {
-    out.p_value = std::min(p.improvement, p.regression);
-  }
-  out.q_value = TwoSided(out.p_value);
+  ChooseDirection(&out);
 
   // The CI's k uses the tie-free distribution in the exact case: ties in measured
   // throughputs are rounding, and the shift model is a continuous one.
@@ -283,13 +308,7 @@ CellComparison Compare(const std::vector<double>& a_in, const std::vector<double
   pooled.insert(pooled.end(), b.begin(), b.end());
   const int k = out.exact ? ExactCiRank(out.n_a, out.n_b, options.confidence)
                           : NormalCiRank(out.n_a, out.n_b, options.confidence, TieTerm(std::move(pooled)));
-  if (k >= 1) {
-    out.ci_low = std::exp(diffs[static_cast<size_t>(k) - 1]);
-    out.ci_high = std::exp(diffs[diffs.size() - static_cast<size_t>(k)]);
-  } else {
-    out.ci_low = 0;
-    out.ci_high = kInf;
-  }
+  SetCi(&out, diffs, k);
   out.verdict = DecideVerdict(out, options);
   return out;
 }
@@ -403,14 +422,7 @@ CellComparison ComparePaired(const std::vector<double>& a_in, const std::vector<
       out.p_regression = std::min(1.0, NormalCdf((w - mean + 0.5) / sd));
     }
   }
-  if (out.ratio > 1) {
-    out.p_value = out.p_improvement;
-  } else if (out.ratio < 1) {
-    out.p_value = out.p_regression;
-  } else {
-    out.p_value = std::min(out.p_improvement, out.p_regression);
-  }
-  out.q_value = TwoSided(out.p_value);
+  ChooseDirection(&out);
 
   // CI: tie-free W+ distribution over ranks 1..n (doubled: 2..2n), k-th Walsh average.
   const int big_m = static_cast<int>(walsh.size());
@@ -418,29 +430,14 @@ CellComparison ComparePaired(const std::vector<double>& a_in, const std::vector<
   if (out.exact) {
     std::vector<int> plain(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) plain[static_cast<size_t>(i)] = i + 1;
-    const std::vector<double> counts = SignedRankCounts(plain);
-    const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
-    const double tail = (1 - options.confidence) / 2 * total * (1 + 1e-12);
-    double cumulative = 0;
-    for (double c : counts) {
-      cumulative += c;
-      if (cumulative > tail) break;
-      ++k;
-    }
+    k = LowerTailCount(SignedRankCounts(plain), options.confidence);
   } else {
     const double z = NormalQuantile(1 - (1 - options.confidence) / 2);
     const double kk = std::floor(
         big_m / 2.0 + 0.5 - z * std::sqrt(static_cast<double>(n) * (n + 1) * (2 * n + 1) / 24));
     k = kk >= 1 ? static_cast<int>(kk) : 0;
   }
-  k = std::min(k, (big_m + 1) / 2);
-  if (k >= 1) {
-    out.ci_low = std::exp(walsh[static_cast<size_t>(k) - 1]);
-    out.ci_high = std::exp(walsh[walsh.size() - static_cast<size_t>(k)]);
-  } else {
-    out.ci_low = 0;
-    out.ci_high = kInf;
-  }
+  SetCi(&out, walsh, std::min(k, (big_m + 1) / 2));
   out.verdict = DecideVerdict(out, options);
   return out;
 }
