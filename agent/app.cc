@@ -1,7 +1,5 @@
 #include "agent/app.h"
 
-#include "services/common/tls.h"
-
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -24,6 +22,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "services/common/benchmarks.h"
 #include "services/common/log.h"
+#include "services/common/tls.h"
 #include "services/common/units.h"
 
 namespace faultline::agent {

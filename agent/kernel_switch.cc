@@ -1,7 +1,5 @@
 #include "agent/kernel_switch.h"
 
-#include "services/common/strings.h"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -16,8 +14,9 @@
 #include <sstream>
 
 #include "absl/status/status.h"
-#include "agent/durable_file.h"
 #include "absl/strings/str_cat.h"
+#include "agent/durable_file.h"
+#include "services/common/strings.h"
 #include "services/common/units.h"
 
 namespace faultline::agent {

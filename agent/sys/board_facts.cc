@@ -1,12 +1,11 @@
 #include "agent/sys/board_facts.h"
 
-#include "services/common/strings.h"
-
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include "agent/sys/cgroup.h"
 #include "agent/sys/file_io.h"
+#include "services/common/strings.h"
 #include "services/common/units.h"
 
 namespace faultline::sys {

@@ -1,7 +1,5 @@
 #include "agent/sys/environment.h"
 
-#include "services/common/strings.h"
-
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -13,6 +11,7 @@
 #include "agent/sys/file_io.h"
 #include "agent/sys/thp.h"
 #include "agent/sys/vmstat.h"
+#include "services/common/strings.h"
 
 namespace faultline::sys {
 namespace {

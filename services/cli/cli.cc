@@ -1,7 +1,5 @@
 #include "services/cli/cli.h"
 
-#include "services/common/tls.h"
-
 #include <fstream>
 #include <sstream>
 
@@ -26,6 +24,7 @@
 #include "services/cli/comparison.h"
 #include "services/cli/samples.h"
 #include "services/cli/spec_file.h"
+#include "services/common/tls.h"
 #include "services/common/units.h"
 
 namespace faultline::cli {

@@ -1,7 +1,5 @@
 #include "services/cli/samples.h"
 
-#include "services/common/strings.h"
-
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -11,6 +9,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "services/common/strings.h"
 
 namespace faultline::cli {
 namespace {

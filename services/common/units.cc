@@ -1,11 +1,11 @@
 #include "services/common/units.h"
 
-#include "services/common/strings.h"
-
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+
+#include "services/common/strings.h"
 
 namespace faultline {
 namespace {

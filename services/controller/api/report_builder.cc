@@ -57,15 +57,25 @@ absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* 
     out->set_median_pages_per_second(row.median_pages_per_second);
   }
 
-  // Emulated boards: their numbers are the emulator's, never to be read as hardware's.
-  std::map<std::string, std::string> accel_of_board;
+  // Every result's environment, parsed once: for the caveats and the differences.
+  std::vector<RunEnvironment> environments;
   for (const auto& r : *runs) {
     if (!r.has_result) continue;
+    RunEnvironment e{r.board, r.kernel, {}};
     const auto parsed = nlohmann::json::parse(r.environment_json, nullptr, false);
-    if (!parsed.is_object() || !parsed.contains("virt.accel") || !parsed["virt.accel"].is_string())
-      continue;
-    const std::string accel = parsed["virt.accel"].get<std::string>();
-    if (accel != "none") accel_of_board[r.board] = accel;
+    if (parsed.is_object()) {
+      for (const auto& [k, v] : parsed.items()) {
+        e.facts[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      }
+    }
+    environments.push_back(std::move(e));
+  }
+
+  // Emulated boards: their numbers are the emulator's, never to be read as hardware's.
+  std::map<std::string, std::string> accel_of_board;
+  for (const auto& e : environments) {
+    auto it = e.facts.find("virt.accel");
+    if (it != e.facts.end() && it->second != "none") accel_of_board[e.board] = it->second;
   }
   for (const auto& [board, accel] : accel_of_board) {
     if (accel == "tcg") {
@@ -111,18 +121,6 @@ absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* 
       out->set_unpaired_ci_low(c.unpaired.ci_low);
       out->set_unpaired_ci_high(c.unpaired.ci_high);
       out->set_verdict(std::string(ToString(c.stats.verdict)));
-    }
-    std::vector<RunEnvironment> environments;
-    for (const auto& r : *runs) {
-      if (!r.has_result) continue;
-      RunEnvironment e{r.board, r.kernel, {}};
-      const auto parsed = nlohmann::json::parse(r.environment_json, nullptr, false);
-      if (parsed.is_object()) {
-        for (const auto& [k, v] : parsed.items()) {
-          e.facts[k] = v.is_string() ? v.get<std::string>() : v.dump();
-        }
-      }
-      environments.push_back(std::move(e));
     }
     for (const auto& [k, v] : EnvironmentDifferences(environments)) {
       (*resp->mutable_environment_differences())[k] = v;
