@@ -13,8 +13,6 @@
 #   lab.sh kernel ARCH LABEL        print "release image-path" of a pinned kernel
 #   lab.sh selftest ARCH            boots vanilla, checks net/disk/zram/cgroup, kexecs to
 #                                   patched, checks again; prints the timings
-#   lab.sh study-one [SPEC] [--keep]  (= study.sh) a self-contained A/B study on one
-#                                   x86_64 board (own stack, stopped at the end)
 # The running lab (fleet.sh, state in $FL_LAB_STATE/up):
 #   lab.sh up [--arches x86_64,aarch64,riscv64] [--kernel [ARCH:]LABEL=IMAGE[,initrd=F]
 #             [,modules=DIR][,release=R]]... [--mem MB] [--smp N] [--zram SIZE] [--prometheus]
@@ -255,7 +253,6 @@ case $cmd in
   disk) cmd_disk "$@" ;;
   boot) exec "$FL_LAB_DIR/boot.sh" "$@" ;;
   selftest) exec "$FL_LAB_DIR/selftest.sh" "$@" ;;
-  study-one) exec "$FL_LAB_DIR/study.sh" "$@" ;;
   study) cmd_study "$@" ;;
   up) cmd_up "$@" ;;
   down) cmd_down "$@" ;;
