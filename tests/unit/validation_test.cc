@@ -248,6 +248,44 @@ TEST(ValidateJobSpec, ArchFilterExcludesBoards) {
   ExpectInvalid(s, "kernels[0]", "no eligible board");
 }
 
+TEST(ValidateJobSpec, EachBoardGivesEveryBoardThatBootsAllKernelsTheWholePlan) {
+  auto boards = OneBoard();
+  boards.push_back(boards[0]);
+  boards[1].name = "arm";
+  boards[1].arch = "aarch64";
+  boards.push_back(boards[0]);
+  boards[2].name = "old";
+  boards[2].kernel_labels = {"vanilla"};  // cannot boot patched: not a replica
+  boards.push_back(boards[2]);
+  boards[3].name = "new";
+  boards[3].kernel_labels = {"patched"};
+  auto s = Example();
+  s.kernels = {"vanilla", "patched"};
+  s.repetitions = 2;
+  s.each_board = true;
+  auto job = ValidateJobSpec(s, boards);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->runs.size(), 2u * 2 * 2 * 2);  // cells x kernels x repetitions x boards
+  std::map<std::string, std::vector<std::string>> kernels_by_board;
+  for (size_t i = 0; i < job->runs.size(); ++i) {
+    EXPECT_EQ(job->runs[i].sequence, static_cast<int>(i));
+    kernels_by_board[job->runs[i].board].push_back(job->runs[i].kernel);
+  }
+  ASSERT_EQ(kernels_by_board.size(), 2u);
+  // Each board's own order is the plan: blocks of one repetition alternate.
+  const std::vector<std::string> plan = {"vanilla", "vanilla", "patched", "patched",
+                                         "vanilla", "vanilla", "patched", "patched"};
+  EXPECT_EQ(kernels_by_board["box"], plan);
+  EXPECT_EQ(kernels_by_board["arm"], plan);
+
+  s.boards = {"old", "new"};  // between them they boot both, but neither boots both
+  ExpectInvalid(s, "each_board", "no eligible board serves every kernel", boards);
+  s.boards = {};
+  s.repetitions = 1000;
+  s.matrix = {{"threads", {"1", "2", "3", "4", "5"}}};
+  ExpectInvalid(s, "matrix", "x 2 boards); at most 10000", boards);
+}
+
 TEST(ExpandMatrix, CartesianProductFirstKeySlowest) {
   auto cells = ExpandMatrix({{"a", {"1", "2"}}, {"b", {"x", "y", "z"}}});
   ASSERT_EQ(cells.size(), 6u);

@@ -28,6 +28,7 @@ JobSpecInput SpecFromProto(const v1::JobSpec& spec) {
             [](const auto& a, const auto& b) { return a.first < b.first; });
   in.arches.assign(spec.arches().begin(), spec.arches().end());
   in.boards.assign(spec.boards().begin(), spec.boards().end());
+  in.each_board = spec.each_board();
   in.name = spec.name();
   in.baseline = spec.baseline();
   in.block_size = spec.block_size();

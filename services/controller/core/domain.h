@@ -31,6 +31,7 @@ struct JobSpecInput {
   std::map<std::string, std::map<std::string, std::string>> kernel_overrides;  // label -> knobs
   uint32_t max_repetitions = 0;       // adaptive repetitions: 0 = off
   double target_ci_half_width = 0;    // 0: min_effect
+  bool each_board = false;            // every eligible board runs the whole matrix
 };
 
 // What validation needs to know about a registered board.
@@ -65,6 +66,7 @@ struct PlannedRun {
   std::string kernel;
   int repetition = 0;  // 1-based
   int sequence = 0;    // claim order: kernel blocks alternate, cells shuffled within a block
+  std::string board;   // each_board jobs: the one board that runs it ("" = any eligible)
 };
 
 struct ValidatedJob {
@@ -85,6 +87,7 @@ struct ValidatedJob {
   double min_effect = 0.03;
   uint32_t max_repetitions = 0;  // adaptive: add blocks of pairs up to this (0 = off)
   double target_ci_half_width = 0;
+  bool each_board = false;
   std::vector<PlannedRun> runs;  // in claim order (sequence 0, 1, …)
 };
 

@@ -50,6 +50,21 @@ std::vector<Cell> ExpandMatrix(
   return cells;
 }
 
+std::vector<PlannedRun> ReplicatePerBoard(const std::vector<PlannedRun>& runs,
+                                          const std::vector<std::string>& boards) {
+  std::vector<PlannedRun> out;
+  out.reserve(runs.size() * boards.size());
+  for (const auto& run : runs) {
+    for (const auto& board : boards) {
+      PlannedRun copy = run;
+      copy.board = board;
+      copy.sequence = static_cast<int>(out.size());
+      out.push_back(std::move(copy));
+    }
+  }
+  return out;
+}
+
 std::vector<PlannedRun> PlanRunOrder(const std::vector<Cell>& cells,
                                      const std::vector<std::string>& kernels,
                                      uint32_t repetitions, uint32_t block_size, uint64_t seed) {
@@ -196,6 +211,21 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
     }
   }
   job.kernels = spec.kernels;
+
+  // each_board: the boards that run the whole matrix, each on its own.
+  std::vector<std::string> replica_boards;
+  if (spec.each_board) {
+    for (const auto* b : eligible) {
+      bool boots_all = std::all_of(spec.kernels.begin(), spec.kernels.end(),
+                                   [&](const auto& k) { return Contains(b->kernel_labels, k); });
+      if (boots_all) replica_boards.push_back(b->name);
+    }
+    if (replica_boards.empty()) {
+      return Invalid("each_board", absl::StrCat("no eligible board serves every kernel (",
+                                                absl::StrJoin(spec.kernels, ", "), ")"));
+    }
+    job.each_board = true;
+  }
 
   // A/B settings.
   job.baseline = spec.baseline.empty() ? spec.kernels.front() : spec.baseline;
@@ -346,13 +376,15 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
   // Expansion: cell x kernel x repetition.
   std::vector<Cell> cells = ExpandMatrix(job.matrix);
   // Adaptive jobs may grow to max_repetitions: the limit holds for the largest they can get.
+  const uint64_t copies = std::max<uint64_t>(1, replica_boards.size());
   uint64_t total = static_cast<uint64_t>(cells.size()) * job.kernels.size() *
-                   std::max(job.repetitions, job.max_repetitions);
+                   std::max(job.repetitions, job.max_repetitions) * copies;
   if (total > limits.max_runs) {
-    return Invalid("matrix", absl::StrCat("the job expands to ", total, " runs (", cells.size(),
-                                          " cells x ", job.kernels.size(), " kernels x ",
-                                          job.repetitions, " repetitions); at most ",
-                                          limits.max_runs, " are allowed"));
+    return Invalid("matrix",
+                   absl::StrCat("the job expands to ", total, " runs (", cells.size(), " cells x ",
+                                job.kernels.size(), " kernels x ", job.repetitions, " repetitions",
+                                copies > 1 ? absl::StrCat(" x ", copies, " boards") : "",
+                                "); at most ", limits.max_runs, " are allowed"));
   }
   // Per-label overrides of fixed knobs (never of swept ones: the cell would lie).
   std::map<std::string, std::map<std::string, std::string>> overrides;
@@ -383,6 +415,7 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
       for (const auto& [k, v] : it->second) run.params[k] = v;
     }
   }
+  if (!replica_boards.empty()) job.runs = ReplicatePerBoard(job.runs, replica_boards);
   return job;
 }
 

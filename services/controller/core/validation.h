@@ -21,6 +21,11 @@ std::vector<PlannedRun> PlanRunOrder(const std::vector<Cell>& cells,
                                      const std::vector<std::string>& kernels,
                                      uint32_t repetitions, uint32_t block_size, uint64_t seed);
 
+// each_board: every run once per board, pinned to it; the boards' copies interleave so that
+// each board's own subsequence keeps the planned order (its kernel blocks alternate).
+std::vector<PlannedRun> ReplicatePerBoard(const std::vector<PlannedRun>& runs,
+                                          const std::vector<std::string>& boards);
+
 // The cartesian product of the matrix, first key varying slowest. An empty matrix is one
 // empty cell.
 std::vector<Cell> ExpandMatrix(

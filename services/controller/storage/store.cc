@@ -403,8 +403,9 @@ absl::StatusOr<PgStore::Created> PgStore::CreateJob(const ValidatedJob& job,
       json cell = json::object();
       for (const auto& [k, v] : run.cell) cell[k] = v;
       json params(run.params);
-      runs << std::make_tuple(job_id, run.cell_index, cell.dump(), params.dump(), run.kernel,
-                              run.repetition, arches, boards, run.sequence);
+      runs << std::make_tuple(
+          job_id, run.cell_index, cell.dump(), params.dump(), run.kernel, run.repetition, arches,
+          run.board.empty() ? boards : json::array({run.board}).dump(), run.sequence);
     }
     runs.complete();
     w.commit();
