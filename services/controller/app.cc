@@ -13,10 +13,11 @@
 #include "services/common/log.h"
 #include "services/controller/api/auth.h"
 #include "services/controller/api/dispatcher.h"
+#include "services/controller/api/duties.h"
 #include "services/controller/api/http_server.h"
 #include "services/controller/api/metrics.h"
 #include "services/controller/api/services.h"
-#include "services/controller/storage/store.h"
+#include "services/controller/storage/pg_store.h"
 
 #include "services/common/tls.h"
 
@@ -49,11 +50,12 @@ std::unique_ptr<PgStore> OpenMigrated(const std::string& database_url) {
 
 int CreateTokenCommand(const std::string& database_url, const std::string& name,
                        const std::string& role, const std::string& board) {
-  if (role != "user" && role != "agent") {
+  const auto parsed_role = ParseTokenRole(role);
+  if (!parsed_role) {
     std::cerr << "faultline-controller: --role must be user or agent\n";
     return 2;
   }
-  if ((role == "agent") != !board.empty()) {
+  if ((*parsed_role == TokenRole::kAgent) != !board.empty()) {
     std::cerr << "faultline-controller: an agent token needs --board (and only an agent token)\n";
     return 2;
   }
@@ -64,7 +66,8 @@ int CreateTokenCommand(const std::string& database_url, const std::string& name,
     std::cerr << "faultline-controller: cannot read /dev/urandom\n";
     return 1;
   }
-  if (absl::Status s = store->CreateToken(name, role, board, Sha256Hex(token)); !s.ok()) {
+  if (absl::Status s = store->tokens().CreateToken(name, *parsed_role, board, Sha256Hex(token));
+      !s.ok()) {
     std::cerr << "faultline-controller: " << s.message() << "\n";
     return 1;
   }
@@ -75,7 +78,7 @@ int CreateTokenCommand(const std::string& database_url, const std::string& name,
 int RevokeTokenCommand(const std::string& database_url, const std::string& name) {
   auto store = OpenMigrated(database_url);
   if (!store) return 1;
-  auto revoked = store->RevokeToken(name);
+  auto revoked = store->tokens().RevokeToken(name);
   if (!revoked.ok()) {
     std::cerr << "faultline-controller: " << revoked.status().message() << "\n";
     return 1;
@@ -90,14 +93,14 @@ int RevokeTokenCommand(const std::string& database_url, const std::string& name)
 int ListTokensCommand(const std::string& database_url) {
   auto store = OpenMigrated(database_url);
   if (!store) return 1;
-  auto tokens = store->ListTokens();
+  auto tokens = store->tokens().ListTokens();
   if (!tokens.ok()) {
     std::cerr << "faultline-controller: " << tokens.status().message() << "\n";
     return 1;
   }
   for (const auto& t : *tokens) {
-    std::cout << t.name << "\t" << t.role << "\t" << (t.board.empty() ? "-" : t.board) << "\t"
-              << (t.revoked ? "revoked" : "live") << "\n";
+    std::cout << t.name << "\t" << ToString(t.role) << "\t" << (t.board.empty() ? "-" : t.board)
+              << "\t" << (t.revoked ? "revoked" : "live") << "\n";
   }
   return 0;
 }
@@ -121,14 +124,16 @@ int RunController(const ControllerOptions& options) {
   }
   log::info("event=migrated");
 
-  Dispatcher dispatcher(&store);
+  const Stores stores = store.stores();
+  BackgroundDuties duties(stores, SystemClock::Get());
+  Dispatcher dispatcher(stores.work, stores.jobs, SystemClock::Get(), &duties);
   ControllerMetrics metrics;
-  Authorizer auth(&store, options.auth_required);
+  Authorizer auth(stores.tokens, options.auth_required);
   if (!options.auth_required) {
     log::warn("event=auth_off note=\"every gRPC call is accepted without a token\"");
   }
-  JobServiceImpl job_service(&store, &dispatcher, &metrics, &auth);
-  AgentServiceImpl agent_service(&store, &dispatcher, &metrics, &auth);
+  JobServiceImpl job_service(stores, &dispatcher, &metrics, &auth);
+  AgentServiceImpl agent_service(stores, &dispatcher, &metrics, &auth);
   std::string credentials_error;
   auto credentials = ServerCredentials(options, &credentials_error);
   if (!credentials) {
@@ -160,7 +165,8 @@ int RunController(const ControllerOptions& options) {
       return {503, "text/plain; charset=utf-8", std::string(s.message()) + "\n"};
     }
     if (target == "/metrics") {
-      return {200, "text/plain; version=0.0.4; charset=utf-8", metrics.Render(&store)};
+      return {200, "text/plain; version=0.0.4; charset=utf-8",
+              metrics.Render(stores.metrics, stores.boards, stores.jobs)};
     }
     return {404, "text/plain; charset=utf-8", "not found\n"};
   });

@@ -1,5 +1,5 @@
 // PgStore against a real PostgreSQL 15 (throwaway cluster started by the harness).
-#include "services/controller/storage/store.h"
+#include "services/controller/storage/pg_store.h"
 
 #include <gtest/gtest.h>
 
@@ -36,7 +36,7 @@ class StoreTest : public ::testing::Test {
                      .running_kernel_label = "vanilla",
                      .running_kernel_labels = {"vanilla"}};
     board.facts_json = R"({"name":"box"})";
-    ASSERT_TRUE(store_->UpsertBoard(board).ok());
+    ASSERT_TRUE(store_->boards().UpsertBoard(board).ok());
   }
 
   int64_t Submit(uint32_t repetitions, std::vector<std::string> kernels = {"vanilla"},
@@ -52,12 +52,12 @@ class StoreTest : public ::testing::Test {
     spec.memory_max = "256M";
     spec.matrix = {{"threads", {"2", "4"}}};
     if (adjust) adjust(spec);
-    auto boards = store_->ListBoards();
+    auto boards = store_->boards().ListBoards();
     std::vector<BoardSummary> summaries;
     for (const auto& b : *boards) summaries.push_back(b.summary);
     auto job = ValidateJobSpec(spec, summaries);
     EXPECT_TRUE(job.ok()) << job.status();
-    auto id = store_->CreateJob(*job, "test", "{}");
+    auto id = store_->jobs().CreateJob(*job, "test", "{}", "");
     EXPECT_TRUE(id.ok()) << id.status();
     return id->job_id;
   }
@@ -81,7 +81,14 @@ class StoreTest : public ::testing::Test {
                      .running_kernel_label = "vanilla",
                      .running_kernel_labels = {"vanilla", "patched"}};
     board.facts_json = "{}";
-    ASSERT_TRUE(store_->UpsertBoard(board).ok());
+    ASSERT_TRUE(store_->boards().UpsertBoard(board).ok());
+  }
+
+  // The run NextWork hands a board that runs the run's kernel.
+  absl::StatusOr<std::optional<Assignment>> ClaimRun(const std::string& board) {
+    auto next = store_->work().NextWork(board);
+    if (!next.ok()) return next.status();
+    return std::move(next->run);
   }
 
   int64_t Count(const std::string& sql) {
@@ -122,7 +129,7 @@ TEST_F(StoreTest, ClaimRunStoreResultExactlyOnce) {
   int64_t job = Submit(1);
   EXPECT_EQ(Count("SELECT count(*) FROM runs"), 2);
 
-  auto first = store_->ClaimRun("box");
+  auto first = ClaimRun("box");
   ASSERT_TRUE(first.ok() && first->has_value());
   const Assignment& a = **first;
   EXPECT_EQ(a.job_id, job);
@@ -131,74 +138,81 @@ TEST_F(StoreTest, ClaimRunStoreResultExactlyOnce) {
   EXPECT_TRUE(first_threads == "2" || first_threads == "4");
   EXPECT_EQ(a.memcg.memory_max, 256u << 20);
   // One run at a time per board.
-  auto busy = store_->ClaimRun("box");
+  auto busy = ClaimRun("box");
   ASSERT_TRUE(busy.ok());
   EXPECT_FALSE(busy->has_value());
 
-  EXPECT_TRUE(*store_->RenewLease("box", a.run_id, a.attempt_id));
-  EXPECT_FALSE(*store_->RenewLease("box", a.run_id, "00000000-0000-0000-0000-000000000000"));
+  EXPECT_TRUE(*store_->work().RenewLease("box", a.run_id, a.attempt_id));
+  EXPECT_FALSE(*store_->work().RenewLease("box", a.run_id, "00000000-0000-0000-0000-000000000000"));
 
   // A write from another attempt or another board is fenced off.
-  auto stale = store_->StoreResult("box", a.run_id, "00000000-0000-0000-0000-000000000000", true,
-                                   "", GoodResult(3));
+  auto stale = store_->work().StoreResult("box", a.run_id, "00000000-0000-0000-0000-000000000000",
+                                          true, "", GoodResult(3));
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
-  auto other_board = store_->StoreResult("other", a.run_id, a.attempt_id, true, "", GoodResult(3));
+  auto other_board =
+      store_->work().StoreResult("other", a.run_id, a.attempt_id, true, "", GoodResult(3));
   EXPECT_EQ(other_board.status().code(), absl::StatusCode::kFailedPrecondition);
 
-  ASSERT_TRUE(store_->StoreResult("box", a.run_id, a.attempt_id, true, "", GoodResult(3)).ok());
+  ASSERT_TRUE(
+      store_->work().StoreResult("box", a.run_id, a.attempt_id, true, "", GoodResult(3)).ok());
   // A repeated upload is acknowledged and not stored twice.
-  ASSERT_TRUE(store_->StoreResult("box", a.run_id, a.attempt_id, true, "", GoodResult(3)).ok());
+  ASSERT_TRUE(
+      store_->work().StoreResult("box", a.run_id, a.attempt_id, true, "", GoodResult(3)).ok());
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
   EXPECT_EQ(Count("SELECT count(*) FROM samples"), 3);
 
-  auto second = store_->ClaimRun("box");
+  auto second = ClaimRun("box");
   ASSERT_TRUE(second.ok() && second->has_value());
   EXPECT_NE((*second)->params.at("threads"), first_threads);
-  ASSERT_TRUE(store_->StoreResult("box", (*second)->run_id, (*second)->attempt_id, true, "",
-                                  GoodResult(3))
-                  .ok());
-  auto done = store_->GetJob(job);
+  ASSERT_TRUE(
+      store_->work()
+          .StoreResult("box", (*second)->run_id, (*second)->attempt_id, true, "", GoodResult(3))
+          .ok());
+  auto done = store_->jobs().GetJob(job);
   ASSERT_TRUE(done.ok());
-  EXPECT_EQ(done->state, "succeeded");
+  EXPECT_EQ(done->state, JobState::kSucceeded);
   EXPECT_EQ(done->counts.succeeded, 2u);
   EXPECT_NE(done->finished_at_ms, 0);
 }
 
 TEST_F(StoreTest, ResultWithWrongSampleCountBecomesAFailure) {
   int64_t job = Submit(1);
-  auto a = store_->ClaimRun("box");
+  auto a = ClaimRun("box");
   ASSERT_TRUE(a.ok() && a->has_value());
-  ASSERT_TRUE(store_->StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", GoodResult(2)).ok());
-  auto runs = store_->ListRuns(job);
+  ASSERT_TRUE(store_->work()
+                  .StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", GoodResult(2))
+                  .ok());
+  auto runs = store_->jobs().ListRuns(job);
   ASSERT_TRUE(runs.ok());
   auto it = std::find_if(runs->begin(), runs->end(),
                          [&](const RunRecord& r) { return r.id == (*a)->run_id; });
   ASSERT_NE(it, runs->end());
-  EXPECT_EQ(it->state, "failed");
+  EXPECT_EQ(it->state, RunState::kFailed);
   EXPECT_NE(it->failure_reason.find("expected samples for seconds 1..3"), std::string::npos);
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 0);
 }
 
 TEST_F(StoreTest, OnlyTheRunningKernelIsServed) {
   Submit(1, {"patched"});
-  auto a = store_->ClaimRun("box");
+  auto a = ClaimRun("box");
   ASSERT_TRUE(a.ok());
   EXPECT_FALSE(a->has_value());
 }
 
 TEST_F(StoreTest, CancelStopsRunningAttemptsAndRefusesTheirResults) {
   int64_t job = Submit(2);
-  auto a = store_->ClaimRun("box");
+  auto a = ClaimRun("box");
   ASSERT_TRUE(a.ok() && a->has_value());
-  auto cancelled = store_->CancelJob(job);
+  auto cancelled = store_->jobs().CancelJob(job);
   ASSERT_TRUE(cancelled.ok());
-  EXPECT_EQ(cancelled->state, "cancelled");
+  EXPECT_EQ(cancelled->state, JobState::kCancelled);
   EXPECT_EQ(cancelled->counts.cancelled, 4u);
-  EXPECT_FALSE(*store_->RenewLease("box", (*a)->run_id, (*a)->attempt_id));
-  auto late = store_->StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", GoodResult(3));
+  EXPECT_FALSE(*store_->work().RenewLease("box", (*a)->run_id, (*a)->attempt_id));
+  auto late =
+      store_->work().StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", GoodResult(3));
   EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(store_->CancelJob(job).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(store_->GetJob(job + 100).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->jobs().CancelJob(job).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->jobs().GetJob(job + 100).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
@@ -206,7 +220,7 @@ TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
   std::string first_attempt;
   int64_t run_id = 0;
   for (int attempt = 1; attempt <= 3; ++attempt) {
-    auto a = store_->ClaimRun("box");
+    auto a = ClaimRun("box");
     ASSERT_TRUE(a.ok() && a->has_value());
     if (attempt == 1) {
       first_attempt = (*a)->attempt_id;
@@ -220,8 +234,8 @@ TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
              "WHERE state IN ('assigned', 'running')");
       w.commit();
     }
-    auto reaped = store_->ReapExpiredLeases();
-    ASSERT_TRUE(reaped.ok());
+    auto reaped = store_->work().ReapExpiredLeases();
+    ASSERT_TRUE(reaped.ok()) << reaped.status();
     EXPECT_EQ(*reaped, std::vector<int64_t>{job});
     if (attempt == 3) break;
     // Requeued with a backoff of 30 s · 2^(attempt − 1), jittered into [50%, 100%].
@@ -231,12 +245,14 @@ TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
     const double full = 30.0 * (1 << (attempt - 1));
     EXPECT_GE(wait, full / 2 - 2) << "attempt " << attempt;
     EXPECT_LE(wait, full + 1) << "attempt " << attempt;
-    auto early = store_->ClaimRun("box");
+    auto early = ClaimRun("box");
     ASSERT_TRUE(early.ok());
     if (early->has_value()) {  // the job's other run may go meanwhile, never this one
       ASSERT_NE((*early)->run_id, run_id) << "offered again before its backoff";
-      ASSERT_TRUE(store_->StoreResult("box", (*early)->run_id, (*early)->attempt_id, true, "",
-                                      GoodResult(3)).ok());
+      ASSERT_TRUE(
+          store_->work()
+              .StoreResult("box", (*early)->run_id, (*early)->attempt_id, true, "", GoodResult(3))
+              .ok());
     }
     {  // the backoff passes (the database's clock, moved by hand)
       pqxx::connection c(url_);
@@ -245,17 +261,17 @@ TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
       w.commit();
     }
   }
-  auto runs = store_->ListRuns(job);
+  auto runs = store_->jobs().ListRuns(job);
   ASSERT_TRUE(runs.ok());
   const RunRecord* lost = nullptr;
   for (const auto& r : *runs) {
     if (r.id == run_id) lost = &r;
   }
   ASSERT_NE(lost, nullptr);
-  EXPECT_EQ(lost->state, "failed");
+  EXPECT_EQ(lost->state, RunState::kFailed);
   EXPECT_EQ(lost->attempt, 3);
   EXPECT_NE(lost->failure_reason.find("lost"), std::string::npos);
-  auto stale = store_->StoreResult("box", run_id, first_attempt, true, "", GoodResult(3));
+  auto stale = store_->work().StoreResult("box", run_id, first_attempt, true, "", GoodResult(3));
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -265,15 +281,17 @@ TEST_F(StoreTest, RunsAreClaimedInPlannedOrderAndAALabelsShareOneKernel) {
   int64_t job = Submit(2, {"vanilla", "patched"});
   std::vector<std::string> kernels;
   for (int i = 0; i < 8; ++i) {
-    auto a = store_->ClaimRun("box");
+    auto a = ClaimRun("box");
     ASSERT_TRUE(a.ok() && a->has_value()) << i;
     kernels.push_back((*a)->kernel);
-    ASSERT_TRUE(store_->StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", GoodResult(3)).ok());
+    ASSERT_TRUE(store_->work()
+                    .StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", GoodResult(3))
+                    .ok());
   }
   // Blocks of one repetition: A A (2 cells), B B, A A, B B.
   EXPECT_EQ(kernels, (std::vector<std::string>{"vanilla", "vanilla", "patched", "patched",
                                                "vanilla", "vanilla", "patched", "patched"}));
-  EXPECT_EQ(store_->GetJob(job)->state, "succeeded");
+  EXPECT_EQ(store_->jobs().GetJob(job)->state, JobState::kSucceeded);
 }
 
 TEST_F(StoreTest, RequestIdMakesSubmissionIdempotent) {
@@ -283,75 +301,75 @@ TEST_F(StoreTest, RequestIdMakesSubmissionIdempotent) {
   spec.repetitions = 1;
   spec.kernels = {"vanilla"};
   spec.memory_max = "256M";
-  auto boards = store_->ListBoards();
+  auto boards = store_->boards().ListBoards();
   std::vector<BoardSummary> summaries;
   for (const auto& b : *boards) summaries.push_back(b.summary);
   auto job = ValidateJobSpec(spec, summaries);
   ASSERT_TRUE(job.ok());
-  auto first = store_->CreateJob(*job, "a", R"({"x":1})", "req-1");
+  auto first = store_->jobs().CreateJob(*job, "a", R"({"x":1})", "req-1");
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(first->created);
-  auto again = store_->CreateJob(*job, "a", R"({"x":1})", "req-1");
+  auto again = store_->jobs().CreateJob(*job, "a", R"({"x":1})", "req-1");
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->created);
   EXPECT_EQ(again->job_id, first->job_id);
-  auto other = store_->CreateJob(*job, "a", R"({"x":2})", "req-1");
+  auto other = store_->jobs().CreateJob(*job, "a", R"({"x":2})", "req-1");
   EXPECT_EQ(other.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(Count("SELECT count(*) FROM jobs"), 1);
   EXPECT_EQ(Count("SELECT count(*) FROM runs"), 1);
 }
 
 TEST_F(StoreTest, DueSchedulesFireOncePerSlot) {
-  auto created = store_->CreateSchedule("nightly", "0 2 * * *", R"({"benchmark":"filemap-thrash"})",
-                                        4102444800000);  // 2100-01-01: not due
+  auto created = store_->schedules().CreateSchedule("nightly", "0 2 * * *",
+                                                    R"({"benchmark":"filemap-thrash"})",
+                                                    4102444800000);  // 2100-01-01: not due
   ASSERT_TRUE(created.ok()) << created.status();
-  EXPECT_EQ(store_->CreateSchedule("nightly", "@daily", "{}", 0).status().code(),
+  EXPECT_EQ(store_->schedules().CreateSchedule("nightly", "@daily", "{}", 0).status().code(),
             absl::StatusCode::kAlreadyExists);
   int calls = 0;
   auto fire = [&](const ScheduleRecord& s) -> absl::StatusOr<int64_t> {
     ++calls;
     return absl::InvalidArgumentError("spec.kernels[0]: no eligible board has registered");
   };
-  auto later = [](const ScheduleRecord&) -> int64_t { return 4102444800000; };
-  ASSERT_TRUE(store_->FireDueSchedules(fire, later).ok());
+  // The slot is 2100-01-01T00:00Z; the caller's clock decides what is due.
+  constexpr int64_t kSlot = 4102444800000, kDay = 86'400'000;
+  auto next_day = [](const ScheduleRecord& s) -> int64_t { return s.next_run_ms + kDay; };
+  ASSERT_TRUE(store_->schedules().FireDueSchedules(kSlot - 60'000, fire, next_day).ok());
   EXPECT_EQ(calls, 0);
-  {
-    pqxx::connection c(url_);
-    pqxx::work w(c);
-    w.exec("UPDATE schedules SET next_run = now() - interval '1 minute'");
-    w.commit();
-  }
-  auto fired = store_->FireDueSchedules(fire, later);
+  auto fired = store_->schedules().FireDueSchedules(kSlot, fire, next_day);
   ASSERT_TRUE(fired.ok());
   EXPECT_EQ(*fired, 0);  // the slot failed: recorded, not retried in a loop
   EXPECT_EQ(calls, 1);
-  auto listed = store_->ListSchedules();
+  auto listed = store_->schedules().ListSchedules();
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_NE((*listed)[0].last_error.find("no eligible board"), std::string::npos);
-  EXPECT_EQ((*listed)[0].next_run_ms, 4102444800000);
-  ASSERT_TRUE(store_->FireDueSchedules(fire, later).ok());
-  EXPECT_EQ(calls, 1);  // not due again
-  EXPECT_TRUE(store_->DeleteSchedule((*listed)[0].id).ok());
-  EXPECT_EQ(store_->DeleteSchedule((*listed)[0].id).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*listed)[0].next_run_ms, kSlot + kDay);
+  EXPECT_EQ((*listed)[0].last_run_ms, kSlot);
+  ASSERT_TRUE(store_->schedules().FireDueSchedules(kSlot + kDay - 1, fire, next_day).ok());
+  EXPECT_EQ(calls, 1);  // not due again until the next slot
+  EXPECT_TRUE(store_->schedules().DeleteSchedule((*listed)[0].id).ok());
+  EXPECT_EQ(store_->schedules().DeleteSchedule((*listed)[0].id).code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(StoreTest, AScheduleSlotSubmitsAndTagsItsJob) {
-  auto sched = store_->CreateSchedule("every-minute", "* * * * *", "{}", 0);  // due now
+  auto sched = store_->schedules().CreateSchedule("every-minute", "* * * * *", "{}", 0);  // due now
   ASSERT_TRUE(sched.ok()) << sched.status();
   int64_t job_id = 0;
   // The fire callback stores the job on another connection while the schedule row is
   // locked: the job's foreign key to the schedule must not wait on that lock.
   auto fire = [&](const ScheduleRecord& s) -> absl::StatusOr<int64_t> {
     job_id = Submit(1);
-    if (auto t = store_->TagJobWithSchedule(job_id, s.id); !t.ok()) return t;
+    if (auto t = store_->schedules().TagJobWithSchedule(job_id, s.id); !t.ok()) return t;
     return job_id;
   };
-  auto fired = store_->FireDueSchedules(fire, [](const ScheduleRecord&) { return 4102444800000; });
+  auto fired = store_->schedules().FireDueSchedules(
+      1'000, fire, [](const ScheduleRecord&) -> int64_t { return 4102444800000; });
   ASSERT_TRUE(fired.ok()) << fired.status();
   EXPECT_EQ(*fired, 1);
   EXPECT_EQ(Count("SELECT count(*) FROM jobs WHERE schedule_id IS NOT NULL"), 1);
-  EXPECT_EQ(store_->ListSchedules()->at(0).last_job_id, job_id);
+  EXPECT_EQ(store_->schedules().ListSchedules()->at(0).last_job_id, job_id);
 }
 
 TEST_F(StoreTest, ChangePointsAreStoredOnceAndTrackedByState) {
@@ -361,14 +379,15 @@ TEST_F(StoreTest, ChangePointsAreStoredOnceAndTrackedByState) {
     int64_t job = Submit(1);
     if (j == 0) first = job;
     for (int r = 0; r < 2; ++r) {
-      auto a = store_->ClaimRun("box");
+      auto a = ClaimRun("box");
       ASSERT_TRUE(a.ok() && a->has_value());
       ResultRecord res = GoodResult(3);
       res.throughput = j < 3 ? 100 : 80;
-      ASSERT_TRUE(store_->StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", res).ok());
+      ASSERT_TRUE(
+          store_->work().StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", res).ok());
     }
   }
-  auto histories = store_->SeriesHistories(4);
+  auto histories = store_->history().SeriesHistories(4);
   ASSERT_TRUE(histories.ok()) << histories.status();
   ASSERT_EQ(histories->size(), 2u);  // threads=2 and threads=4
   EXPECT_EQ((*histories)[0].medians, (std::vector<double>{100, 100, 100, 80, 80, 80}));
@@ -385,28 +404,28 @@ TEST_F(StoreTest, ChangePointsAreStoredOnceAndTrackedByState) {
   cp.mean_after = 80;
   cp.relative_change = -0.2;
   cp.p_value = 1e-6;
-  EXPECT_EQ(*store_->RecordChangePoints({cp}), 1);
-  EXPECT_EQ(*store_->RecordChangePoints({cp}), 0);  // found again: not stored twice
-  auto open = store_->ListChangePoints(false);
+  EXPECT_EQ(*store_->history().RecordChangePoints({cp}), 1);
+  EXPECT_EQ(*store_->history().RecordChangePoints({cp}), 0);  // found again: not stored twice
+  auto open = store_->history().ListChangePoints(false);
   ASSERT_TRUE(open.ok());
   ASSERT_EQ(open->size(), 1u);
-  EXPECT_EQ(store_->Snapshot()->open_change_points.size(), 1u);
-  auto fixed = store_->SetChangePointState((*open)[0].id, "fixed");
+  EXPECT_EQ(store_->history().Snapshot()->open_change_points.size(), 1u);
+  auto fixed = store_->history().SetChangePointState((*open)[0].id, ChangePointState::kFixed);
   ASSERT_TRUE(fixed.ok());
-  EXPECT_EQ(fixed->state, "fixed");
-  EXPECT_TRUE(store_->ListChangePoints(false)->empty());
-  EXPECT_EQ(store_->ListChangePoints(true)->size(), 1u);
-  EXPECT_TRUE(store_->Snapshot()->open_change_points.empty());
+  EXPECT_EQ(fixed->state, ChangePointState::kFixed);
+  EXPECT_TRUE(store_->history().ListChangePoints(false)->empty());
+  EXPECT_EQ(store_->history().ListChangePoints(true)->size(), 1u);
+  EXPECT_TRUE(store_->history().Snapshot()->open_change_points.empty());
 }
 
 TEST_F(StoreTest, HelloReleasesRunsOfARestartedAgent) {
   Submit(1);
-  auto a = store_->ClaimRun("box");
+  auto a = ClaimRun("box");
   ASSERT_TRUE(a.ok() && a->has_value());
-  auto released = store_->ReleaseBoardRuns("box");
+  auto released = store_->boards().ReleaseBoardRuns("box");
   ASSERT_TRUE(released.ok());
   EXPECT_EQ(*released, 1);
-  auto again = store_->ClaimRun("box");
+  auto again = ClaimRun("box");
   ASSERT_TRUE(again.ok() && again->has_value());
   EXPECT_EQ((*again)->run_id, (*a)->run_id);
   EXPECT_NE((*again)->attempt_id, (*a)->attempt_id);
@@ -429,13 +448,13 @@ BoardHealth DualHello(PgStore& store, const std::string& running, const std::str
   b.summary.health = health;
   b.summary.health_reason = reason;
   b.facts_json = R"({"name":"dual"})";
-  auto h = store.UpsertBoard(b);
+  auto h = store.boards().UpsertBoard(b);
   EXPECT_TRUE(h.ok()) << h.status();
   return h.ok() ? *h : BoardHealth{};
 }
 
 BoardSummary BoardNamed(PgStore& store, const std::string& name) {
-  auto boards = store.ListBoards();
+  auto boards = store.boards().ListBoards();
   EXPECT_TRUE(boards.ok());
   for (const auto& b : *boards) {
     if (b.summary.name == name) return b.summary;
@@ -457,14 +476,14 @@ TEST_P(KernelSwitchScheduling, BlocksAlternateWithOneRebootPerBlockAndNoRunOnThe
   int boots = 0;
   std::vector<std::string> kernels_run;
   for (int step = 0; step < 100; ++step) {
-    auto next = store_->NextWork("dual");
+    auto next = store_->work().NextWork("dual");
     ASSERT_TRUE(next.ok()) << next.status();
     if (next->kernel_switch) {
       const KernelSwitchOrder& order = *next->kernel_switch;
       EXPECT_NE(order.label, running) << "a switch to the kernel already running";
       EXPECT_EQ(BoardNamed(*store_, "dual").health, "switching");
       // While the board reboots it is offered nothing.
-      auto meanwhile = store_->NextWork("dual");
+      auto meanwhile = store_->work().NextWork("dual");
       ASSERT_TRUE(meanwhile.ok());
       EXPECT_FALSE(meanwhile->run || meanwhile->kernel_switch);
       running = order.label;
@@ -475,11 +494,12 @@ TEST_P(KernelSwitchScheduling, BlocksAlternateWithOneRebootPerBlockAndNoRunOnThe
     const Assignment& a = *next->run;
     ASSERT_EQ(a.kernel, running) << "run " << a.run_id << " offered on the wrong kernel";
     kernels_run.push_back(a.kernel);
-    ASSERT_TRUE(store_->StoreResult("dual", a.run_id, a.attempt_id, true, "", GoodResult(3)).ok());
+    ASSERT_TRUE(
+        store_->work().StoreResult("dual", a.run_id, a.attempt_id, true, "", GoodResult(3)).ok());
   }
   // 2 cells x 2 kernels x 4 repetitions, all done.
   ASSERT_EQ(kernels_run.size(), 16u);
-  EXPECT_EQ(store_->GetJob(job)->state, "succeeded");
+  EXPECT_EQ(store_->jobs().GetJob(job)->state, JobState::kSucceeded);
   const uint32_t blocks = 2 * repetitions / block_size;
   EXPECT_EQ(boots, static_cast<int>(blocks) - 1);
   EXPECT_EQ(BoardNamed(*store_, "dual").kernel_switches, blocks - 1);
@@ -495,7 +515,7 @@ INSTANTIATE_TEST_SUITE_P(BlockSizes, KernelSwitchScheduling, ::testing::Values(1
 TEST_F(StoreTest, AFailedSwitchNeedsACheckAndTheBoardGetsNoRuns) {
   DualHello(*store_, "vanilla", "boot-1");
   Submit(1, {"patched"}, 0, {"dual"});
-  auto order = store_->NextWork("dual");
+  auto order = store_->work().NextWork("dual");
   ASSERT_TRUE(order.ok() && order->kernel_switch);
   EXPECT_EQ(order->kernel_switch->label, "patched");
   EXPECT_NE(order->kernel_switch->reason.find("needs kernel patched"), std::string::npos);
@@ -506,7 +526,7 @@ TEST_F(StoreTest, AFailedSwitchNeedsACheckAndTheBoardGetsNoRuns) {
   EXPECT_EQ(h.reason, "switch to 'patched': the board came back running [vanilla]");
   BoardSummary b = BoardNamed(*store_, "dual");
   EXPECT_EQ(b.health, "needs-check");
-  auto nothing = store_->NextWork("dual");
+  auto nothing = store_->work().NextWork("dual");
   ASSERT_TRUE(nothing.ok());
   EXPECT_FALSE(nothing->run || nothing->kernel_switch);
   EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE state = 'queued'"), 2);
@@ -515,7 +535,7 @@ TEST_F(StoreTest, AFailedSwitchNeedsACheckAndTheBoardGetsNoRuns) {
   EXPECT_EQ(DualHello(*store_, "vanilla", "boot-2", "needs-check", "checked by nobody").health,
             "needs-check");
   EXPECT_EQ(DualHello(*store_, "vanilla", "boot-2").health, "ok");
-  auto again = store_->NextWork("dual");
+  auto again = store_->work().NextWork("dual");
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->kernel_switch);
   // This time the board did not reboot at all.
@@ -531,18 +551,18 @@ TEST_F(StoreTest, ASwitchThatNeverComesBackLapsesToNeedsCheck) {
   PgStore store(options);
   DualHello(store, "vanilla", "boot-1");
   Submit(1, {"patched"}, 0, {"dual"});
-  auto order = store.NextWork("dual");
+  auto order = store.work().NextWork("dual");
   ASSERT_TRUE(order.ok() && order->kernel_switch);
-  auto lapsed = store.ExpireKernelSwitches();
+  auto lapsed = store.work().ExpireKernelSwitches();
   ASSERT_TRUE(lapsed.ok());
   EXPECT_EQ(*lapsed, std::vector<std::string>{"dual"});
   BoardSummary b = BoardNamed(store, "dual");
   EXPECT_EQ(b.health, "needs-check");
   EXPECT_NE(b.health_reason.find("no hello from the new kernel"), std::string::npos);
-  EXPECT_TRUE(store.ExpireKernelSwitches()->empty());
+  EXPECT_TRUE(store.work().ExpireKernelSwitches()->empty());
   // A late hello on the right kernel from a new boot settles it after all.
   EXPECT_EQ(DualHello(store, "patched", "boot-2").health, "ok");
-  auto run = store.NextWork("dual");
+  auto run = store.work().NextWork("dual");
   ASSERT_TRUE(run.ok() && run->run);
   EXPECT_EQ(run->run->kernel, "patched");
 }
@@ -550,33 +570,33 @@ TEST_F(StoreTest, ASwitchThatNeverComesBackLapsesToNeedsCheck) {
 TEST_F(StoreTest, AnUndeliveredSwitchIsAbandoned) {
   DualHello(*store_, "vanilla", "boot-1");
   Submit(1, {"patched"}, 0, {"dual"});
-  ASSERT_TRUE(store_->NextWork("dual")->kernel_switch);
-  ASSERT_TRUE(store_->AbandonKernelSwitch("dual").ok());
+  ASSERT_TRUE(store_->work().NextWork("dual")->kernel_switch);
+  ASSERT_TRUE(store_->work().AbandonKernelSwitch("dual").ok());
   BoardSummary b = BoardNamed(*store_, "dual");
   EXPECT_EQ(b.health, "ok");
   EXPECT_EQ(b.kernel_switches, 0u);
-  EXPECT_TRUE(store_->NextWork("dual")->kernel_switch);  // ordered again
+  EXPECT_TRUE(store_->work().NextWork("dual")->kernel_switch);  // ordered again
 }
 
 TEST_F(StoreTest, DatabaseRestartIsUnavailableThenHealsByItself) {
   int64_t before = Submit(1);
-  ASSERT_TRUE(store_->ListJobs(10).ok());
+  ASSERT_TRUE(store_->jobs().ListJobs(10).ok());
   faultline::testing::HaltCluster();
-  EXPECT_EQ(store_->ListJobs(10).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store_->jobs().ListJobs(10).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(store_->Ping().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(store_->ClaimRun("box").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ClaimRun("box").status().code(), absl::StatusCode::kUnavailable);
   faultline::testing::ResumeCluster();
   // No restart of the store: it reconnects on the next calls by itself. A pooled connection
   // from before the outage may fail one call; never more.
   int failures = 0;
-  for (int i = 0; i < 3; ++i) failures += store_->ListJobs(10).ok() ? 0 : 1;
+  for (int i = 0; i < 3; ++i) failures += store_->jobs().ListJobs(10).ok() ? 0 : 1;
   EXPECT_LE(failures, 1);
   EXPECT_TRUE(store_->Ping().ok());
   // Nothing accepted before the outage was lost, and work goes on.
-  auto job = store_->GetJob(before);
+  auto job = store_->jobs().GetJob(before);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->counts.total, 2u);
-  auto claimed = store_->ClaimRun("box");
+  auto claimed = ClaimRun("box");
   ASSERT_TRUE(claimed.ok() && claimed->has_value()) << claimed.status();
   EXPECT_GT(Submit(1), before);
 }
@@ -591,7 +611,7 @@ TEST_F(StoreTest, AdaptiveRepetitionsAddPairsUntilTheCiIsNarrowOrAtTheMaximum) {
   });
   std::map<std::pair<std::string, std::string>, int> runs_of;  // (threads, kernel) -> runs
   for (int step = 0; step < 100; ++step) {
-    auto a = store_->ClaimRun("aa");
+    auto a = ClaimRun("aa");
     ASSERT_TRUE(a.ok()) << a.status();
     if (!a->has_value()) break;
     const Assignment& run = **a;
@@ -601,13 +621,13 @@ TEST_F(StoreTest, AdaptiveRepetitionsAddPairsUntilTheCiIsNarrowOrAtTheMaximum) {
     // threads=2: ±15% run to run, never narrow enough; threads=4: identical, narrow as soon
     // as the exact CI exists (4 per side).
     r.throughput = threads == "4" ? 10 : (n % 2 ? 10 : 13) * (run.kernel == "patched" ? 1.1 : 1.0);
-    ASSERT_TRUE(store_->StoreResult("aa", run.run_id, run.attempt_id, true, "", r).ok());
+    ASSERT_TRUE(store_->work().StoreResult("aa", run.run_id, run.attempt_id, true, "", r).ok());
   }
   EXPECT_EQ((runs_of[{"2", "vanilla"}]), 6);
   EXPECT_EQ((runs_of[{"2", "patched"}]), 6);
   EXPECT_EQ((runs_of[{"4", "vanilla"}]), 4);
   EXPECT_EQ((runs_of[{"4", "patched"}]), 4);
-  EXPECT_EQ(store_->GetJob(job)->state, "succeeded");
+  EXPECT_EQ(store_->jobs().GetJob(job)->state, JobState::kSucceeded);
   EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE job_id = " + std::to_string(job)), 20);
   // The added runs kept the planned shape. Sequence dense: exactly 0..19, no gaps, no twins.
   const std::string of_job = " FROM runs WHERE job_id = " + std::to_string(job);
@@ -633,7 +653,7 @@ TEST_F(StoreTest, DatabaseDownIsUnavailable) {
   options.database_url = "postgresql://faultline@127.0.0.1:1/none?connect_timeout=2";
   PgStore dead(options);
   EXPECT_EQ(dead.Ping().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(dead.ListJobs(10).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(dead.jobs().ListJobs(10).status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

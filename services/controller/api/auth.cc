@@ -61,7 +61,7 @@ absl::StatusOr<TokenRecord> Authorizer::Identify(const grpc::ServerContextBase* 
   auto token = BearerToken(std::string(it->second.data(), it->second.size()));
   if (!token) return absl::UnauthenticatedError("authorization: expected 'Bearer TOKEN'");
   const std::string hash = Sha256Hex(*token);
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_->Now();
   {
     std::lock_guard lock(mu_);
     auto hit = cache_.find(hash);
@@ -80,7 +80,7 @@ grpc::Status Authorizer::RequireUser(const grpc::ServerContextBase* ctx) {
   if (!required_) return grpc::Status::OK;
   auto who = Identify(ctx);
   if (!who.ok()) return ToGrpc(who.status());
-  if (who->role != "user") {
+  if (who->role != TokenRole::kUser) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         absl::StrCat("token '", who->name, "' is an agent token: JobService needs a user token"));
   }
@@ -91,7 +91,7 @@ grpc::Status Authorizer::RequireAgent(const grpc::ServerContextBase* ctx, const 
   if (!required_) return grpc::Status::OK;
   auto who = Identify(ctx);
   if (!who.ok()) return ToGrpc(who.status());
-  if (who->role != "agent") {
+  if (who->role != TokenRole::kAgent) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         absl::StrCat("token '", who->name, "' is a user token: AgentService needs an agent token"));
   }

@@ -15,7 +15,8 @@
 #include <string>
 
 #include "grpcpp/grpcpp.h"
-#include "services/controller/storage/store.h"
+#include "services/controller/core/clock.h"
+#include "services/controller/storage/interfaces.h"
 
 namespace faultline::controller {
 
@@ -29,7 +30,8 @@ std::optional<std::string> BearerToken(const std::string& authorization);
 class Authorizer {
  public:
   // `store` may be null only with required == false.
-  Authorizer(PgStore* store, bool required) : store_(store), required_(required) {}
+  Authorizer(TokenStore* store, bool required, const Clock* clock = SystemClock::Get())
+      : store_(store), required_(required), clock_(clock) {}
 
   grpc::Status RequireUser(const grpc::ServerContextBase* ctx);
   grpc::Status RequireAgent(const grpc::ServerContextBase* ctx, const std::string& board);
@@ -38,13 +40,14 @@ class Authorizer {
  private:
   absl::StatusOr<TokenRecord> Identify(const grpc::ServerContextBase* ctx);
 
-  PgStore* store_;
+  TokenStore* store_;
   bool required_;
+  const Clock* clock_;
   // Known tokens for a short while: heartbeats do not each cost a query. A revocation
   // takes effect within kCacheFor.
   static constexpr std::chrono::seconds kCacheFor{10};
   std::mutex mu_;
-  std::map<std::string, std::pair<TokenRecord, std::chrono::steady_clock::time_point>> cache_;
+  std::map<std::string, std::pair<TokenRecord, std::chrono::system_clock::time_point>> cache_;
 };
 
 }  // namespace faultline::controller

@@ -51,22 +51,37 @@ std::string SpecToJson(const v1::JobSpec& spec) {
   return out;
 }
 
-v1::JobState JobStateFromString(const std::string& state) {
-  if (state == "queued") return v1::JOB_STATE_QUEUED;
-  if (state == "running") return v1::JOB_STATE_RUNNING;
-  if (state == "succeeded") return v1::JOB_STATE_SUCCEEDED;
-  if (state == "failed") return v1::JOB_STATE_FAILED;
-  if (state == "cancelled") return v1::JOB_STATE_CANCELLED;
+v1::JobState ToProto(JobState state) {
+  switch (state) {
+    case JobState::kQueued:
+      return v1::JOB_STATE_QUEUED;
+    case JobState::kRunning:
+      return v1::JOB_STATE_RUNNING;
+    case JobState::kSucceeded:
+      return v1::JOB_STATE_SUCCEEDED;
+    case JobState::kFailed:
+      return v1::JOB_STATE_FAILED;
+    case JobState::kCancelled:
+      return v1::JOB_STATE_CANCELLED;
+  }
   return v1::JOB_STATE_UNSPECIFIED;
 }
 
-v1::RunState RunStateFromString(const std::string& state) {
-  if (state == "queued") return v1::RUN_STATE_QUEUED;
-  if (state == "assigned") return v1::RUN_STATE_ASSIGNED;
-  if (state == "running") return v1::RUN_STATE_RUNNING;
-  if (state == "succeeded") return v1::RUN_STATE_SUCCEEDED;
-  if (state == "failed") return v1::RUN_STATE_FAILED;
-  if (state == "cancelled") return v1::RUN_STATE_CANCELLED;
+v1::RunState ToProto(RunState state) {
+  switch (state) {
+    case RunState::kQueued:
+      return v1::RUN_STATE_QUEUED;
+    case RunState::kAssigned:
+      return v1::RUN_STATE_ASSIGNED;
+    case RunState::kRunning:
+      return v1::RUN_STATE_RUNNING;
+    case RunState::kSucceeded:
+      return v1::RUN_STATE_SUCCEEDED;
+    case RunState::kFailed:
+      return v1::RUN_STATE_FAILED;
+    case RunState::kCancelled:
+      return v1::RUN_STATE_CANCELLED;
+  }
   return v1::RUN_STATE_UNSPECIFIED;
 }
 
@@ -80,7 +95,7 @@ void JobToProto(const JobRecord& job, v1::Job* out) {
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;
   (void)google::protobuf::util::JsonStringToMessage(job.spec_json, out->mutable_spec(), options);
-  out->set_state(JobStateFromString(job.state));
+  out->set_state(ToProto(job.state));
   auto* c = out->mutable_runs();
   c->set_total(job.counts.total);
   c->set_queued(job.counts.queued);
@@ -101,7 +116,7 @@ void RunToProto(const RunRecord& run, v1::Run* out) {
   for (const auto& [k, v] : run.cell) (*out->mutable_cell())[k] = v;
   out->set_kernel(run.kernel);
   out->set_repetition(static_cast<uint32_t>(run.repetition));
-  out->set_state(RunStateFromString(run.state));
+  out->set_state(ToProto(run.state));
   out->set_board(run.board);
   out->set_failure_reason(run.failure_reason);
   out->set_attempt(static_cast<uint32_t>(run.attempt));

@@ -1,18 +1,18 @@
 #pragma once
 // Proto <-> domain conversion at the API boundary (core and storage never see protobuf).
+#include "absl/status/status.h"
 #include "faultline/v1/agent.pb.h"
 #include "faultline/v1/job.pb.h"
 #include "grpcpp/support/status.h"
-#include "absl/status/status.h"
 #include "services/controller/core/domain.h"
-#include "services/controller/storage/store.h"
+#include "services/controller/storage/records.h"
 
 namespace faultline::controller {
 
 JobSpecInput SpecFromProto(const v1::JobSpec& spec);
 std::string SpecToJson(const v1::JobSpec& spec);
-v1::JobState JobStateFromString(const std::string& state);
-v1::RunState RunStateFromString(const std::string& state);
+v1::JobState ToProto(JobState state);
+v1::RunState ToProto(RunState state);
 bool IsFinal(v1::JobState state);
 void JobToProto(const JobRecord& job, v1::Job* out);
 void RunToProto(const RunRecord& run, v1::Run* out);

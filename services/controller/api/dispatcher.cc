@@ -6,8 +6,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "services/common/log.h"
 #include "services/controller/api/convert.h"
-#include "services/controller/api/history.h"
-#include "services/controller/api/submission.h"
+#include "services/controller/api/duties.h"
 
 namespace faultline::controller {
 
@@ -22,6 +21,18 @@ v1::JobProgress ProgressFromJob(const JobRecord& job) {
 }
 
 void AcquireReactor::OnCancel() { dispatcher_->Unpark(this); }
+
+void AcquireReactor::Answer(const WorkOrder& order) {
+  if (order.kernel_switch) {
+    auto* sw = response_->mutable_switch_kernel();
+    sw->set_label(order.kernel_switch->label);
+    sw->set_reason(order.kernel_switch->reason);
+    sw->set_deadline_seconds(order.kernel_switch->deadline_seconds);
+  } else if (order.run) {
+    AssignmentToProto(*order.run, response_->mutable_assignment());
+  }
+  Finish(grpc::Status::OK);
+}
 
 void WatchReactor::Push(const v1::JobProgress& progress) {
   std::unique_lock lock(mu_);
@@ -89,14 +100,16 @@ void WatchReactor::OnDone() {
   delete this;
 }
 
-Dispatcher::Dispatcher(PgStore* store) : store_(store) {}
+Dispatcher::Dispatcher(WorkStore* work, JobStore* jobs, const Clock* clock,
+                       BackgroundDuties* duties)
+    : work_(work), jobs_(jobs), clock_(clock), duties_(duties) {}
 
 Dispatcher::~Dispatcher() { Stop(); }
 
 void Dispatcher::Start() { thread_ = std::thread([this] { Loop(); }); }
 
 void Dispatcher::Stop() {
-  std::deque<AcquireReactor*> parked;
+  std::deque<ParkedCall*> parked;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
@@ -105,57 +118,58 @@ void Dispatcher::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  for (auto* r : parked) r->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller stopping"));
-  std::set<WatchReactor*> watchers;
+  const grpc::Status stopping(grpc::StatusCode::UNAVAILABLE, "controller stopping");
+  for (auto* call : parked) call->Fail(stopping);
+  std::set<ProgressWatcher*> watchers;
   {
     std::lock_guard lock(mu_);
     watchers = watchers_;
   }
-  for (auto* w : watchers) w->FinishWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller stopping"));
+  for (auto* w : watchers) w->FinishWith(stopping);
 }
 
-void Dispatcher::Park(AcquireReactor* reactor) {
+void Dispatcher::Park(ParkedCall* call) {
   bool stopping;
   {
     std::lock_guard lock(mu_);
     stopping = stopping_;
     if (!stopping) {
-      parked_.push_back(reactor);
+      parked_.push_back(call);
       work_hint_ = true;
     }
   }
   if (stopping) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller stopping"));
+    call->Fail(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller stopping"));
     return;
   }
   cv_.notify_all();
 }
 
-void Dispatcher::Unpark(AcquireReactor* reactor) {
+void Dispatcher::Unpark(ParkedCall* call) {
   bool found = false;
   {
     std::lock_guard lock(mu_);
-    auto it = std::find(parked_.begin(), parked_.end(), reactor);
+    auto it = std::find(parked_.begin(), parked_.end(), call);
     if (it != parked_.end()) {
       parked_.erase(it);
       found = true;
     }
   }
-  if (found) reactor->Finish(grpc::Status::CANCELLED);
+  if (found) call->Fail(grpc::Status::CANCELLED);
 }
 
-void Dispatcher::AddWatcher(WatchReactor* reactor) {
+void Dispatcher::AddWatcher(ProgressWatcher* watcher) {
   {
     std::lock_guard lock(mu_);
-    watchers_.insert(reactor);
-    changed_jobs_.insert(reactor->job_id());
+    watchers_.insert(watcher);
+    changed_jobs_.insert(watcher->job_id());
   }
   cv_.notify_all();
 }
 
-void Dispatcher::RemoveWatcher(WatchReactor* reactor) {
+void Dispatcher::RemoveWatcher(ProgressWatcher* watcher) {
   std::lock_guard lock(mu_);
-  watchers_.erase(reactor);
+  watchers_.erase(watcher);
 }
 
 void Dispatcher::WorkAvailable() {
@@ -175,70 +189,61 @@ void Dispatcher::JobChanged(int64_t job_id) {
 }
 
 void Dispatcher::Loop() {
+  // Ticks follow the machine's steady clock; what a tick decides (deadlines, slots) reads
+  // the Clock.
   auto next_tick = std::chrono::steady_clock::now() + kTick;
   while (true) {
-    bool work = false;
-    bool tick = false;
-    std::set<int64_t> changed;
     {
       std::unique_lock lock(mu_);
       cv_.wait_until(lock, next_tick,
                      [&] { return stopping_ || work_hint_ || !changed_jobs_.empty(); });
       if (stopping_) return;
-      work = work_hint_;
-      work_hint_ = false;
-      changed.swap(changed_jobs_);
     }
-    auto now = std::chrono::steady_clock::now();
-    if (now >= next_tick) {
-      tick = true;
-      next_tick = now + kTick;
-      auto reaped = store_->ReapExpiredLeases();
-      if (reaped.ok() && !reaped->empty()) {
-        log::warn("event=leases_expired jobs={}", reaped->size());
-        changed.insert(reaped->begin(), reaped->end());
-        work = true;
-      }
-      ExpireParked(now);
-      auto lapsed = store_->ExpireKernelSwitches();
-      if (lapsed.ok()) {
-        for (const auto& board : *lapsed) {
-          log::error("event=kernel_switch_lapsed board={} health=needs-check", board);
-        }
-      }
-      // History change points: cheap enough to rescan every 30 s.
-      if (++ticks_since_history_ >= 30) {
-        ticks_since_history_ = 0;
-        auto found = DetectHistoryChangePoints(store_);
-        if (found.ok() && *found > 0) log::warn("event=change_points_found count={}", *found);
-      }
-      auto fired = FireDueSchedules(store_);
-      if (fired.ok() && *fired > 0) {
-        log::info("event=schedules_fired jobs={}", *fired);
-        work = true;
-      }
-    }
-    // Waiting agents retry on every tick too, so a database outage heals by itself.
-    if (work || tick) ServeParked();
-    if (tick || !changed.empty()) UpdateWatchers(changed, tick);
+    const auto now = std::chrono::steady_clock::now();
+    const bool tick = now >= next_tick;
+    if (tick) next_tick = now + kTick;
+    Step(tick);
   }
 }
 
+void Dispatcher::Step(bool tick) {
+  bool work = false;
+  std::set<int64_t> changed;
+  {
+    std::lock_guard lock(mu_);
+    work = work_hint_;
+    work_hint_ = false;
+    changed.swap(changed_jobs_);
+  }
+  if (tick) {
+    if (duties_ != nullptr) {
+      DutyOutcome done = duties_->RunOnce();
+      changed.insert(done.changed_jobs.begin(), done.changed_jobs.end());
+      work = work || done.work_available;
+    }
+    ExpireParked(clock_->Now());
+  }
+  // Waiting agents retry on every tick too, so a database outage heals by itself.
+  if (work || tick) ServeParked();
+  if (tick || !changed.empty()) UpdateWatchers(changed, tick);
+}
+
 void Dispatcher::ServeParked() {
-  std::vector<AcquireReactor*> snapshot;
+  std::vector<ParkedCall*> snapshot;
   {
     std::lock_guard lock(mu_);
     snapshot.assign(parked_.begin(), parked_.end());
   }
-  for (auto* reactor : snapshot) {
-    // Only a reactor still parked may be served; OnCancel may have taken it meanwhile.
+  for (auto* call : snapshot) {
+    // Only a call still parked may be served; OnCancel may have taken it meanwhile.
     {
       std::lock_guard lock(mu_);
-      if (std::find(parked_.begin(), parked_.end(), reactor) == parked_.end()) continue;
+      if (std::find(parked_.begin(), parked_.end(), call) == parked_.end()) continue;
     }
-    auto next = store_->NextWork(reactor->board());
+    const std::string board = call->board();
+    auto next = work_->NextWork(board);
     if (!next.ok()) {
-      log::warn("event=claim_failed board={} error=\"{}\"", reactor->board(),
+      log::warn("event=claim_failed board={} error=\"{}\"", board,
                 std::string(next.status().message()));
       return;
     }
@@ -246,7 +251,7 @@ void Dispatcher::ServeParked() {
     bool still_parked = false;
     {
       std::lock_guard lock(mu_);
-      auto it = std::find(parked_.begin(), parked_.end(), reactor);
+      auto it = std::find(parked_.begin(), parked_.end(), call);
       if (it != parked_.end()) {
         parked_.erase(it);
         still_parked = true;
@@ -256,40 +261,36 @@ void Dispatcher::ServeParked() {
       const KernelSwitchOrder& order = *next->kernel_switch;
       if (!still_parked) {
         // The agent went away before hearing it: the order never happened.
-        log::warn("event=kernel_switch_undelivered board={} label={}", reactor->board(), order.label);
-        auto abandoned = store_->AbandonKernelSwitch(reactor->board());
+        log::warn("event=kernel_switch_undelivered board={} label={}", board, order.label);
+        auto abandoned = work_->AbandonKernelSwitch(board);
         if (!abandoned.ok()) {
-          log::warn("event=kernel_switch_abandon_failed board={} error=\"{}\"", reactor->board(),
+          log::warn("event=kernel_switch_abandon_failed board={} error=\"{}\"", board,
                     std::string(abandoned.message()));
         }
         continue;
       }
-      log::info("event=kernel_switch_ordered board={} label={} reason=\"{}\"", reactor->board(),
-                order.label, order.reason);
-      auto* sw = reactor->response()->mutable_switch_kernel();
-      sw->set_label(order.label);
-      sw->set_reason(order.reason);
-      sw->set_deadline_seconds(order.deadline_seconds);
-      reactor->Finish(grpc::Status::OK);
+      log::info("event=kernel_switch_ordered board={} label={} reason=\"{}\"", board, order.label,
+                order.reason);
+      call->Answer(*next);
       continue;
     }
     const Assignment& a = *next->run;
     if (!still_parked) {
       // The agent went away between claim and answer; the lease returns the run to the
       // queue when it lapses.
-      log::warn("event=assignment_undelivered run={} board={}", a.run_id, reactor->board());
+      log::warn("event=assignment_undelivered run={} board={}", a.run_id, board);
       continue;
     }
     log::info("event=run_assigned run={} job={} board={} kernel={} attempt_id={}", a.run_id,
-              a.job_id, reactor->board(), a.kernel, a.attempt_id);
-    AssignmentToProto(a, reactor->response()->mutable_assignment());
-    reactor->Finish(grpc::Status::OK);
-    JobChanged(a.job_id);
+              a.job_id, board, a.kernel, a.attempt_id);
+    const int64_t job_id = a.job_id;
+    call->Answer(*next);
+    JobChanged(job_id);
   }
 }
 
-void Dispatcher::ExpireParked(std::chrono::steady_clock::time_point now) {
-  std::vector<AcquireReactor*> expired;
+void Dispatcher::ExpireParked(std::chrono::system_clock::time_point now) {
+  std::vector<ParkedCall*> expired;
   {
     std::lock_guard lock(mu_);
     for (auto it = parked_.begin(); it != parked_.end();) {
@@ -301,7 +302,7 @@ void Dispatcher::ExpireParked(std::chrono::steady_clock::time_point now) {
       }
     }
   }
-  for (auto* r : expired) r->Finish(grpc::Status::OK);  // empty answer: ask again
+  for (auto* call : expired) call->Answer(WorkOrder{});  // empty answer: ask again
 }
 
 void Dispatcher::UpdateWatchers(const std::set<int64_t>& jobs, bool all) {
@@ -313,7 +314,7 @@ void Dispatcher::UpdateWatchers(const std::set<int64_t>& jobs, bool all) {
     }
   }
   for (int64_t job_id : wanted) {
-    auto job = store_->GetJob(job_id);
+    auto job = jobs_->GetJob(job_id);
     if (!job.ok()) continue;
     v1::JobProgress progress = ProgressFromJob(*job);
     std::lock_guard lock(mu_);  // watchers are removed under this lock before deletion

@@ -2,6 +2,9 @@
 // Hands runs to agents waiting in AcquireWork and progress to WatchJob streams, from one
 // background thread. Waiting agents and watchers are parked reactors: no gRPC thread is held
 // while they wait, and a submitted job wakes them at once (no polling interval to wait out).
+// The background duties (lease reaping, switch expiry, change points, schedules) are a
+// separate class (duties.h) that the dispatcher's thread runs once a tick. Tests drive the
+// dispatcher without its thread (Step) through the ParkedCall/ProgressWatcher seams.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -16,41 +19,66 @@
 #include "faultline/v1/agent.pb.h"
 #include "faultline/v1/job.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "services/controller/storage/store.h"
+#include "services/controller/core/clock.h"
+#include "services/controller/storage/interfaces.h"
 
 namespace faultline::controller {
 
 class Dispatcher;
+class BackgroundDuties;
+
+// An agent waiting for work.
+class ParkedCall {
+ public:
+  virtual ~ParkedCall() = default;
+  virtual const std::string& board() const = 0;
+  virtual std::chrono::system_clock::time_point deadline() const = 0;
+  // Ends the call with OK: a run, a kernel switch, or neither (the agent asks again).
+  virtual void Answer(const WorkOrder& order) = 0;
+  virtual void Fail(const grpc::Status& status) = 0;
+};
+
+// A client following one job's progress.
+class ProgressWatcher {
+ public:
+  virtual ~ProgressWatcher() = default;
+  virtual int64_t job_id() const = 0;
+  // Sends progress if it differs from what was last sent; finishes after a final state.
+  virtual void Push(const v1::JobProgress& progress) = 0;
+  virtual void FinishWith(const grpc::Status& status) = 0;
+};
 
 // One parked AcquireWork call.
-class AcquireReactor : public grpc::ServerUnaryReactor {
+class AcquireReactor : public grpc::ServerUnaryReactor, public ParkedCall {
  public:
   AcquireReactor(Dispatcher* dispatcher, std::string board, v1::AcquireWorkResponse* response,
-                 std::chrono::steady_clock::time_point deadline)
-      : dispatcher_(dispatcher), board_(std::move(board)), response_(response),
+                 std::chrono::system_clock::time_point deadline)
+      : dispatcher_(dispatcher),
+        board_(std::move(board)),
+        response_(response),
         deadline_(deadline) {}
   void OnCancel() override;
   void OnDone() override { delete this; }
 
-  const std::string& board() const { return board_; }
-  std::chrono::steady_clock::time_point deadline() const { return deadline_; }
-  v1::AcquireWorkResponse* response() { return response_; }
+  const std::string& board() const override { return board_; }
+  std::chrono::system_clock::time_point deadline() const override { return deadline_; }
+  void Answer(const WorkOrder& order) override;
+  void Fail(const grpc::Status& status) override { Finish(status); }
 
  private:
   Dispatcher* dispatcher_;
   std::string board_;
   v1::AcquireWorkResponse* response_;
-  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::system_clock::time_point deadline_;
 };
 
 // One WatchJob stream.
-class WatchReactor : public grpc::ServerWriteReactor<v1::JobProgress> {
+class WatchReactor : public grpc::ServerWriteReactor<v1::JobProgress>, public ProgressWatcher {
  public:
   WatchReactor(Dispatcher* dispatcher, int64_t job_id) : dispatcher_(dispatcher), job_id_(job_id) {}
-  int64_t job_id() const { return job_id_; }
-  // Sends progress if it differs from what was last sent; finishes after a final state.
-  void Push(const v1::JobProgress& progress);
-  void FinishWith(const grpc::Status& status);
+  int64_t job_id() const override { return job_id_; }
+  void Push(const v1::JobProgress& progress) override;
+  void FinishWith(const grpc::Status& status) override;
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
@@ -69,21 +97,34 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobProgress> {
 
 class Dispatcher {
  public:
-  explicit Dispatcher(PgStore* store);
+  // `duties` may be null (nothing runs on ticks but parked-call expiry).
+  Dispatcher(WorkStore* work, JobStore* jobs, const Clock* clock = SystemClock::Get(),
+             BackgroundDuties* duties = nullptr);
   ~Dispatcher();
   void Start();
   void Stop();
 
   // Parks an AcquireWork call; the dispatcher thread claims a run for it right away.
-  void Park(AcquireReactor* reactor);
-  void Unpark(AcquireReactor* reactor);  // from OnCancel
-  void AddWatcher(WatchReactor* reactor);
-  void RemoveWatcher(WatchReactor* reactor);  // from OnDone
+  void Park(ParkedCall* call);
+  void Unpark(ParkedCall* call);  // from OnCancel: the call ends CANCELLED
+  void AddWatcher(ProgressWatcher* watcher);
+  void RemoveWatcher(ProgressWatcher* watcher);  // from OnDone
 
   // Something may be claimable now (job submitted, run requeued, board changed).
   void WorkAvailable();
   // A job's progress changed; watchers of it get an update.
   void JobChanged(int64_t job_id);
+
+  // One pass of the loop, on the caller's thread (the loop calls it; tests call it instead
+  // of Start): with `tick`, the duties run, calls past their deadline (by the clock) get an
+  // empty answer and every watcher is refreshed; parked calls are served when work may be
+  // available or on a tick; watchers of changed jobs are updated.
+  void Step(bool tick);
+
+  size_t parked() {
+    std::lock_guard lock(mu_);
+    return parked_.size();
+  }
 
   static constexpr std::chrono::seconds kMaxWait{30};
   static constexpr std::chrono::seconds kTick{1};
@@ -91,19 +132,21 @@ class Dispatcher {
  private:
   void Loop();
   void ServeParked();
-  void ExpireParked(std::chrono::steady_clock::time_point now);
+  void ExpireParked(std::chrono::system_clock::time_point now);
   void UpdateWatchers(const std::set<int64_t>& jobs, bool all);
 
-  PgStore* store_;
+  WorkStore* work_;
+  JobStore* jobs_;
+  const Clock* clock_;
+  BackgroundDuties* duties_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
   bool work_hint_ = false;
   std::set<int64_t> changed_jobs_;
-  std::deque<AcquireReactor*> parked_;
-  std::set<WatchReactor*> watchers_;
+  std::deque<ParkedCall*> parked_;
+  std::set<ProgressWatcher*> watchers_;
   std::thread thread_;
-  int ticks_since_history_ = 29;  // first scan one tick after start
 };
 
 v1::JobProgress ProgressFromJob(const JobRecord& job);

@@ -4,7 +4,8 @@
 
 namespace faultline::controller {
 
-absl::StatusOr<int> DetectHistoryChangePoints(PgStore* store, const ChangePointOptions& options) {
+absl::StatusOr<int> DetectHistoryChangePoints(HistoryStore* store,
+                                              const ChangePointOptions& options) {
   auto histories = store->SeriesHistories(2 * std::max(2, options.min_segment));
   if (!histories.ok()) return histories.status();
   std::vector<ChangePointRecord> found;

@@ -4,11 +4,12 @@
 // once, then tracked by state (open, acknowledged, fixed, invalid).
 #include "absl/status/statusor.h"
 #include "services/controller/core/changepoint.h"
-#include "services/controller/storage/store.h"
+#include "services/controller/storage/interfaces.h"
 
 namespace faultline::controller {
 
 // Scans every series with enough history; returns how many change points were new.
-absl::StatusOr<int> DetectHistoryChangePoints(PgStore* store, const ChangePointOptions& options = {});
+absl::StatusOr<int> DetectHistoryChangePoints(HistoryStore* store,
+                                              const ChangePointOptions& options = {});
 
 }  // namespace faultline::controller

@@ -72,17 +72,17 @@ void ControllerMetrics::ObserveRunFinished(const std::string& benchmark, bool su
       .Increment();
 }
 
-std::string ControllerMetrics::Render(PgStore* store) {
+std::string ControllerMetrics::Render(MetricsSource* source, BoardStore* boards, JobStore* jobs) {
   prometheus::Registry state;
   auto& db_up = prometheus::BuildGauge()
                     .Name("faultline_database_up")
                     .Help("1 when the controller could read its database for this scrape")
                     .Register(state)
                     .Add({});
-  auto snapshot = store->Snapshot();
-  auto boards = store->ListBoards();
-  db_up.Set(snapshot.ok() && boards.ok() ? 1 : 0);
-  if (snapshot.ok() && boards.ok()) {
+  auto snapshot = source->Snapshot();
+  auto listed_boards = boards->ListBoards();
+  db_up.Set(snapshot.ok() && listed_boards.ok() ? 1 : 0);
+  if (snapshot.ok() && listed_boards.ok()) {
     auto& throughput = prometheus::BuildGauge()
                            .Name("faultline_throughput_rounds_per_second")
                            .Help("Median throughput of the latest job of each series")
@@ -129,7 +129,7 @@ std::string ControllerMetrics::Render(PgStore* store) {
                         .Register(state);
     for (int64_t job_id : snapshot->comparison_jobs) {
       v1::GetReportResponse report;
-      if (!BuildReport(store, job_id, &report).ok()) continue;
+      if (!BuildReport(jobs, job_id, &report).ok()) continue;
       std::string study = report.job().spec().name().empty() ? report.job().spec().benchmark()
                                                               : report.job().spec().name();
       for (const auto& c : report.comparisons()) {
@@ -243,7 +243,7 @@ std::string ControllerMetrics::Render(PgStore* store) {
                                "not hardware numbers; kvm; none) and the running kernel release")
                            .Register(state);
     int online = 0, offline = 0;
-    for (const auto& b : *boards) {
+    for (const auto& b : *listed_boards) {
       prometheus::Labels labels = {{"board", b.summary.name}, {"arch", b.summary.arch}};
       {
         const auto facts = nlohmann::json::parse(b.facts_json, nullptr, false);

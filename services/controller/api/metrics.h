@@ -13,7 +13,7 @@
 #include "prometheus/family.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "services/controller/storage/store.h"
+#include "services/controller/storage/interfaces.h"
 
 namespace faultline::controller {
 
@@ -26,7 +26,7 @@ class ControllerMetrics {
 
   // The /metrics body. On a database error the process metrics are still served, with
   // faultline_database_up 0.
-  std::string Render(PgStore* store);
+  std::string Render(MetricsSource* source, BoardStore* boards, JobStore* jobs);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;

@@ -9,7 +9,7 @@
 
 namespace faultline::controller {
 
-absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* resp) {
+absl::Status BuildReport(JobStore* store, int64_t job_id, v1::GetReportResponse* resp) {
   auto job = store->GetJob(job_id);
   if (!job.ok()) return job.status();
   auto runs = store->ListRuns(job_id);
@@ -25,9 +25,9 @@ absl::Status BuildReport(PgStore* store, int64_t job_id, v1::GetReportResponse* 
     }
     o.kernel = r.kernel;
     // Runs not yet placed are reported with their cell; a board appears once one ran there.
-    o.board = r.has_result || r.state == "failed" ? r.board : "";
-    o.succeeded = r.state == "succeeded" && r.has_result;
-    o.failed = r.state == "failed";
+    o.board = r.has_result || r.state == RunState::kFailed ? r.board : "";
+    o.succeeded = r.state == RunState::kSucceeded && r.has_result;
+    o.failed = r.state == RunState::kFailed;
     o.throughput = r.throughput;
     o.repetition = r.repetition;
     o.too_coarse = r.too_coarse;

@@ -51,7 +51,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
     return Done(ctx, &timer, Invalid(absl::StrCat("request_id: must be at most ", kMaxNameLength,
                                                   " characters")));
   }
-  auto submitted = SubmitSpec(store_, req->spec(), req->request_id());
+  auto submitted = SubmitSpec(stores_.boards, stores_.jobs, req->spec(), req->request_id());
   if (!submitted.ok()) {
     log::info("event=job_refused error=\"{}\"", std::string(submitted.status().message()));
     return Done(ctx, &timer, submitted.status());
@@ -69,11 +69,11 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* ct
                                                  v1::GetJobResponse* resp) {
   RpcTimer timer(metrics_, "GetJob");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  auto job = store_->GetJob(req->job_id());
+  auto job = stores_.jobs->GetJob(req->job_id());
   if (!job.ok()) return Done(ctx, &timer, job.status());
   JobToProto(*job, resp->mutable_job());
   if (req->include_runs()) {
-    auto runs = store_->ListRuns(req->job_id());
+    auto runs = stores_.jobs->ListRuns(req->job_id());
     if (!runs.ok()) return Done(ctx, &timer, runs.status());
     for (const auto& r : *runs) RunToProto(r, resp->add_runs());
   }
@@ -87,7 +87,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   if (req->limit() > 1000) return Done(ctx, &timer, Invalid("limit: must be at most 1000"));
   int limit = req->limit() == 0 ? 50 : static_cast<int>(req->limit());
-  auto jobs = store_->ListJobs(limit);
+  auto jobs = stores_.jobs->ListJobs(limit);
   if (!jobs.ok()) return Done(ctx, &timer, jobs.status());
   for (const auto& j : *jobs) JobToProto(j, resp->add_jobs());
   return Done(ctx, &timer, grpc::Status::OK);
@@ -98,7 +98,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
                                                     v1::CancelJobResponse* resp) {
   RpcTimer timer(metrics_, "CancelJob");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  auto job = store_->CancelJob(req->job_id());
+  auto job = stores_.jobs->CancelJob(req->job_id());
   if (!job.ok()) return Done(ctx, &timer, job.status());
   JobToProto(*job, resp->mutable_job());
   log::info("event=job_cancelled job={}", req->job_id());
@@ -113,7 +113,7 @@ grpc::ServerWriteReactor<v1::JobProgress>* JobServiceImpl::WatchJob(
     reactor->FinishWith(denied);
     return reactor;
   }
-  auto job = store_->GetJob(req->job_id());
+  auto job = stores_.jobs->GetJob(req->job_id());
   if (!job.ok()) {
     // Not registered with the dispatcher: OnDone's RemoveWatcher is a no-op.
     reactor->FinishWith(ToGrpc(job.status()));
@@ -129,7 +129,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetReport(grpc::CallbackServerContext*
                                                     v1::GetReportResponse* resp) {
   RpcTimer timer(metrics_, "GetReport");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  return Done(ctx, &timer, BuildReport(store_, req->job_id(), resp));
+  return Done(ctx, &timer, BuildReport(stores_.jobs, req->job_id(), resp));
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListAgents(grpc::CallbackServerContext* ctx,
@@ -137,7 +137,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListAgents(grpc::CallbackServerContext
                                                      v1::ListAgentsResponse* resp) {
   RpcTimer timer(metrics_, "ListAgents");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  auto boards = store_->ListBoards();
+  auto boards = stores_.boards->ListBoards();
   if (!boards.ok()) return Done(ctx, &timer, boards.status());
   for (const auto& b : *boards) BoardToProto(b, resp->add_boards());
   return Done(ctx, &timer, grpc::Status::OK);
@@ -172,12 +172,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::CreateSchedule(grpc::CallbackServerCon
   auto cron = CronSchedule::Parse(req->cron());
   if (!cron.ok()) return Done(ctx, &timer, Invalid(std::string(cron.status().message())));
   // The spec must be valid now; a later slot that no longer fits the fleet records why.
-  if (auto v = ValidateAgainstFleet(store_, req->spec()); !v.ok()) {
+  if (auto v = ValidateAgainstFleet(stores_.boards, req->spec()); !v.ok()) {
     return Done(ctx, &timer, v.status());
   }
-  auto next = cron->NextAfter(std::chrono::system_clock::now());
-  auto next_ms = std::chrono::duration_cast<std::chrono::milliseconds>(next.time_since_epoch()).count();
-  auto created = store_->CreateSchedule(req->name(), req->cron(), SpecToJson(req->spec()), next_ms);
+  const int64_t next_ms = NextSlotMs(req->cron(), clock_->Now());
+  auto created =
+      stores_.schedules->CreateSchedule(req->name(), req->cron(), SpecToJson(req->spec()), next_ms);
   if (!created.ok()) return Done(ctx, &timer, created.status());
   ScheduleToProto(*created, resp);
   log::info("event=schedule_created id={} name={} cron=\"{}\"", created->id, req->name(), req->cron());
@@ -189,7 +189,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListSchedules(grpc::CallbackServerCont
                                                         v1::ListSchedulesResponse* resp) {
   RpcTimer timer(metrics_, "ListSchedules");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  auto schedules = store_->ListSchedules();
+  auto schedules = stores_.schedules->ListSchedules();
   if (!schedules.ok()) return Done(ctx, &timer, schedules.status());
   for (const auto& s : *schedules) ScheduleToProto(s, resp->add_schedules());
   return Done(ctx, &timer, grpc::Status::OK);
@@ -200,7 +200,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::DeleteSchedule(grpc::CallbackServerCon
                                                          v1::DeleteScheduleResponse*) {
   RpcTimer timer(metrics_, "DeleteSchedule");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  return Done(ctx, &timer, store_->DeleteSchedule(req->id()));
+  return Done(ctx, &timer, stores_.schedules->DeleteSchedule(req->id()));
 }
 
 namespace {
@@ -218,7 +218,7 @@ void ChangePointToProto(const ChangePointRecord& c, v1::ChangePoint* out) {
   out->set_mean_after(c.mean_after);
   out->set_relative_change(c.relative_change);
   out->set_p_value(c.p_value);
-  out->set_state(c.state);
+  out->set_state(std::string(ToString(c.state)));
   *out->mutable_detected_at() =
       google::protobuf::util::TimeUtil::MillisecondsToTimestamp(c.detected_at_ms);
 }
@@ -230,7 +230,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListChangePoints(grpc::CallbackServerC
                                                            v1::ListChangePointsResponse* resp) {
   RpcTimer timer(metrics_, "ListChangePoints");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  auto points = store_->ListChangePoints(req->include_closed());
+  auto points = stores_.history->ListChangePoints(req->include_closed());
   if (!points.ok()) return Done(ctx, &timer, points.status());
   for (const auto& c : *points) ChangePointToProto(c, resp->add_change_points());
   return Done(ctx, &timer, grpc::Status::OK);
@@ -241,13 +241,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::SetChangePointState(
     v1::ChangePoint* resp) {
   RpcTimer timer(metrics_, "SetChangePointState");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  static const std::set<std::string> kStates = {"open", "acknowledged", "fixed", "invalid"};
-  if (!kStates.count(req->state())) {
+  const auto state = ParseChangePointState(req->state());
+  if (!state) {
     return Done(ctx, &timer,
                 Invalid("state: must be one of open, acknowledged, fixed, invalid, got '" +
                         req->state().substr(0, 32) + "'"));
   }
-  auto updated = store_->SetChangePointState(req->id(), req->state());
+  auto updated = stores_.history->SetChangePointState(req->id(), *state);
   if (!updated.ok()) return Done(ctx, &timer, updated.status());
   ChangePointToProto(*updated, resp);
   return Done(ctx, &timer, grpc::Status::OK);
@@ -275,13 +275,13 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Hello(grpc::CallbackServerContext* c
   if (board.health_reason().size() > 4096) {
     return Done(ctx, &timer, Invalid("board.health_reason: at most 4096 characters"));
   }
-  auto health = store_->UpsertBoard(BoardFromProto(board));
+  auto health = stores_.boards->UpsertBoard(BoardFromProto(board));
   if (!health.ok()) return Done(ctx, &timer, health.status());
   if (health->health != "ok") {
     log::error("event=board_needs_check board={} reason=\"{}\"", board.name(), health->reason);
   }
   // A hello means the agent (re)started: whatever it was running is gone.
-  auto released = store_->ReleaseBoardRuns(board.name());
+  auto released = stores_.boards->ReleaseBoardRuns(board.name());
   if (!released.ok()) return Done(ctx, &timer, released.status());
   log::info("event=agent_hello board={} arch={} kernel={} boot_id={} health={} released_runs={}",
             board.name(), board.arch(), board.running_kernel_label(), board.boot_id(),
@@ -299,12 +299,11 @@ grpc::ServerUnaryReactor* AgentServiceImpl::AcquireWork(grpc::CallbackServerCont
     return Done(ctx, &timer, denied);
   }
   if (req->board().empty()) return Done(ctx, &timer, Invalid("board: is required"));
-  absl::Status touched = store_->TouchBoard(req->board());
+  absl::Status touched = stores_.boards->TouchBoard(req->board());
   if (!touched.ok()) return Done(ctx, &timer, touched);
   auto wait = std::min<std::chrono::seconds>(std::chrono::seconds(req->wait_seconds()),
                                              Dispatcher::kMaxWait);
-  auto* reactor = new AcquireReactor(dispatcher_, req->board(), resp,
-                                     std::chrono::steady_clock::now() + wait);
+  auto* reactor = new AcquireReactor(dispatcher_, req->board(), resp, clock_->Now() + wait);
   dispatcher_->Park(reactor);
   return reactor;
 }
@@ -316,8 +315,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Heartbeat(grpc::CallbackServerContex
   if (auto denied = auth_->RequireAgent(ctx, req->board()); !denied.ok()) {
     return Done(ctx, &timer, denied);
   }
-  if (req->run_id() == 0) return Done(ctx, &timer, store_->TouchBoard(req->board()));
-  auto current = store_->RenewLease(req->board(), req->run_id(), req->attempt_id());
+  if (req->run_id() == 0) return Done(ctx, &timer, stores_.boards->TouchBoard(req->board()));
+  auto current = stores_.work->RenewLease(req->board(), req->run_id(), req->attempt_id());
   if (!current.ok()) return Done(ctx, &timer, current.status());
   resp->set_cancel(!*current);
   return Done(ctx, &timer, grpc::Status::OK);
@@ -335,9 +334,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportResult(grpc::CallbackServerCon
   if (req->result().samples_size() > 4 * 3600 + 60) {
     return Done(ctx, &timer, Invalid("result.samples: at most one per second of a 4h run"));
   }
-  auto job_id = store_->StoreResult(req->board(), req->run_id(), req->attempt_id(),
-                                    req->succeeded(), req->failure_reason(),
-                                    ResultFromProto(req->result()));
+  auto job_id =
+      stores_.work->StoreResult(req->board(), req->run_id(), req->attempt_id(), req->succeeded(),
+                                req->failure_reason(), ResultFromProto(req->result()));
   if (!job_id.ok()) {
     log::warn("event=result_refused run={} board={} error=\"{}\"", req->run_id(), req->board(),
               std::string(job_id.status().message()));
@@ -347,7 +346,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportResult(grpc::CallbackServerCon
     // A killed workload printed nothing: take the benchmark from the job.
     std::string benchmark = req->result().benchmark();
     if (benchmark.empty()) {
-      auto job = store_->GetJob(*job_id);
+      auto job = stores_.jobs->GetJob(*job_id);
       benchmark = job.ok() ? job->benchmark : "unknown";
     }
     metrics_->ObserveRunFinished(benchmark, req->succeeded(),

@@ -6,15 +6,20 @@
 #include "services/controller/api/auth.h"
 #include "services/controller/api/dispatcher.h"
 #include "services/controller/api/metrics.h"
-#include "services/controller/storage/store.h"
+#include "services/controller/core/clock.h"
+#include "services/controller/storage/interfaces.h"
 
 namespace faultline::controller {
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
-  JobServiceImpl(PgStore* store, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr,
-                 Authorizer* auth = nullptr)
-      : store_(store), dispatcher_(dispatcher), metrics_(metrics), auth_(auth ? auth : &open_) {}
+  JobServiceImpl(const Stores& stores, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr,
+                 Authorizer* auth = nullptr, const Clock* clock = SystemClock::Get())
+      : stores_(stores),
+        dispatcher_(dispatcher),
+        metrics_(metrics),
+        auth_(auth ? auth : &open_),
+        clock_(clock) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitJobRequest* req,
@@ -52,18 +57,24 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
                                                 v1::ChangePoint* resp) override;
 
  private:
-  PgStore* store_;
+  Stores stores_;
   Dispatcher* dispatcher_;
   ControllerMetrics* metrics_;
   Authorizer open_{nullptr, false};  // without an authorizer: no checks
   Authorizer* auth_;
+  const Clock* clock_;
 };
 
 class AgentServiceImpl final : public v1::AgentService::CallbackService {
  public:
-  AgentServiceImpl(PgStore* store, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr,
-                   Authorizer* auth = nullptr)
-      : store_(store), dispatcher_(dispatcher), metrics_(metrics), auth_(auth ? auth : &open_) {}
+  AgentServiceImpl(const Stores& stores, Dispatcher* dispatcher,
+                   ControllerMetrics* metrics = nullptr, Authorizer* auth = nullptr,
+                   const Clock* clock = SystemClock::Get())
+      : stores_(stores),
+        dispatcher_(dispatcher),
+        metrics_(metrics),
+        auth_(auth ? auth : &open_),
+        clock_(clock) {}
 
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* ctx, const v1::HelloRequest* req,
                                   v1::HelloResponse* resp) override;
@@ -80,11 +91,12 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   static constexpr uint32_t kHeartbeatIntervalSeconds = 10;
 
  private:
-  PgStore* store_;
+  Stores stores_;
   Dispatcher* dispatcher_;
   ControllerMetrics* metrics_;
   Authorizer open_{nullptr, false};  // without an authorizer: no checks
   Authorizer* auth_;
+  const Clock* clock_;
 };
 
 }  // namespace faultline::controller

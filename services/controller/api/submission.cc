@@ -12,15 +12,15 @@
 
 namespace faultline::controller {
 
-absl::StatusOr<ValidatedJob> ValidateAgainstFleet(PgStore* store, const v1::JobSpec& spec) {
-  auto boards = store->ListBoards();
-  if (!boards.ok()) return boards.status();
+absl::StatusOr<ValidatedJob> ValidateAgainstFleet(BoardStore* boards, const v1::JobSpec& spec) {
+  auto listed = boards->ListBoards();
+  if (!listed.ok()) return listed.status();
   std::vector<BoardSummary> summaries;
-  for (const auto& b : *boards) summaries.push_back(b.summary);
+  for (const auto& b : *listed) summaries.push_back(b.summary);
   return ValidateJobSpec(SpecFromProto(spec), summaries);
 }
 
-absl::StatusOr<Submitted> SubmitSpec(PgStore* store, v1::JobSpec spec,
+absl::StatusOr<Submitted> SubmitSpec(BoardStore* boards, JobStore* jobs, v1::JobSpec spec,
                                      const std::string& request_id) {
   // The shuffle seed is recorded with the job, so its run order can be reproduced. A retry
   // under a request id must produce the same spec, so its seed derives from the id.
@@ -28,15 +28,22 @@ absl::StatusOr<Submitted> SubmitSpec(PgStore* store, v1::JobSpec spec,
     spec.set_shuffle_seed(request_id.empty() ? (std::random_device{}() | 1ull << 32)
                                              : (std::hash<std::string>{}(request_id) | 1ull << 32));
   }
-  auto job = ValidateAgainstFleet(store, spec);
+  auto job = ValidateAgainstFleet(boards, spec);
   if (!job.ok()) return job.status();
-  auto created = store->CreateJob(*job, spec.name(), SpecToJson(spec), request_id);
+  auto created = jobs->CreateJob(*job, spec.name(), SpecToJson(spec), request_id);
   if (!created.ok()) return created.status();
   return Submitted{*created, job->runs.size(), job->benchmark};
 }
 
-absl::StatusOr<int> FireDueSchedules(PgStore* store) {
+int64_t NextSlotMs(const std::string& cron, std::chrono::system_clock::time_point now) {
   using std::chrono::system_clock;
+  auto parsed = CronSchedule::Parse(cron);
+  auto t = parsed.ok() ? parsed->NextAfter(now) : system_clock::time_point::max();
+  if (t == system_clock::time_point::max()) t = now + std::chrono::hours(24 * 365);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+absl::StatusOr<int> FireDueSchedules(const Stores& stores, const Clock& clock) {
   auto fire = [&](const ScheduleRecord& s) -> absl::StatusOr<int64_t> {
     v1::JobSpec spec;
     google::protobuf::util::JsonParseOptions options;
@@ -45,20 +52,18 @@ absl::StatusOr<int> FireDueSchedules(PgStore* store) {
       return absl::InternalError("stored schedule spec is unreadable");
     }
     if (spec.name().empty()) spec.set_name(s.name);
-    auto submitted = SubmitSpec(store, spec, absl::StrCat("schedule-", s.id, "-", s.next_run_ms));
+    auto submitted = SubmitSpec(stores.boards, stores.jobs, spec,
+                                absl::StrCat("schedule-", s.id, "-", s.next_run_ms));
     if (!submitted.ok()) return submitted.status();
     int64_t job_id = submitted->created.job_id;
-    if (auto tagged = store->TagJobWithSchedule(job_id, s.id); !tagged.ok()) return tagged;
+    if (auto tagged = stores.schedules->TagJobWithSchedule(job_id, s.id); !tagged.ok()) {
+      return tagged;
+    }
     return job_id;
   };
-  auto next = [](const ScheduleRecord& s) -> int64_t {
-    auto cron = CronSchedule::Parse(s.cron);
-    auto now = system_clock::now();
-    auto t = cron.ok() ? cron->NextAfter(now) : now + std::chrono::hours(24 * 365);
-    if (t == system_clock::time_point::max()) t = now + std::chrono::hours(24 * 365);
-    return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  };
-  return store->FireDueSchedules(fire, next);
+  const auto now = clock.Now();
+  auto next = [&](const ScheduleRecord& s) { return NextSlotMs(s.cron, now); };
+  return stores.schedules->FireDueSchedules(clock.NowMs(), fire, next);
 }
 
 }  // namespace faultline::controller

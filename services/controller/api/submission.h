@@ -4,24 +4,29 @@
 
 #include "absl/status/statusor.h"
 #include "faultline/v1/job.pb.h"
-#include "services/controller/storage/store.h"
+#include "services/controller/core/clock.h"
+#include "services/controller/storage/interfaces.h"
 
 namespace faultline::controller {
 
 struct Submitted {
-  PgStore::Created created;
+  JobStore::Created created;
   size_t runs = 0;
   std::string benchmark;
 };
 
 // Validates `spec` against the catalogue, the limits and the boards registered now.
-absl::StatusOr<ValidatedJob> ValidateAgainstFleet(PgStore* store, const v1::JobSpec& spec);
+absl::StatusOr<ValidatedJob> ValidateAgainstFleet(BoardStore* boards, const v1::JobSpec& spec);
 
 // Validates `spec` against the registered boards and stores it (idempotent per request id).
-absl::StatusOr<Submitted> SubmitSpec(PgStore* store, v1::JobSpec spec,
+absl::StatusOr<Submitted> SubmitSpec(BoardStore* boards, JobStore* jobs, v1::JobSpec spec,
                                      const std::string& request_id);
 
-// Fires the schedules whose slot has come; returns how many jobs were submitted.
-absl::StatusOr<int> FireDueSchedules(PgStore* store);
+// The first cron slot after `now` in ms since the epoch (a year ahead for a schedule
+// that never fires again or whose cron no longer parses).
+int64_t NextSlotMs(const std::string& cron, std::chrono::system_clock::time_point now);
+// Fires the schedules whose slot has come by `clock` (uses stores.schedules, .boards and
+// .jobs); returns how many jobs were submitted.
+absl::StatusOr<int> FireDueSchedules(const Stores& stores, const Clock& clock);
 
 }  // namespace faultline::controller

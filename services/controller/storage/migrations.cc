@@ -199,6 +199,11 @@ ALTER TABLE results
   ADD COLUMN too_coarse boolean NOT NULL DEFAULT false;
 ALTER TABLE samples ADD COLUMN pages bigint NOT NULL DEFAULT 0;
 )sql"},
+      {12, "each_board jobs: one copy of a run per board", R"sql(
+ALTER TABLE runs DROP CONSTRAINT runs_job_id_cell_index_kernel_repetition_key;
+CREATE UNIQUE INDEX runs_job_cell_kernel_repetition_boards
+  ON runs (job_id, cell_index, kernel, repetition, boards);
+)sql"},
   };
   return kMigrations;
 }

@@ -1,0 +1,81 @@
+#pragma once
+// The run lifecycle's rules, in one place and free of storage: the states of jobs, runs,
+// change points and tokens; what happens to an attempt that was lost; what a result must
+// look like; which cells of an adaptive job get another block of pairs. The stores apply
+// these rules (PostgreSQL and the in-memory fakes alike).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "services/controller/core/statistics.h"
+
+namespace faultline::controller {
+
+enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
+enum class RunState { kQueued, kAssigned, kRunning, kSucceeded, kFailed, kCancelled };
+enum class ChangePointState { kOpen, kAcknowledged, kFixed, kInvalid };
+enum class TokenRole { kUser, kAgent };
+
+// The stored spelling ("queued", "needs-check", ...); Parse* returns nullopt for others.
+std::string_view ToString(JobState s);
+std::string_view ToString(RunState s);
+std::string_view ToString(ChangePointState s);
+std::string_view ToString(TokenRole r);
+std::optional<JobState> ParseJobState(std::string_view s);
+std::optional<RunState> ParseRunState(std::string_view s);
+std::optional<ChangePointState> ParseChangePointState(std::string_view s);
+std::optional<TokenRole> ParseTokenRole(std::string_view s);
+
+bool IsFinal(JobState s);  // succeeded, failed or cancelled
+bool IsFinal(RunState s);
+bool IsOpen(RunState s);  // queued, assigned or running
+
+// A job's state from its runs' counts (a cancelled job stays cancelled).
+JobState JobStateFromRuns(int open, int started, int failed);
+
+// An attempt whose lease lapsed or whose agent restarted mid-run.
+struct RequeuePolicy {
+  int max_attempts = 3;
+  double backoff_seconds = 30;       // before attempt n+1: backoff · 2^(n−1), capped,
+  double backoff_cap_seconds = 600;  // times a uniform jitter in [0.5, 1]
+};
+enum class LostCause { kLeaseExpired, kAgentRestarted };
+struct LostAttemptOutcome {
+  bool requeue = false;      // false: the run fails as lost
+  double delay_seconds = 0;  // requeued runs wait this long before they are offered again
+  std::string reason;        // the run's failure_reason
+};
+// `jitter01` is a uniform draw in [0, 1). Restarts requeue at once; lapses back off.
+LostAttemptOutcome AfterLostAttempt(int attempt, LostCause cause, const RequeuePolicy& policy,
+                                    double jitter01);
+
+// A successful result must hold one sample per measured second (seconds 1..duration).
+// Returns why not, or nullopt when the shape is right.
+std::optional<std::string> ResultShapeProblem(
+    const std::vector<std::pair<uint32_t, uint64_t>>& samples, int duration_seconds);
+
+// Adaptive repetitions: the cells (by index) of which some kernel's comparison with the
+// baseline is still wider than ±target. samples: cell -> kernel -> per-run values.
+std::vector<int> CellsNeedingMorePairs(
+    const std::map<int, std::map<std::string, std::vector<double>>>& samples,
+    const std::string& baseline, const CompareOptions& options, double target, int max_pairs);
+
+struct ExtraRun {
+  int cell_index = 0;
+  std::string kernel;
+  int repetition = 0;
+  int sequence = 0;
+};
+// The next block of repetitions (done+1 .. min(max, done+block_size)) for `cells`, planned
+// like the first ones (PlanRunOrder): kernel blocks in the given order, cells shuffled per
+// repetition with the job's seed; sequences continue from next_sequence.
+std::vector<ExtraRun> PlanExtraBlock(const std::vector<int>& cells,
+                                     const std::vector<std::string>& kernels, int done_repetitions,
+                                     int block_size, int max_repetitions, uint64_t seed,
+                                     int next_sequence);
+
+}  // namespace faultline::controller

@@ -1,0 +1,151 @@
+#pragma once
+// The controller's state, behind narrow interfaces: one per concern, so each caller depends
+// only on what it uses and unit tests run on in-memory fakes (tests/support/fake_stores.h).
+// PostgreSQL implements them all (pg_store.h), one file per interface. Errors: UNAVAILABLE
+// when the database is unreachable, FAILED_PRECONDITION for stale writes, NOT_FOUND for
+// unknown ids, ALREADY_EXISTS for taken names.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "services/controller/storage/records.h"
+
+namespace faultline::controller {
+
+// Jobs and their runs as users see them.
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+  struct Created {
+    int64_t job_id = 0;
+    bool created = true;  // false: a retry under the same request id returned the first job
+  };
+  // Stores the job and all its runs in one transaction. With a request id, a retry of the
+  // same spec returns the first job and another spec under that id is ALREADY_EXISTS.
+  virtual absl::StatusOr<Created> CreateJob(const ValidatedJob& job, const std::string& name,
+                                            const std::string& spec_json,
+                                            const std::string& request_id) = 0;
+  virtual absl::StatusOr<JobRecord> GetJob(int64_t job_id) = 0;
+  virtual absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit) = 0;
+  virtual absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id) = 0;
+  // Cancels every open run; FAILED_PRECONDITION when the job is already final.
+  virtual absl::StatusOr<JobRecord> CancelJob(int64_t job_id) = 0;
+};
+
+// Runs as boards take them: claims, leases, kernel switches, results.
+class WorkStore {
+ public:
+  virtual ~WorkStore() = default;
+  // The board's next step. The first queued run (by job, then the job's planned sequence)
+  // that the board may serve with any kernel it runs or can boot: claimed under a new
+  // attempt id and lease when the board runs its kernel; otherwise the board is ordered to
+  // switch. Boards that are switching or need a check get nothing.
+  virtual absl::StatusOr<WorkOrder> NextWork(const std::string& board) = 0;
+  // An ordered switch that never reached the agent: the board is back to ok.
+  virtual absl::Status AbandonKernelSwitch(const std::string& board) = 0;
+  // Boards whose switch deadline passed without a hello become needs-check; returns them.
+  virtual absl::StatusOr<std::vector<std::string>> ExpireKernelSwitches() = 0;
+  // Renews the lease of (run, attempt) on this board. False when the attempt is no longer
+  // current (cancelled, lapsed, superseded): the agent must stop it.
+  virtual absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,
+                                          const std::string& attempt_id) = 0;
+  // Stores a run's outcome, fenced by (run, attempt, board); a repeated upload of the same
+  // attempt's result is acknowledged without storing twice. Returns the run's job id.
+  virtual absl::StatusOr<int64_t> StoreResult(const std::string& board, int64_t run_id,
+                                              const std::string& attempt_id, bool succeeded,
+                                              const std::string& failure_reason,
+                                              const ResultRecord& result) = 0;
+  // Lapsed leases go back to the queue after a backoff, or fail as lost after the last
+  // attempt (core/lifecycle.h: AfterLostAttempt); returns the jobs whose state changed.
+  virtual absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases() = 0;
+};
+
+// Boards as agents announce them.
+class BoardStore {
+ public:
+  virtual ~BoardStore() = default;
+  // Records a hello; a kernel switch in flight is settled here (HealthAfterHello). Returns
+  // the board's health after the hello.
+  virtual absl::StatusOr<BoardHealth> UpsertBoard(const BoardRecord& board) = 0;
+  virtual absl::StatusOr<std::vector<BoardRecord>> ListBoards() = 0;
+  // Runs left assigned to a board whose agent restarted go back to the queue (or fail as
+  // lost after the last attempt). Returns how many were touched.
+  virtual absl::StatusOr<int> ReleaseBoardRuns(const std::string& board) = 0;
+  // FAILED_PRECONDITION for a board that never said hello.
+  virtual absl::Status TouchBoard(const std::string& board) = 0;
+};
+
+class ScheduleStore {
+ public:
+  virtual ~ScheduleStore() = default;
+  virtual absl::StatusOr<ScheduleRecord> CreateSchedule(const std::string& name,
+                                                        const std::string& cron,
+                                                        const std::string& spec_json,
+                                                        int64_t next_run_ms) = 0;
+  virtual absl::StatusOr<std::vector<ScheduleRecord>> ListSchedules() = 0;
+  virtual absl::Status DeleteSchedule(int64_t id) = 0;
+  // Submits the job of a slot and returns its id.
+  using Fire = std::function<absl::StatusOr<int64_t>(const ScheduleRecord&)>;
+  // Fires every schedule whose next run is at or before now_ms through `fire` and moves it
+  // to next_run_ms(schedule). A slot fires once even with several controller replicas.
+  // Returns the number of jobs submitted.
+  virtual absl::StatusOr<int> FireDueSchedules(
+      int64_t now_ms, const Fire& fire,
+      const std::function<int64_t(const ScheduleRecord&)>& next_run_ms) = 0;
+  // Jobs created by a schedule carry its id.
+  virtual absl::Status TagJobWithSchedule(int64_t job_id, int64_t schedule_id) = 0;
+};
+
+// Per-job medians of every series, and the change points found in them.
+class HistoryStore {
+ public:
+  virtual ~HistoryStore() = default;
+  // Histories of every series with at least `min_points` finished jobs.
+  virtual absl::StatusOr<std::vector<SeriesHistory>> SeriesHistories(int min_points) = 0;
+  // Stores newly found change points (known ones are left as they are); returns how many
+  // were new.
+  virtual absl::StatusOr<int> RecordChangePoints(const std::vector<ChangePointRecord>& points) = 0;
+  virtual absl::StatusOr<std::vector<ChangePointRecord>> ListChangePoints(bool include_closed) = 0;
+  virtual absl::StatusOr<ChangePointRecord> SetChangePointState(int64_t id,
+                                                                ChangePointState state) = 0;
+};
+
+// API credentials; only the SHA-256 of a token is stored.
+class TokenStore {
+ public:
+  virtual ~TokenStore() = default;
+  // ALREADY_EXISTS when the name is taken.
+  virtual absl::Status CreateToken(const std::string& name, TokenRole role,
+                                   const std::string& board, const std::string& token_sha256) = 0;
+  // The live (not revoked) token with this hash.
+  virtual absl::StatusOr<std::optional<TokenRecord>> FindToken(const std::string& token_sha256) = 0;
+  // False when no live token has this name.
+  virtual absl::StatusOr<bool> RevokeToken(const std::string& name) = 0;
+  virtual absl::StatusOr<std::vector<TokenRecord>> ListTokens() = 0;
+};
+
+// What /metrics shows, computed on each scrape; and /readyz.
+class MetricsSource {
+ public:
+  virtual ~MetricsSource() = default;
+  virtual absl::StatusOr<MetricsSnapshot> Snapshot() = 0;
+  // Cheap liveness check of the database and the schema.
+  virtual absl::Status Ping() = 0;
+};
+
+// Every interface, as the api layer is wired (one implementation may serve several).
+struct Stores {
+  JobStore* jobs = nullptr;
+  WorkStore* work = nullptr;
+  BoardStore* boards = nullptr;
+  ScheduleStore* schedules = nullptr;
+  HistoryStore* history = nullptr;
+  TokenStore* tokens = nullptr;
+  MetricsSource* metrics = nullptr;
+};
+
+}  // namespace faultline::controller

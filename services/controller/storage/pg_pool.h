@@ -1,0 +1,74 @@
+#pragma once
+// The PostgreSQL side's shared plumbing (libpqxx 6.4): a small connection pool that turns
+// libpqxx exceptions into absl::Status, one Query helper for every store method, and the
+// SQL that several stores share. Private to storage/: nothing above it includes libpqxx.
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "services/controller/core/lifecycle.h"
+
+namespace faultline::controller::pg {
+
+class Pool {
+ public:
+  Pool(std::string url, int size) : url_(std::move(url)), size_(size) {}
+
+  // Runs fn with a pooled connection. A connection that broke is dropped, never reused
+  // (libpqxx 6.4 would reconnect it silently and lose session state), and so are the idle
+  // ones (a server restart ends them all): lost connections are UNAVAILABLE, other
+  // database errors INTERNAL; fn's own status passes through.
+  absl::Status WithConnection(const std::function<absl::Status(pqxx::connection&)>& fn);
+
+  // The one shape of a store method: fn fills `out` on a pooled connection.
+  template <typename T>
+  absl::StatusOr<T> Query(const std::function<absl::Status(pqxx::connection&, T&)>& fn) {
+    T out{};
+    absl::Status s = WithConnection([&](pqxx::connection& c) { return fn(c, out); });
+    if (!s.ok()) return s;
+    return out;
+  }
+
+ private:
+  void DropIdle();
+
+  std::string url_;
+  int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<pqxx::connection>> idle_;
+  int open_ = 0;
+};
+
+// Recomputes jobs.state/finished_at of job $1 from its runs (core: JobStateFromRuns).
+void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id);
+
+// "now() + the lease of the run's job": duration + warm-up + the grace in parameter $N.
+std::string LeaseExpirySql(int grace_param);
+
+// Applies AfterLostAttempt to each (run id, job id, attempt) of `lost`: requeued after its
+// delay or failed as lost; then recomputes the touched jobs. Returns the touched jobs.
+std::vector<int64_t> SettleLostAttempts(pqxx::transaction_base& t,
+                                        const pqxx::result& lost /* id, job_id, attempt */,
+                                        LostCause cause, const RequeuePolicy& policy);
+
+// {"k": "v"} text -> map (non-string values as JSON text).
+std::map<std::string, std::string> StringMap(const std::string& text);
+std::optional<uint64_t> OptionalU64(const pqxx::field& f);
+// A text[]/int[]/float8[] literal "{a,b,c}" -> its items (no quoting: numbers only).
+std::vector<std::string> ArrayItems(std::string text);
+
+template <typename E>
+E ParseEnumOr(std::optional<E> parsed, E fallback) {
+  return parsed ? *parsed : fallback;
+}
+
+}  // namespace faultline::controller::pg

@@ -1,0 +1,145 @@
+#pragma once
+// PostgreSQL implementations of the store interfaces (interfaces.h), one file each
+// (pg_jobs.cc, pg_work.cc, pg_boards.cc, pg_schedules.cc, pg_history.cc, pg_tokens.cc,
+// pg_store.cc). Several controller replicas may share one database: claims use FOR UPDATE
+// SKIP LOCKED and schedule slots are locked while they fire. Leases, switch deadlines and
+// backoffs are compared with the database's clock, the one clock every replica shares.
+#include <memory>
+#include <string>
+
+#include "services/controller/storage/interfaces.h"
+
+namespace faultline::controller {
+
+namespace pg {
+class Pool;
+}
+
+class PgJobStore final : public JobStore {
+ public:
+  PgJobStore(pg::Pool* pool, const StoreOptions& options) : pool_(pool), options_(options) {}
+  absl::StatusOr<Created> CreateJob(const ValidatedJob& job, const std::string& name,
+                                    const std::string& spec_json,
+                                    const std::string& request_id) override;
+  absl::StatusOr<JobRecord> GetJob(int64_t job_id) override;
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit) override;
+  absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id) override;
+  absl::StatusOr<JobRecord> CancelJob(int64_t job_id) override;
+
+ private:
+  pg::Pool* pool_;
+  const StoreOptions& options_;
+};
+
+class PgWorkStore final : public WorkStore {
+ public:
+  PgWorkStore(pg::Pool* pool, const StoreOptions& options) : pool_(pool), options_(options) {}
+  absl::StatusOr<WorkOrder> NextWork(const std::string& board) override;
+  absl::Status AbandonKernelSwitch(const std::string& board) override;
+  absl::StatusOr<std::vector<std::string>> ExpireKernelSwitches() override;
+  absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,
+                                  const std::string& attempt_id) override;
+  absl::StatusOr<int64_t> StoreResult(const std::string& board, int64_t run_id,
+                                      const std::string& attempt_id, bool succeeded,
+                                      const std::string& failure_reason,
+                                      const ResultRecord& result) override;
+  absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases() override;
+
+ private:
+  pg::Pool* pool_;
+  const StoreOptions& options_;
+};
+
+class PgBoardStore final : public BoardStore {
+ public:
+  PgBoardStore(pg::Pool* pool, const StoreOptions& options) : pool_(pool), options_(options) {}
+  absl::StatusOr<BoardHealth> UpsertBoard(const BoardRecord& board) override;
+  absl::StatusOr<std::vector<BoardRecord>> ListBoards() override;
+  absl::StatusOr<int> ReleaseBoardRuns(const std::string& board) override;
+  absl::Status TouchBoard(const std::string& board) override;
+
+ private:
+  pg::Pool* pool_;
+  const StoreOptions& options_;
+};
+
+class PgScheduleStore final : public ScheduleStore {
+ public:
+  explicit PgScheduleStore(pg::Pool* pool) : pool_(pool) {}
+  absl::StatusOr<ScheduleRecord> CreateSchedule(const std::string& name, const std::string& cron,
+                                                const std::string& spec_json,
+                                                int64_t next_run_ms) override;
+  absl::StatusOr<std::vector<ScheduleRecord>> ListSchedules() override;
+  absl::Status DeleteSchedule(int64_t id) override;
+  absl::StatusOr<int> FireDueSchedules(
+      int64_t now_ms, const Fire& fire,
+      const std::function<int64_t(const ScheduleRecord&)>& next_run_ms) override;
+  absl::Status TagJobWithSchedule(int64_t job_id, int64_t schedule_id) override;
+
+ private:
+  pg::Pool* pool_;
+};
+
+class PgHistoryStore final : public HistoryStore, public MetricsSource {
+ public:
+  explicit PgHistoryStore(pg::Pool* pool) : pool_(pool) {}
+  absl::StatusOr<std::vector<SeriesHistory>> SeriesHistories(int min_points) override;
+  absl::StatusOr<int> RecordChangePoints(const std::vector<ChangePointRecord>& points) override;
+  absl::StatusOr<std::vector<ChangePointRecord>> ListChangePoints(bool include_closed) override;
+  absl::StatusOr<ChangePointRecord> SetChangePointState(int64_t id,
+                                                        ChangePointState state) override;
+  absl::StatusOr<MetricsSnapshot> Snapshot() override;
+  absl::Status Ping() override;
+
+ private:
+  pg::Pool* pool_;
+};
+
+class PgTokenStore final : public TokenStore {
+ public:
+  explicit PgTokenStore(pg::Pool* pool) : pool_(pool) {}
+  absl::Status CreateToken(const std::string& name, TokenRole role, const std::string& board,
+                           const std::string& token_sha256) override;
+  absl::StatusOr<std::optional<TokenRecord>> FindToken(const std::string& token_sha256) override;
+  absl::StatusOr<bool> RevokeToken(const std::string& name) override;
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens() override;
+
+ private:
+  pg::Pool* pool_;
+};
+
+// One database: the pool, the migrations and every store on it.
+class PgStore {
+ public:
+  explicit PgStore(StoreOptions options);
+  ~PgStore();
+  PgStore(const PgStore&) = delete;
+  PgStore& operator=(const PgStore&) = delete;
+
+  // Applies pending migrations under a transaction-scoped advisory lock; refuses to start
+  // when an applied migration's checksum differs from the code's.
+  absl::Status Migrate();
+  absl::Status Ping() { return history_.Ping(); }
+
+  Stores stores() {
+    return {&jobs_, &work_, &boards_, &schedules_, &history_, &tokens_, &history_};
+  }
+  PgJobStore& jobs() { return jobs_; }
+  PgWorkStore& work() { return work_; }
+  PgBoardStore& boards() { return boards_; }
+  PgScheduleStore& schedules() { return schedules_; }
+  PgHistoryStore& history() { return history_; }
+  PgTokenStore& tokens() { return tokens_; }
+
+ private:
+  StoreOptions options_;
+  std::unique_ptr<pg::Pool> pool_;
+  PgJobStore jobs_;
+  PgWorkStore work_;
+  PgBoardStore boards_;
+  PgScheduleStore schedules_;
+  PgHistoryStore history_;
+  PgTokenStore tokens_;
+};
+
+}  // namespace faultline::controller

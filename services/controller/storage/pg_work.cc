@@ -1,0 +1,297 @@
+#include "services/controller/storage/pg_store.h"
+
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "services/controller/storage/pg_pool.h"
+
+namespace faultline::controller {
+namespace {
+
+using pg::OptionalU64;
+using pg::StringMap;
+
+// Adaptive repetitions: when the last open run of a job with max_repetitions succeeded,
+// the cells core finds still too wide (CellsNeedingMorePairs) get the next block of
+// repetitions for every kernel (PlanExtraBlock); each new run copies repetition 1's row.
+void ExtendAdaptiveJob(pqxx::work& w, int64_t job_id) {
+  auto job = w.exec_params(R"sql(
+    SELECT max_repetitions, target_ci_half_width, baseline, block_size, alpha, min_effect,
+           shuffle_seed
+      FROM jobs WHERE id = $1 AND max_repetitions > 0 AND state <> 'cancelled')sql",
+                           job_id);
+  if (job.empty()) return;
+  const int max_repetitions = job[0][0].as<int>();
+  const double target = job[0][1].as<double>();
+  const std::string baseline = job[0][2].as<std::string>();
+  const int block_size = std::max(1, job[0][3].as<int>());
+  CompareOptions options;
+  options.alpha = job[0][4].as<double>();
+  options.min_effect = job[0][5].as<double>();
+  const uint64_t seed = static_cast<uint64_t>(job[0][6].as<int64_t>());
+  auto counts = w.exec_params(R"sql(
+    SELECT count(*) FILTER (WHERE state IN ('queued', 'assigned', 'running')),
+           count(*) FILTER (WHERE state IN ('failed', 'cancelled')),
+           max(repetition), max(sequence)
+      FROM runs WHERE job_id = $1)sql",
+                              job_id);
+  if (counts[0][0].as<int64_t>() > 0 || counts[0][1].as<int64_t>() > 0) return;
+  const int done_repetitions = counts[0][2].as<int>();
+  const int sequence = counts[0][3].as<int>() + 1;
+  // Kernels in their planned order (the baseline's block first).
+  std::vector<std::string> kernels;
+  for (const auto& r : w.exec_params(
+           "SELECT kernel FROM runs WHERE job_id = $1 GROUP BY kernel ORDER BY min(sequence)",
+           job_id)) {
+    kernels.push_back(r[0].as<std::string>());
+  }
+  std::map<int, std::map<std::string, std::vector<double>>> samples;
+  for (const auto& r : w.exec_params(R"sql(
+         SELECT r.cell_index, r.kernel,
+                CASE WHEN bool_or(res.too_coarse) OVER (PARTITION BY r.cell_index)
+                     THEN res.pages_per_second ELSE res.throughput END
+           FROM runs r JOIN results res ON res.run_id = r.id
+          WHERE r.job_id = $1 AND r.state = 'succeeded')sql",
+                                     job_id)) {
+    samples[r[0].as<int>()][r[1].as<std::string>()].push_back(r[2].as<double>());
+  }
+  const std::vector<int> cells =
+      CellsNeedingMorePairs(samples, baseline, options, target, max_repetitions);
+  for (const ExtraRun& run : PlanExtraBlock(cells, kernels, done_repetitions, block_size,
+                                            max_repetitions, seed, sequence)) {
+    w.exec_params(R"sql(
+      INSERT INTO runs (job_id, cell_index, cell, params, kernel, repetition, arches, boards,
+                        sequence)
+      SELECT job_id, cell_index, cell, params, kernel, $4, arches, boards, $5
+        FROM runs WHERE job_id = $1 AND cell_index = $2 AND kernel = $3 AND repetition = 1)sql",
+                  job_id, run.cell_index, run.kernel, run.repetition, run.sequence);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
+  return pool_->Query<WorkOrder>([&](pqxx::connection& c, WorkOrder& out) -> absl::Status {
+    pqxx::work w(c);
+    // Locking the board row serialises two polls of one board: a switch is ordered once.
+    auto healthy =
+        w.exec_params("SELECT 1 FROM boards WHERE name = $1 AND health = 'ok' FOR UPDATE", board);
+    if (healthy.empty()) return absl::OkStatus();
+    // The head of this board's queue, over every kernel it runs or can boot.
+    auto head = w.exec_params(R"sql(
+      WITH b AS (
+        SELECT name, arch, memory_bytes, running_kernel_labels, bootable_kernel_labels
+          FROM boards WHERE name = $1)
+      SELECT r.id, r.kernel, r.job_id, b.running_kernel_labels ? r.kernel
+        FROM runs r JOIN jobs j ON j.id = r.job_id CROSS JOIN b
+       WHERE r.state = 'queued'
+         AND (r.not_before IS NULL OR r.not_before <= now())
+         AND (b.running_kernel_labels ? r.kernel OR b.bootable_kernel_labels ? r.kernel)
+         AND (r.arches = '[]'::jsonb OR r.arches ? b.arch)
+         AND (r.boards = '[]'::jsonb OR r.boards ? b.name)
+         AND j.memory_max <= b.memory_bytes
+         AND NOT EXISTS (SELECT 1 FROM runs busy
+                          WHERE busy.board = b.name AND busy.state IN ('assigned', 'running'))
+       ORDER BY r.job_id, r.sequence, r.id
+       LIMIT 1
+       FOR UPDATE OF r SKIP LOCKED)sql",
+                              board);
+    if (head.empty()) return absl::OkStatus();
+    const int64_t run_id = head[0][0].as<int64_t>();
+    const std::string kernel = head[0][1].as<std::string>();
+    const int64_t job_id = head[0][2].as<int64_t>();
+    if (!head[0][3].as<bool>()) {
+      KernelSwitchOrder order;
+      order.label = kernel;
+      order.reason = absl::StrCat("run ", run_id, " of job ", job_id, " needs kernel ", kernel);
+      order.deadline_seconds = static_cast<uint32_t>(options_.kernel_switch_deadline_seconds);
+      w.exec_params(R"sql(
+        UPDATE boards SET health = 'switching', health_reason = $2, switch_label = $3,
+                          switch_from_boot_id = boot_id,
+                          switch_deadline = now() + make_interval(secs => $4),
+                          kernel_switches = kernel_switches + 1, last_seen = now()
+         WHERE name = $1)sql",
+                    board, "switching: " + order.reason, kernel,
+                    options_.kernel_switch_deadline_seconds);
+      w.commit();
+      out.kernel_switch = std::move(order);
+      return absl::OkStatus();
+    }
+    auto rows = w.exec_params(R"sql(
+      UPDATE runs r SET
+        state = 'assigned', board = $1, attempt = r.attempt + 1, attempt_id = gen_random_uuid(),
+        assigned_at = now(), failure_reason = NULL,
+        lease_expires_at = )sql" + pg::LeaseExpirySql(2) +
+                                  R"sql(
+      FROM jobs j
+      WHERE r.id = $3 AND j.id = r.job_id
+      RETURNING r.id, r.attempt_id::text, r.job_id, j.benchmark, r.kernel, j.duration_seconds,
+                r.params::text, j.memory_max, j.memory_high, j.swap_max,
+                ceil(j.duration_seconds + j.warmup_ms / 1000.0 + $2)::int)sql",
+                              board, options_.lease_grace_seconds, run_id);
+    if (rows.empty()) return absl::OkStatus();
+    const auto& r = rows[0];
+    Assignment a;
+    a.run_id = r[0].as<int64_t>();
+    a.attempt_id = r[1].as<std::string>();
+    a.job_id = r[2].as<int64_t>();
+    a.benchmark = r[3].as<std::string>();
+    a.kernel = r[4].as<std::string>();
+    a.duration_seconds = r[5].as<uint32_t>();
+    a.params = StringMap(r[6].as<std::string>());
+    a.memcg.memory_max = r[7].as<uint64_t>();
+    a.memcg.memory_high = OptionalU64(r[8]);
+    a.memcg.swap_max = OptionalU64(r[9]);
+    a.lease_seconds = r[10].as<uint32_t>();
+    pg::RecomputeJobState(w, a.job_id);
+    w.exec_params("UPDATE boards SET last_seen = now() WHERE name = $1", board);
+    w.commit();
+    out.run = std::move(a);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgWorkStore::AbandonKernelSwitch(const std::string& board) {
+  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    w.exec_params(R"sql(
+      UPDATE boards SET health = 'ok', health_reason = '', switch_label = NULL,
+                        switch_from_boot_id = NULL, switch_deadline = NULL,
+                        kernel_switches = kernel_switches - 1
+       WHERE name = $1 AND health = 'switching')sql",
+                  board);
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<std::string>> PgWorkStore::ExpireKernelSwitches() {
+  return pool_->Query<std::vector<std::string>>(
+      [&](pqxx::connection& c, std::vector<std::string>& boards) -> absl::Status {
+        pqxx::work w(c);
+        // switch_label stays: a late hello is still checked against it.
+        auto rows = w.exec(R"sql(
+      UPDATE boards SET health = 'needs-check',
+             health_reason = format('switch to %s: no hello from the new kernel by %s UTC',
+                                    switch_label,
+                                    to_char(switch_deadline AT TIME ZONE 'UTC',
+                                            'YYYY-MM-DD HH24:MI:SS')),
+             switch_deadline = NULL
+       WHERE health = 'switching' AND switch_deadline < now()
+      RETURNING name)sql");
+        for (const auto& r : rows) boards.push_back(r[0].as<std::string>());
+        w.commit();
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<bool> PgWorkStore::RenewLease(const std::string& board, int64_t run_id,
+                                             const std::string& attempt_id) {
+  return pool_->Query<bool>([&](pqxx::connection& c, bool& current) -> absl::Status {
+    pqxx::work w(c);
+    w.exec_params("UPDATE boards SET last_seen = now() WHERE name = $1", board);
+    auto rows = w.exec_params(R"sql(
+      UPDATE runs r SET
+        state = 'running', started_at = coalesce(r.started_at, now()),
+        lease_expires_at = )sql" + pg::LeaseExpirySql(4) +
+                                  R"sql(
+      FROM jobs j
+      WHERE r.id = $1 AND r.attempt_id::text = $2 AND r.board = $3
+        AND r.state IN ('assigned', 'running') AND j.id = r.job_id
+      RETURNING r.job_id)sql",
+                              run_id, attempt_id, board, options_.lease_grace_seconds);
+    current = !rows.empty();
+    if (current) pg::RecomputeJobState(w, rows[0][0].as<int64_t>());
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<int64_t> PgWorkStore::StoreResult(const std::string& board, int64_t run_id,
+                                                 const std::string& attempt_id, bool succeeded,
+                                                 const std::string& failure_reason,
+                                                 const ResultRecord& result) {
+  return pool_->Query<int64_t>([&](pqxx::connection& c, int64_t& job_id) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec_params(R"sql(
+      SELECT r.state, coalesce(r.attempt_id::text, ''), coalesce(r.board, ''), r.job_id,
+             j.duration_seconds,
+             EXISTS (SELECT 1 FROM results res WHERE res.run_id = r.id AND res.attempt_id::text = $2)
+        FROM runs r JOIN jobs j ON j.id = r.job_id
+       WHERE r.id = $1
+         FOR UPDATE OF r)sql",
+                              run_id, attempt_id);
+    if (rows.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
+    std::string state = rows[0][0].as<std::string>();
+    std::string current_attempt = rows[0][1].as<std::string>();
+    std::string run_board = rows[0][2].as<std::string>();
+    job_id = rows[0][3].as<int64_t>();
+    int duration = rows[0][4].as<int>();
+    bool already_stored = rows[0][5].as<bool>();
+    if (current_attempt == attempt_id && run_board == board &&
+        (state == "succeeded" || state == "failed")) {
+      return absl::OkStatus();  // a repeated upload of the stored outcome: acknowledge
+    }
+    if (already_stored) return absl::OkStatus();
+    if (current_attempt != attempt_id || run_board != board ||
+        (state != "assigned" && state != "running")) {
+      return absl::FailedPreconditionError(absl::StrCat("run ", run_id, " attempt ", attempt_id,
+                                                        " is not current (run is ", state,
+                                                        "); result refused"));
+    }
+    bool ok = succeeded;
+    std::string reason = failure_reason;
+    if (ok) {
+      // The stored invariant: one sample per second of measured duration.
+      if (auto problem = ResultShapeProblem(result.samples, duration)) {
+        ok = false;
+        reason = *problem;
+      }
+    }
+    if (ok) {
+      w.exec_params(R"sql(
+        INSERT INTO results (run_id, attempt_id, board, throughput, rounds, duration_seconds,
+                             warmup_seconds, counters, environment, pages, pages_per_second,
+                             too_coarse)
+        VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11, $12))sql",
+                    run_id, attempt_id, board, result.throughput,
+                    static_cast<int64_t>(result.rounds), result.duration_seconds,
+                    result.warmup_seconds, result.counters_json, result.environment_json,
+                    static_cast<int64_t>(result.pages), result.pages_per_second, result.too_coarse);
+      pqxx::stream_to samples(w, "samples",
+                              std::vector<std::string>{"run_id", "second", "rounds", "pages"});
+      for (size_t i = 0; i < result.samples.size(); ++i) {
+        const auto& [second, rounds] = result.samples[i];
+        const uint64_t pages = i < result.sample_pages.size() ? result.sample_pages[i] : 0;
+        samples << std::make_tuple(run_id, static_cast<int64_t>(second),
+                                   static_cast<int64_t>(rounds), static_cast<int64_t>(pages));
+      }
+      samples.complete();
+    }
+    w.exec_params(R"sql(
+      UPDATE runs SET state = $2, failure_reason = NULLIF($3, ''), finished_at = now(),
+                      lease_expires_at = NULL
+       WHERE id = $1)sql",
+                  run_id, ok ? "succeeded" : "failed", ok ? std::string() : reason);
+    if (ok) ExtendAdaptiveJob(w, job_id);
+    pg::RecomputeJobState(w, job_id);
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<int64_t>> PgWorkStore::ReapExpiredLeases() {
+  return pool_->Query<std::vector<int64_t>>(
+      [&](pqxx::connection& c, std::vector<int64_t>& jobs) -> absl::Status {
+        pqxx::work w(c);
+        auto lost = w.exec(R"sql(
+          SELECT id, job_id, attempt FROM runs
+           WHERE state IN ('assigned', 'running') AND lease_expires_at < now()
+           ORDER BY id FOR UPDATE SKIP LOCKED)sql");
+        jobs = pg::SettleLostAttempts(w, lost, LostCause::kLeaseExpired, options_.requeue());
+        w.commit();
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace faultline::controller

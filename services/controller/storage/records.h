@@ -1,0 +1,187 @@
+#pragma once
+// The controller's stored records: what the store interfaces (interfaces.h) take and
+// return. Plain structs; no libpqxx here.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/controller/core/board_health.h"
+#include "services/controller/core/domain.h"
+#include "services/controller/core/lifecycle.h"
+
+namespace faultline::controller {
+
+struct RunCounts {
+  uint32_t total = 0, queued = 0, assigned = 0, running = 0, succeeded = 0, failed = 0,
+           cancelled = 0;
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string benchmark;
+  std::string spec_json;
+  std::vector<std::string> matrix_keys;
+  JobState state = JobState::kQueued;
+  RunCounts counts;
+  int64_t created_at_ms = 0;
+  int64_t finished_at_ms = 0;  // 0: not finished
+  std::string baseline;
+  double alpha = 0.01;
+  double min_effect = 0.03;
+  uint64_t shuffle_seed = 0;
+};
+
+struct RunRecord {
+  int64_t id = 0;
+  int64_t job_id = 0;
+  int cell_index = 0;
+  std::map<std::string, std::string> cell;
+  std::string kernel;
+  int repetition = 0;
+  RunState state = RunState::kQueued;
+  std::string board;
+  std::string failure_reason;
+  int attempt = 0;
+  bool has_result = false;
+  double throughput = 0;
+  double duration_seconds = 0;
+  uint64_t rounds = 0;
+  bool too_coarse = false;
+  double pages_per_second = 0;
+  std::string environment_json = "{}";
+};
+
+struct BoardRecord {
+  BoardSummary summary;
+  std::string facts_json;
+  int64_t last_seen_ms = 0;
+  bool online = false;
+  int64_t current_run_id = 0;
+};
+
+struct Assignment {
+  int64_t run_id = 0;
+  std::string attempt_id;
+  int64_t job_id = 0;
+  std::string benchmark;
+  std::string kernel;
+  uint32_t duration_seconds = 0;
+  std::map<std::string, std::string> params;
+  MemcgLimitsBytes memcg;
+  uint32_t lease_seconds = 0;
+};
+
+// The board must boot another of its kernels before it can take the next run.
+struct KernelSwitchOrder {
+  std::string label;
+  std::string reason;
+  uint32_t deadline_seconds = 0;
+};
+
+// What a board should do next: a run, a kernel switch, or (neither) wait.
+struct WorkOrder {
+  std::optional<Assignment> run;
+  std::optional<KernelSwitchOrder> kernel_switch;
+};
+
+struct ResultRecord {
+  double throughput = 0;
+  uint64_t rounds = 0;
+  double duration_seconds = 0;
+  double warmup_seconds = 0;
+  std::vector<std::pair<uint32_t, uint64_t>> samples;  // (second, rounds)
+  std::vector<uint64_t> sample_pages;  // pages per sample, parallel to samples (may be empty)
+  uint64_t pages = 0;
+  double pages_per_second = 0;
+  bool too_coarse = false;
+  std::string counters_json = "{}";
+  std::string environment_json = "{}";
+};
+
+// The latest median throughput of one series (study, benchmark, cell, board, kernel).
+struct SeriesPoint {
+  std::string study;
+  std::string benchmark;
+  std::map<std::string, std::string> cell;
+  std::string arch;
+  std::string board;
+  std::string kernel;
+  double median = 0;
+  int64_t last_success_ms = 0;
+};
+
+// One series' history: per-job medians in job order.
+struct SeriesHistory {
+  SeriesPoint key;  // median/last_success unused
+  std::vector<int64_t> job_ids;
+  std::vector<double> medians;
+};
+
+struct ChangePointRecord {
+  int64_t id = 0;
+  std::string study, benchmark, config, arch, board, kernel;
+  int64_t job_id = 0;
+  double mean_before = 0, mean_after = 0, relative_change = 0, p_value = 1;
+  ChangePointState state = ChangePointState::kOpen;
+  int64_t detected_at_ms = 0;
+};
+
+struct MetricsSnapshot {
+  std::vector<SeriesPoint> series;
+  std::map<std::string, int64_t> runs_by_state;
+  std::map<std::string, int64_t> jobs_by_state;
+  std::vector<int64_t> comparison_jobs;  // latest finished multi-kernel job per (study, benchmark)
+  std::vector<ChangePointRecord> open_change_points;  // latest open one per series
+  std::map<std::string, int64_t> change_points_by_state;
+  struct ScheduleHealth {
+    std::string name;
+    std::string cron;
+    int64_t last_success_ms = 0;  // newest succeeded job of the schedule, else its creation
+  };
+  std::vector<ScheduleHealth> schedules;
+};
+
+struct ScheduleRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string cron;
+  std::string spec_json;
+  int64_t next_run_ms = 0;
+  int64_t last_run_ms = 0;
+  int64_t last_job_id = 0;
+  std::string last_error;
+};
+
+// An API credential. Only the SHA-256 of the token is stored.
+struct TokenRecord {
+  std::string name;
+  TokenRole role = TokenRole::kUser;
+  std::string board;  // agent tokens: the board they act for
+  int64_t created_at_ms = 0;
+  bool revoked = false;
+};
+
+struct StoreOptions {
+  std::string database_url;
+  int pool_size = 4;
+  // A run's lease covers warm-up + duration + this grace; heartbeats renew it.
+  int lease_grace_seconds = 120;
+  int max_attempts = 3;
+  int board_offline_after_seconds = 60;
+  // A run whose lease lapsed waits before it is offered again: base · 2^(attempt − 1),
+  // capped, times a uniform jitter in [0.5, 1].
+  int requeue_backoff_seconds = 30;
+  int requeue_backoff_cap_seconds = 600;
+  // A board ordered to switch kernels must say hello from the new kernel within this.
+  int kernel_switch_deadline_seconds = 900;
+
+  RequeuePolicy requeue() const {
+    return {max_attempts, static_cast<double>(requeue_backoff_seconds),
+            static_cast<double>(requeue_backoff_cap_seconds)};
+  }
+};
+
+}  // namespace faultline::controller
