@@ -1,17 +1,35 @@
 #include "agent/workloads/command_line.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
+#include "CLI/CLI.hpp"
 #include "services/common/benchmarks.h"
 #include "services/common/units.h"
 
 namespace faultline::workloads {
 namespace {
 
+// A flag's name as the catalogue spells knobs: with underscores ("file_size").
 std::string Canonical(std::string_view flag) {
   std::string name(flag);
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
+}
+
+// "--memory-max" for memory_max: how errors name the fixed flags.
+std::string Dashed(std::string_view name) {
+  std::string flag = "--" + std::string(name);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+// CLI11 names for both spellings of a flag: "--file-size,--file_size" (or just "--threads").
+std::string BothSpellings(std::string_view name) {
+  const std::string dashed = Dashed(name);
+  const std::string underscored = "--" + Canonical(name);
+  return dashed == underscored ? dashed : dashed + "," + underscored;
 }
 
 std::string KnobTypeHint(const KnobSpec& knob) {
@@ -30,6 +48,96 @@ std::string KnobTypeHint(const KnobSpec& knob) {
     }
   }
   return "";
+}
+
+// The command line as CLI11 matched it, before any value is checked: the BENCHMARK
+// positional and each flag's value (knobs included) by canonical name.
+struct MatchedFlags {
+  bool help = false;
+  bool list_presets = false;
+  bool inherit_cgroup = false;
+  std::string benchmark;
+  std::map<std::string, std::string> values;
+};
+
+// The flags that take a value besides the knobs.
+constexpr const char* kValueFlags[] = {"duration",    "dir",           "memory_max",
+                                       "memory_high", "swap_max",      "zram_swap",
+                                       "cgroup_root", "cgroup_parent", "progress_fd"};
+
+// CLI11 matches flags and collects values; the catalogue and units.h check the values (so
+// that an error names the limit), so CLI11 converts none of them.
+std::optional<MatchedFlags> MatchFlags(const std::vector<std::string>& args, std::string* error) {
+  MatchedFlags matched;
+  CLI::App app{"faultline-workload"};
+  app.set_help_flag();  // ours stops at once: --help wins over anything after it, as before
+  app.allow_extras();   // unknown flags are reported below, with the benchmark's knobs
+  app.add_flag_callback("-h,--help", [] { throw CLI::CallForHelp(); })->trigger_on_parse();
+  app.add_flag_callback(BothSpellings("list_presets"), [] { throw CLI::Success(); })
+      ->trigger_on_parse();
+  app.add_flag(BothSpellings("inherit_cgroup"), matched.inherit_cgroup);
+  app.add_option("BENCHMARK", matched.benchmark);
+  // The fixed flags, then every knob of the catalogue: the benchmark is not known yet, and
+  // ResolveKnobs rejects another benchmark's knob naming this one's.
+  std::map<std::string, CLI::Option*> options;
+  auto add_value = [&](const std::string& name) {
+    // Every occurrence is kept: a repeated flag is reported below.
+    options[name] =
+        app.add_option(BothSpellings(name))->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+  for (const char* name : kValueFlags) add_value(name);
+  std::set<std::string> knob_names;  // benchmarks share knobs (threads, warmup, preset)
+  for (const auto& benchmark : Benchmarks()) {
+    for (const auto& knob : benchmark.knobs) {
+      // A knob named like a fixed flag throws CLI::OptionAlreadyAdded (a catalogue bug).
+      if (knob_names.insert(knob.name).second) add_value(knob.name);
+    }
+  }
+
+  try {
+    app.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 pops from the back
+  } catch (const CLI::CallForHelp&) {
+    matched.help = true;
+    return matched;
+  } catch (const CLI::Success&) {
+    matched.list_presets = true;
+    return matched;
+  } catch (const CLI::ArgumentMismatch& e) {
+    // With every value kept (TakeAll), CLI11 has one mismatch left: the arguments ran out
+    // after a flag that takes a value (it takes the next argument whatever it looks like).
+    *error =
+        !args.empty() && args.back().rfind('-', 0) == 0 ? args.back() + " needs a value" : e.what();
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {  // e.g. --inherit-cgroup=maybe
+    *error = e.what();
+    return std::nullopt;
+  }
+
+  // What CLI11 did not match: an unknown flag, or a second BENCHMARK.
+  for (const std::string& extra : app.remaining()) {
+    if (extra == "--") continue;  // CLI11 keeps the end-of-flags mark
+    if (extra.rfind('-', 0) == 0) {
+      std::string knobs;
+      if (const BenchmarkSpec* spec = FindBenchmark(matched.benchmark)) {
+        for (const auto& knob : spec->knobs) knobs += (knobs.empty() ? "" : ", ") + knob.name;
+        knobs = "; " + spec->name + " knobs: " + knobs;
+      }
+      *error = extra.substr(0, extra.find('=')) + ": unknown flag (see --help" + knobs + ")";
+    } else {
+      *error = "unexpected argument '" + extra +
+               "' (benchmark already given: " + matched.benchmark + ")";
+    }
+    return std::nullopt;
+  }
+  for (const auto& [name, option] : options) {
+    if (option->count() > 1) {
+      *error = Dashed(name) + " given " + std::to_string(option->count()) +
+               " times (give each flag once)";
+      return std::nullopt;
+    }
+    if (option->count() == 1) matched.values[name] = option->results().front();
+  }
+  return matched;
 }
 
 }  // namespace
@@ -78,90 +186,63 @@ std::string PresetListing() {
 
 std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::string>& args,
                                                     std::string* error) {
+  auto matched = MatchFlags(args, error);
+  if (!matched) return std::nullopt;
   WorkloadCommand command;
-  std::map<std::string, std::string> given_knobs;
-  std::optional<std::string> duration_text;
-  bool inherit_cgroup = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") {
-      command.help = true;
-      return command;
+  command.help = matched->help;
+  command.list_presets = matched->list_presets;
+  if (command.help || command.list_presets) return command;
+  command.benchmark = matched->benchmark;
+  const bool inherit_cgroup = matched->inherit_cgroup;
+  // Takes the fixed flags out of the values; what is left are knobs (--preset among them).
+  std::map<std::string, std::string>& given_knobs = matched->values;
+  auto take = [&](const char* name) -> std::optional<std::string> {
+    auto it = given_knobs.find(name);
+    if (it == given_knobs.end()) return std::nullopt;
+    std::string value = std::move(it->second);
+    given_knobs.erase(it);
+    return value;
+  };
+
+  auto parse_limit = [&](const char* name, std::optional<uint64_t>* out) {
+    auto value = take(name);
+    if (!value) return true;
+    std::string why;
+    auto bytes = ParseSize(*value, &why);
+    if (!bytes) {
+      *error = Dashed(name) + ": " + why;
+      return false;
     }
-    if (arg == "--list-presets") {
-      command.list_presets = true;
-      return command;
-    }
-    if (arg == "--inherit-cgroup") {
-      inherit_cgroup = true;
-      continue;
-    }
-    if (arg.rfind("--", 0) != 0) {
-      if (!command.benchmark.empty()) {
-        *error = "unexpected argument '" + arg + "' (benchmark already given: " +
-                 command.benchmark + ")";
-        return std::nullopt;
-      }
-      command.benchmark = arg;
-      continue;
-    }
-    std::string flag = arg.substr(2);
-    std::string value;
-    if (size_t eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else {
-      if (i + 1 >= args.size()) {
-        *error = "--" + flag + " needs a value";
-        return std::nullopt;
-      }
-      value = args[++i];
-    }
-    const std::string name = Canonical(flag);
-    auto parse_limit = [&](std::optional<uint64_t>* out) {
-      std::string why;
-      auto bytes = ParseSize(value, &why);
-      if (!bytes) {
-        *error = "--" + flag + ": " + why;
-        return false;
-      }
-      *out = *bytes;
-      command.own_cgroup = true;
-      return true;
-    };
-    if (name == "duration") {
-      duration_text = value;
-    } else if (name == "dir") {
-      command.work_dir = value;
-    } else if (name == "memory_max") {
-      if (!parse_limit(&command.limits.memory_max)) return std::nullopt;
-    } else if (name == "memory_high") {
-      if (!parse_limit(&command.limits.memory_high)) return std::nullopt;
-    } else if (name == "swap_max") {
-      if (!parse_limit(&command.limits.swap_max)) return std::nullopt;
-    } else if (name == "zram_swap") {
-      std::string why;
-      auto bytes = ParseSize(value, &why);
-      if (!bytes || *bytes < (16ull << 20)) {
-        *error = "--zram-swap: " + (bytes ? "must be at least 16M, got " + value : why);
-        return std::nullopt;
-      }
-      command.zram_swap_bytes = *bytes;
-    } else if (name == "cgroup_root") {
-      command.cgroup.cgroup_root = value;
-    } else if (name == "cgroup_parent") {
-      command.cgroup.v2_parent = value;
-    } else if (name == "progress_fd") {
-      auto fd = ParseUnsigned(value);
-      if (!fd || *fd > 65535) {
-        *error = "--progress-fd must be a file descriptor number, got '" + value + "'";
-        return std::nullopt;
-      }
-      command.progress_fd = static_cast<int>(*fd);
-    } else {
-      given_knobs[name] = value;  // validated against the catalogue below
-    }
+    *out = *bytes;
+    command.own_cgroup = true;
+    return true;
+  };
+  if (!parse_limit("memory_max", &command.limits.memory_max) ||
+      !parse_limit("memory_high", &command.limits.memory_high) ||
+      !parse_limit("swap_max", &command.limits.swap_max)) {
+    return std::nullopt;
   }
+  if (auto value = take("zram_swap")) {
+    std::string why;
+    auto bytes = ParseSize(*value, &why);
+    if (!bytes || *bytes < (16ull << 20)) {
+      *error = "--zram-swap: " + (bytes ? "must be at least 16M, got " + *value : why);
+      return std::nullopt;
+    }
+    command.zram_swap_bytes = *bytes;
+  }
+  if (auto value = take("progress_fd")) {
+    auto fd = ParseUnsigned(*value);
+    if (!fd || *fd > 65535) {
+      *error = "--progress-fd must be a file descriptor number, got '" + *value + "'";
+      return std::nullopt;
+    }
+    command.progress_fd = static_cast<int>(*fd);
+  }
+  if (auto value = take("dir")) command.work_dir = *value;
+  if (auto value = take("cgroup_root")) command.cgroup.cgroup_root = *value;
+  if (auto value = take("cgroup_parent")) command.cgroup.v2_parent = *value;
+  std::optional<std::string> duration_text = take("duration");
 
   const PresetSpec* preset = nullptr;
   if (auto it = given_knobs.find(std::string(kPresetKnob));

@@ -6,7 +6,9 @@
 //   faultline-workload --preset NAME [BENCHMARK] [--KNOB VALUE ...] [--duration ...]
 // A preset supplies knob defaults, the duration and (unless --inherit-cgroup, which the
 // agent's runner passes because its run cgroup already has the limits) the memcg limits.
-// Knob flags may use dashes or underscores (--file-size, --file_size) and "--k=v".
+// Flags may use dashes or underscores (--file-size, --file_size) and "--k=v"; each may be
+// given once. --help and --list-presets stop where they stand; "--" ends the flags. Parsed
+// with CLI11 (header-only), the values checked by the catalogue (services/common).
 #include <cstdint>
 #include <optional>
 #include <string>

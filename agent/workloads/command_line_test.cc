@@ -83,5 +83,79 @@ TEST(ParseWorkloadCommand, MissingValueAndHelp) {
   EXPECT_NE(WorkloadUsage().find("--writer_map_size"), std::string::npos);
 }
 
+// What the parser (CLI11) decides before the catalogue sees a value.
+TEST(ParseWorkloadCommand, UnknownFlagNamesItAndTheBenchmarksKnobs) {
+  std::string error;
+  EXPECT_FALSE(Parse({"swap-in", "--bogus", "3", "--duration", "1s"}, &error));
+  EXPECT_NE(error.find("--bogus: unknown flag"), std::string::npos) << error;
+  EXPECT_NE(error.find("swap-in knobs: region_size, readers"), std::string::npos) << error;
+  // Its value is not taken for the BENCHMARK: the unknown flag is the error.
+  EXPECT_FALSE(Parse({"--bogus", "3", "--duration", "1s"}, &error));
+  EXPECT_NE(error.find("--bogus: unknown flag"), std::string::npos) << error;
+  EXPECT_FALSE(Parse({"swap-in", "--duration", "1s", "--bogus=3"}, &error));
+  EXPECT_NE(error.find("--bogus: unknown flag"), std::string::npos) << error;
+  EXPECT_FALSE(Parse({"swap-in", "-x", "--duration", "1s"}, &error));
+  EXPECT_NE(error.find("-x: unknown flag"), std::string::npos) << error;
+}
+
+TEST(ParseWorkloadCommand, MissingValueNamesTheFlagAsGiven) {
+  std::string error;
+  EXPECT_FALSE(Parse({"filemap-thrash", "--duration", "1s", "--file_size"}, &error));
+  EXPECT_EQ(error, "--file_size needs a value");
+  EXPECT_FALSE(Parse({"filemap-thrash", "--duration", "1s", "--memory-max"}, &error));
+  EXPECT_EQ(error, "--memory-max needs a value");
+  // A flag's value is the next argument, whatever it looks like (as before CLI11).
+  auto command = Parse({"filemap-thrash", "--dir", "--odd", "--duration", "1s"}, &error);
+  ASSERT_TRUE(command) << error;
+  EXPECT_EQ(command->work_dir, "--odd");
+  EXPECT_FALSE(Parse({"filemap-thrash", "--threads", "-1", "--duration", "1s"}, &error));
+  EXPECT_NE(error.find("--threads: must be a whole number between 1 and 4096"), std::string::npos)
+      << error;
+}
+
+TEST(ParseWorkloadCommand, EachFlagOnceInEitherSpelling) {
+  std::string error;
+  EXPECT_FALSE(Parse({"swap-in", "--duration", "1s", "--duration", "2s"}, &error));
+  EXPECT_EQ(error, "--duration given 2 times (give each flag once)");
+  EXPECT_FALSE(
+      Parse({"filemap-thrash", "--file-size", "4M", "--file_size=8M", "--duration", "1s"}, &error));
+  EXPECT_EQ(error, "--file-size given 2 times (give each flag once)");
+  EXPECT_FALSE(
+      Parse({"swap-in", "--duration", "1s", "--swap-max", "0", "--swap_max", "0"}, &error));
+  EXPECT_NE(error.find("--swap-max given 2 times"), std::string::npos) << error;
+  // A second positional is not a second benchmark.
+  EXPECT_FALSE(Parse({"swap-in", "filemap-thrash", "--duration", "1s"}, &error));
+  EXPECT_NE(error.find("unexpected argument 'filemap-thrash' (benchmark already given: swap-in)"),
+            std::string::npos)
+      << error;
+}
+
+TEST(ParseWorkloadCommand, FixedFlagsTakeBothSpellingsAndEquals) {
+  std::string error;
+  auto command = Parse({"--duration=2s", "--progress_fd=3", "--cgroup-root", "/cg",
+                        "--inherit_cgroup", "--", "swap-in"},
+                       &error);
+  ASSERT_TRUE(command) << error;
+  EXPECT_EQ(command->benchmark, "swap-in");
+  EXPECT_EQ(command->duration_seconds, 2u);
+  EXPECT_EQ(command->progress_fd, 3);
+  EXPECT_EQ(command->cgroup.cgroup_root, "/cg");
+  EXPECT_FALSE(Parse({"swap-in", "--duration", "1s", "--inherit-cgroup=maybe"}, &error));
+  EXPECT_NE(error.find("--inherit-cgroup"), std::string::npos) << error;
+}
+
+TEST(ParseWorkloadCommand, HelpAndListPresetsStopWhereTheyStand) {
+  std::string error;
+  auto help = Parse({"swap-in", "-h", "--bogus", "--duration"}, &error);
+  ASSERT_TRUE(help) << error;
+  EXPECT_TRUE(help->help);
+  auto list = Parse({"--list-presets", "--duration", "--duration"}, &error);
+  ASSERT_TRUE(list) << error;
+  EXPECT_TRUE(list->list_presets);
+  // Taken as a value, --help is no flag (as before CLI11).
+  EXPECT_FALSE(Parse({"swap-in", "--duration", "--help"}, &error));
+  EXPECT_NE(error.find("--duration"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace faultline::workloads
