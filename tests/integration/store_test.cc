@@ -1,4 +1,7 @@
 // PgStore against a real PostgreSQL 15 (throwaway cluster started by the harness).
+// Longer than our ~600-line guide on purpose: every test shares one fixture (a fresh
+// database per test on one cluster) and the scheduler scenarios need the fixture's helpers;
+// split it by interface when a new area adds more than a test or two.
 #include "services/controller/storage/pg_store.h"
 
 #include <gtest/gtest.h>
@@ -292,6 +295,30 @@ TEST_F(StoreTest, RunsAreClaimedInPlannedOrderAndAALabelsShareOneKernel) {
   EXPECT_EQ(kernels, (std::vector<std::string>{"vanilla", "vanilla", "patched", "patched",
                                                "vanilla", "vanilla", "patched", "patched"}));
   EXPECT_EQ(store_->jobs().GetJob(job)->state, JobState::kSucceeded);
+}
+
+TEST_F(StoreTest, EachBoardJobsPinOneCopyOfEveryRunToEachBoard) {
+  UpsertAABoard("other");
+  const int64_t job = Submit(2, {"vanilla", "patched"}, 1, {},
+                             [](JobSpecInput& s) { s.each_board = true; });
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE job_id = " + std::to_string(job)), 2 * 2 * 2 * 2);
+  // Each board drains only its own copies: box serves vanilla only (it runs no other and
+  // cannot boot one), so its two vanilla runs of repetition 1 come first, then it must wait.
+  for (const std::string board : {"box", "other"}) {
+    for (int i = 0; i < 2; ++i) {
+      auto a = ClaimRun(board);
+      ASSERT_TRUE(a.ok() && a->has_value()) << board;
+      EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE id = " + std::to_string((*a)->run_id) +
+                      " AND boards = '[\"" + board + "\"]'::jsonb"),
+                1)
+          << board << " got another board's run";
+      ASSERT_TRUE(store_->work()
+                      .StoreResult(board, (*a)->run_id, (*a)->attempt_id, true, "", GoodResult(3))
+                      .ok());
+    }
+  }
+  EXPECT_EQ(Count("SELECT count(DISTINCT boards) FROM runs WHERE job_id = " + std::to_string(job)),
+            2);
 }
 
 TEST_F(StoreTest, RequestIdMakesSubmissionIdempotent) {
