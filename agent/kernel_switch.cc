@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/durable_file.h"
+#include "services/common/log.h"
 #include "services/common/strings.h"
 #include "services/common/units.h"
 
@@ -235,6 +236,72 @@ absl::StatusOr<std::optional<std::string>> SettleSwitchOnStart(SwitchState& stat
     if (auto s = state.ClearPending(); !s.ok()) return s;
   }
   return state.NeedsCheck();
+}
+
+KernelSwitcher::KernelSwitcher(const AgentConfig& config, SwitchContext context,
+                               CommandRunner& commands, Clock& clock)
+    : config_(config),
+      context_(std::move(context)),
+      commands_(commands),
+      clock_(clock),
+      state_(config.state_dir) {}
+
+absl::StatusOr<std::optional<std::string>> KernelSwitcher::Settle(std::string* switched_to) {
+  return SettleSwitchOnStart(state_, context_.identity, switched_to);
+}
+
+std::string KernelSwitcher::Health() const {
+  return state_.NeedsCheck().value_or("");
+}
+
+std::string KernelSwitcher::NeedsCheck(const std::string& reason) {
+  if (absl::Status s = state_.MarkNeedsCheck(reason); !s.ok()) {
+    log::error("event=needs_check_unrecorded error=\"{}\"", std::string(s.message()));
+  }
+  return reason;
+}
+
+std::string KernelSwitcher::Switch(const std::string& label, const std::atomic<bool>& stopping) {
+  const KernelEntry* entry = FindKernel(config_, label);
+  if (entry == nullptr) {
+    return NeedsCheck(
+        absl::StrCat("asked to switch to kernel '", label, "', which is not configured"));
+  }
+  auto commands = BootCommands(*entry, context_.running_cmdline, context_.systemd_is_init);
+  if (!commands.ok()) return NeedsCheck(std::string(commands.status().message()));
+  PendingSwitch pending;
+  pending.label = entry->label;
+  pending.release = entry->release;
+  pending.boot_id_before = context_.identity.boot_id;
+  pending.requested_at_unix = clock_.UnixSeconds();
+  // On disk before anything runs: the next life must know what it is supposed to be.
+  if (absl::Status s = state_.SavePending(pending); !s.ok()) {
+    return NeedsCheck(absl::StrCat("recording the switch to '", entry->label, "': ", s.message()));
+  }
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"FAULTLINE_BOARD", config_.board},
+      {"FAULTLINE_KERNEL_LABEL", entry->label},
+      {"FAULTLINE_KERNEL_RELEASE", entry->release},
+      {"FAULTLINE_AGENT_PID", std::to_string(context_.agent_pid)}};
+  for (const auto& argv : *commands) {
+    std::string joined;
+    for (const auto& a : argv) joined += (joined.empty() ? "" : " ") + a;
+    log::info("event=boot_command label={} command=\"{}\"", entry->label, joined);
+    std::string error;
+    const int rc = commands_.Run(argv, env, &error);
+    if (rc != 0) {
+      (void)state_.ClearPending();
+      return NeedsCheck(absl::StrCat("switch to '", entry->label, "': `", joined, "` ",
+                                     rc < 0 ? error : absl::StrCat("exited with ", rc)));
+    }
+  }
+  // The board is going down now; the next agent life verifies the boot.
+  const auto timeout = std::chrono::seconds(config_.switch_timeout_seconds);
+  if (clock_.WaitFor(timeout, [&] { return stopping.load(); })) return "";
+  (void)state_.ClearPending();
+  return NeedsCheck(absl::StrCat("the boot commands for '", entry->label,
+                                 "' succeeded but the board did not reboot within ",
+                                 config_.switch_timeout_seconds, " s"));
 }
 
 }  // namespace faultline::agent

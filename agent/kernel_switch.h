@@ -8,6 +8,7 @@
 // mean the switch worked; anything else (same boot, other release: grub fell back to the
 // default entry, the lab script booted the wrong image) puts the board in needs-check,
 // also on disk, until an operator clears it (`faultline-agent --clear-needs-check`).
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/clock.h"
 #include "agent/config.h"
 
 namespace faultline::agent {
@@ -42,6 +44,25 @@ bool SystemdIsInit();
 int RunBootCommand(const std::vector<std::string>& argv,
                    const std::vector<std::pair<std::string, std::string>>& extra_env,
                    std::string* error);
+
+// Runs the boot methods' commands: RunBootCommand on a board, a fake in the unit tests.
+class CommandRunner {
+ public:
+  virtual ~CommandRunner() = default;
+  // RunBootCommand's contract: exit status, 128 + signal, or -1 with *error.
+  virtual int Run(const std::vector<std::string>& argv,
+                  const std::vector<std::pair<std::string, std::string>>& extra_env,
+                  std::string* error) = 0;
+};
+
+class SystemCommandRunner : public CommandRunner {
+ public:
+  int Run(const std::vector<std::string>& argv,
+          const std::vector<std::pair<std::string, std::string>>& extra_env,
+          std::string* error) override {
+    return RunBootCommand(argv, extra_env, error);
+  }
+};
 
 // A switch under way, as written before the boot commands run.
 struct PendingSwitch {
@@ -82,5 +103,49 @@ std::string VerifySwitch(const PendingSwitch& pending, const BootIdentity& now);
 absl::StatusOr<std::optional<std::string>> SettleSwitchOnStart(SwitchState& state,
                                                                const BootIdentity& now,
                                                                std::string* switched_to);
+
+// The boot an agent life runs in, as far as a switch away from it is concerned.
+struct SwitchContext {
+  BootIdentity identity;        // this boot's release and boot id
+  std::string running_cmdline;  // /proc/cmdline (kexec with `cmdline: running`)
+  bool systemd_is_init = true;  // SystemdIsInit()
+  int agent_pid = 0;            // FAULTLINE_AGENT_PID for `command` boot scripts
+};
+
+// The kernel-switch flow of one agent life, its state in config.state_dir: Settle() on
+// start verifies the switch a previous life ordered, Switch() carries out the controller's
+// order, Health() is what the agent tells the controller on hello.
+class KernelSwitcher {
+ public:
+  KernelSwitcher(const AgentConfig& config, SwitchContext context, CommandRunner& commands,
+                 Clock& clock);
+
+  // SettleSwitchOnStart for this boot: a pending switch that came back on a new boot with
+  // the expected release is cleared (*switched_to = its label), any other outcome turns
+  // into needs-check. Returns the board's needs-check reason, if any.
+  absl::StatusOr<std::optional<std::string>> Settle(std::string* switched_to);
+
+  // Boots `label`: the pending switch is written durably first, then the boot method's
+  // commands run. Returns only when the board did not go down: "" when the agent is asked
+  // to stop (`stopping`: the reboot's SIGTERM; the next life verifies the boot), otherwise
+  // why the board now needs a check. That reason is recorded and the pending switch
+  // removed, so a failed switch never leaves the board switching: a boot command that
+  // fails, or commands that succeed but no reboot within config.switch_timeout_seconds.
+  std::string Switch(const std::string& label, const std::atomic<bool>& stopping);
+
+  // The needs-check reason recorded on disk, or "" when the board is healthy.
+  std::string Health() const;
+
+  SwitchState& state() { return state_; }
+
+ private:
+  std::string NeedsCheck(const std::string& reason);
+
+  const AgentConfig& config_;
+  SwitchContext context_;
+  CommandRunner& commands_;
+  Clock& clock_;
+  SwitchState state_;
+};
 
 }  // namespace faultline::agent

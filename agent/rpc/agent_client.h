@@ -1,63 +1,69 @@
 #pragma once
-// The agent's conversation with the controller: hello, long-poll for work, run it with
-// heartbeats, report the result (retrying until the controller acknowledges or refuses it).
+// The agent's conversation with the controller: hello, long-poll for work and hand it to the
+// run flow (RunExecutor) or the kernel-switch flow (KernelSwitcher); the heartbeat and
+// result RPCs those flows use (ControllerLink).
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "agent/clock.h"
+#include "agent/rpc/controller_link.h"
 #include "agent/rpc/result_spool.h"
 #include "faultline/v1/agent.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace faultline::agent {
 
-struct RunReport {
-  bool succeeded = false;
-  std::string failure_reason;
-  v1::WorkloadResult result;
-};
-
-// Runs one assignment to the end (or until *cancel becomes true) and says how it went.
-using RunFunction = std::function<RunReport(const v1::Assignment&, std::atomic<bool>* cancel)>;
-// Boots the kernel asked for. Returns only when the board did not go down: with the reason
-// it now needs a check (already recorded on disk), or "" when the agent is stopping.
-// *stopping turns true when the agent is asked to stop (the reboot's SIGTERM).
+// Runs one assignment and delivers its result (RunExecutor::Execute); returns early once
+// `stopping` holds.
+using RunFunction = std::function<void(const v1::Assignment&, const std::atomic<bool>& stopping)>;
+// Boots the kernel asked for (KernelSwitcher::Switch). Returns only when the board did not
+// go down: with the reason it now needs a check (already recorded on disk), or "" when the
+// agent is stopping. `stopping` turns true when the agent is asked to stop (the reboot's
+// SIGTERM).
 using SwitchFunction =
-    std::function<std::string(const v1::KernelSwitch&, const std::atomic<bool>* stopping)>;
+    std::function<std::string(const v1::KernelSwitch&, const std::atomic<bool>& stopping)>;
 // The board's needs-check reason as recorded on disk, or "" when it is healthy.
 using HealthFunction = std::function<std::string()>;
+
+// What the agent does with the work the controller hands out.
+struct WorkHandlers {
+  RunFunction run;
+  SwitchFunction kernel_switch;  // null: this agent cannot switch kernels
+  HealthFunction health;         // null: always healthy
+};
 
 struct AgentClientOptions {
   v1::Board board;  // facts + kernels + labels, sent on hello
   uint32_t acquire_wait_seconds = 30;
   std::chrono::milliseconds min_backoff{500};
   std::chrono::milliseconds max_backoff{10'000};
-  std::string spool_dir;  // results wait here until acknowledged; empty: no spool
+  ResultSpool* spool = nullptr;  // results waiting for the controller; null: no spool
   std::string token;      // bearer token of this board's agent (empty: none)
 };
 
-class AgentClient {
+class AgentClient : public ControllerLink {
  public:
-  AgentClient(AgentClientOptions options, std::shared_ptr<grpc::Channel> channel, RunFunction run,
-              SwitchFunction kernel_switch = nullptr, HealthFunction health = nullptr);
-  // Serves until Stop(); returns 0.
-  int Serve();
-  // Thread-safe: interrupts waits and cancels the running workload.
+  AgentClient(AgentClientOptions options, std::shared_ptr<grpc::Channel> channel, Clock& clock);
+  // Serves until Stop() and returns 0: sends the spool, says hello (again after every lost
+  // connection, with backoff), polls for work and hands each piece to `handlers`.
+  int Serve(const WorkHandlers& handlers);
+  // Thread-safe: interrupts waits, the long poll and (through `stopping`) the running work.
   void Stop();
+
+  // ControllerLink, for the run flow.
+  LeaseStatus Heartbeat(const v1::HeartbeatRequest& request) override;
+  Delivery Report(const v1::ReportResultRequest& request) override;
+  std::chrono::seconds heartbeat_interval() const override;
 
  private:
   bool Hello();
   // One AcquireWork long poll; false on RPC failure.
   bool AcquireOnce(v1::AcquireWorkResponse* response);
-  void RefreshHealth();
-  void Execute(const v1::Assignment& assignment);
-  void HeartbeatLoop(const v1::Assignment& assignment, std::atomic<bool>* cancel,
-                     std::atomic<bool>* done);
-  bool Report(const v1::ReportResultRequest& request);
+  void RefreshHealth(const WorkHandlers& handlers);
   // Sends every spooled result; false when the controller could not be reached.
   bool FlushSpool();
   void Backoff(int failures);
@@ -66,18 +72,12 @@ class AgentClient {
 
   AgentClientOptions options_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
-  RunFunction run_;
-  SwitchFunction switch_;
-  HealthFunction health_;
-  uint32_t heartbeat_seconds_ = 10;
-  std::atomic<bool> stopping_flag_{false};
-  std::unique_ptr<ResultSpool> spool_;
+  Clock& clock_;
+  std::atomic<uint32_t> heartbeat_seconds_{10};
+  std::atomic<bool> stopping_{false};
 
   std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
   grpc::ClientContext* inflight_ = nullptr;  // the long poll to cancel on Stop
-  std::atomic<bool>* run_cancel_ = nullptr;
 };
 
 }  // namespace faultline::agent

@@ -150,8 +150,10 @@ reason=$(sql "SELECT health_reason FROM boards WHERE name = 'sim-board'")
 echo "$reason" | grep -q "switch to 'broken' came back running 6.1.0-sim-vanilla, expected 6.1.0-sim-broken" \
   || fail "needs-check reason: $reason"
 "$FL_BIN_CLI" agents | grep -q "needs-check: switch to 'broken'" || fail "faultline agents does not show the check"
-curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/metrics" |
-  grep -q 'faultline_board_health{arch="[a-z0-9_]*",board="sim-board",health="needs-check"} 1' \
+# Read whole before grep -q: with pipefail, curl's write after grep -q has exited (a body in
+# more than one write) fails the pipeline although the line was there.
+metrics=$(curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/metrics") || fail "metrics unreadable"
+grep -q 'faultline_board_health{arch="[a-z0-9_]*",board="sim-board",health="needs-check"} 1' <<<"$metrics" \
   || fail "metrics do not show needs-check"
 [ "$(sql "SELECT state FROM runs WHERE job_id = $broken")" = queued ] || fail "the broken job's run did not wait"
 agent_restarted "$before" || fail "the agent did not come back after the bad boot"
