@@ -142,7 +142,9 @@ fi
 
 # Marking the change point closes it: the gauge goes away.
 "$FL_BIN_CLI" mark "$cp_id" acknowledged >/dev/null || fail "faultline mark"
-curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/metrics" | grep -q 'faultline_change_point_relative_change{.*obs-nightly' \
+# Read the body whole first: a failed scrape must fail the test, not pass this check.
+metrics=$(curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/metrics") || fail "/metrics scrape failed"
+grep -q 'faultline_change_point_relative_change{.*obs-nightly' <<<"$metrics" \
   && fail "an acknowledged change point is still exported"
 pass "an acknowledged change point is no longer exported"
 echo "observability e2e: all checks passed"
