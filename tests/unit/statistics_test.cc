@@ -280,6 +280,23 @@ TEST(VerdictTest, CollapseNeedsNoPValue) {
   EXPECT_NE(Compare({100, 101}, {80, 81}).verdict, Verdict::kCollapse);
 }
 
+TEST(CiTest, ARunWithoutProgressLeavesItsSideOfTheCiUnbounded) {
+  // The lab's x86_64 board once finished a 2 s run with 0 rounds and 0 pages: its clamped
+  // value must not turn into a "+9471999999999890%" bound.
+  const std::vector<double> a = {0, 60000, 62000, 70000, 65000, 66000};
+  const std::vector<double> b = {90000, 95000, 97000, 96000, 94000, 99000};
+  const CellComparison paired = ComparePaired(a, b);
+  EXPECT_TRUE(std::isinf(paired.ci_high)) << paired.ci_high;
+  EXPECT_GT(paired.ci_low, 0.5);
+  const CellComparison unpaired = Compare(a, b);
+  EXPECT_TRUE(std::isinf(unpaired.ci_high)) << unpaired.ci_high;
+  EXPECT_TRUE(std::isfinite(unpaired.ratio));
+  // The other way round the lower bound is 0.
+  EXPECT_EQ(ComparePaired(b, a).ci_low, 0);
+  // Real ratios, however large, stay finite.
+  EXPECT_TRUE(std::isfinite(Compare({1, 1.1, 0.9, 1}, {900, 1000, 1100, 950}).ci_high));
+}
+
 TEST(BenjaminiHochbergTest, KnownVector) {
   // Sorted 0.005 0.01 0.03 0.04 → ×4/rank 0.02 0.02 0.04 0.04 → step-up minima unchanged.
   const std::vector<double> q = BenjaminiHochberg({0.01, 0.04, 0.03, 0.005});

@@ -215,9 +215,15 @@ void ChooseDirection(CellComparison* out) {
 
 // The CI from the k-th smallest and k-th largest of sorted log values (unbounded if k < 1).
 void SetCi(CellComparison* out, const std::vector<double>& sorted_logs, int k) {
+  // A bound beyond ~31,600x (half of ln kMinThroughput) only arises from a run that made no
+  // progress (clamped to kMinThroughput): it is not a measurement, so the CI is unbounded
+  // on that side.
+  const double kUnboundedLog = -std::log(kMinThroughput) / 2;
   if (k >= 1) {
-    out->ci_low = std::exp(sorted_logs[static_cast<size_t>(k) - 1]);
-    out->ci_high = std::exp(sorted_logs[sorted_logs.size() - static_cast<size_t>(k)]);
+    const double low = sorted_logs[static_cast<size_t>(k) - 1];
+    const double high = sorted_logs[sorted_logs.size() - static_cast<size_t>(k)];
+    out->ci_low = low < -kUnboundedLog ? 0 : std::exp(low);
+    out->ci_high = high > kUnboundedLog ? kInf : std::exp(high);
   } else {
     out->ci_low = 0;
     out->ci_high = kInf;
