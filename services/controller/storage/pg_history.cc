@@ -9,6 +9,18 @@ namespace {
 
 using pg::StringMap;
 
+// One row per (job, series): the job's median throughput in that series (a series is
+// study, benchmark, cell, arch, board, kernel) and its newest result. Callers add the
+// WHERE/GROUP BY tail: "GROUP BY 1, 2, 3, 4, 5, 6, 7)".
+constexpr const char* kPerJobMedians = R"sql(
+      WITH per_job AS (
+        SELECT j.id AS job_id, coalesce(nullif(j.name, ''), j.benchmark) AS study, j.benchmark,
+               r.cell AS cell, coalesce(b.arch, '') AS arch, r.board, r.kernel,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY res.throughput) AS median,
+               max(res.created_at) AS last_success
+          FROM results res JOIN runs r ON r.id = res.run_id JOIN jobs j ON j.id = r.job_id
+          LEFT JOIN boards b ON b.name = r.board)sql";
+
 constexpr const char* kChangePointColumns = R"sql(
   id, study, benchmark, config, arch, board, kernel, job_id, mean_before, mean_after,
   relative_change, p_value, state, (extract(epoch FROM detected_at) * 1000)::bigint
@@ -40,19 +52,13 @@ absl::StatusOr<std::vector<SeriesHistory>> PgHistoryStore::SeriesHistories(int m
   return pool_->Query<std::vector<SeriesHistory>>(
       [&](pqxx::connection& c, std::vector<SeriesHistory>& out) -> absl::Status {
         pqxx::read_transaction t(c);
-        auto rows = t.exec_params(R"sql(
-      WITH per_job AS (
-        SELECT j.id AS job_id, coalesce(nullif(j.name, ''), j.benchmark) AS study, j.benchmark,
-               r.cell::text AS cell, coalesce(b.arch, '') AS arch, r.board, r.kernel,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY res.throughput) AS median
-          FROM results res JOIN runs r ON r.id = res.run_id JOIN jobs j ON j.id = r.job_id
-          LEFT JOIN boards b ON b.name = r.board
+        auto rows = t.exec_params(std::string(kPerJobMedians) + R"sql(
          WHERE j.state IN ('succeeded', 'failed')
          GROUP BY 1, 2, 3, 4, 5, 6, 7)
-      SELECT study, benchmark, cell, arch, board, kernel,
+      SELECT study, benchmark, cell::text, arch, board, kernel,
              array_agg(job_id ORDER BY job_id)::text, array_agg(median ORDER BY job_id)::text
         FROM per_job
-       GROUP BY study, benchmark, cell, arch, board, kernel
+       GROUP BY study, benchmark, cell::text, arch, board, kernel
       HAVING count(*) >= $1)sql",
                                   min_points);
         for (const auto& r : rows) {
@@ -127,14 +133,7 @@ absl::StatusOr<MetricsSnapshot> PgHistoryStore::Snapshot() {
   return pool_->Query<MetricsSnapshot>(
       [&](pqxx::connection& c, MetricsSnapshot& snap) -> absl::Status {
         pqxx::read_transaction t(c);
-        auto series = t.exec(R"sql(
-      WITH per_job AS (
-        SELECT j.id AS job_id, coalesce(nullif(j.name, ''), j.benchmark) AS study, j.benchmark,
-               r.cell AS cell, coalesce(b.arch, '') AS arch, r.board, r.kernel,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY res.throughput) AS median,
-               max(res.created_at) AS last_success
-          FROM results res JOIN runs r ON r.id = res.run_id JOIN jobs j ON j.id = r.job_id
-          LEFT JOIN boards b ON b.name = r.board
+        auto series = t.exec(std::string(kPerJobMedians) + R"sql(
          GROUP BY 1, 2, 3, 4, 5, 6, 7),
       ranked AS (
         SELECT *, max(last_success) OVER (PARTITION BY study, benchmark, cell, arch, board, kernel)
