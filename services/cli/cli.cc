@@ -295,9 +295,10 @@ int ChangesCommand(JobStub& client, const CliEnv& env, bool all) {
     std::snprintf(p, sizeof p, "%.2g", c.p_value());
     std::snprintf(before, sizeof before, "%.2f", c.mean_before());
     std::snprintf(after, sizeof after, "%.2f", c.mean_after());
-    *env.out << c.id() << "\t" << c.state() << "\t" << c.study() << "\t" << c.benchmark() << "\t"
-             << c.config() << "\t" << c.board() << "\t" << c.kernel() << "\t" << c.job_id()
-             << "\t" << before << "\t" << after << "\t" << change << "\t" << p << "\n";
+    *env.out << c.id() << "\t" << ChangePointStateName(c.state()) << "\t" << c.study() << "\t"
+             << c.benchmark() << "\t" << c.config() << "\t" << c.board() << "\t" << c.kernel()
+             << "\t" << c.job_id() << "\t" << before << "\t" << after << "\t" << change << "\t" << p
+             << "\n";
   }
   *env.out << std::flush;
   return kExitOk;
@@ -306,14 +307,21 @@ int ChangesCommand(JobStub& client, const CliEnv& env, bool all) {
 int MarkChangeCommand(JobStub& client, const CliEnv& env, int64_t id, const std::string& state) {
   v1::SetChangePointStateRequest request;
   request.set_id(id);
-  request.set_state(state);
+  const auto parsed = ParseChangePointState(state);
+  if (!parsed) {
+    *env.err << "faultline: STATE: must be open, acknowledged, fixed or invalid, got '" << state
+             << "'\n";
+    return kExitUsage;
+  }
+  request.set_state(*parsed);
   v1::ChangePoint response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
   if (grpc::Status status = client.SetChangePointState(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
-  *env.out << "change point " << id << " is " << response.state() << "\n" << std::flush;
+  *env.out << "change point " << id << " is " << ChangePointStateName(response.state()) << "\n"
+           << std::flush;
   return kExitOk;
 }
 

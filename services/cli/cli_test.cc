@@ -154,7 +154,7 @@ class FakeJobService final : public v1::JobService::Service {
     last_include_closed = request->include_closed();
     v1::ChangePoint* c = response->add_change_points();
     c->set_id(3);
-    c->set_state("open");
+    c->set_state(v1::CHANGE_POINT_STATE_OPEN);
     c->set_study("nightly-swap");
     c->set_benchmark("swap-in");
     c->set_config("readers=2");

@@ -168,14 +168,37 @@ bool IsFinalState(v1::JobState state) {
   return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_CANCELLED;
 }
 
-std::string JobStateName(v1::JobState state) {
-  std::string name = v1::JobState_Name(state);
-  if (name.empty()) return "state " + std::to_string(static_cast<int>(state));
-  constexpr std::string_view kPrefix = "JOB_STATE_";
-  if (name.starts_with(kPrefix)) name.erase(0, kPrefix.size());
+namespace {
+
+// "JOB_STATE_SUCCEEDED" -> "succeeded"; "state N" for values this CLI does not know.
+std::string EnumName(std::string name, std::string_view prefix, int value) {
+  if (name.empty()) return "state " + std::to_string(value);
+  if (name.starts_with(prefix)) name.erase(0, prefix.size());
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return name;
+}
+
+}  // namespace
+
+std::string JobStateName(v1::JobState state) {
+  return EnumName(v1::JobState_Name(state), "JOB_STATE_", static_cast<int>(state));
+}
+
+std::string ChangePointStateName(v1::ChangePointState state) {
+  return EnumName(v1::ChangePointState_Name(state), "CHANGE_POINT_STATE_", static_cast<int>(state));
+}
+
+std::optional<v1::ChangePointState> ParseChangePointState(const std::string& name) {
+  std::string upper = "CHANGE_POINT_STATE_" + name;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  v1::ChangePointState state;
+  if (name.empty() || !v1::ChangePointState_Parse(upper, &state) ||
+      state == v1::CHANGE_POINT_STATE_UNSPECIFIED) {
+    return std::nullopt;
+  }
+  return state;
 }
 
 std::string FormatThroughput(double rounds_per_second) { return Printf("%.2f /s", rounds_per_second); }

@@ -39,6 +39,9 @@ std::string FormatJobOutcome(int64_t job_id, v1::JobState state, const v1::RunCo
 
 bool IsFinalState(v1::JobState state);
 std::string JobStateName(v1::JobState state);  // "succeeded"; "unspecified" for 0
+std::string ChangePointStateName(v1::ChangePointState state);  // "acknowledged"
+// "acknowledged" -> CHANGE_POINT_STATE_ACKNOWLEDGED; nullopt for anything else.
+std::optional<v1::ChangePointState> ParseChangePointState(const std::string& name);
 std::string FormatThroughput(double rounds_per_second);  // "17303.09 /s"
 // "2024-05-01 12:34:56Z" (UTC); "-" when unset.
 std::string FormatTimestamp(const google::protobuf::Timestamp& ts);

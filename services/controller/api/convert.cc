@@ -85,6 +85,35 @@ v1::RunState ToProto(RunState state) {
   return v1::RUN_STATE_UNSPECIFIED;
 }
 
+v1::ChangePointState ToProto(ChangePointState state) {
+  switch (state) {
+    case ChangePointState::kOpen:
+      return v1::CHANGE_POINT_STATE_OPEN;
+    case ChangePointState::kAcknowledged:
+      return v1::CHANGE_POINT_STATE_ACKNOWLEDGED;
+    case ChangePointState::kFixed:
+      return v1::CHANGE_POINT_STATE_FIXED;
+    case ChangePointState::kInvalid:
+      return v1::CHANGE_POINT_STATE_INVALID;
+  }
+  return v1::CHANGE_POINT_STATE_UNSPECIFIED;
+}
+
+std::optional<ChangePointState> FromProto(v1::ChangePointState state) {
+  switch (state) {
+    case v1::CHANGE_POINT_STATE_OPEN:
+      return ChangePointState::kOpen;
+    case v1::CHANGE_POINT_STATE_ACKNOWLEDGED:
+      return ChangePointState::kAcknowledged;
+    case v1::CHANGE_POINT_STATE_FIXED:
+      return ChangePointState::kFixed;
+    case v1::CHANGE_POINT_STATE_INVALID:
+      return ChangePointState::kInvalid;
+    default:
+      return std::nullopt;
+  }
+}
+
 bool IsFinal(v1::JobState state) {
   return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
          state == v1::JOB_STATE_CANCELLED;

@@ -1,6 +1,8 @@
 #pragma once
 // Proto <-> domain conversion at the API boundary (core and storage never see protobuf).
+#include <optional>
 #include "absl/status/status.h"
+
 #include "faultline/v1/agent.pb.h"
 #include "faultline/v1/job.pb.h"
 #include "grpcpp/support/status.h"
@@ -13,6 +15,9 @@ JobSpecInput SpecFromProto(const v1::JobSpec& spec);
 std::string SpecToJson(const v1::JobSpec& spec);
 v1::JobState ToProto(JobState state);
 v1::RunState ToProto(RunState state);
+v1::ChangePointState ToProto(ChangePointState state);
+// nullopt for UNSPECIFIED (or a value this controller does not know).
+std::optional<ChangePointState> FromProto(v1::ChangePointState state);
 bool IsFinal(v1::JobState state);
 void JobToProto(const JobRecord& job, v1::Job* out);
 void RunToProto(const RunRecord& run, v1::Run* out);

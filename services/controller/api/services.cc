@@ -218,7 +218,7 @@ void ChangePointToProto(const ChangePointRecord& c, v1::ChangePoint* out) {
   out->set_mean_after(c.mean_after);
   out->set_relative_change(c.relative_change);
   out->set_p_value(c.p_value);
-  out->set_state(std::string(ToString(c.state)));
+  out->set_state(ToProto(c.state));
   *out->mutable_detected_at() =
       google::protobuf::util::TimeUtil::MillisecondsToTimestamp(c.detected_at_ms);
 }
@@ -241,11 +241,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::SetChangePointState(
     v1::ChangePoint* resp) {
   RpcTimer timer(metrics_, "SetChangePointState");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  const auto state = ParseChangePointState(req->state());
+  const auto state = FromProto(req->state());
   if (!state) {
-    return Done(ctx, &timer,
-                Invalid("state: must be one of open, acknowledged, fixed, invalid, got '" +
-                        req->state().substr(0, 32) + "'"));
+    return Done(
+        ctx, &timer,
+        Invalid(absl::StrCat("state: must be one of open, acknowledged, fixed, invalid, got ",
+                             static_cast<int>(req->state()))));
   }
   auto updated = stores_.history->SetChangePointState(req->id(), *state);
   if (!updated.ok()) return Done(ctx, &timer, updated.status());
