@@ -235,12 +235,14 @@ void Dispatcher::ServeParked() {
     snapshot.assign(parked_.begin(), parked_.end());
   }
   for (auto* call : snapshot) {
-    // Only a call still parked may be served; OnCancel may have taken it meanwhile.
+    // Only a call still parked may be served; OnCancel may have taken it meanwhile. Its board
+    // is read under the lock: once Unpark has taken it, the reactor may already be deleted.
+    std::string board;
     {
       std::lock_guard lock(mu_);
       if (std::find(parked_.begin(), parked_.end(), call) == parked_.end()) continue;
+      board = call->board();
     }
-    const std::string board = call->board();
     auto next = work_->NextWork(board);
     if (!next.ok()) {
       log::warn("event=claim_failed board={} error=\"{}\"", board,

@@ -30,7 +30,7 @@ class BackgroundDuties {
   Stores stores_;
   const Clock* clock_;
   ChangePointOptions change_points_;
-  int passes_since_history_ = kHistoryEvery - 1;  // first scan on the second pass
+  int passes_since_history_ = kHistoryEvery - 1;  // first scan on the first pass
 };
 
 }  // namespace faultline::controller

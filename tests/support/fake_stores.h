@@ -1,0 +1,263 @@
+#pragma once
+// In-memory fakes of the controller's store interfaces (services/controller/storage/
+// interfaces.h) for unit tests of the api layer. They follow the PostgreSQL stores' contracts
+// where a caller can tell (error codes, request-id idempotence, final jobs, due schedules),
+// and are otherwise as simple as possible. Every fake is thread-safe: the dispatcher's thread
+// and gRPC's threads may call them while a test inspects them.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "services/controller/core/clock.h"
+#include "services/controller/storage/interfaces.h"
+
+namespace faultline::controller::fakes {
+
+// Boards as agents announce them. A hello settles a switch in flight with HealthAfterHello,
+// as the PostgreSQL store does.
+class FakeBoardStore final : public BoardStore {
+ public:
+  explicit FakeBoardStore(const Clock* clock = nullptr) : clock_(clock) {}
+
+  absl::StatusOr<BoardHealth> UpsertBoard(const BoardRecord& board) override;
+  absl::StatusOr<std::vector<BoardRecord>> ListBoards() override;
+  // Records the call (the runs live in the job store, which this fake does not touch).
+  absl::StatusOr<int> ReleaseBoardRuns(const std::string& board) override;
+  absl::Status TouchBoard(const std::string& board) override;
+
+  // Test set-up and inspection.
+  void AddBoard(const BoardSummary& summary);  // as if it had said hello
+  void SetSwitchInFlight(const std::string& board, SwitchInFlight in_flight);
+  std::vector<std::string> released() const;
+  int touches(const std::string& board) const;
+  void SetUnavailable(bool unavailable);
+
+ private:
+  const Clock* clock_;
+  mutable std::mutex mu_;
+  std::map<std::string, BoardRecord> boards_;
+  std::map<std::string, SwitchInFlight> in_flight_;
+  std::vector<std::string> released_;
+  std::map<std::string, int> touches_;
+  bool unavailable_ = false;
+};
+
+// Jobs and their runs, created from ValidatedJob. A job's state follows its runs' states
+// (JobStateFromRuns) unless it was cancelled.
+class FakeJobStore final : public JobStore {
+ public:
+  explicit FakeJobStore(const Clock* clock = nullptr) : clock_(clock) {}
+
+  absl::StatusOr<Created> CreateJob(const ValidatedJob& job, const std::string& name,
+                                    const std::string& spec_json,
+                                    const std::string& request_id) override;
+  absl::StatusOr<JobRecord> GetJob(int64_t job_id) override;
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit) override;
+  absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id) override;
+  absl::StatusOr<JobRecord> CancelJob(int64_t job_id) override;
+
+  // Test set-up and inspection.
+  // Sets every run of the job to `state` (and the job's state from them, as the stores do).
+  void SetRunStates(int64_t job_id, RunState state);
+  // The request id a job was created under ("" without one).
+  std::string request_id(int64_t job_id) const;
+  int create_calls() const;
+  void SetUnavailable(bool unavailable);
+
+ private:
+  struct Job {
+    JobRecord record;
+    std::string request_id;
+    std::vector<RunRecord> runs;
+  };
+  JobRecord Snapshot(const Job& job) const;
+  void Recompute(Job& job);
+  int64_t NowMs() const { return clock_ ? clock_->NowMs() : 0; }
+
+  const Clock* clock_;
+  mutable std::mutex mu_;
+  std::map<int64_t, Job> jobs_;
+  int64_t next_job_id_ = 1;
+  int64_t next_run_id_ = 1;
+  int create_calls_ = 0;
+  bool unavailable_ = false;
+};
+
+// Work as the dispatcher and agents see it, scripted by the test: NextWork pops a queue of
+// orders per board (an empty order when it is empty); every other call is recorded and
+// answers what the test configured.
+class FakeWorkStore final : public WorkStore {
+ public:
+  absl::StatusOr<WorkOrder> NextWork(const std::string& board) override;
+  absl::Status AbandonKernelSwitch(const std::string& board) override;
+  absl::StatusOr<std::vector<std::string>> ExpireKernelSwitches() override;
+  absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,
+                                  const std::string& attempt_id) override;
+  absl::StatusOr<int64_t> StoreResult(const std::string& board, int64_t run_id,
+                                      const std::string& attempt_id, bool succeeded,
+                                      const std::string& failure_reason,
+                                      const ResultRecord& result) override;
+  absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases() override;
+
+  // Scripting.
+  void Queue(const std::string& board, WorkOrder order);
+  // Every call fails with UNAVAILABLE (the database is down) until told otherwise.
+  void SetUnavailable(bool unavailable);
+  // Runs inside NextWork before it answers (e.g. to cancel the call being served).
+  void OnNextWork(std::function<void(const std::string& board)> hook);
+  void SetRenewLease(absl::StatusOr<bool> answer);
+  void SetStoreResult(absl::StatusOr<int64_t> answer);
+  void SetAbandonStatus(absl::Status status);
+  // What the next ReapExpiredLeases / ExpireKernelSwitches return (once; then empty).
+  void SetReaped(std::vector<int64_t> jobs);
+  void SetLapsedSwitches(std::vector<std::string> boards);
+
+  // Inspection.
+  struct RenewCall {
+    std::string board;
+    int64_t run_id;
+    std::string attempt_id;
+  };
+  struct ResultCall {
+    std::string board;
+    int64_t run_id;
+    std::string attempt_id;
+    bool succeeded;
+    std::string failure_reason;
+    ResultRecord result;
+  };
+  int next_work_calls() const;
+  // Blocks until NextWork has been called at least `n` times (false after `timeout`, which
+  // only guards against a hung test).
+  bool WaitForNextWorkCalls(int n, std::chrono::milliseconds timeout);
+  std::vector<std::string> abandoned() const;
+  std::vector<RenewCall> renewals() const;
+  std::vector<ResultCall> results() const;
+  int reap_calls() const;
+  size_t queued(const std::string& board) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::deque<WorkOrder>> queues_;
+  bool unavailable_ = false;
+  std::function<void(const std::string&)> on_next_work_;
+  absl::StatusOr<bool> renew_answer_ = true;
+  absl::StatusOr<int64_t> store_answer_ = int64_t{1};
+  absl::Status abandon_status_;
+  std::vector<int64_t> reaped_;
+  std::vector<std::string> lapsed_;
+  int next_work_calls_ = 0;
+  std::vector<std::string> abandoned_;
+  std::vector<RenewCall> renewals_;
+  std::vector<ResultCall> results_;
+  int reap_calls_ = 0;
+};
+
+// Schedules. FireDueSchedules fires, in slot order, every schedule whose next_run_ms is at
+// or before now_ms and moves it to next_run_ms(schedule); a failed slot records its error and
+// moves on just the same (as the PostgreSQL store).
+class FakeScheduleStore final : public ScheduleStore {
+ public:
+  absl::StatusOr<ScheduleRecord> CreateSchedule(const std::string& name, const std::string& cron,
+                                                const std::string& spec_json,
+                                                int64_t next_run_ms) override;
+  absl::StatusOr<std::vector<ScheduleRecord>> ListSchedules() override;
+  absl::Status DeleteSchedule(int64_t id) override;
+  absl::StatusOr<int> FireDueSchedules(
+      int64_t now_ms, const Fire& fire,
+      const std::function<int64_t(const ScheduleRecord&)>& next_run_ms) override;
+  absl::Status TagJobWithSchedule(int64_t job_id, int64_t schedule_id) override;
+
+  // Inspection.
+  std::optional<ScheduleRecord> Find(int64_t id) const;
+  std::map<int64_t, int64_t> tags() const;  // job id -> schedule id
+  int fire_calls() const;                   // calls of `fire`, over all passes
+
+ private:
+  mutable std::mutex mu_;
+  std::map<int64_t, ScheduleRecord> schedules_;
+  int64_t next_id_ = 1;
+  std::map<int64_t, int64_t> tags_;
+  int fire_calls_ = 0;
+};
+
+// Series histories given by the test; change points kept once per (series, job).
+class FakeHistoryStore final : public HistoryStore {
+ public:
+  absl::StatusOr<std::vector<SeriesHistory>> SeriesHistories(int min_points) override;
+  absl::StatusOr<int> RecordChangePoints(const std::vector<ChangePointRecord>& points) override;
+  absl::StatusOr<std::vector<ChangePointRecord>> ListChangePoints(bool include_closed) override;
+  absl::StatusOr<ChangePointRecord> SetChangePointState(int64_t id,
+                                                        ChangePointState state) override;
+
+  void AddSeries(SeriesHistory history);
+  int series_calls() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<SeriesHistory> series_;
+  std::vector<ChangePointRecord> points_;
+  int64_t next_id_ = 1;
+  int series_calls_ = 0;
+};
+
+// API tokens by hash.
+class FakeTokenStore final : public TokenStore {
+ public:
+  absl::Status CreateToken(const std::string& name, TokenRole role, const std::string& board,
+                           const std::string& token_sha256) override;
+  absl::StatusOr<std::optional<TokenRecord>> FindToken(const std::string& token_sha256) override;
+  absl::StatusOr<bool> RevokeToken(const std::string& name) override;
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens() override;
+
+  int find_calls() const;
+  void SetUnavailable(bool unavailable);
+
+ private:
+  struct Token {
+    TokenRecord record;
+    std::string sha256;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Token> tokens_;  // by name
+  int find_calls_ = 0;
+  bool unavailable_ = false;
+};
+
+class FakeMetricsSource final : public MetricsSource {
+ public:
+  absl::StatusOr<MetricsSnapshot> Snapshot() override;
+  absl::Status Ping() override;
+
+  void SetSnapshot(MetricsSnapshot snapshot);
+  void SetPing(absl::Status status);
+
+ private:
+  mutable std::mutex mu_;
+  MetricsSnapshot snapshot_;
+  absl::Status ping_;
+};
+
+// One of each, wired as a Stores bundle.
+struct FakeStores {
+  explicit FakeStores(const Clock* clock = nullptr) : boards(clock), jobs(clock) {}
+  FakeBoardStore boards;
+  FakeJobStore jobs;
+  FakeWorkStore work;
+  FakeScheduleStore schedules;
+  FakeHistoryStore history;
+  FakeTokenStore tokens;
+  FakeMetricsSource metrics;
+  Stores stores() { return Stores{&jobs, &work, &boards, &schedules, &history, &tokens, &metrics}; }
+};
+
+}  // namespace faultline::controller::fakes

@@ -1,0 +1,325 @@
+// The dispatcher driven by Step on the test's thread, through fake parked calls and watchers
+// over the in-memory stores: no gRPC, no database, no waiting.
+#include "services/controller/api/dispatcher.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <vector>
+
+#include "services/controller/api/duties.h"
+#include "tests/support/fake_stores.h"
+
+namespace faultline::controller {
+namespace {
+
+using fakes::FakeStores;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+const std::chrono::system_clock::time_point kStart{seconds(1'700'000'000)};
+
+class FakeCall final : public ParkedCall {
+ public:
+  FakeCall(std::string board, std::chrono::system_clock::time_point deadline)
+      : board_(std::move(board)), deadline_(deadline) {}
+  const std::string& board() const override { return board_; }
+  std::chrono::system_clock::time_point deadline() const override { return deadline_; }
+  void Answer(const WorkOrder& order) override {
+    EXPECT_FALSE(ended()) << "a call was ended twice";
+    answer = order;
+  }
+  void Fail(const grpc::Status& status) override {
+    EXPECT_FALSE(ended()) << "a call was ended twice";
+    failure = status;
+  }
+  bool ended() const { return answer.has_value() || failure.has_value(); }
+
+  std::optional<WorkOrder> answer;
+  std::optional<grpc::Status> failure;
+
+ private:
+  std::string board_;
+  std::chrono::system_clock::time_point deadline_;
+};
+
+class FakeWatcher final : public ProgressWatcher {
+ public:
+  explicit FakeWatcher(int64_t job_id) : job_id_(job_id) {}
+  int64_t job_id() const override { return job_id_; }
+  void Push(const v1::JobProgress& progress) override { pushed.push_back(progress); }
+  void FinishWith(const grpc::Status& status) override { finished = status; }
+
+  std::vector<v1::JobProgress> pushed;
+  std::optional<grpc::Status> finished;
+
+ private:
+  int64_t job_id_;
+};
+
+// A job of `runs` runs of one kernel, straight into the job store.
+int64_t AddJob(FakeStores& fake, int runs) {
+  ValidatedJob job;
+  job.benchmark = "filemap-thrash";
+  job.kernels = {"vanilla"};
+  job.baseline = "vanilla";
+  for (int i = 0; i < runs; ++i) {
+    PlannedRun run;
+    run.kernel = "vanilla";
+    run.repetition = i + 1;
+    run.sequence = i;
+    job.runs.push_back(run);
+  }
+  auto created = fake.jobs.CreateJob(job, "test", "{}", "");
+  EXPECT_TRUE(created.ok()) << created.status();
+  return created->job_id;
+}
+
+WorkOrder RunOrder(int64_t run_id, int64_t job_id) {
+  Assignment a;
+  a.run_id = run_id;
+  a.attempt_id = "attempt-" + std::to_string(run_id);
+  a.job_id = job_id;
+  a.benchmark = "filemap-thrash";
+  a.kernel = "vanilla";
+  a.duration_seconds = 5;
+  a.lease_seconds = 125;
+  return WorkOrder{a, std::nullopt};
+}
+
+WorkOrder SwitchOrder(const std::string& label) {
+  return WorkOrder{std::nullopt,
+                   KernelSwitchOrder{label, "run 1 (job 1) needs kernel " + label, 900}};
+}
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  FakeClock clock_{kStart};
+  FakeStores fake_{&clock_};
+  Dispatcher dispatcher_{&fake_.work, &fake_.jobs, &clock_};
+};
+
+TEST_F(DispatcherTest, ParkedCallIsAnsweredWithTheAssignmentAndWatchersSeeTheJob) {
+  const int64_t job = AddJob(fake_, 2);
+  FakeWatcher watcher(job);
+  dispatcher_.AddWatcher(&watcher);
+  dispatcher_.Step(false);
+  ASSERT_EQ(watcher.pushed.size(), 1u);  // a new watcher gets the job's progress at once
+  EXPECT_EQ(watcher.pushed[0].state(), v1::JOB_STATE_QUEUED);
+
+  FakeCall call("b1", kStart + seconds(30));
+  dispatcher_.Park(&call);
+  EXPECT_EQ(dispatcher_.parked(), 1u);
+  dispatcher_.Step(false);  // nothing queued for b1: the call waits
+  EXPECT_FALSE(call.ended());
+  EXPECT_EQ(fake_.work.next_work_calls(), 1);
+
+  fake_.work.Queue("b1", RunOrder(1, job));
+  dispatcher_.WorkAvailable();
+  dispatcher_.Step(false);
+  ASSERT_TRUE(call.answer.has_value());
+  ASSERT_TRUE(call.answer->run.has_value());
+  EXPECT_EQ(call.answer->run->run_id, 1);
+  EXPECT_EQ(call.answer->run->attempt_id, "attempt-1");
+  EXPECT_FALSE(call.answer->kernel_switch.has_value());
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+
+  // The assignment marked the job changed: the next pass refreshes its watchers.
+  fake_.jobs.SetRunStates(job, RunState::kRunning);
+  dispatcher_.Step(false);
+  ASSERT_EQ(watcher.pushed.size(), 2u);
+  EXPECT_EQ(watcher.pushed[1].state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(watcher.pushed[1].runs().running(), 2u);
+
+  // So does JobChanged from elsewhere (a result, a cancel).
+  fake_.jobs.SetRunStates(job, RunState::kSucceeded);
+  dispatcher_.JobChanged(job);
+  dispatcher_.Step(false);
+  ASSERT_EQ(watcher.pushed.size(), 3u);
+  EXPECT_EQ(watcher.pushed[2].state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(watcher.pushed[2].runs().succeeded(), 2u);
+  dispatcher_.RemoveWatcher(&watcher);
+}
+
+TEST_F(DispatcherTest, KernelSwitchOrderIsDelivered) {
+  fake_.work.Queue("b1", SwitchOrder("patched"));
+  FakeCall call("b1", kStart + seconds(30));
+  dispatcher_.Park(&call);
+  dispatcher_.Step(false);
+  ASSERT_TRUE(call.answer.has_value());
+  ASSERT_TRUE(call.answer->kernel_switch.has_value());
+  EXPECT_EQ(call.answer->kernel_switch->label, "patched");
+  EXPECT_EQ(call.answer->kernel_switch->deadline_seconds, 900u);
+  EXPECT_FALSE(call.answer->run.has_value());
+  EXPECT_THAT(fake_.work.abandoned(), IsEmpty());
+}
+
+TEST_F(DispatcherTest, SwitchForACallCancelledWhileClaimingIsAbandoned) {
+  fake_.work.Queue("b1", SwitchOrder("patched"));
+  FakeCall call("b1", kStart + seconds(30));
+  dispatcher_.Park(&call);
+  // The agent goes away (OnCancel -> Unpark) while the store orders the switch.
+  fake_.work.OnNextWork([&](const std::string&) { dispatcher_.Unpark(&call); });
+  dispatcher_.Step(false);
+  ASSERT_TRUE(call.failure.has_value());
+  EXPECT_EQ(call.failure->error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_FALSE(call.answer.has_value());
+  EXPECT_THAT(fake_.work.abandoned(), ElementsAre("b1"));
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+}
+
+TEST_F(DispatcherTest, AssignmentForACallCancelledWhileClaimingIsNotAnswered) {
+  const int64_t job = AddJob(fake_, 1);
+  fake_.work.Queue("b1", RunOrder(1, job));
+  FakeCall call("b1", kStart + seconds(30));
+  dispatcher_.Park(&call);
+  fake_.work.OnNextWork([&](const std::string&) { dispatcher_.Unpark(&call); });
+  dispatcher_.Step(false);
+  ASSERT_TRUE(call.failure.has_value());
+  EXPECT_EQ(call.failure->error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_FALSE(call.answer.has_value());
+  // A claimed run comes back when its lease lapses; there is no switch to abandon.
+  EXPECT_THAT(fake_.work.abandoned(), IsEmpty());
+}
+
+TEST_F(DispatcherTest, CallUnparkedBeforeAnyClaimEndsCancelledWithoutAClaim) {
+  fake_.work.Queue("b1", SwitchOrder("patched"));
+  FakeCall call("b1", kStart + seconds(30));
+  dispatcher_.Park(&call);
+  dispatcher_.Unpark(&call);
+  ASSERT_TRUE(call.failure.has_value());
+  EXPECT_EQ(call.failure->error_code(), grpc::StatusCode::CANCELLED);
+  dispatcher_.Step(false);
+  EXPECT_EQ(fake_.work.next_work_calls(), 0);
+  EXPECT_EQ(fake_.work.queued("b1"), 1u);  // the switch was never ordered
+  // A second Unpark (OnCancel after the call ended) does nothing.
+  dispatcher_.Unpark(&call);
+}
+
+TEST_F(DispatcherTest, CallPastItsDeadlineGetsAnEmptyAnswerOnATick) {
+  FakeCall call("b1", kStart + seconds(30));
+  dispatcher_.Park(&call);
+  dispatcher_.Step(true);
+  EXPECT_FALSE(call.ended());
+  clock_.Advance(seconds(30) - milliseconds(1));
+  dispatcher_.Step(true);
+  EXPECT_FALSE(call.ended());
+  EXPECT_EQ(dispatcher_.parked(), 1u);
+  clock_.Advance(milliseconds(1));
+  dispatcher_.Step(false);  // deadlines are only checked on ticks
+  EXPECT_FALSE(call.ended());
+  dispatcher_.Step(true);
+  ASSERT_TRUE(call.answer.has_value());
+  EXPECT_FALSE(call.answer->run.has_value());
+  EXPECT_FALSE(call.answer->kernel_switch.has_value());
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+}
+
+TEST_F(DispatcherTest, ClaimFailureLeavesCallsParkedUntilTheNextTick) {
+  const int64_t job = AddJob(fake_, 2);
+  FakeCall first("b1", kStart + seconds(30));
+  FakeCall second("b2", kStart + seconds(30));
+  dispatcher_.Park(&first);
+  dispatcher_.Park(&second);
+  fake_.work.Queue("b1", RunOrder(1, job));
+  fake_.work.Queue("b2", RunOrder(2, job));
+  fake_.work.SetUnavailable(true);
+  dispatcher_.Step(false);
+  EXPECT_FALSE(first.ended());
+  EXPECT_FALSE(second.ended());
+  EXPECT_EQ(dispatcher_.parked(), 2u);
+  EXPECT_EQ(fake_.work.next_work_calls(), 1);  // the pass stops at the first failure
+
+  fake_.work.SetUnavailable(false);
+  dispatcher_.Step(false);  // no hint: nobody is retried between ticks
+  EXPECT_FALSE(first.ended());
+  dispatcher_.Step(true);  // a tick retries every waiting call
+  ASSERT_TRUE(first.answer.has_value() && first.answer->run.has_value());
+  ASSERT_TRUE(second.answer.has_value() && second.answer->run.has_value());
+  EXPECT_EQ(first.answer->run->run_id, 1);
+  EXPECT_EQ(second.answer->run->run_id, 2);
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+}
+
+TEST_F(DispatcherTest, StopFailsParkedCallsAndWatchersWithUnavailable) {
+  const int64_t job = AddJob(fake_, 1);
+  FakeCall call("b1", kStart + seconds(30));
+  FakeWatcher watcher(job);
+  dispatcher_.Park(&call);
+  dispatcher_.AddWatcher(&watcher);
+  dispatcher_.Stop();
+  ASSERT_TRUE(call.failure.has_value());
+  EXPECT_EQ(call.failure->error_code(), grpc::StatusCode::UNAVAILABLE);
+  ASSERT_TRUE(watcher.finished.has_value());
+  EXPECT_EQ(watcher.finished->error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+
+  FakeCall late("b1", kStart + seconds(30));
+  dispatcher_.Park(&late);  // after Stop: refused at once
+  ASSERT_TRUE(late.failure.has_value());
+  EXPECT_EQ(late.failure->error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+  dispatcher_.RemoveWatcher(&watcher);
+}
+
+TEST_F(DispatcherTest, WatcherGetsProgressOfItsJobOnly) {
+  const int64_t job1 = AddJob(fake_, 1);
+  const int64_t job2 = AddJob(fake_, 1);
+  FakeWatcher w1(job1), w2(job2);
+  dispatcher_.AddWatcher(&w1);
+  dispatcher_.AddWatcher(&w2);
+  dispatcher_.Step(false);
+  ASSERT_EQ(w1.pushed.size(), 1u);
+  ASSERT_EQ(w2.pushed.size(), 1u);
+  EXPECT_EQ(w1.pushed[0].job_id(), job1);
+  EXPECT_EQ(w2.pushed[0].job_id(), job2);
+
+  fake_.jobs.SetRunStates(job1, RunState::kRunning);
+  dispatcher_.JobChanged(job1);
+  dispatcher_.Step(false);
+  ASSERT_EQ(w1.pushed.size(), 2u);
+  EXPECT_EQ(w1.pushed[1].job_id(), job1);
+  EXPECT_EQ(w1.pushed[1].state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(w2.pushed.size(), 1u);
+
+  dispatcher_.Step(false);  // nothing changed: nothing pushed
+  EXPECT_EQ(w1.pushed.size(), 2u);
+  EXPECT_EQ(w2.pushed.size(), 1u);
+
+  dispatcher_.Step(true);  // a tick refreshes every watcher (each reactor drops repeats)
+  EXPECT_EQ(w1.pushed.size(), 3u);
+  ASSERT_EQ(w2.pushed.size(), 2u);
+  EXPECT_EQ(w2.pushed[1].job_id(), job2);
+
+  dispatcher_.RemoveWatcher(&w1);
+  dispatcher_.RemoveWatcher(&w2);
+}
+
+TEST_F(DispatcherTest, TickRunsTheDutiesAndServesWhatTheyRequeued) {
+  BackgroundDuties duties(fake_.stores(), &clock_);
+  Dispatcher dispatcher(&fake_.work, &fake_.jobs, &clock_, &duties);
+  const int64_t job = AddJob(fake_, 1);
+  FakeWatcher watcher(job);
+  FakeCall call("b1", kStart + seconds(30));
+  dispatcher.AddWatcher(&watcher);
+  dispatcher.Park(&call);
+  dispatcher.Step(false);
+  EXPECT_FALSE(call.ended());
+  ASSERT_EQ(watcher.pushed.size(), 1u);
+
+  // A lease lapsed: the run is queued again and its job changed.
+  fake_.work.SetReaped({job});
+  fake_.work.Queue("b1", RunOrder(1, job));
+  dispatcher.Step(true);
+  EXPECT_EQ(fake_.work.reap_calls(), 1);
+  ASSERT_TRUE(call.answer.has_value() && call.answer->run.has_value());
+  EXPECT_EQ(call.answer->run->job_id, job);
+  EXPECT_EQ(watcher.pushed.size(), 2u);  // the reaped job's watchers are refreshed
+  dispatcher.RemoveWatcher(&watcher);
+}
+
+}  // namespace
+}  // namespace faultline::controller

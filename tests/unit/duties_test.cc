@@ -1,0 +1,184 @@
+// The background duties over the in-memory stores, with time driven by a FakeClock: cron
+// slots, lease reaping and the change-point cadence in milliseconds.
+#include "services/controller/api/duties.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "services/controller/api/convert.h"
+#include "services/controller/api/submission.h"
+#include "tests/support/fake_stores.h"
+
+namespace faultline::controller {
+namespace {
+
+using fakes::FakeStores;
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::sys_days;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// 2024-03-01 00:00:00 UTC.
+const std::chrono::system_clock::time_point kDay{
+    sys_days{std::chrono::year{2024} / std::chrono::March / 1}};
+
+int64_t Ms(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
+}
+
+v1::JobSpec NightlySpec(const std::string& kernel = "vanilla") {
+  v1::JobSpec spec;
+  spec.set_benchmark("filemap-thrash");
+  spec.set_duration("5s");
+  spec.set_repetitions(2);
+  spec.add_kernels(kernel);
+  spec.mutable_memcg()->set_memory_max("256M");
+  return spec;
+}
+
+class DutiesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake_.boards.AddBoard(BoardSummary{.name = "b1",
+                                       .arch = "x86_64",
+                                       .memory_bytes = 8ull << 30,
+                                       .kernel_labels = {"vanilla"},
+                                       .running_kernel_label = "vanilla",
+                                       .running_kernel_labels = {"vanilla"}});
+  }
+  // A schedule created at the clock's time, as CreateSchedule does.
+  ScheduleRecord AddSchedule(const std::string& name, const std::string& cron,
+                             const v1::JobSpec& spec) {
+    auto s = fake_.schedules.CreateSchedule(name, cron, SpecToJson(spec),
+                                            NextSlotMs(cron, clock_.Now()));
+    EXPECT_TRUE(s.ok()) << s.status();
+    return *s;
+  }
+
+  FakeClock clock_{kDay + hours(1)};
+  FakeStores fake_{&clock_};
+  BackgroundDuties duties_{fake_.stores(), &clock_};
+};
+
+TEST_F(DutiesTest, NightlyScheduleFiresOnceAtItsSlotAndMovesToTheNextDay) {
+  const ScheduleRecord nightly = AddSchedule("nightly", "0 2 * * *", NightlySpec());
+  EXPECT_EQ(nightly.next_run_ms, Ms(kDay + hours(2)));
+
+  clock_.Set(kDay + hours(1) + minutes(59));
+  DutyOutcome out = duties_.RunOnce();
+  EXPECT_FALSE(out.work_available);
+  EXPECT_EQ(fake_.jobs.create_calls(), 0);
+  clock_.Set(kDay + hours(2) - milliseconds(1));
+  duties_.RunOnce();
+  EXPECT_EQ(fake_.jobs.create_calls(), 0);
+
+  clock_.Set(kDay + hours(2));
+  out = duties_.RunOnce();
+  EXPECT_TRUE(out.work_available);
+  auto jobs = fake_.jobs.ListJobs(10);
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  const JobRecord& job = jobs->front();
+  EXPECT_EQ(job.name, "nightly");  // a spec without a name takes the schedule's
+  EXPECT_EQ(job.counts.total, 2u);
+  // The slot is the request id: a replica or a retry of this slot finds the same job.
+  EXPECT_EQ(fake_.jobs.request_id(job.id),
+            "schedule-" + std::to_string(nightly.id) + "-" + std::to_string(Ms(kDay + hours(2))));
+  EXPECT_THAT(fake_.schedules.tags(),
+              ElementsAre(std::pair<const int64_t, int64_t>(job.id, nightly.id)));
+  auto after = fake_.schedules.Find(nightly.id);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->next_run_ms, Ms(kDay + hours(24 + 2)));
+  EXPECT_EQ(after->last_run_ms, Ms(kDay + hours(2)));
+  EXPECT_EQ(after->last_job_id, job.id);
+  EXPECT_EQ(after->last_error, "");
+
+  // Later the same night: nothing more.
+  clock_.Set(kDay + hours(2) + minutes(30));
+  out = duties_.RunOnce();
+  EXPECT_FALSE(out.work_available);
+  clock_.Set(kDay + hours(24 + 2) - milliseconds(1));
+  duties_.RunOnce();
+  EXPECT_EQ(fake_.jobs.create_calls(), 1);
+
+  // The next night's slot is a new job.
+  clock_.Set(kDay + hours(24 + 2));
+  out = duties_.RunOnce();
+  EXPECT_TRUE(out.work_available);
+  EXPECT_EQ(fake_.jobs.create_calls(), 2);
+  EXPECT_EQ(fake_.schedules.Find(nightly.id)->next_run_ms, Ms(kDay + hours(48 + 2)));
+}
+
+TEST_F(DutiesTest, MissedSlotsFireOnceWhenTheControllerComesBack) {
+  const ScheduleRecord nightly = AddSchedule("nightly", "0 2 * * *", NightlySpec());
+  clock_.Set(kDay + hours(24 * 3 + 5));  // down for three nights
+  duties_.RunOnce();
+  EXPECT_EQ(fake_.jobs.create_calls(), 1);
+  EXPECT_EQ(fake_.schedules.Find(nightly.id)->next_run_ms, Ms(kDay + hours(24 * 4 + 2)));
+  duties_.RunOnce();
+  EXPECT_EQ(fake_.jobs.create_calls(), 1);
+}
+
+TEST_F(DutiesTest, FailingSlotRecordsItsErrorAndWaitsForTheNextSlot) {
+  // No board runs "patched": the slot cannot be submitted.
+  const ScheduleRecord broken = AddSchedule("broken", "0 2 * * *", NightlySpec("patched"));
+  clock_.Set(kDay + hours(2));
+  DutyOutcome out = duties_.RunOnce();
+  EXPECT_FALSE(out.work_available);
+  EXPECT_EQ(fake_.schedules.fire_calls(), 1);
+  auto after = fake_.schedules.Find(broken.id);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_THAT(after->last_error, HasSubstr("spec.kernels[0]"));
+  EXPECT_EQ(after->last_job_id, 0);
+  EXPECT_EQ(after->last_run_ms, Ms(kDay + hours(2)));
+  EXPECT_EQ(after->next_run_ms, Ms(kDay + hours(24 + 2)));
+  EXPECT_THAT(fake_.schedules.tags(), IsEmpty());
+
+  clock_.Set(kDay + hours(3));
+  duties_.RunOnce();
+  EXPECT_EQ(fake_.schedules.fire_calls(), 1);  // not retried within the night
+
+  clock_.Set(kDay + hours(24 + 2));
+  duties_.RunOnce();
+  EXPECT_EQ(fake_.schedules.fire_calls(), 2);
+  EXPECT_EQ(fake_.jobs.create_calls(), 0);
+}
+
+TEST_F(DutiesTest, ReapedLeasesReportTheirJobsAndWork) {
+  fake_.work.SetReaped({7, 9});
+  DutyOutcome out = duties_.RunOnce();
+  EXPECT_THAT(out.changed_jobs, ElementsAre(7, 9));
+  EXPECT_TRUE(out.work_available);
+  out = duties_.RunOnce();
+  EXPECT_THAT(out.changed_jobs, IsEmpty());
+  EXPECT_FALSE(out.work_available);
+  EXPECT_EQ(fake_.work.reap_calls(), 2);
+}
+
+TEST_F(DutiesTest, AFailingDutyDoesNotStopTheOthers) {
+  AddSchedule("nightly", "0 2 * * *", NightlySpec());
+  fake_.work.SetUnavailable(true);  // reaping and switch expiry fail
+  clock_.Set(kDay + hours(2));
+  DutyOutcome out = duties_.RunOnce();
+  EXPECT_THAT(out.changed_jobs, IsEmpty());
+  EXPECT_TRUE(out.work_available);  // the schedule still fired
+  EXPECT_EQ(fake_.jobs.create_calls(), 1);
+  EXPECT_EQ(fake_.history.series_calls(), 1);
+}
+
+TEST_F(DutiesTest, ChangePointsAreScannedEveryThirtiethPass) {
+  std::vector<int> scanned_on;
+  for (int pass = 1; pass <= 95; ++pass) {
+    const int before = fake_.history.series_calls();
+    duties_.RunOnce();
+    if (fake_.history.series_calls() != before) scanned_on.push_back(pass);
+  }
+  // The first pass (one tick after start) scans, then every 30th.
+  EXPECT_THAT(scanned_on, ElementsAre(1, 31, 61, 91));
+}
+
+}  // namespace
+}  // namespace faultline::controller
