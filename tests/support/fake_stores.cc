@@ -1,3 +1,7 @@
+// In-memory fakes of every store interface (storage/interfaces.h). Kept in one file on
+// purpose although it passes our ~600-line guide: the fakes share one job/run model (a
+// cancelled job, a stored result and the work queue must agree), like the one database the
+// PostgreSQL stores share.
 #include "tests/support/fake_stores.h"
 
 #include <algorithm>
