@@ -11,6 +11,20 @@
 #include "services/controller/core/validation.h"
 
 namespace faultline::controller {
+namespace {
+
+// FNV-1a (64 bit): the same on every build and platform, unlike std::hash, so a retry
+// reaching another controller replica derives the same seed (and finds the first job).
+uint64_t StableHash(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
 
 absl::StatusOr<ValidatedJob> ValidateAgainstFleet(BoardStore* boards, const v1::JobSpec& spec) {
   auto listed = boards->ListBoards();
@@ -26,7 +40,7 @@ absl::StatusOr<Submitted> SubmitSpec(BoardStore* boards, JobStore* jobs, v1::Job
   // under a request id must produce the same spec, so its seed derives from the id.
   if (spec.shuffle_seed() == 0) {
     spec.set_shuffle_seed(request_id.empty() ? (std::random_device{}() | 1ull << 32)
-                                             : (std::hash<std::string>{}(request_id) | 1ull << 32));
+                                             : (StableHash(request_id) | 1ull << 32));
   }
   auto job = ValidateAgainstFleet(boards, spec);
   if (!job.ok()) return job.status();
