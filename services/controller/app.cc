@@ -151,19 +151,38 @@ int RunController(const ControllerOptions& options) {
   }
   dispatcher.Start();
 
-  HttpServer http([&](const std::string& method, const std::string& target,
-                      const std::string&) -> HttpResponse {
-    if (target == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
-    if (target == "/readyz") {
-      absl::Status s = store.Ping();
-      if (s.ok()) return {200, "text/plain; charset=utf-8", "ready\n"};
-      return {503, "text/plain; charset=utf-8", std::string(s.message()) + "\n"};
-    }
-    if (target == "/metrics") {
-      return {200, "text/plain; version=0.0.4; charset=utf-8", metrics.Render(&store)};
-    }
-    return {404, "text/plain; charset=utf-8", "not found\n"};
-  });
+  // /healthz is answered on the io threads and touches nothing shared: it is slow only if
+  // the process is. /readyz and /metrics need PostgreSQL, so they run on the server's worker
+  // threads, each coalesced (one call in flight; requests meanwhile share its answer): a
+  // scrape flood is one database query at a time, and neither waits for the other.
+  // /readyz pings on a connection of its own with a 2 s deadline.
+  HttpServer* http_server = nullptr;  // set once built; the handlers run only after Start
+  auto text = [](int status, std::string body) {
+    return HttpResponse{status, "text/plain; charset=utf-8", std::move(body), {}};
+  };
+  std::vector<HttpRoute> routes;
+  routes.push_back({.path = "/healthz",
+                    .mode = HttpRoute::Mode::kInline,
+                    .handler = [&](const HttpRequest&) { return text(200, "ok\n"); }});
+  routes.push_back(
+      {.path = "/readyz", .mode = HttpRoute::Mode::kCoalesced, .handler = [&](const HttpRequest&) {
+         absl::Status s = store.Ping(std::chrono::seconds(2));
+         return s.ok() ? text(200, "ready\n") : text(503, std::string(s.message()) + "\n");
+       }});
+  routes.push_back(
+      {.path = "/metrics", .mode = HttpRoute::Mode::kCoalesced, .handler = [&](const HttpRequest&) {
+         HttpServerStats stats;
+         if (http_server != nullptr) stats = http_server->Stats();
+         HttpResponse r = text(200, metrics.Render(&store, &stats));
+         r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+         return r;
+       }});
+  HttpServerOptions http_options;
+  http_options.request_timeout = std::chrono::seconds(options.http_request_timeout_seconds);
+  http_options.idle_timeout = std::chrono::seconds(options.http_idle_timeout_seconds);
+  http_options.max_connections = options.http_max_connections;
+  HttpServer http(std::move(routes), http_options);
+  http_server = &http;
   auto http_port = http.Start(options.http_listen);
   if (!http_port.ok()) {
     log::error("event=listen_failed error=\"{}\"", std::string(http_port.status().message()));

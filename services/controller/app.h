@@ -16,6 +16,12 @@ struct ControllerOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  // The HTTP endpoint (/healthz, /readyz, /metrics): a request (header and body) must arrive
+  // within this from its first byte; a kept-alive connection may idle this long; at most
+  // this many connections (the one that has waited longest is dropped for a newcomer).
+  int http_request_timeout_seconds = 10;
+  int http_idle_timeout_seconds = 90;
+  int http_max_connections = 512;
 };
 
 // Runs until SIGINT/SIGTERM; returns the process exit code.

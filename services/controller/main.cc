@@ -13,7 +13,19 @@ int main(int argc, char** argv) {
   app.add_option("--grpc-listen", options.grpc_listen, "gRPC address HOST:PORT (port 0: any free)")
       ->capture_default_str();
   app.add_option("--http-listen", options.http_listen,
-                 "HTTP address for /healthz and /readyz (port 0: any free)")
+                 "HTTP address for /healthz, /readyz and /metrics (port 0: any free)")
+      ->capture_default_str();
+  app.add_option("--http-request-timeout", options.http_request_timeout_seconds,
+                 "HTTP: seconds a client has to send a whole request (header and body)")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  app.add_option("--http-idle-timeout", options.http_idle_timeout_seconds,
+                 "HTTP: seconds a kept-alive connection may wait for its next request")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  app.add_option("--http-max-connections", options.http_max_connections,
+                 "HTTP: open connections at most (the longest-waiting is dropped for a newcomer)")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("--database-url", options.database_url,
                  "PostgreSQL URL (default: env FAULTLINE_DATABASE_URL)");

@@ -3,6 +3,7 @@
 // may share one database (claims use FOR UPDATE SKIP LOCKED). libpqxx exceptions are
 // converted to absl::Status here: a lost connection is UNAVAILABLE, stale writes are
 // FAILED_PRECONDITION, unknown ids NOT_FOUND.
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -196,8 +197,10 @@ class PgStore {
   // Applies pending migrations under a transaction-scoped advisory lock; refuses to start
   // when an applied migration's checksum differs from the code's.
   absl::Status Migrate();
-  // Cheap liveness check of the database and the schema (for /readyz).
-  absl::Status Ping();
+  // Readiness check of the database and the schema (for /readyz) on a connection of its own
+  // (never waits for the pool), bounded by `timeout` from start to answer: a database that
+  // hangs (stopped, network black hole) is UNAVAILABLE after `timeout`, not never.
+  absl::Status Ping(std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
   // Records a hello. A kernel switch in flight is settled here: the board is healthy again
   // only if it came back from a new boot on the kernel asked for (HealthAfterHello).
