@@ -44,13 +44,15 @@ done
 printf '\1\n\x0efilemap-thrash\x12\x022s\x18\x02\x22\x07vanilla' >"$corpus/job_spec/seed-proto"
 { printf '\4'; printf 'board: b\nkernels:\n  - {label: v, release: running}\n  - {label: p, release: 6.9, boot: kexec, kernel: /boot/vmlinuz}\n'; } \
   >"$corpus/agent_messages/seed-config"
-# Raw requests into the HTTP server: plain, pipelined, HEAD, a body, chunked, a bad method.
+# Raw requests into the HTTP server: plain, pipelined, HEAD, a body, chunked, a bad method,
+# credentials.
 crlf() { printf '%b' "$1" >"$corpus/http_request/$2"; }
 crlf 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n' seed-get
 crlf 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nHEAD /readyz HTTP/1.0\r\n\r\nGET /nope?x=1 HTTP/1.1\r\n\r\n' seed-pipelined
 crlf 'POST /alerts HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello' seed-body
 crlf 'POST /alerts HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n' seed-chunked
 crlf 'BREW /metrics HTTP/1.1\r\nConnection: close\r\n\r\n' seed-brew
+crlf 'GET /private HTTP/1.1\r\nAuthorization: Basic b2s6b2s=\r\n\r\n' seed-auth
 for target in job_spec agent_messages http_request; do
   echo "fuzz.sh: fuzz_$target for ${seconds}s"
   (cd "$build" && "./tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \

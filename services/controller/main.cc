@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
                  "HTTP: open connections at most (the longest-waiting is dropped for a newcomer)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
+  app.add_option("--http-config", options.http_config,
+                 "HTTP: web config file as Prometheus exporters take it (tls_server_config, "
+                 "basic_auth_users with bcrypt hashes for /metrics); see README")
+      ->check(CLI::ExistingFile);
   app.add_option("--database-url", options.database_url,
                  "PostgreSQL URL (default: env FAULTLINE_DATABASE_URL)");
   app.add_option("--port-file", options.port_file,
@@ -61,8 +65,12 @@ int main(int argc, char** argv) {
   auto* revoke = tokens->add_subcommand("revoke", "revoke a token by name");
   revoke->add_option("--name", name, "the token's name")->required();
   tokens->add_subcommand("list", "list tokens (names, roles, boards; never the tokens)");
+  app.add_subcommand("http-hash-password",
+                     "print the bcrypt hash of the password read from stdin (for "
+                     "basic_auth_users in --http-config)");
   CLI11_PARSE(app, argc, argv);
   options.auth_required = auth == "required";
+  if (app.got_subcommand("http-hash-password")) return faultline::controller::HashPasswordCommand();
   if (options.database_url.empty()) {
     if (const char* env = std::getenv("FAULTLINE_DATABASE_URL")) options.database_url = env;
   }

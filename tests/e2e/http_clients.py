@@ -7,12 +7,16 @@
     http_clients.py scrapes PORT N          N concurrent GET /metrics, all must succeed
     http_clients.py limits PORT             431, 413 (never read), 405 + Allow, 404, HEAD
     http_clients.py probe PORT N            N probes of /healthz, each < 100 ms
+    http_clients.py tls PORT CA DEADLINE    TLS port: 100 connections that never finish a
+                                            handshake while /healthz over TLS is probed;
+                                            all cut off at DEADLINE seconds
 
 Each check prints "ok: ..." with its figures; the first failure prints "FAIL: ..." and exits 1.
 Every wait has an upper bound; nothing sleeps to "wait enough" (the pauses below are the
 pace of the clients: one byte a second, a probe every 200 ms).
 """
 import asyncio
+import ssl
 import statistics
 import sys
 import time
@@ -44,10 +48,12 @@ async def read_response(reader, head=False, timeout=10.0):
     return status, headers, body
 
 
-async def request(port, raw, head=False, timeout=10.0):
-    """Sends raw bytes on a new connection; (status, headers, body, seconds)."""
+async def request(port, raw, head=False, timeout=10.0, tls=None):
+    """Sends raw bytes on a new connection (TLS with an SSLContext); (status, headers, body,
+    seconds)."""
     start = time.monotonic()
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port), timeout)
+    extra = {"ssl": tls, "server_hostname": "localhost"} if tls else {}
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port, **extra), timeout)
     try:
         writer.write(raw)
         await writer.drain()
@@ -61,8 +67,8 @@ def get(path, method="GET", extra=""):
     return f"{method} {path} HTTP/1.1\r\nHost: {HOST}\r\n{extra}Connection: close\r\n\r\n".encode()
 
 
-async def probe(port):
-    status, _, body, took = await request(port, get("/healthz"), timeout=5.0)
+async def probe(port, tls=None):
+    status, _, body, took = await request(port, get("/healthz"), timeout=5.0, tls=tls)
     if status != 200 or body != b"ok\n":
         fail(f"/healthz answered {status} {body!r}")
     return took
@@ -243,6 +249,43 @@ async def probes(port, n):
     print(f"ok: {n} /healthz probes all 200 in < 100 ms ({summary(times)})", flush=True)
 
 
+async def tls_stall(port, ca, deadline):
+    # 50 connections that send nothing, 50 that send the first bytes of a ClientHello.
+    hello_start = bytes.fromhex("16030100c8010000c40303")
+    stalled = []
+    for i in range(100):
+        reader, writer = await asyncio.open_connection(HOST, port)
+        if i % 2:
+            writer.write(hello_start)
+            await writer.drain()
+        stalled.append((reader, writer, time.monotonic()))
+
+    async def watch(reader, opened):
+        closed = await wait_closed(reader, deadline + 20)
+        return closed if closed is None or closed < 0 else time.monotonic() - opened
+
+    watchers = [asyncio.ensure_future(watch(r, opened)) for r, _, opened in stalled]
+    ctx = ssl.create_default_context(cafile=ca)
+    times = []
+    while len(times) < 20 or not all(w.done() for w in watchers):
+        times.append(await probe(port, tls=ctx))
+        await asyncio.sleep(0.2)  # the prober's pace
+    closes = await asyncio.gather(*watchers)
+    for _, writer, _ in stalled:
+        writer.close()
+    slow = [t for t in times if t > PROBE_LIMIT]
+    if slow:
+        fail(f"{len(slow)} of {len(times)} TLS /healthz probes took over 100 ms ({summary(times)})")
+    if any(c is None or c < 0 for c in closes):
+        fail("a stalled TLS connection stayed open past the deadline or got an answer")
+    if min(closes) < deadline - 0.5:
+        fail(f"a stalled TLS connection was closed after {min(closes):.1f} s, before the deadline")
+    print(f"ok: 100 TLS connections that never finish their handshake: {len(times)} /healthz "
+          f"probes over TLS all 200 in < 100 ms ({summary(times)}); the stalled ones closed "
+          f"{min(closes):.1f}-{max(closes):.1f} s after they opened (deadline {deadline} s)",
+          flush=True)
+
+
 def main():
     if len(sys.argv) < 3:
         fail(__doc__)
@@ -253,6 +296,8 @@ def main():
         asyncio.run(scrapes(port, int(sys.argv[3])))
     elif cmd == "limits":
         asyncio.run(limits(port))
+    elif cmd == "tls":
+        asyncio.run(tls_stall(port, sys.argv[3], float(sys.argv[4])))
     elif cmd == "probe":
         asyncio.run(probes(port, int(sys.argv[3])))
     else:

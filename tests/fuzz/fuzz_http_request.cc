@@ -1,6 +1,7 @@
 // libFuzzer: raw bytes from a client into the controller's HTTP server, over a real loopback
 // connection to one long-lived server (the routes the controller has: /healthz inline,
-// /readyz and /metrics coalesced on the worker pool; and a POST route with a body). Each
+// /readyz and /metrics coalesced on the worker pool; a POST route with a body; a route
+// behind an authenticator, as /metrics is with --http-config's basic auth). Each
 // input is sent, the client stops sending (shutdown), and everything the server answers is
 // read until it closes. Checked: no crash or sanitizer report; the server closes within its
 // deadlines (a hang traps); every answer is an HTTP/1.x response with one of the statuses
@@ -44,7 +45,17 @@ HttpServer& Server(int* port) {
     routes.push_back({"/alerts", {"POST"}, HttpRoute::Mode::kWorker, [](const HttpRequest& r) {
                         return HttpResponse{200, "text/plain", std::to_string(r.body.size()), {}};
                       }});
+    routes.push_back({"/private",
+                      {"GET", "HEAD"},
+                      HttpRoute::Mode::kInline,
+                      [](const HttpRequest&) {
+                        return HttpResponse{200, "text/plain", "s\n", {}};
+                      },
+                      /*protect=*/true});
     HttpServerOptions o;
+    o.authenticator = [](const std::string& authorization) {
+      return authorization == "Basic b2s6b2s=";
+    };
     o.request_timeout = std::chrono::milliseconds(1000);
     o.idle_timeout = std::chrono::milliseconds(1000);
     o.handler_timeout = std::chrono::milliseconds(1000);
@@ -67,7 +78,7 @@ HttpServer& Server(int* port) {
 }
 
 bool KnownStatus(int s) {
-  for (int k : {200, 400, 404, 405, 413, 431, 500, 503}) {
+  for (int k : {200, 400, 401, 404, 405, 413, 431, 500, 503}) {
     if (s == k) return true;
   }
   return false;

@@ -218,6 +218,13 @@ class HttpServerTest : public ::testing::Test {
         {"/throws", {"GET"}, HttpRoute::Mode::kInline, [](const HttpRequest& r) -> HttpResponse {
            throw std::runtime_error(r.path);
          }});
+    routes.push_back({"/private",
+                      {"GET"},
+                      HttpRoute::Mode::kInline,
+                      [](const HttpRequest&) {
+                        return HttpResponse{200, "text/plain", "secret\n", {}};
+                      },
+                      /*protect=*/true});
     server_ = std::make_unique<HttpServer>(std::move(routes), options);
     auto port = server_->Start("127.0.0.1:0");
     ASSERT_TRUE(port.ok()) << port.status();
@@ -287,6 +294,30 @@ TEST_F(HttpServerTest, MethodsPathsAndNoEcho) {
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.headers["connection"], "close");
   EXPECT_GE(c.WaitClosed().count(), 0);
+}
+
+TEST_F(HttpServerTest, ProtectedRoutesNeedTheAuthenticatorsConsent) {
+  HttpServerOptions o;
+  std::atomic<int> checks{0};
+  o.authenticator = [&](const std::string& authorization) {
+    ++checks;
+    return authorization == "Basic b2s6b2s=";
+  };
+  StartServer(o);
+  Conn c(port_);
+  Reply r = c.Get("GET", "/private");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.headers["www-authenticate"], "Basic realm=\"faultline\"");
+  EXPECT_EQ(r.body.find("secret"), std::string::npos);
+  ASSERT_TRUE(c.Send("GET /private HTTP/1.1\r\nAuthorization: Basic bm86bm8=\r\n\r\n"));
+  EXPECT_EQ(c.Read().status, 401);
+  ASSERT_TRUE(c.Send("GET /private HTTP/1.1\r\nAuthorization: Basic b2s6b2s=\r\n\r\n"));
+  r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "secret\n");
+  EXPECT_EQ(c.Get("GET", "/healthz").status, 200);  // not protected: no header needed
+  EXPECT_EQ(checks.load(), 2);                      // no header: refused without asking
+  EXPECT_EQ(server_->Stats().unauthorized, 2u);
 }
 
 TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {

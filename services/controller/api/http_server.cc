@@ -4,10 +4,12 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <list>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 bool SplitHostPort(const std::string& listen, std::string* host, int* port) {
   auto colon = listen.rfind(':');
@@ -139,6 +142,9 @@ struct HttpServer::Impl {
 
   void Accept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
+  template <class SessionType>
+  void Admit(tcp::socket socket);
+  absl::Status LoadTls();
   void Unregister(SessionBase* s) {
     std::lock_guard lock(mu);
     if (s->dropping) --dropping;
@@ -179,7 +185,9 @@ struct HttpServer::Impl {
   int dropping = 0;  // sessions being dropped, still in the list
 
   std::atomic<uint64_t> accepted{0}, dropped_for_newcomer{0}, refused_at_cap{0}, timed_out{0},
-      header_too_large{0}, body_too_large{0}, bad_requests{0}, responses{0};
+      header_too_large{0}, body_too_large{0}, bad_requests{0}, unauthorized{0},
+      tls_handshake_failed{0}, responses{0};
+  std::unique_ptr<asio::ssl::context> ssl;  // set: every connection is TLS
 
   // Destroyed in reverse order: the worker pool (joined, its queued tasks dropped) and the
   // coalescers' waiting replies release their sessions while the io_context still exists.
@@ -188,6 +196,7 @@ struct HttpServer::Impl {
   asio::steady_timer accept_retry{io};
   std::vector<std::unique_ptr<Coalescer>> coalescers;  // parallel to routes
   std::unique_ptr<asio::thread_pool> workers;
+  std::unique_ptr<asio::thread_pool> auth_pool;  // one thread: bcrypt never holds a worker
   std::vector<std::thread> threads;
   bool stopped = false;
 };
@@ -202,9 +211,18 @@ class HttpServer::Impl::Session : public HttpServer::Impl::SessionBase {
   ~Session() override { server_->Unregister(this); }
 
   void Run() {
-    // A new connection's first request must be complete within request_timeout of the accept.
+    // A new connection's first request must be complete within request_timeout of the accept
+    // (with TLS: the handshake too).
     deadline_ = Clock::now() + opt().request_timeout;
-    asio::dispatch(stream_.get_executor(), [self = Self()] { self->WaitRequest(true); });
+    asio::dispatch(stream_.get_executor(), [self = Self()] {
+      if constexpr (kTls) {
+        self->lowest().expires_at(self->deadline_);
+        self->stream_.async_handshake(asio::ssl::stream_base::server,
+                                      [self](beast::error_code ec) { self->OnHandshake(ec); });
+      } else {
+        self->WaitRequest(true);
+      }
+    });
   }
 
   void Drop() override {
@@ -212,6 +230,21 @@ class HttpServer::Impl::Session : public HttpServer::Impl::SessionBase {
   }
 
  private:
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+  void OnHandshake(beast::error_code ec) {
+    if (ec) {
+      if (ec == beast::error::timeout) {
+        ++server_->timed_out;
+      } else {
+        ++server_->tls_handshake_failed;
+      }
+      Close();
+      return;
+    }
+    WaitRequest(true);
+  }
+
   std::shared_ptr<Session> Self() {
     return std::static_pointer_cast<Session>(this->shared_from_this());
   }
@@ -329,15 +362,57 @@ class HttpServer::Impl::Session : public HttpServer::Impl::SessionBase {
       Respond(std::move(r));
       return;
     }
+    if (route->protect && opt().authenticator) {
+      auto authorization = req.find(http::field::authorization);
+      if (authorization == req.end()) {
+        Unauthorized();
+        return;
+      }
+      // bcrypt is slow: on the authenticator's own thread, then back on the strand.
+      ArmHandlerTimeout();
+      asio::post(*server_->auth_pool, [self = Self(), route, request, seq = seq_,
+                                       header = std::string(authorization->value())]() mutable {
+        bool ok = false;
+        try {
+          ok = self->opt().authenticator(header);
+        } catch (const std::exception&) {
+          ok = false;  // an authenticator that fails refuses
+        }
+        asio::post(self->stream_.get_executor(),
+                   [self, route, ok, seq, request = std::move(request)]() mutable {
+                     if (seq != self->seq_ || self->closed_) return;
+                     self->CancelHandlerTimeout();
+                     if (ok) {
+                       self->Serve(route, std::move(request));
+                     } else {
+                       self->Unauthorized();
+                     }
+                   });
+      });
+      return;
+    }
+    Serve(route, std::move(request));
+  }
+
+  void Unauthorized() {
+    ++server_->unauthorized;
+    HttpResponse r = Text(401, "unauthorized\n");
+    r.headers.emplace_back("WWW-Authenticate",
+                           absl::StrCat("Basic realm=\"", opt().auth_realm, "\""));
+    Respond(std::move(r));
+  }
+
+  void Serve(const HttpRoute* route, HttpRequest request) {
     switch (route->mode) {
       case HttpRoute::Mode::kInline:
         Respond(CallHandler(*route, request));
         return;
       case HttpRoute::Mode::kWorker:
         ArmHandlerTimeout();
-        asio::post(*server_->workers, [self = Self(), route, request, seq = seq_] {
-          self->ReplyFromWorker(seq, CallHandler(*route, request));
-        });
+        asio::post(*server_->workers,
+                   [self = Self(), route, request = std::move(request), seq = seq_] {
+                     self->ReplyFromWorker(seq, CallHandler(*route, request));
+                   });
         return;
       case HttpRoute::Mode::kCoalesced: {
         ArmHandlerTimeout();
@@ -350,22 +425,28 @@ class HttpServer::Impl::Session : public HttpServer::Impl::SessionBase {
     }
   }
 
-  // A blocking handler that has not answered in time: 503, and its late answer is dropped.
+  // A blocking handler (or the authenticator) that has not answered in time: 503, and its
+  // late answer is dropped.
   void ArmHandlerTimeout() {
     handler_timer_.expires_after(opt().handler_timeout);
-    handler_timer_.async_wait([self = Self(), seq = seq_](beast::error_code ec) {
-      if (ec || seq != self->seq_ || self->closed_) return;
-      ++self->server_->timed_out;
-      self->close_after_ = true;
-      self->Respond(Text(503, "the handler did not answer in time\n"));
-    });
+    handler_timer_.async_wait(
+        [self = Self(), seq = seq_, gen = ++timer_gen_](beast::error_code ec) {
+          if (ec || seq != self->seq_ || gen != self->timer_gen_ || self->closed_) return;
+          ++self->server_->timed_out;
+          self->close_after_ = true;
+          self->Respond(Text(503, "the handler did not answer in time\n"));
+        });
+  }
+  void CancelHandlerTimeout() {
+    ++timer_gen_;  // a wait that already fired but has not run yet is stale too
+    handler_timer_.cancel();
   }
 
   // Any thread: hands a worker's answer to the session's strand.
   void ReplyFromWorker(uint64_t seq, HttpResponse response) {
     asio::post(stream_.get_executor(), [self = Self(), seq, r = std::move(response)]() mutable {
       if (seq != self->seq_ || self->closed_) return;  // timed out meanwhile, or dropped
-      self->handler_timer_.cancel();
+      self->CancelHandlerTimeout();
       self->Respond(std::move(r));
     });
   }
@@ -421,10 +502,15 @@ class HttpServer::Impl::Session : public HttpServer::Impl::SessionBase {
   // read the answer (a refused request was not read to its end).
   void Linger() {
     SetPhase(Phase::kIdle);
-    beast::error_code ignored;
-    lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
     lowest().expires_after(std::chrono::seconds(1));
-    DrainSome();
+    if constexpr (kTls) {
+      // close_notify, and the client's (or the 1 s deadline), then close.
+      stream_.async_shutdown([self = Self()](beast::error_code) { self->Close(); });
+    } else {
+      beast::error_code ignored;
+      lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      DrainSome();
+    }
   }
   void DrainSome() {
     buffer_.consume(buffer_.size());
@@ -443,7 +529,7 @@ class HttpServer::Impl::Session : public HttpServer::Impl::SessionBase {
     if (closed_) return;
     closed_ = true;
     ++seq_;
-    handler_timer_.cancel();
+    CancelHandlerTimeout();
     beast::error_code ignored;
     lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
     lowest().close();
@@ -462,6 +548,7 @@ class HttpServer::Impl::Session : public HttpServer::Impl::SessionBase {
   bool close_after_ = false;
   bool closed_ = false;
   uint64_t seq_ = 0;  // requests answered: tells a late answer from the current one
+  uint64_t timer_gen_ = 0;
   std::size_t drained_ = 0;
 };
 
@@ -485,8 +572,17 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
   ++accepted;
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
-  using Plain = Session<beast::tcp_stream>;
-  std::shared_ptr<Plain> session;
+  if (ssl) {
+    Admit<Session<TlsStream>>(std::move(socket));
+  } else {
+    Admit<Session<beast::tcp_stream>>(std::move(socket));
+  }
+  Accept();
+}
+
+template <class SessionType>
+void HttpServer::Impl::Admit(tcp::socket socket) {
+  std::shared_ptr<SessionType> session;
   std::shared_ptr<SessionBase> victim;  // released after mu: its destructor takes mu
   {
     std::lock_guard lock(mu);
@@ -494,8 +590,8 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
       victim = PickVictimLocked();
       if (!victim) {
         ++refused_at_cap;
+        beast::error_code ignored;
         socket.close(ignored);
-        Accept();
         return;
       }
       victim->dropping = true;
@@ -503,11 +599,46 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
       ++dropped_for_newcomer;
       victim->Drop();
     }
-    session = std::make_shared<Plain>(this, beast::tcp_stream(std::move(socket)));
+    if constexpr (std::is_same_v<SessionType, Session<TlsStream>>) {
+      session = std::make_shared<SessionType>(this, TlsStream(std::move(socket), *ssl));
+    } else {
+      session = std::make_shared<SessionType>(this, beast::tcp_stream(std::move(socket)));
+    }
     session->where = sessions.insert(sessions.end(), session.get());
   }
   session->Run();
-  Accept();
+}
+
+absl::Status HttpServer::Impl::LoadTls() {
+  if (options.tls_cert_file.empty() && options.tls_key_file.empty()) return absl::OkStatus();
+  auto fail = [](const std::string& what, const std::string& file, const beast::error_code& ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HTTP TLS: cannot load the ", what, " ", file, ": ", ec.message()));
+  };
+  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                   asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+  SSL_CTX_set_options(ctx->native_handle(), SSL_OP_NO_RENEGOTIATION);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(),
+                                options.tls13_only ? TLS1_3_VERSION : TLS1_2_VERSION);
+  beast::error_code ec;
+  ctx->use_certificate_chain_file(options.tls_cert_file, ec);
+  if (ec) return fail("certificate", options.tls_cert_file, ec);
+  ctx->use_private_key_file(options.tls_key_file, asio::ssl::context::pem, ec);
+  if (ec) return fail("key", options.tls_key_file, ec);
+  if (!options.tls_client_ca_file.empty()) {
+    ctx->load_verify_file(options.tls_client_ca_file, ec);
+    if (ec) return fail("client CA", options.tls_client_ca_file, ec);
+    // Tell clients which CA to present a certificate of.
+    SSL_CTX_set_client_CA_list(ctx->native_handle(),
+                               SSL_load_client_CA_file(options.tls_client_ca_file.c_str()));
+    ctx->set_verify_mode(options.tls_require_client_cert
+                             ? asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert
+                             : asio::ssl::verify_peer);
+  }
+  ssl = std::move(ctx);
+  return absl::OkStatus();
 }
 
 HttpServer::HttpServer(std::vector<HttpRoute> routes, HttpServerOptions options)
@@ -521,6 +652,7 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
   if (!SplitHostPort(listen, &host, &port)) {
     return absl::InvalidArgumentError(absl::StrCat("--http-listen: expected HOST:PORT, got '", listen, "'"));
   }
+  if (absl::Status s = impl_->LoadTls(); !s.ok()) return s;
   beast::error_code ec;
   auto address = asio::ip::make_address(host, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--http-listen: bad address '", host, "'"));
@@ -533,6 +665,7 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
   if (ec) return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, ": ", ec.message()));
   int bound = acceptor.local_endpoint().port();
   impl_->workers = std::make_unique<asio::thread_pool>(std::max(1, impl_->options.worker_threads));
+  if (impl_->options.authenticator) impl_->auth_pool = std::make_unique<asio::thread_pool>(1);
   impl_->Accept();
   for (int i = 0; i < std::max(1, impl_->options.io_threads); ++i) {
     impl_->threads.emplace_back([impl = impl_.get()] { impl->io.run(); });
@@ -549,6 +682,10 @@ void HttpServer::Stop() {
   impl_->acceptor.close(ignored);
   impl_->workers->stop();
   impl_->workers->join();
+  if (impl_->auth_pool) {
+    impl_->auth_pool->stop();
+    impl_->auth_pool->join();
+  }
   for (auto& c : impl_->coalescers) {
     if (c) c->Clear();
   }
@@ -563,6 +700,8 @@ HttpServerStats HttpServer::Stats() const {
   s.header_too_large = impl_->header_too_large;
   s.body_too_large = impl_->body_too_large;
   s.bad_requests = impl_->bad_requests;
+  s.unauthorized = impl_->unauthorized;
+  s.tls_handshake_failed = impl_->tls_handshake_failed;
   s.responses = impl_->responses;
   std::lock_guard lock(impl_->mu);
   s.open = static_cast<int>(impl_->sessions.size());

@@ -9,6 +9,8 @@
 // database queries), optionally coalesced so that a flood of requests becomes one call at a
 // time. Only the methods a route lists are served (HEAD wherever GET is); others get 405
 // with `Allow`, unknown paths 404, and nothing of the request is ever echoed back.
+// Optionally TLS on every connection and an authenticator for protected routes (see
+// http_config.h for --http-config, the exporter-toolkit's web config).
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -53,6 +55,7 @@ struct HttpRoute {
   std::vector<std::string> methods = {"GET", "HEAD"};  // HEAD is answered wherever GET is
   Mode mode = Mode::kInline;
   std::function<HttpResponse(const HttpRequest&)> handler;
+  bool protect = false;  // needs the authenticator's consent when the server has one
 };
 
 struct HttpServerOptions {
@@ -74,6 +77,19 @@ struct HttpServerOptions {
   // longest for its client (idle keep-alive first, then a request still being read); when
   // every connection is busy being answered, the new one is closed.
   int max_connections = 512;
+  // Set: routes with `protect` need an "Authorization" header it accepts, else 401 with
+  // WWW-Authenticate. It may be slow (bcrypt), so it runs on a thread of its own, never on
+  // the io threads or the workers of other routes.
+  std::function<bool(const std::string& authorization)> authenticator;
+  std::string auth_realm = "faultline";
+  // Set: TLS on every connection (PEM files, loaded at Start; the handshake counts against
+  // request_timeout). With a client CA, clients must present a certificate it signed
+  // (tls_require_client_cert) or may present one.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  bool tls_require_client_cert = false;
+  bool tls13_only = false;  // else TLS 1.2 and 1.3
 };
 
 // What the server has done, for tests and logs.
@@ -85,6 +101,8 @@ struct HttpServerStats {
   uint64_t header_too_large = 0;      // 431
   uint64_t body_too_large = 0;        // 413
   uint64_t bad_requests = 0;          // 400
+  uint64_t unauthorized = 0;          // 401
+  uint64_t tls_handshake_failed = 0;  // not TLS, or a certificate refused
   uint64_t responses = 0;
   int open = 0;      // connections now; of them:
   int idle = 0;      //   waiting for a request (or lingering after the last answer)
