@@ -236,11 +236,14 @@ class HttpServerTest : public ::testing::Test {
     if (server_) server_->Stop();
   }
   // Waits (bounded, polling) until the server holds `open` connections, `reading` of them
-  // receiving a request.
-  bool WaitOpen(int open, int reading = -1) {
+  // receiving a request and `idle` waiting for one (-1: any number). A client has its
+  // answer before the server's write completion has run, so "idle" must be waited for.
+  bool WaitOpen(int open, int reading = -1, int idle = -1) {
     for (int i = 0; i < 1000; ++i) {
       HttpServerStats s = server_->Stats();
-      if (s.open == open && (reading < 0 || s.reading == reading)) return true;
+      if (s.open == open && (reading < 0 || s.reading == reading) && (idle < 0 || s.idle == idle)) {
+        return true;
+      }
       std::this_thread::sleep_for(milliseconds(5));
     }
     return false;
@@ -427,11 +430,11 @@ TEST_F(HttpServerTest, AtTheCapTheLongestIdleConnectionMakesRoom) {
   Conn a(port_);  // at the cap: idle1 makes room
   EXPECT_EQ(a.Get("GET", "/healthz").status, 200);
   EXPECT_GE(idle1.WaitClosed().count(), 0);
-  ASSERT_TRUE(WaitOpen(3));
+  ASSERT_TRUE(WaitOpen(3, 1, 2));  // reading; idle2 and a idle
   Conn b(port_);  // idle2 is the longest idle now (a went idle after its answer)
   EXPECT_EQ(b.Get("GET", "/healthz").status, 200);
   EXPECT_GE(idle2.WaitClosed().count(), 0);
-  ASSERT_TRUE(WaitOpen(3));
+  ASSERT_TRUE(WaitOpen(3, 1, 2));  // reading; a and b idle
   Conn c(port_);  // then a, the oldest kept-alive one; `reading` is older but not idle
   EXPECT_EQ(c.Get("GET", "/healthz").status, 200);
   EXPECT_GE(a.WaitClosed().count(), 0);
