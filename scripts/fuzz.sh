@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) into ${FAULTLINE_FUZZ_BUILD_DIR:-build-fuzz}
 # and runs each for --seconds (default 60) from a seed corpus (the example job specs, an
-# agent config). A crash, a leak or a sanitizer report fails the script and leaves the
+# agent config, a few HTTP requests). A crash, a leak or a sanitizer report fails the script and leaves the
 # reproducer in the build dir (crash-*).
 #   scripts/fuzz.sh [--seconds N] [--seed N] [--no-yaml]
 # --seed: libFuzzer's seed (CI uses a fixed one, so its bounded run is repeatable here).
@@ -32,10 +32,10 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_CXX_FLAGS_FUZZBUILD="-O1 -gline-tables-only" \
     -DCMAKE_CXX_COMPILER="$clangxx" -DFAULTLINE_FUZZ=ON -DFAULTLINE_BUILD_TESTS=OFF >/dev/null
 fi
-ninja -C "$build" fuzz_job_spec fuzz_agent_messages
+ninja -C "$build" fuzz_job_spec fuzz_agent_messages fuzz_http_request
 
 corpus=$build/corpus
-mkdir -p "$corpus/job_spec" "$corpus/agent_messages"
+mkdir -p "$corpus/job_spec" "$corpus/agent_messages" "$corpus/http_request"
 for f in "$root"/deploy/examples/*.yaml; do  # mode byte 0: YAML
   { printf '\0'; cat "$f"; } >"$corpus/job_spec/seed-$(basename "$f")"
 done
@@ -44,7 +44,16 @@ done
 printf '\1\n\x0efilemap-thrash\x12\x022s\x18\x02\x22\x07vanilla' >"$corpus/job_spec/seed-proto"
 { printf '\4'; printf 'board: b\nkernels:\n  - {label: v, release: running}\n  - {label: p, release: 6.9, boot: kexec, kernel: /boot/vmlinuz}\n'; } \
   >"$corpus/agent_messages/seed-config"
-for target in job_spec agent_messages; do
+# Raw requests into the HTTP server: plain, pipelined, HEAD, a body, chunked, a bad method,
+# credentials.
+crlf() { printf '%b' "$1" >"$corpus/http_request/$2"; }
+crlf 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n' seed-get
+crlf 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nHEAD /readyz HTTP/1.0\r\n\r\nGET /nope?x=1 HTTP/1.1\r\n\r\n' seed-pipelined
+crlf 'POST /alerts HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello' seed-body
+crlf 'POST /alerts HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n' seed-chunked
+crlf 'BREW /metrics HTTP/1.1\r\nConnection: close\r\n\r\n' seed-brew
+crlf 'GET /private HTTP/1.1\r\nAuthorization: Basic b2s6b2s=\r\n\r\n' seed-auth
+for target in job_spec agent_messages http_request; do
   echo "fuzz.sh: fuzz_$target for ${seconds}s"
   (cd "$build" && "./tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
      -print_final_stats=1 "${seed_args[@]}" "$corpus/$target" 2>&1 | tail -n 15)

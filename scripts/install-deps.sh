@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libfmt-dev
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
   postgresql-15 postgresql-client-15
-  util-linux procps iproute2 curl openssl libssl-dev clang-14
+  util-linux procps iproute2 curl openssl libssl-dev libcrypt-dev clang-14
   prometheus prometheus-alertmanager jq
   g++-aarch64-linux-gnu g++-riscv64-linux-gnu qemu-user-static
   clang-format clang-tidy

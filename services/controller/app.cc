@@ -14,6 +14,7 @@
 #include "services/controller/api/auth.h"
 #include "services/controller/api/dispatcher.h"
 #include "services/controller/api/duties.h"
+#include "services/controller/api/http_config.h"
 #include "services/controller/api/http_server.h"
 #include "services/controller/api/metrics.h"
 #include "services/controller/api/services.h"
@@ -105,6 +106,22 @@ int ListTokensCommand(const std::string& database_url) {
   return 0;
 }
 
+int HashPasswordCommand() {
+  std::string password;
+  std::getline(std::cin, password);
+  if (password.empty()) {
+    std::cerr << "faultline-controller: give the password on stdin (one line)\n";
+    return 2;
+  }
+  auto hash = BcryptHash(password);
+  if (!hash.ok()) {
+    std::cerr << "faultline-controller: " << hash.status().message() << "\n";
+    return 1;
+  }
+  std::cout << *hash << "\n";
+  return 0;
+}
+
 int RunController(const ControllerOptions& options) {
   // Block the stop signals in every thread; one thread waits for them.
   sigset_t stop_signals;
@@ -112,6 +129,21 @@ int RunController(const ControllerOptions& options) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  // The HTTP endpoint's web config first: a file that cannot be served as written stops the
+  // start before anything else happens.
+  std::optional<HttpWebConfig> web_config;
+  if (!options.http_config.empty()) {
+    auto web = LoadHttpWebConfig(options.http_config);
+    if (!web.ok()) {
+      log::error("event=http_config_failed error=\"{}\"", std::string(web.status().message()));
+      return 2;
+    }
+    web_config = *std::move(web);
+    log::info("event=http_config tls={} client_auth={} basic_auth_users={}",
+              web_config->cert_file.empty() ? "off" : web_config->min_version,
+              web_config->client_auth_type, web_config->basic_auth_users.size());
+  }
 
   StoreOptions store_options;
   store_options.database_url = options.database_url;
@@ -156,20 +188,43 @@ int RunController(const ControllerOptions& options) {
   }
   dispatcher.Start();
 
-  HttpServer http([&](const std::string& method, const std::string& target,
-                      const std::string&) -> HttpResponse {
-    if (target == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
-    if (target == "/readyz") {
-      absl::Status s = store.Ping();
-      if (s.ok()) return {200, "text/plain; charset=utf-8", "ready\n"};
-      return {503, "text/plain; charset=utf-8", std::string(s.message()) + "\n"};
-    }
-    if (target == "/metrics") {
-      return {200, "text/plain; version=0.0.4; charset=utf-8",
-              metrics.Render(stores.metrics, stores.boards, stores.jobs)};
-    }
-    return {404, "text/plain; charset=utf-8", "not found\n"};
-  });
+  // /healthz is answered on the io threads and touches nothing shared: it is slow only if
+  // the process is. /readyz and /metrics need PostgreSQL, so they run on the server's worker
+  // threads, each coalesced (one call in flight; requests meanwhile share its answer): a
+  // scrape flood is one database query at a time, and neither waits for the other.
+  // /readyz pings on a connection of its own with a 2 s deadline.
+  HttpServer* http_server = nullptr;  // set once built; the handlers run only after Start
+  auto text = [](int status, std::string body) {
+    return HttpResponse{status, "text/plain; charset=utf-8", std::move(body), {}};
+  };
+  std::vector<HttpRoute> routes;
+  routes.push_back({.path = "/healthz",
+                    .mode = HttpRoute::Mode::kInline,
+                    .handler = [&](const HttpRequest&) { return text(200, "ok\n"); }});
+  routes.push_back(
+      {.path = "/readyz", .mode = HttpRoute::Mode::kCoalesced, .handler = [&](const HttpRequest&) {
+         absl::Status s = store.Ping(std::chrono::seconds(2));
+         return s.ok() ? text(200, "ready\n") : text(503, std::string(s.message()) + "\n");
+       }});
+  routes.push_back({.path = "/metrics",
+                    .mode = HttpRoute::Mode::kCoalesced,
+                    .handler =
+                        [&](const HttpRequest&) {
+                          HttpServerStats stats;
+                          if (http_server != nullptr) stats = http_server->Stats();
+                          HttpResponse r = text(200, metrics.Render(stores.metrics, stores.boards,
+                                                                    stores.jobs, &stats));
+                          r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+                          return r;
+                        },
+                    .protect = true});  // basic auth, when --http-config has users
+  HttpServerOptions http_options;
+  if (web_config) ApplyHttpWebConfig(*web_config, &http_options);
+  http_options.request_timeout = std::chrono::seconds(options.http_request_timeout_seconds);
+  http_options.idle_timeout = std::chrono::seconds(options.http_idle_timeout_seconds);
+  http_options.max_connections = options.http_max_connections;
+  HttpServer http(std::move(routes), http_options);
+  http_server = &http;
   auto http_port = http.Start(options.http_listen);
   if (!http_port.ok()) {
     log::error("event=listen_failed error=\"{}\"", std::string(http_port.status().message()));

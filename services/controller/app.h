@@ -16,6 +16,14 @@ struct ControllerOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  // The HTTP endpoint (/healthz, /readyz, /metrics): a request (header and body) must arrive
+  // within this from its first byte; a kept-alive connection may idle this long; at most
+  // this many connections (the one that has waited longest is dropped for a newcomer).
+  int http_request_timeout_seconds = 10;
+  int http_idle_timeout_seconds = 90;
+  int http_max_connections = 512;
+  // The exporter-toolkit's web config (TLS, basic auth for /metrics); empty: neither.
+  std::string http_config;
 };
 
 // Runs until SIGINT/SIGTERM; returns the process exit code.
@@ -26,5 +34,7 @@ int CreateTokenCommand(const std::string& database_url, const std::string& name,
                        const std::string& role, const std::string& board);
 int RevokeTokenCommand(const std::string& database_url, const std::string& name);
 int ListTokensCommand(const std::string& database_url);
+// `faultline-controller http-hash-password`: the bcrypt hash of the password on stdin.
+int HashPasswordCommand();
 
 }  // namespace faultline::controller

@@ -13,8 +13,24 @@ int main(int argc, char** argv) {
   app.add_option("--grpc-listen", options.grpc_listen, "gRPC address HOST:PORT (port 0: any free)")
       ->capture_default_str();
   app.add_option("--http-listen", options.http_listen,
-                 "HTTP address for /healthz and /readyz (port 0: any free)")
+                 "HTTP address for /healthz, /readyz and /metrics (port 0: any free)")
       ->capture_default_str();
+  app.add_option("--http-request-timeout", options.http_request_timeout_seconds,
+                 "HTTP: seconds a client has to send a whole request (header and body)")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  app.add_option("--http-idle-timeout", options.http_idle_timeout_seconds,
+                 "HTTP: seconds a kept-alive connection may wait for its next request")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  app.add_option("--http-max-connections", options.http_max_connections,
+                 "HTTP: open connections at most (the longest-waiting is dropped for a newcomer)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--http-config", options.http_config,
+                 "HTTP: web config file as Prometheus exporters take it (tls_server_config, "
+                 "basic_auth_users with bcrypt hashes for /metrics); see README")
+      ->check(CLI::ExistingFile);
   app.add_option("--database-url", options.database_url,
                  "PostgreSQL URL (default: env FAULTLINE_DATABASE_URL)");
   app.add_option("--port-file", options.port_file,
@@ -49,8 +65,12 @@ int main(int argc, char** argv) {
   auto* revoke = tokens->add_subcommand("revoke", "revoke a token by name");
   revoke->add_option("--name", name, "the token's name")->required();
   tokens->add_subcommand("list", "list tokens (names, roles, boards; never the tokens)");
+  app.add_subcommand("http-hash-password",
+                     "print the bcrypt hash of the password read from stdin (for "
+                     "basic_auth_users in --http-config)");
   CLI11_PARSE(app, argc, argv);
   options.auth_required = auth == "required";
+  if (app.got_subcommand("http-hash-password")) return faultline::controller::HashPasswordCommand();
   if (options.database_url.empty()) {
     if (const char* env = std::getenv("FAULTLINE_DATABASE_URL")) options.database_url = env;
   }

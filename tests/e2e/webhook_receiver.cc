@@ -1,5 +1,5 @@
-// A webhook receiver for the observability e2e test: appends every POSTed body as one
-// line to a file (Alertmanager's webhook JSON), so the test can see which alerts arrived.
+// A webhook receiver for the observability e2e test: appends every body POSTed to /alerts as
+// one line to a file (Alertmanager's webhook JSON), so the test can see which alerts arrived.
 //   faultline-test-webhook PORT_FILE OUTPUT_FILE
 #include <csignal>
 #include <fstream>
@@ -20,18 +20,23 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   std::mutex mu;
   std::string output = argv[2];
-  faultline::controller::HttpServer server(
-      [&](const std::string& method, const std::string&, const std::string& body) {
-        if (method != "POST") return faultline::controller::HttpResponse{405, "text/plain", "POST only\n"};
-        std::lock_guard lock(mu);
-        std::ofstream out(output, std::ios::app);
-        std::string line = body;
-        for (char& c : line) {
-          if (c == '\n') c = ' ';
-        }
-        out << line << "\n";
-        return faultline::controller::HttpResponse{200, "text/plain", "ok\n"};
-      });
+  faultline::controller::HttpRoute alerts;
+  alerts.path = "/alerts";
+  alerts.methods = {"POST"};
+  alerts.mode = faultline::controller::HttpRoute::Mode::kWorker;
+  alerts.handler = [&](const faultline::controller::HttpRequest& request) {
+    std::lock_guard lock(mu);
+    std::ofstream out(output, std::ios::app);
+    std::string line = request.body;
+    for (char& c : line) {
+      if (c == '\n') c = ' ';
+    }
+    out << line << "\n";
+    return faultline::controller::HttpResponse{200, "text/plain", "ok\n", {}};
+  };
+  faultline::controller::HttpServerOptions options;
+  options.body_limit = 16 << 20;  // Alertmanager's batches of alerts
+  faultline::controller::HttpServer server({alerts}, options);
   auto port = server.Start("127.0.0.1:0");
   if (!port.ok()) {
     std::cerr << port.status() << "\n";

@@ -72,7 +72,8 @@ void ControllerMetrics::ObserveRunFinished(const std::string& benchmark, bool su
       .Increment();
 }
 
-std::string ControllerMetrics::Render(MetricsSource* source, BoardStore* boards, JobStore* jobs) {
+std::string ControllerMetrics::Render(MetricsSource* source, BoardStore* boards, JobStore* jobs,
+                                      const HttpServerStats* http) {
   prometheus::Registry state;
   auto& db_up = prometheus::BuildGauge()
                     .Name("faultline_database_up")
@@ -269,6 +270,32 @@ std::string ControllerMetrics::Render(MetricsSource* source, BoardStore* boards,
     }
     agents.Add({{"state", "online"}}).Set(online);
     agents.Add({{"state", "offline"}}).Set(offline);
+  }
+
+  if (http != nullptr) {
+    auto& connections = prometheus::BuildGauge()
+                            .Name("faultline_http_connections")
+                            .Help("Open connections of the HTTP endpoint by state")
+                            .Register(state);
+    connections.Add({{"state", "idle"}}).Set(http->idle);
+    connections.Add({{"state", "reading"}}).Set(http->reading);
+    connections.Add({{"state", "handling"}}).Set(http->handling);
+    connections.Add({{"state", "writing"}}).Set(http->writing);
+    auto& ended = prometheus::BuildCounter()
+                      .Name("faultline_http_connections_ended_total")
+                      .Help("HTTP connections the server ended early, by reason")
+                      .Register(state);
+    ended.Add({{"reason", "timeout"}}).Increment(static_cast<double>(http->timed_out));
+    ended.Add({{"reason", "dropped_at_cap"}})
+        .Increment(static_cast<double>(http->dropped_for_newcomer));
+    ended.Add({{"reason", "refused_at_cap"}}).Increment(static_cast<double>(http->refused_at_cap));
+    auto& refused = prometheus::BuildCounter()
+                        .Name("faultline_http_requests_refused_total")
+                        .Help("HTTP requests refused before their handler, by status")
+                        .Register(state);
+    refused.Add({{"code", "400"}}).Increment(static_cast<double>(http->bad_requests));
+    refused.Add({{"code", "413"}}).Increment(static_cast<double>(http->body_too_large));
+    refused.Add({{"code", "431"}}).Increment(static_cast<double>(http->header_too_large));
   }
 
   std::ostringstream out;

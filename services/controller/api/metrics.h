@@ -13,6 +13,7 @@
 #include "prometheus/family.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "services/controller/api/http_server.h"
 #include "services/controller/storage/interfaces.h"
 
 namespace faultline::controller {
@@ -25,8 +26,9 @@ class ControllerMetrics {
   void ObserveRunFinished(const std::string& benchmark, bool succeeded, double seconds);
 
   // The /metrics body. On a database error the process metrics are still served, with
-  // faultline_database_up 0.
-  std::string Render(MetricsSource* source, BoardStore* boards, JobStore* jobs);
+  // faultline_database_up 0. With `http`: the HTTP endpoint's own connections and refusals.
+  std::string Render(MetricsSource* source, BoardStore* boards, JobStore* jobs,
+                     const HttpServerStats* http = nullptr);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;

@@ -197,15 +197,7 @@ absl::StatusOr<MetricsSnapshot> PgHistoryStore::Snapshot() {
 }
 
 absl::Status PgHistoryStore::Ping() {
-  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
-    pqxx::nontransaction n(c);
-    auto r = n.exec("SELECT coalesce(max(version), 0) FROM schema_migrations");
-    int version = r[0][0].as<int>();
-    if (version < Migrations().back().version) {
-      return absl::UnavailableError(absl::StrCat("schema at version ", version));
-    }
-    return absl::OkStatus();
-  });
+  return pg::PingWithDeadline(url_, ping_timeout_);
 }
 
 }  // namespace faultline::controller

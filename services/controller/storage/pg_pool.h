@@ -2,6 +2,7 @@
 // The PostgreSQL side's shared plumbing (libpqxx 6.4): a small connection pool that turns
 // libpqxx exceptions into absl::Status, one Query helper for every store method, and the
 // SQL that several stores share. Private to storage/: nothing above it includes libpqxx.
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -47,6 +48,12 @@ class Pool {
   std::vector<std::unique_ptr<pqxx::connection>> idle_;
   int open_ = 0;
 };
+
+// Readiness of the database and the schema on a connection of its own (never waits for the
+// pool), bounded by `timeout` from start to answer: a database that hangs (stopped, network
+// black hole) is UNAVAILABLE after `timeout`. libpq's asynchronous API with poll(2), since
+// libpqxx 6.4 blocks without a deadline. Name resolution is not bounded: use an address.
+absl::Status PingWithDeadline(const std::string& url, std::chrono::milliseconds timeout);
 
 // Recomputes jobs.state/finished_at of job $1 from its runs (core: JobStateFromRuns).
 void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id);

@@ -19,7 +19,7 @@ PgStore::PgStore(StoreOptions options)
       work_(pool_.get(), options_),
       boards_(pool_.get(), options_),
       schedules_(pool_.get()),
-      history_(pool_.get()),
+      history_(pool_.get(), options_.database_url),
       tokens_(pool_.get()) {}
 
 PgStore::~PgStore() = default;

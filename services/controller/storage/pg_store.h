@@ -4,6 +4,7 @@
 // pg_store.cc). Several controller replicas may share one database: claims use FOR UPDATE
 // SKIP LOCKED and schedule slots are locked while they fire. Leases, switch deadlines and
 // backoffs are compared with the database's clock, the one clock every replica shares.
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -82,17 +83,22 @@ class PgScheduleStore final : public ScheduleStore {
 
 class PgHistoryStore final : public HistoryStore, public MetricsSource {
  public:
-  explicit PgHistoryStore(pg::Pool* pool) : pool_(pool) {}
+  PgHistoryStore(pg::Pool* pool, std::string url) : pool_(pool), url_(std::move(url)) {}
   absl::StatusOr<std::vector<SeriesHistory>> SeriesHistories(int min_points) override;
   absl::StatusOr<int> RecordChangePoints(const std::vector<ChangePointRecord>& points) override;
   absl::StatusOr<std::vector<ChangePointRecord>> ListChangePoints(bool include_closed) override;
   absl::StatusOr<ChangePointRecord> SetChangePointState(int64_t id,
                                                         ChangePointState state) override;
   absl::StatusOr<MetricsSnapshot> Snapshot() override;
+  // On a connection of its own, answered within the ping timeout (2 s), never waiting for
+  // the pool: for /readyz.
   absl::Status Ping() override;
+  void set_ping_timeout(std::chrono::milliseconds t) { ping_timeout_ = t; }
 
  private:
   pg::Pool* pool_;
+  std::string url_;
+  std::chrono::milliseconds ping_timeout_{2000};
 };
 
 class PgTokenStore final : public TokenStore {
@@ -119,7 +125,10 @@ class PgStore {
   // Applies pending migrations under a transaction-scoped advisory lock; refuses to start
   // when an applied migration's checksum differs from the code's.
   absl::Status Migrate();
-  absl::Status Ping() { return history_.Ping(); }
+  absl::Status Ping(std::chrono::milliseconds timeout = std::chrono::seconds(2)) {
+    history_.set_ping_timeout(timeout);
+    return history_.Ping();
+  }
 
   Stores stores() {
     return {&jobs_, &work_, &boards_, &schedules_, &history_, &tokens_, &history_};
