@@ -431,7 +431,7 @@ TEST_F(HttpServerTest, AtTheCapTheLongestIdleConnectionMakesRoom) {
   EXPECT_EQ(a.Get("GET", "/healthz").status, 200);
   EXPECT_GE(idle1.WaitClosed().count(), 0);
   ASSERT_TRUE(WaitOpen(3, 1, 2));  // reading; idle2 and a idle
-  Conn b(port_);  // idle2 is the longest idle now (a went idle after its answer)
+  Conn b(port_);                   // idle2 is the longest idle now (a went idle after its answer)
   EXPECT_EQ(b.Get("GET", "/healthz").status, 200);
   EXPECT_GE(idle2.WaitClosed().count(), 0);
   ASSERT_TRUE(WaitOpen(3, 1, 2));  // reading; a and b idle
