@@ -223,4 +223,18 @@ TEST(ChangePointTest, WelchAndStudentTTests) {
 }
 
 }  // namespace
+TEST(DetectChangePoints, ABigStepFollowedByASmallerOneIsKept) {
+  // e2e_observability's 12 nightly medians of one failing run (256M -> 24M memcg after the
+  // 6th): a -55% step, then a second -35% step two nights later. Both candidates look weak
+  // against their short neighbours; removing by largest p alone dropped the true one and
+  // then the other (no change point at all).
+  const std::vector<double> s = {1869, 1976, 2040, 2071, 2252, 2715,
+                                 1228, 1277, 674,  855,  721,  925};
+  const auto cps = DetectChangePoints(s);
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_EQ(cps[0].index, 6u);
+  EXPECT_LT(cps[0].p_value, 1e-4);
+  EXPECT_LT(cps[0].relative_change, -0.5);
+}
+
 }  // namespace faultline::controller
