@@ -24,6 +24,10 @@ PgStore::PgStore(StoreOptions options)
 
 PgStore::~PgStore() = default;
 
+absl::Status PgStore::Ping(std::chrono::milliseconds timeout) {
+  return pg::PingWithDeadline(options_.database_url, timeout);
+}
+
 absl::Status PgStore::Migrate() {
   return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
     pqxx::work w(c);
