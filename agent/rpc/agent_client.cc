@@ -55,13 +55,14 @@ bool AgentClient::Hello() {
   }
   if (resp.heartbeat_interval_seconds() > 0) heartbeat_seconds_ = resp.heartbeat_interval_seconds();
   log::info("event=hello_ok board={} running_kernel={} health={}", options_.board.name(),
-            options_.board.running_kernel_label(), options_.board.health());
+            options_.board.running_kernel_label(),
+            options_.board.health() == v1::BOARD_HEALTH_NEEDS_CHECK ? "needs-check" : "ok");
   return true;
 }
 
 void AgentClient::RefreshHealth(const WorkHandlers& handlers) {
   std::string reason = handlers.health ? handlers.health() : "";
-  options_.board.set_health(reason.empty() ? "ok" : "needs-check");
+  options_.board.set_health(reason.empty() ? v1::BOARD_HEALTH_OK : v1::BOARD_HEALTH_NEEDS_CHECK);
   options_.board.set_health_reason(reason);
 }
 
@@ -106,7 +107,7 @@ int AgentClient::Serve(const WorkHandlers& handlers) {
       continue;
     }
     failures = 0;
-    if (options_.board.health() == "needs-check") {
+    if (options_.board.health() == v1::BOARD_HEALTH_NEEDS_CHECK) {
       // No work until an operator clears the check on the board; stay visible meanwhile.
       log::warn("event=needs_check board={} reason=\"{}\"", options_.board.name(),
                 options_.board.health_reason());
@@ -130,7 +131,8 @@ int AgentClient::Serve(const WorkHandlers& handlers) {
       }
     }
     RefreshHealth(handlers);
-    if (options_.board.health() == "needs-check") continue;  // tell the controller at once
+    if (options_.board.health() == v1::BOARD_HEALTH_NEEDS_CHECK)
+      continue;  // tell the controller at once
     Backoff(++failures);
   }
 }

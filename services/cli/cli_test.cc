@@ -106,7 +106,7 @@ class FakeJobService final : public v1::JobService::Service {
     board->set_name("desk-i7");
     board->set_arch("x86_64");
     board->set_cpu_count(20);
-    board->set_state("online");
+    board->set_state(v1::BOARD_STATE_ONLINE);
     return grpc::Status::OK;
   }
 

@@ -189,6 +189,19 @@ std::string ChangePointStateName(v1::ChangePointState state) {
   return EnumName(v1::ChangePointState_Name(state), "CHANGE_POINT_STATE_", static_cast<int>(state));
 }
 
+std::string BoardStateName(v1::BoardState state) {
+  if (state == v1::BOARD_STATE_UNSPECIFIED) return "-";
+  return EnumName(v1::BoardState_Name(state), "BOARD_STATE_", static_cast<int>(state));
+}
+
+std::string BoardHealthName(v1::BoardHealth health) {
+  if (health == v1::BOARD_HEALTH_UNSPECIFIED) return "-";
+  std::string name =
+      EnumName(v1::BoardHealth_Name(health), "BOARD_HEALTH_", static_cast<int>(health));
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
 std::optional<v1::ChangePointState> ParseChangePointState(const std::string& name) {
   std::string upper = "CHANGE_POINT_STATE_" + name;
   std::transform(upper.begin(), upper.end(), upper.begin(),
@@ -245,8 +258,10 @@ Table AgentsTable(const v1::ListAgentsResponse& response, std::chrono::system_cl
   for (const v1::Board& board : response.boards()) {
     std::string kernel = board.running_kernel_release().empty() ? "-" : board.running_kernel_release();
     if (!board.running_kernel_label().empty()) kernel = board.running_kernel_label() + " (" + kernel + ")";
-    std::string health = board.health().empty() ? "-" : board.health();
-    if (health != "ok" && !board.health_reason().empty()) health += ": " + board.health_reason();
+    std::string health = BoardHealthName(board.health());
+    if (board.health() != v1::BOARD_HEALTH_OK && !board.health_reason().empty()) {
+      health += ": " + board.health_reason();
+    }
     std::string arch = board.arch().empty() ? "-" : board.arch();
     if (!board.virt_accel().empty() && board.virt_accel() != "none")
       arch += " (" + board.virt_accel() + ")";
@@ -255,7 +270,7 @@ Table AgentsTable(const v1::ListAgentsResponse& response, std::chrono::system_cl
          board.memory_bytes() == 0 ? "-" : FormatSize(board.memory_bytes()),
          board.page_size() == 0 ? "-" : FormatSize(board.page_size()),
          board.cgroup_version() == 0 ? "-" : "v" + std::to_string(board.cgroup_version()), kernel,
-         board.state().empty() ? "-" : board.state(), FormatAge(board.last_seen(), now),
+         BoardStateName(board.state()), FormatAge(board.last_seen(), now),
          std::to_string(board.kernel_switches()), health});
   }
   return table;

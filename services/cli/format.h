@@ -40,6 +40,8 @@ std::string FormatJobOutcome(int64_t job_id, v1::JobState state, const v1::RunCo
 bool IsFinalState(v1::JobState state);
 std::string JobStateName(v1::JobState state);  // "succeeded"; "unspecified" for 0
 std::string ChangePointStateName(v1::ChangePointState state);  // "acknowledged"
+std::string BoardStateName(v1::BoardState state);              // "online"; "-" for 0
+std::string BoardHealthName(v1::BoardHealth health);           // "needs-check"; "-" for 0
 // "acknowledged" -> CHANGE_POINT_STATE_ACKNOWLEDGED; nullopt for anything else.
 std::optional<v1::ChangePointState> ParseChangePointState(const std::string& name);
 std::string FormatThroughput(double rounds_per_second);  // "17303.09 /s"

@@ -191,14 +191,14 @@ TEST(ListingTest, JobsAndAgents) {
   board->set_cgroup_version(2);
   board->set_running_kernel_release("6.8.0-rc1");
   board->set_running_kernel_label("patched");
-  board->set_state("online");
+  board->set_state(v1::BOARD_STATE_ONLINE);
   board->mutable_last_seen()->set_seconds(1000);
-  board->set_health("ok");
+  board->set_health(v1::BOARD_HEALTH_OK);
   board->set_kernel_switches(3);
   v1::Board* stuck = agents.add_boards();
   *stuck = *board;
   stuck->set_name("rpi5b");
-  stuck->set_health("needs-check");
+  stuck->set_health(v1::BOARD_HEALTH_NEEDS_CHECK);
   stuck->set_health_reason("switch to 'patched' came back running 6.7.0, expected 6.8.0-rc1");
   const Table table = AgentsTable(agents, std::chrono::system_clock::time_point(std::chrono::seconds(1003)));
   ASSERT_EQ(table.rows.size(), 2u);

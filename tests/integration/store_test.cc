@@ -459,8 +459,8 @@ TEST_F(StoreTest, HelloReleasesRunsOfARestartedAgent) {
 }
 
 // A board that can boot both kernels, as its agent says hello.
-BoardHealth DualHello(PgStore& store, const std::string& running, const std::string& boot_id,
-                      const std::string& health = "ok", const std::string& reason = "") {
+HealthVerdict DualHello(PgStore& store, const std::string& running, const std::string& boot_id,
+                        BoardHealth health = BoardHealth::kOk, const std::string& reason = "") {
   BoardRecord b;
   b.summary.name = "dual";
   b.summary.arch = "x86_64";
@@ -477,7 +477,7 @@ BoardHealth DualHello(PgStore& store, const std::string& running, const std::str
   b.facts_json = R"({"name":"dual"})";
   auto h = store.boards().UpsertBoard(b);
   EXPECT_TRUE(h.ok()) << h.status();
-  return h.ok() ? *h : BoardHealth{};
+  return h.ok() ? *h : HealthVerdict{};
 }
 
 BoardSummary BoardNamed(PgStore& store, const std::string& name) {
@@ -508,13 +508,14 @@ TEST_P(KernelSwitchScheduling, BlocksAlternateWithOneRebootPerBlockAndNoRunOnThe
     if (next->kernel_switch) {
       const KernelSwitchOrder& order = *next->kernel_switch;
       EXPECT_NE(order.label, running) << "a switch to the kernel already running";
-      EXPECT_EQ(BoardNamed(*store_, "dual").health, "switching");
+      EXPECT_EQ(BoardNamed(*store_, "dual").health, BoardHealth::kSwitching);
       // While the board reboots it is offered nothing.
       auto meanwhile = store_->work().NextWork("dual");
       ASSERT_TRUE(meanwhile.ok());
       EXPECT_FALSE(meanwhile->run || meanwhile->kernel_switch);
       running = order.label;
-      EXPECT_EQ(DualHello(*store_, running, "boot-" + std::to_string(++boots)).health, "ok");
+      EXPECT_EQ(DualHello(*store_, running, "boot-" + std::to_string(++boots)).health,
+                BoardHealth::kOk);
       continue;
     }
     if (!next->run) break;
@@ -548,26 +549,27 @@ TEST_F(StoreTest, AFailedSwitchNeedsACheckAndTheBoardGetsNoRuns) {
   EXPECT_NE(order->kernel_switch->reason.find("needs kernel patched"), std::string::npos);
 
   // Grub fell back to the default entry: a new boot, but on vanilla.
-  BoardHealth h = DualHello(*store_, "vanilla", "boot-2");
-  EXPECT_EQ(h.health, "needs-check");
+  HealthVerdict h = DualHello(*store_, "vanilla", "boot-2");
+  EXPECT_EQ(h.health, BoardHealth::kNeedsCheck);
   EXPECT_EQ(h.reason, "switch to 'patched': the board came back running [vanilla]");
   BoardSummary b = BoardNamed(*store_, "dual");
-  EXPECT_EQ(b.health, "needs-check");
+  EXPECT_EQ(b.health, BoardHealth::kNeedsCheck);
   auto nothing = store_->work().NextWork("dual");
   ASSERT_TRUE(nothing.ok());
   EXPECT_FALSE(nothing->run || nothing->kernel_switch);
   EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE state = 'queued'"), 2);
 
   // The agent keeps reporting the check until an operator clears it on the board.
-  EXPECT_EQ(DualHello(*store_, "vanilla", "boot-2", "needs-check", "checked by nobody").health,
-            "needs-check");
-  EXPECT_EQ(DualHello(*store_, "vanilla", "boot-2").health, "ok");
+  EXPECT_EQ(
+      DualHello(*store_, "vanilla", "boot-2", BoardHealth::kNeedsCheck, "checked by nobody").health,
+      BoardHealth::kNeedsCheck);
+  EXPECT_EQ(DualHello(*store_, "vanilla", "boot-2").health, BoardHealth::kOk);
   auto again = store_->work().NextWork("dual");
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->kernel_switch);
   // This time the board did not reboot at all.
-  BoardHealth same = DualHello(*store_, "vanilla", "boot-2");
-  EXPECT_EQ(same.health, "needs-check");
+  HealthVerdict same = DualHello(*store_, "vanilla", "boot-2");
+  EXPECT_EQ(same.health, BoardHealth::kNeedsCheck);
   EXPECT_NE(same.reason.find("did not reboot"), std::string::npos) << same.reason;
 }
 
@@ -584,11 +586,11 @@ TEST_F(StoreTest, ASwitchThatNeverComesBackLapsesToNeedsCheck) {
   ASSERT_TRUE(lapsed.ok());
   EXPECT_EQ(*lapsed, std::vector<std::string>{"dual"});
   BoardSummary b = BoardNamed(store, "dual");
-  EXPECT_EQ(b.health, "needs-check");
+  EXPECT_EQ(b.health, BoardHealth::kNeedsCheck);
   EXPECT_NE(b.health_reason.find("no hello from the new kernel"), std::string::npos);
   EXPECT_TRUE(store.work().ExpireKernelSwitches()->empty());
   // A late hello on the right kernel from a new boot settles it after all.
-  EXPECT_EQ(DualHello(store, "patched", "boot-2").health, "ok");
+  EXPECT_EQ(DualHello(store, "patched", "boot-2").health, BoardHealth::kOk);
   auto run = store.work().NextWork("dual");
   ASSERT_TRUE(run.ok() && run->run);
   EXPECT_EQ(run->run->kernel, "patched");
@@ -600,7 +602,7 @@ TEST_F(StoreTest, AnUndeliveredSwitchIsAbandoned) {
   ASSERT_TRUE(store_->work().NextWork("dual")->kernel_switch);
   ASSERT_TRUE(store_->work().AbandonKernelSwitch("dual").ok());
   BoardSummary b = BoardNamed(*store_, "dual");
-  EXPECT_EQ(b.health, "ok");
+  EXPECT_EQ(b.health, BoardHealth::kOk);
   EXPECT_EQ(b.kernel_switches, 0u);
   EXPECT_TRUE(store_->work().NextWork("dual")->kernel_switch);  // ordered again
 }

@@ -20,7 +20,7 @@ absl::Status Unavailable() {
 
 // ---- FakeBoardStore ----
 
-absl::StatusOr<BoardHealth> FakeBoardStore::UpsertBoard(const BoardRecord& board) {
+absl::StatusOr<HealthVerdict> FakeBoardStore::UpsertBoard(const BoardRecord& board) {
   std::lock_guard lock(mu_);
   if (unavailable_) return Unavailable();
   BoardSummary hello = board.summary;
@@ -32,7 +32,7 @@ absl::StatusOr<BoardHealth> FakeBoardStore::UpsertBoard(const BoardRecord& board
     in_flight = it->second;
     in_flight_.erase(it);
   }
-  BoardHealth health = HealthAfterHello(in_flight, hello);
+  HealthVerdict health = HealthAfterHello(in_flight, hello);
   BoardRecord& stored = boards_[hello.name];
   const uint64_t switches = stored.summary.kernel_switches;
   stored = board;

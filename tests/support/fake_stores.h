@@ -27,7 +27,7 @@ class FakeBoardStore final : public BoardStore {
  public:
   explicit FakeBoardStore(const Clock* clock = nullptr) : clock_(clock) {}
 
-  absl::StatusOr<BoardHealth> UpsertBoard(const BoardRecord& board) override;
+  absl::StatusOr<HealthVerdict> UpsertBoard(const BoardRecord& board) override;
   absl::StatusOr<std::vector<BoardRecord>> ListBoards() override;
   // Records the call (the runs live in the job store, which this fake does not touch).
   absl::StatusOr<int> ReleaseBoardRuns(const std::string& board) override;

@@ -1,5 +1,6 @@
 // The controller's verdict on a board after a hello that may settle a kernel switch.
 #include "services/controller/core/board_health.h"
+#include "services/controller/core/lifecycle.h"
 
 #include <gtest/gtest.h>
 
@@ -7,43 +8,70 @@ namespace faultline::controller {
 namespace {
 
 BoardSummary Hello(std::vector<std::string> running, std::string boot_id,
-                   std::string health = "ok", std::string reason = "") {
+                   BoardHealth health = BoardHealth::kOk, std::string reason = "") {
   BoardSummary b;
   b.name = "x1";
   b.running_kernel_labels = std::move(running);
   b.boot_id = std::move(boot_id);
-  b.health = std::move(health);
+  b.health = health;
   b.health_reason = std::move(reason);
   return b;
 }
 
 TEST(HealthAfterHello, NoSwitchInFlightTakesTheAgentsWord) {
-  EXPECT_EQ(HealthAfterHello(std::nullopt, Hello({"vanilla"}, "b1")).health, "ok");
-  BoardHealth h = HealthAfterHello(std::nullopt, Hello({}, "b1", "needs-check", "grub fell back"));
-  EXPECT_EQ(h.health, "needs-check");
+  EXPECT_EQ(HealthAfterHello(std::nullopt, Hello({"vanilla"}, "b1")).health, BoardHealth::kOk);
+  HealthVerdict h =
+      HealthAfterHello(std::nullopt, Hello({}, "b1", BoardHealth::kNeedsCheck, "grub fell back"));
+  EXPECT_EQ(h.health, BoardHealth::kNeedsCheck);
   EXPECT_EQ(h.reason, "grub fell back");
 }
 
 TEST(HealthAfterHello, ASwitchMustComeBackFromANewBootOnTheLabel) {
   SwitchInFlight s{"patched", "b1"};
-  EXPECT_EQ(HealthAfterHello(s, Hello({"patched"}, "b2")).health, "ok");
-  EXPECT_EQ(HealthAfterHello(s, Hello({"patched", "patched-again"}, "b2")).health, "ok");
+  EXPECT_EQ(HealthAfterHello(s, Hello({"patched"}, "b2")).health, BoardHealth::kOk);
+  EXPECT_EQ(HealthAfterHello(s, Hello({"patched", "patched-again"}, "b2")).health,
+            BoardHealth::kOk);
 
-  BoardHealth same_boot = HealthAfterHello(s, Hello({"vanilla"}, "b1"));
-  EXPECT_EQ(same_boot.health, "needs-check");
+  HealthVerdict same_boot = HealthAfterHello(s, Hello({"vanilla"}, "b1"));
+  EXPECT_EQ(same_boot.health, BoardHealth::kNeedsCheck);
   EXPECT_NE(same_boot.reason.find("did not reboot"), std::string::npos) << same_boot.reason;
 
-  BoardHealth wrong = HealthAfterHello(s, Hello({"vanilla"}, "b2"));
-  EXPECT_EQ(wrong.health, "needs-check");
+  HealthVerdict wrong = HealthAfterHello(s, Hello({"vanilla"}, "b2"));
+  EXPECT_EQ(wrong.health, BoardHealth::kNeedsCheck);
   EXPECT_EQ(wrong.reason, "switch to 'patched': the board came back running [vanilla]");
 
-  BoardHealth unknown = HealthAfterHello(s, Hello({}, "b2"));
+  HealthVerdict unknown = HealthAfterHello(s, Hello({}, "b2"));
   EXPECT_EQ(unknown.reason, "switch to 'patched': the board came back running no configured kernel");
 
   // The agent's own finding wins over the controller's.
-  BoardHealth agent = HealthAfterHello(s, Hello({"patched"}, "b2", "needs-check", "disk full"));
-  EXPECT_EQ(agent.health, "needs-check");
+  HealthVerdict agent =
+      HealthAfterHello(s, Hello({"patched"}, "b2", BoardHealth::kNeedsCheck, "disk full"));
+  EXPECT_EQ(agent.health, BoardHealth::kNeedsCheck);
   EXPECT_EQ(agent.reason, "disk full");
+}
+
+// The stored spellings are what the database's CHECK constraints, the metrics' labels and
+// the lab scripts use: every state reads back as itself and nothing else parses.
+TEST(StateSpellings, EveryStateRoundTripsAndUnknownTextIsRefused) {
+  for (BoardHealth h : {BoardHealth::kOk, BoardHealth::kSwitching, BoardHealth::kNeedsCheck}) {
+    EXPECT_EQ(ParseBoardHealth(ToString(h)), h);
+  }
+  EXPECT_EQ(ToString(BoardHealth::kNeedsCheck), "needs-check");
+  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
+                     JobState::kCancelled}) {
+    EXPECT_EQ(ParseJobState(ToString(s)), s);
+  }
+  for (RunState s : {RunState::kQueued, RunState::kAssigned, RunState::kRunning,
+                     RunState::kSucceeded, RunState::kFailed, RunState::kCancelled}) {
+    EXPECT_EQ(ParseRunState(ToString(s)), s);
+  }
+  for (ChangePointState s : {ChangePointState::kOpen, ChangePointState::kAcknowledged,
+                             ChangePointState::kFixed, ChangePointState::kInvalid}) {
+    EXPECT_EQ(ParseChangePointState(ToString(s)), s);
+  }
+  EXPECT_EQ(ParseBoardHealth("needs_check"), std::nullopt);
+  EXPECT_EQ(ParseBoardHealth("OK"), std::nullopt);
+  EXPECT_EQ(ParseRunState(""), std::nullopt);
 }
 
 }  // namespace

@@ -255,7 +255,7 @@ TEST_F(ServicesTest, HelloRegistersTheBoardAndReleasesItsRuns) {
   auto boards = fake_.boards.ListBoards();
   ASSERT_EQ(boards->size(), 1u);
   EXPECT_EQ(boards->front().summary.name, "b1");
-  EXPECT_EQ(boards->front().summary.health, "ok");
+  EXPECT_EQ(boards->front().summary.health, BoardHealth::kOk);
   EXPECT_EQ(fake_.boards.released(), std::vector<std::string>{"b1"});
 }
 

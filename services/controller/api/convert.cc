@@ -85,6 +85,18 @@ v1::RunState ToProto(RunState state) {
   return v1::RUN_STATE_UNSPECIFIED;
 }
 
+v1::BoardHealth ToProto(BoardHealth health) {
+  switch (health) {
+    case BoardHealth::kOk:
+      return v1::BOARD_HEALTH_OK;
+    case BoardHealth::kSwitching:
+      return v1::BOARD_HEALTH_SWITCHING;
+    case BoardHealth::kNeedsCheck:
+      return v1::BOARD_HEALTH_NEEDS_CHECK;
+  }
+  return v1::BOARD_HEALTH_UNSPECIFIED;
+}
+
 v1::ChangePointState ToProto(ChangePointState state) {
   switch (state) {
     case ChangePointState::kOpen:
@@ -161,10 +173,10 @@ void BoardToProto(const BoardRecord& board, v1::Board* out) {
   options.ignore_unknown_fields = true;
   (void)google::protobuf::util::JsonStringToMessage(board.facts_json, out, options);
   out->set_name(board.summary.name);
-  out->set_state(board.online ? "online" : "offline");
+  out->set_state(board.online ? v1::BOARD_STATE_ONLINE : v1::BOARD_STATE_OFFLINE);
   *out->mutable_last_seen() = TimeUtil::MillisecondsToTimestamp(board.last_seen_ms);
   out->set_current_run_id(board.current_run_id);
-  out->set_health(board.summary.health);
+  out->set_health(ToProto(board.summary.health));
   out->set_health_reason(board.summary.health_reason);
   out->set_kernel_switches(board.summary.kernel_switches);
   if (!board.summary.boot_id.empty()) out->set_boot_id(board.summary.boot_id);
@@ -185,7 +197,9 @@ BoardRecord BoardFromProto(const v1::Board& board) {
     }
   }
   rec.summary.boot_id = board.boot_id();
-  rec.summary.health = board.health() == "needs-check" ? "needs-check" : "ok";
+  // What an agent may say: needs-check or not (switching is the controller's to set).
+  rec.summary.health =
+      board.health() == v1::BOARD_HEALTH_NEEDS_CHECK ? BoardHealth::kNeedsCheck : BoardHealth::kOk;
   rec.summary.health_reason = board.health_reason();
   v1::Board facts = board;
   facts.clear_health();

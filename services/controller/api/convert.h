@@ -16,6 +16,7 @@ std::string SpecToJson(const v1::JobSpec& spec);
 v1::JobState ToProto(JobState state);
 v1::RunState ToProto(RunState state);
 v1::ChangePointState ToProto(ChangePointState state);
+v1::BoardHealth ToProto(BoardHealth health);
 // nullopt for UNSPECIFIED (or a value this controller does not know).
 std::optional<ChangePointState> FromProto(v1::ChangePointState state);
 bool IsFinal(v1::JobState state);

@@ -7,6 +7,7 @@
 #include "prometheus/text_serializer.h"
 #include "services/controller/api/report_builder.h"
 #include "services/controller/core/cron.h"
+#include "services/controller/core/lifecycle.h"
 
 namespace faultline::controller {
 namespace {
@@ -261,9 +262,9 @@ std::string ControllerMetrics::Render(MetricsSource* source, BoardStore* boards,
       board_up.Add(labels).Set(b.online ? 1 : 0);
       board_busy.Add(labels).Set(b.current_run_id != 0 ? 1 : 0);
       board_switches.Add(labels).Increment(static_cast<double>(b.summary.kernel_switches));
-      for (const char* h : {"ok", "switching", "needs-check"}) {
+      for (BoardHealth h : {BoardHealth::kOk, BoardHealth::kSwitching, BoardHealth::kNeedsCheck}) {
         prometheus::Labels with_health = labels;
-        with_health["health"] = h;
+        with_health["health"] = std::string(ToString(h));
         board_health.Add(with_health).Set(b.summary.health == h ? 1 : 0);
       }
       (b.online ? online : offline)++;

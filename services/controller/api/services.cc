@@ -278,7 +278,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Hello(grpc::CallbackServerContext* c
   }
   auto health = stores_.boards->UpsertBoard(BoardFromProto(board));
   if (!health.ok()) return Done(ctx, &timer, health.status());
-  if (health->health != "ok") {
+  if (health->health != BoardHealth::kOk) {
     log::error("event=board_needs_check board={} reason=\"{}\"", board.name(), health->reason);
   }
   // A hello means the agent (re)started: whatever it was running is gone.
@@ -286,7 +286,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Hello(grpc::CallbackServerContext* c
   if (!released.ok()) return Done(ctx, &timer, released.status());
   log::info("event=agent_hello board={} arch={} kernel={} boot_id={} health={} released_runs={}",
             board.name(), board.arch(), board.running_kernel_label(), board.boot_id(),
-            health->health, *released);
+            ToString(health->health), *released);
   resp->set_heartbeat_interval_seconds(kHeartbeatIntervalSeconds);
   dispatcher_->WorkAvailable();
   return Done(ctx, &timer, grpc::Status::OK);

@@ -17,14 +17,14 @@ struct SwitchInFlight {
   std::string from_boot_id;
 };
 
-struct BoardHealth {
-  std::string health;  // ok | needs-check
+struct HealthVerdict {
+  BoardHealth health = BoardHealth::kOk;  // ok or needs-check
   std::string reason;
 };
 
-// The board's health after a hello (`hello`: what its agent reported, health "ok" or
-// "needs-check" with a reason).
-BoardHealth HealthAfterHello(const std::optional<SwitchInFlight>& in_flight,
-                             const BoardSummary& hello);
+// The board's health after a hello (`hello`: what its agent reported, health ok or
+// needs-check with a reason).
+HealthVerdict HealthAfterHello(const std::optional<SwitchInFlight>& in_flight,
+                               const BoardSummary& hello);
 
 }  // namespace faultline::controller

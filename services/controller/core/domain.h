@@ -34,6 +34,9 @@ struct JobSpecInput {
   bool each_board = false;            // every eligible board runs the whole matrix
 };
 
+// A board's health around kernel switches (core/board_health.h).
+enum class BoardHealth { kOk, kSwitching, kNeedsCheck };
+
 // What validation needs to know about a registered board.
 struct BoardSummary {
   std::string name;
@@ -45,7 +48,7 @@ struct BoardSummary {
   // Kernels the board can boot on request (boot method other than none).
   std::vector<std::string> bootable_kernel_labels{};
   std::string boot_id{};
-  std::string health = "ok";  // ok | switching | needs-check
+  BoardHealth health = BoardHealth::kOk;
   std::string health_reason{};
   uint64_t kernel_switches = 0;
 };

@@ -17,6 +17,7 @@ constexpr std::array<std::string_view, 6> kRunStates = {"queued",    "assigned",
 constexpr std::array<std::string_view, 4> kChangePointStates = {"open", "acknowledged", "fixed",
                                                                 "invalid"};
 constexpr std::array<std::string_view, 2> kTokenRoles = {"user", "agent"};
+constexpr std::array<std::string_view, 3> kBoardHealths = {"ok", "switching", "needs-check"};
 
 template <typename E, size_t N>
 std::optional<E> Parse(const std::array<std::string_view, N>& names, std::string_view s) {
@@ -40,6 +41,9 @@ std::string_view ToString(ChangePointState s) {
 std::string_view ToString(TokenRole r) {
   return kTokenRoles[static_cast<size_t>(r)];
 }
+std::string_view ToString(BoardHealth h) {
+  return kBoardHealths[static_cast<size_t>(h)];
+}
 std::optional<JobState> ParseJobState(std::string_view s) {
   return Parse<JobState>(kJobStates, s);
 }
@@ -51,6 +55,9 @@ std::optional<ChangePointState> ParseChangePointState(std::string_view s) {
 }
 std::optional<TokenRole> ParseTokenRole(std::string_view s) {
   return Parse<TokenRole>(kTokenRoles, s);
+}
+std::optional<BoardHealth> ParseBoardHealth(std::string_view s) {
+  return Parse<BoardHealth>(kBoardHealths, s);
 }
 
 bool IsFinal(JobState s) {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "services/controller/core/domain.h"
 #include "services/controller/core/statistics.h"
 
 namespace faultline::controller {
@@ -25,10 +26,12 @@ std::string_view ToString(JobState s);
 std::string_view ToString(RunState s);
 std::string_view ToString(ChangePointState s);
 std::string_view ToString(TokenRole r);
+std::string_view ToString(BoardHealth h);  // ok | switching | needs-check
 std::optional<JobState> ParseJobState(std::string_view s);
 std::optional<RunState> ParseRunState(std::string_view s);
 std::optional<ChangePointState> ParseChangePointState(std::string_view s);
 std::optional<TokenRole> ParseTokenRole(std::string_view s);
+std::optional<BoardHealth> ParseBoardHealth(std::string_view s);
 
 bool IsFinal(JobState s);  // succeeded, failed or cancelled
 bool IsFinal(RunState s);

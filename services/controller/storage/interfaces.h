@@ -70,7 +70,7 @@ class BoardStore {
   virtual ~BoardStore() = default;
   // Records a hello; a kernel switch in flight is settled here (HealthAfterHello). Returns
   // the board's health after the hello.
-  virtual absl::StatusOr<BoardHealth> UpsertBoard(const BoardRecord& board) = 0;
+  virtual absl::StatusOr<HealthVerdict> UpsertBoard(const BoardRecord& board) = 0;
   virtual absl::StatusOr<std::vector<BoardRecord>> ListBoards() = 0;
   // Runs left assigned to a board whose agent restarted go back to the queue (or fail as
   // lost after the last attempt). Returns how many were touched.

@@ -11,8 +11,9 @@ using nlohmann::json;
 
 }  // namespace
 
-absl::StatusOr<BoardHealth> PgBoardStore::UpsertBoard(const BoardRecord& board) {
-  return pool_->Query<BoardHealth>([&](pqxx::connection& c, BoardHealth& health) -> absl::Status {
+absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board) {
+  return pool_->Query<HealthVerdict>([&](pqxx::connection& c,
+                                         HealthVerdict& health) -> absl::Status {
     pqxx::work w(c);
     json labels = board.summary.kernel_labels;
     json running = board.summary.running_kernel_labels;
@@ -50,7 +51,8 @@ absl::StatusOr<BoardHealth> PgBoardStore::UpsertBoard(const BoardRecord& board) 
                   board.summary.name, board.summary.arch,
                   static_cast<int64_t>(board.summary.memory_bytes), labels.dump(),
                   board.summary.running_kernel_label, board.facts_json, running.dump(),
-                  bootable.dump(), board.summary.boot_id, health.health, health.reason);
+                  bootable.dump(), board.summary.boot_id, std::string(ToString(health.health)),
+                  health.reason);
     w.commit();
     return absl::OkStatus();
   });
@@ -87,7 +89,13 @@ absl::StatusOr<std::vector<BoardRecord>> PgBoardStore::ListBoards() {
           const json bootable = json::parse(r[10].as<std::string>());
           for (const auto& k : bootable) b.summary.bootable_kernel_labels.push_back(k);
           b.summary.boot_id = r[11].as<std::string>();
-          b.summary.health = r[12].as<std::string>();
+          const auto stored_health = r[12].as<std::string>();
+          const auto health = ParseBoardHealth(stored_health);
+          if (!health) {
+            return absl::DataLossError(
+                absl::StrCat("board ", b.summary.name, ": unknown health '", stored_health, "'"));
+          }
+          b.summary.health = *health;
           b.summary.health_reason = r[13].as<std::string>();
           b.summary.kernel_switches = r[14].as<uint64_t>();
           boards.push_back(std::move(b));

@@ -54,7 +54,7 @@ class PgWorkStore final : public WorkStore {
 class PgBoardStore final : public BoardStore {
  public:
   PgBoardStore(pg::Pool* pool, const StoreOptions& options) : pool_(pool), options_(options) {}
-  absl::StatusOr<BoardHealth> UpsertBoard(const BoardRecord& board) override;
+  absl::StatusOr<HealthVerdict> UpsertBoard(const BoardRecord& board) override;
   absl::StatusOr<std::vector<BoardRecord>> ListBoards() override;
   absl::StatusOr<int> ReleaseBoardRuns(const std::string& board) override;
   absl::Status TouchBoard(const std::string& board) override;
