@@ -1,6 +1,8 @@
 #include "agent/workloads/result.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "agent/sys/cgroup.h"
@@ -9,31 +11,27 @@
 namespace faultline::workloads {
 namespace {
 
-// vmstat counters copied as deltas when the kernel has them (names vary by version:
-// workingset_refault split into _anon/_file in 5.9).
-constexpr const char* kVmstatDeltas[] = {
-    "pgfault",         "pgmajfault",         "pswpin",
-    "pswpout",         "workingset_refault", "workingset_refault_anon",
-    "workingset_refault_file", "workingset_activate_anon", "workingset_activate_file",
-    "oom_kill",        "pgscan_kswapd",      "pgscan_direct",
-    "pgscan_khugepaged", "pgscan_proactive", "pgsteal_kswapd",
-    "pgsteal_direct",  "pgsteal_khugepaged", "pgsteal_proactive",
-    // 6.12+: zero-filled pages skip swap I/O (no pswpin/pswpout); these count them.
-    "swpin_zero",      "swpout_zero",        "zswpin",            "zswpout",
-    "pgpgin",          "pgpgout",            "thp_file_alloc",    "thp_file_mapped",
-};
+// /proc/vmstat mixes event counters (pgfault, pswpin, workingset_refault_file, and the
+// debug counters a patched kernel adds) with levels (nr_free_pages, nr_swapcached): a
+// level's change over a run is not an amount of work, so levels are left out. Levels are the
+// nr_* items except the two that count events, and workingset_nodes.
+bool IsVmstatLevel(const std::string& name) {
+  if (name == "workingset_nodes") return true;
+  if (name == "nr_dirtied" || name == "nr_written") return false;
+  return name.rfind("nr_", 0) == 0;
+}
 
-// The by-source counters partition all scanning/stealing; pgscan_anon/_file split the
-// same pages again by type, so summing every pgscan_* would count pages twice.
-constexpr const char* kScanSources[] = {"kswapd", "direct", "khugepaged", "proactive"};
-
-// memory.stat event counters worth a delta; which exist depends on version (v1 has no
-// pgscan/pgsteal, v2 has them all).
-constexpr const char* kMemcgStatDeltas[] = {
-    "pgfault",       "pgmajfault",     "workingset_refault_anon", "workingset_refault_file",
-    "pgscan",        "pgsteal",        "pgscan_kswapd",           "pgscan_direct",
-    "pgsteal_kswapd", "pgsteal_direct", "pswpin",                 "pswpout",
-};
+// memory.stat: sizes (anon, file, shmem, ..., v1's cache/rss/total_*) are levels; the
+// event counters are the pg*, workingset_*, thp_*, swap and zswap ones (v1: pgfault,
+// pgmajfault, pgpgin, pgpgout and their total_ forms).
+bool IsMemcgStatEvent(const std::string& name) {
+  if (name == "workingset_nodes") return false;
+  for (const char* prefix : {"pg", "total_pg", "workingset_", "thp_", "zswpin", "zswpout", "zswpwb",
+                             "swpin_", "swpout_", "pswp"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
 
 double Seconds(const struct timeval& tv) {
   return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
@@ -94,59 +92,69 @@ CounterSnapshot TakeCounterSnapshot(const std::string& memcg_dir) {
   return snapshot;
 }
 
-std::map<std::string, double> CounterDeltas(const CounterSnapshot& start, const CounterSnapshot& end) {
-  std::map<std::string, double> out;
-  for (const char* name : kVmstatDeltas) {
-    auto a = start.vmstat.find(name);
-    auto b = end.vmstat.find(name);
-    if (a != start.vmstat.end() && b != end.vmstat.end()) out[name] = Delta(a->second, b->second);
-  }
-  for (const char* kind : {"pgscan", "pgsteal"}) {
-    double total = 0;
-    bool any = false;
-    for (const char* source : kScanSources) {
-      auto it = out.find(std::string(kind) + "_" + source);
-      if (it != out.end()) {
-        total += it->second;
-        any = true;
-      }
+CounterDeltas DeltasOfCounters(const std::map<std::string, uint64_t>& start,
+                               const std::map<std::string, uint64_t>& end,
+                               const std::string& prefix,
+                               const std::function<bool(const std::string&)>& counts) {
+  CounterDeltas out;
+  for (const auto& [name, value] : end) {
+    if (!counts(name)) continue;
+    auto a = start.find(name);
+    if (a == start.end()) {
+      out.one_sided.push_back(prefix + name);
+      continue;
     }
-    if (any) {
-      out[std::string(kind) + "_total"] = total;
-      out[kind] = total;  // the names: pgscan, pgsteal (all reclaim sources)
+    if (value < a->second) {
+      out.resets.push_back(prefix + name);
+      continue;
     }
+    if (value > a->second) out.values[prefix + name] = static_cast<double>(value - a->second);
   }
-  for (const char* name : kMemcgStatDeltas) {
-    auto a = start.memcg_stat.find(name);
-    auto b = end.memcg_stat.find(name);
-    if (a != start.memcg_stat.end() && b != end.memcg_stat.end()) {
-      out[std::string("memcg_") + name] = Delta(a->second, b->second);
-    }
+  for (const auto& [name, value] : start) {
+    if (counts(name) && end.find(name) == end.end()) out.one_sided.push_back(prefix + name);
   }
+  return out;
+}
+
+CounterDeltas ComputeCounterDeltas(const CounterSnapshot& start, const CounterSnapshot& end) {
+  CounterDeltas out;
+  auto merge = [&](CounterDeltas part) {
+    out.values.merge(part.values);
+    out.one_sided.insert(out.one_sided.end(), part.one_sided.begin(), part.one_sided.end());
+    out.resets.insert(out.resets.end(), part.resets.begin(), part.resets.end());
+  };
+  merge(DeltasOfCounters(start.vmstat, end.vmstat, "vmstat.",
+                         [](const std::string& k) { return !IsVmstatLevel(k); }));
+  merge(DeltasOfCounters(start.memcg_stat, end.memcg_stat, "memcg.", IsMemcgStatEvent));
+  merge(DeltasOfCounters(start.memcg_events, end.memcg_events, "memcg.events.",
+                         [](const std::string&) { return true; }));
+  auto& v = out.values;
   const auto& u0 = start.usage;
   const auto& u1 = end.usage;
-  out["rusage_minflt"] = Delta(static_cast<uint64_t>(u0.ru_minflt), static_cast<uint64_t>(u1.ru_minflt));
-  out["rusage_majflt"] = Delta(static_cast<uint64_t>(u0.ru_majflt), static_cast<uint64_t>(u1.ru_majflt));
-  out["rusage_nvcsw"] = Delta(static_cast<uint64_t>(u0.ru_nvcsw), static_cast<uint64_t>(u1.ru_nvcsw));
-  out["rusage_nivcsw"] = Delta(static_cast<uint64_t>(u0.ru_nivcsw), static_cast<uint64_t>(u1.ru_nivcsw));
-  out["rusage_utime_seconds"] = Seconds(u1.ru_utime) - Seconds(u0.ru_utime);
-  out["rusage_stime_seconds"] = Seconds(u1.ru_stime) - Seconds(u0.ru_stime);
-  for (const auto& [name, value] : end.memcg_events) {
-    out["memcg_event." + name] = static_cast<double>(value);
-    auto a = start.memcg_events.find(name);
-    if (a != start.memcg_events.end()) out["memcg_event_delta." + name] = Delta(a->second, value);
-  }
-  if (end.memcg_peak_bytes) out["memcg_peak_bytes"] = static_cast<double>(*end.memcg_peak_bytes);
+  auto rusage = [](long a, long b) {
+    return Delta(static_cast<uint64_t>(a), static_cast<uint64_t>(b));
+  };
+  v["rusage.minflt"] = rusage(u0.ru_minflt, u1.ru_minflt);
+  v["rusage.majflt"] = rusage(u0.ru_majflt, u1.ru_majflt);
+  v["rusage.nvcsw"] = rusage(u0.ru_nvcsw, u1.ru_nvcsw);
+  v["rusage.nivcsw"] = rusage(u0.ru_nivcsw, u1.ru_nivcsw);
+  v["rusage.utime_seconds"] = Seconds(u1.ru_utime) - Seconds(u0.ru_utime);
+  v["rusage.stime_seconds"] = Seconds(u1.ru_stime) - Seconds(u0.ru_stime);
+  if (end.memcg_peak_bytes) v["memcg.peak_bytes"] = static_cast<double>(*end.memcg_peak_bytes);
   if (start.memcg_pressure && end.memcg_pressure) {
-    out["memcg_psi_memory_some_us"] =
+    v["memcg.psi.memory_some_us"] =
         Delta(start.memcg_pressure->some_total_us, end.memcg_pressure->some_total_us);
-    out["memcg_psi_memory_full_us"] =
+    v["memcg.psi.memory_full_us"] =
         Delta(start.memcg_pressure->full_total_us, end.memcg_pressure->full_total_us);
   }
   if (start.memory_pressure && end.memory_pressure) {
-    out["psi_memory_some_us"] = Delta(start.memory_pressure->some_total_us, end.memory_pressure->some_total_us);
-    out["psi_memory_full_us"] = Delta(start.memory_pressure->full_total_us, end.memory_pressure->full_total_us);
+    v["psi.memory_some_us"] =
+        Delta(start.memory_pressure->some_total_us, end.memory_pressure->some_total_us);
+    v["psi.memory_full_us"] =
+        Delta(start.memory_pressure->full_total_us, end.memory_pressure->full_total_us);
   }
+  std::sort(out.one_sided.begin(), out.one_sided.end());
+  std::sort(out.resets.begin(), out.resets.end());
   return out;
 }
 

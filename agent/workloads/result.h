@@ -48,12 +48,23 @@ struct CounterSnapshot {
 // `memcg_dir` may be empty (no memory cgroup known).
 CounterSnapshot TakeCounterSnapshot(const std::string& memcg_dir);
 
-// Deltas over the interval: vmstat (pgfault, pgmajfault, pswpin, pswpout, workingset
-// refaults, oom_kill, pgscan_*/pgsteal_* by reclaim source plus pgscan/pgsteal totals),
-// rusage (rusage_minflt, ..., rusage_utime_seconds), PSI memory stall microseconds, and
-// "memcg_"-prefixed memory.stat event deltas (memcg_pgscan, memcg_workingset_refault_file...),
-// "memcg_event.<name>" totals at the end (oom_kill, max/failcnt: since the memcg was made)
-// and "memcg_event_delta.<name>" over the interval, memcg PSI (v2) and peak usage.
-std::map<std::string, double> CounterDeltas(const CounterSnapshot& start, const CounterSnapshot& end);
+// Every counter that moved over the measured interval, by where it comes from:
+//   vmstat.<key>          each /proc/vmstat event counter with a non-zero delta (levels such
+//                         as nr_free_pages are left out), so a debug counter that a patched
+//                         kernel adds appears under its own name;
+//   memcg.<key>           each memory.stat event counter of the run's memcg (v1 and v2);
+//   memcg.events.<key>    memory.events (v2) or failcnt/oom_control (v1) deltas;
+//   memcg.psi.memory_{some,full}_us, psi.memory_{some,full}_us   stall time (always);
+//   memcg.peak_bytes      the memcg's peak usage;
+//   rusage.{minflt,majflt,nvcsw,nivcsw,utime_seconds,stime_seconds}   of the workload.
+// A counter absent from one snapshot (cannot happen within one boot, but a memcg file can
+// come and go) is named in one_sided; one that went backwards (a reset) in resets; neither
+// gets a value.
+struct CounterDeltas {
+  std::map<std::string, double> values;
+  std::vector<std::string> one_sided;
+  std::vector<std::string> resets;
+};
+CounterDeltas ComputeCounterDeltas(const CounterSnapshot& start, const CounterSnapshot& end);
 
 }  // namespace faultline::workloads

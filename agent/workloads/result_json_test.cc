@@ -71,3 +71,82 @@ TEST(FormatWorkloadResultJson, ParsesBackWithProtoFieldNames) {
 
 }  // namespace
 }  // namespace faultline::workloads
+
+namespace faultline::workloads {
+namespace {
+
+CounterSnapshot Snapshot(sys::VmstatCounters vmstat,
+                         std::map<std::string, uint64_t> memcg_stat = {},
+                         std::map<std::string, uint64_t> memcg_events = {}) {
+  CounterSnapshot s;
+  s.vmstat = std::move(vmstat);
+  s.memcg_stat = std::move(memcg_stat);
+  s.memcg_events = std::move(memcg_events);
+  return s;
+}
+
+TEST(ComputeCounterDeltas, EveryCounterThatMovedByNameAndNoLevels) {
+  // retry_mmap_drop: a debug counter only a patched kernel has; it is kept by name.
+  auto start = Snapshot(
+      {{"pgfault", 100},
+       {"pgmajfault", 5},
+       {"pswpin", 7},
+       {"retry_mmap_drop", 10},
+       {"nr_free_pages", 5000},
+       {"nr_dirtied", 1},
+       {"workingset_nodes", 3}},
+      {{"anon", 4096}, {"pgfault", 50}, {"workingset_refault_file", 0}, {"total_pgmajfault", 1}},
+      {{"max", 2}, {"oom_kill", 0}});
+  auto end = Snapshot(
+      {{"pgfault", 250},
+       {"pgmajfault", 5},
+       {"pswpin", 9},
+       {"retry_mmap_drop", 30},
+       {"nr_free_pages", 100},
+       {"nr_dirtied", 4},
+       {"workingset_nodes", 9}},
+      {{"anon", 8192}, {"pgfault", 80}, {"workingset_refault_file", 6}, {"total_pgmajfault", 3}},
+      {{"max", 5}, {"oom_kill", 0}});
+  CounterDeltas d = ComputeCounterDeltas(start, end);
+  EXPECT_EQ(d.values.at("vmstat.pgfault"), 150);
+  EXPECT_EQ(d.values.at("vmstat.pswpin"), 2);
+  EXPECT_EQ(d.values.at("vmstat.retry_mmap_drop"), 20);
+  EXPECT_EQ(d.values.at("vmstat.nr_dirtied"), 3);  // nr_dirtied counts events
+  EXPECT_EQ(d.values.count("vmstat.pgmajfault"), 0u) << "zero deltas are not stored";
+  EXPECT_EQ(d.values.count("vmstat.nr_free_pages"), 0u) << "a level, not a counter";
+  EXPECT_EQ(d.values.count("vmstat.workingset_nodes"), 0u) << "a level, not a counter";
+  EXPECT_EQ(d.values.at("memcg.pgfault"), 30);
+  EXPECT_EQ(d.values.at("memcg.workingset_refault_file"), 6);
+  EXPECT_EQ(d.values.at("memcg.total_pgmajfault"), 2);
+  EXPECT_EQ(d.values.count("memcg.anon"), 0u) << "a size, not a counter";
+  EXPECT_EQ(d.values.at("memcg.events.max"), 3);
+  EXPECT_EQ(d.values.count("memcg.events.oom_kill"), 0u);
+  EXPECT_TRUE(d.one_sided.empty());
+  EXPECT_TRUE(d.resets.empty());
+  EXPECT_TRUE(d.values.count("rusage.minflt"));
+  EXPECT_EQ(d.values.count("psi.memory_some_us"), 0u) << "no PSI in either snapshot";
+}
+
+TEST(ComputeCounterDeltas, KeysOnOneSideAndResetsAreNamedNotGuessed) {
+  auto start = Snapshot({{"pgfault", 100}, {"gone_counter", 4}, {"pswpout", 900}});
+  auto end = Snapshot({{"pgfault", 120}, {"new_counter", 8}, {"pswpout", 12}});
+  CounterDeltas d = ComputeCounterDeltas(start, end);
+  EXPECT_EQ(d.values.at("vmstat.pgfault"), 20);
+  EXPECT_EQ(d.one_sided, (std::vector<std::string>{"vmstat.gone_counter", "vmstat.new_counter"}));
+  EXPECT_EQ(d.resets, (std::vector<std::string>{"vmstat.pswpout"}));
+  EXPECT_EQ(d.values.count("vmstat.pswpout"), 0u);
+  EXPECT_EQ(d.values.count("vmstat.new_counter"), 0u);
+}
+
+TEST(ComputeCounterDeltas, PressureIsKeptEvenWhenItDidNotMove) {
+  auto start = Snapshot({});
+  auto end = Snapshot({});
+  start.memory_pressure = sys::MemoryPressure{10, 4};
+  end.memory_pressure = sys::MemoryPressure{10, 9};
+  CounterDeltas d = ComputeCounterDeltas(start, end);
+  EXPECT_EQ(d.values.at("psi.memory_some_us"), 0);
+  EXPECT_EQ(d.values.at("psi.memory_full_us"), 5);
+}
+
+}  // namespace
+}  // namespace faultline::workloads

@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <memory>
 
-#include "agent/sys/cgroup.h"
 #include "agent/sys/board_facts.h"
+#include "agent/sys/cgroup.h"
 #include "agent/sys/environment.h"
 #include "agent/sys/file_io.h"
 #include "agent/sys/vmstat.h"
@@ -15,6 +15,7 @@
 #include "agent/workloads/exit_codes.h"
 #include "agent/workloads/result.h"
 #include "agent/workloads/workload.h"
+#include "services/common/strings.h"
 #include "services/common/units.h"
 
 namespace faultline::workloads {
@@ -166,16 +167,20 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   result.warmup_seconds = static_cast<double>(plan.warmup.count()) / 1000.0;
   result.samples = run.sampling.samples;
   for (const auto& [name, value] : command.knobs) result.params[name] = value.text;
-  result.counters = CounterDeltas(at_start, at_end);
+  CounterDeltas deltas = ComputeCounterDeltas(at_start, at_end);
+  result.counters = std::move(deltas.values);
+  if (!deltas.one_sided.empty()) {
+    environment["counters.one_sided"] = JoinStrings(deltas.one_sided, ",");
+  }
+  if (!deltas.resets.empty()) environment["counters.reset"] = JoinStrings(deltas.resets, ",");
+  environment["vmstat.keys"] = std::to_string(at_end.vmstat.size());
   for (const auto& [name, rounds] : run.helper_rounds) result.counters[name] = static_cast<double>(rounds);
   result.counters["rounds_per_thread_min"] = static_cast<double>(run.min_thread_rounds);
   result.counters["rounds_per_thread_max"] = static_cast<double>(run.max_thread_rounds);
   result.counters["measured_elapsed_seconds"] =
       std::chrono::duration<double>(run.sampling.measured_elapsed).count();
   result.counters["cpu_seconds"] =
-      result.counters["rusage_utime_seconds"] + result.counters["rusage_stime_seconds"];
-  result.counters["context_switches_voluntary"] = result.counters["rusage_nvcsw"];
-  result.counters["context_switches_involuntary"] = result.counters["rusage_nivcsw"];
+      result.counters["rusage.utime_seconds"] + result.counters["rusage.stime_seconds"];
   workload->AddCounters(&result.counters);
 
   for (auto& [key, value] : sys::CollectEnvironmentFingerprint()) {

@@ -2,7 +2,9 @@
 // String helpers shared by every component, cross-built for boards too (so not Abseil's,
 // which the portable parts do not link).
 #include <cctype>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace faultline {
 
@@ -11,6 +13,16 @@ inline std::string_view TrimSpace(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
+}
+
+// The parts with `separator` between them ("" for none).
+inline std::string JoinStrings(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += separator;
+    out += parts[i];
+  }
+  return out;
 }
 
 }  // namespace faultline

@@ -108,7 +108,7 @@ memcg: {memory_max: 256M, swap_max: max}
 params: {region_size: 64M, readers: 2, pageout_threads: 1, fill: nonzero}
 YAML
 swap=$("$FL_BIN_CLI" submit "$FL_STATE/swap.yaml" --wait) || fail "swap-in job failed"
-pswpin=$(sql "SELECT (r.counters->>'pswpin')::float FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $swap")
+pswpin=$(sql "SELECT (r.counters->>'vmstat.pswpin')::float FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $swap")
 awk -v v="$pswpin" 'BEGIN { exit !(v > 0) }' || fail "swap-in shows no pswpin ($pswpin)"
 ! grep -q zram0 /proc/swaps || fail "the provisioned zram swap was not removed"
 pass "swap-in ran on provisioned zram swap (pswpin $pswpin) and the device is gone"
