@@ -194,7 +194,8 @@ int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
   return state == v1::JOB_STATE_SUCCEEDED ? kExitOk : kExitFailure;
 }
 
-int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportFormat format) {
+int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportFormat format,
+                  bool all_counters) {
   v1::GetReportRequest request;
   request.set_job_id(job_id);
   v1::GetReportResponse response;
@@ -203,7 +204,7 @@ int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportForm
   if (grpc::Status status = client.GetReport(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
-  *env.out << RenderReport(response, format) << std::flush;
+  *env.out << RenderReport(response, format, all_counters) << std::flush;
   return kExitOk;
 }
 
@@ -417,6 +418,12 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   add_job_arg(report);
   report->add_option("--format", format_name, "table, markdown, csv or json")
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
+  std::string counters_view = "significant";
+  report
+      ->add_option("--counters", counters_view,
+                   "significant: under each comparison, the counters that changed (q <= alpha); "
+                   "all: every counter compared (with csv: the counters' table)")
+      ->check(CLI::IsMember({"significant", "all"}));
 
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job's unfinished runs");
   add_job_arg(cancel);
@@ -495,7 +502,10 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   if (submit->parsed()) return SubmitCommand(*client, env, spec_path, wait);
   if (jobs->parsed()) return JobsCommand(*client, env, limit);
   if (watch->parsed()) return WatchCommand(*client, env, job_id);
-  if (report->parsed()) return ReportCommand(*client, env, job_id, *ParseReportFormat(format_name));
+  if (report->parsed()) {
+    return ReportCommand(*client, env, job_id, *ParseReportFormat(format_name),
+                         counters_view == "all");
+  }
   if (cancel->parsed()) return CancelCommand(*client, env, job_id);
   if (agents->parsed()) return AgentsCommand(*client, env);
   if (schedule->parsed()) return ScheduleCommand(*client, env, spec_path, schedule_name, cron);

@@ -280,7 +280,101 @@ std::string StatsTitle(const ComparisonGroup& group, double alpha, double min_ef
          EffectText(alpha, min_effect) + ":";
 }
 
-std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat format) {
+namespace {
+
+std::string CounterValue(double v) {
+  if (std::isnan(v)) return "-";
+  if (v == 0) return "0";
+  return Printf("%.4g", v);
+}
+
+std::string CounterRatio(const v1::CounterComparison& k, const std::string& baseline,
+                         const std::string& candidate) {
+  if (k.only_on() == "candidate") return "only on " + KernelTitle(candidate);
+  if (k.only_on() == "baseline") return "only on " + KernelTitle(baseline);
+  if (!std::isfinite(k.ratio())) return "-";
+  return Printf("×%.3g", k.ratio());
+}
+
+std::string CounterCi(const v1::CounterComparison& k) {
+  if (std::isnan(k.ci_low()) || std::isnan(k.ci_high())) return "-";
+  if (!(k.ci_low() > 0) || std::isinf(k.ci_high())) return "unbounded";
+  return Printf("[%.3g, %.3g]", k.ci_low(), k.ci_high());
+}
+
+std::string CounterTitle(const ComparisonGroup& group, const v1::Comparison& c, const Table& table,
+                         bool all_counters, double alpha) {
+  std::string where;
+  if (!group.knob.empty()) where = " at " + group.knob + "=" + CellValue(c, group.knob);
+  if (table.rows.empty()) {
+    return "Counters" + where + ": no significant change among " +
+           std::to_string(c.counters_size()) + " (q ≤ " + Fraction(alpha) + ")\n";
+  }
+  if (all_counters) {
+    return "Counters" + where + ", all " + std::to_string(c.counters_size()) +
+           " (per round; significant ones first, q ≤ " + Fraction(alpha) + "):";
+  }
+  size_t significant = table.rows.size();
+  return "Counters that changed" + where + " (per round, q ≤ " + Fraction(alpha) +
+         ", largest first; " + std::to_string(significant) + " of " +
+         std::to_string(c.counters_size()) + "):";
+}
+
+}  // namespace
+
+Table CounterTable(const v1::Comparison& c, bool all_counters) {
+  Table table;
+  table.headers = {"Counter",
+                   KernelTitle(c.baseline()) + " /unit",
+                   KernelTitle(c.candidate()) + " /unit",
+                   "Ratio",
+                   "95% CI",
+                   "q"};
+  table.right_align = {false, true, true, true, true, true};
+  for (const v1::CounterComparison& k : c.counters()) {
+    if (!all_counters && !k.significant()) continue;
+    const std::string unit = k.unit() == "second" ? "/s" : "/round";
+    table.rows.push_back({k.name() + unit, CounterValue(k.baseline_median()),
+                          CounterValue(k.candidate_median()),
+                          CounterRatio(k, c.baseline(), c.candidate()), CounterCi(k),
+                          k.only_on().empty() ? FormatPValue(k.q_value()) : "-"});
+  }
+  table.headers[1] = KernelTitle(c.baseline());
+  table.headers[2] = KernelTitle(c.candidate());
+  return table;
+}
+
+Table CounterCsvTable(const v1::GetReportResponse& report) {
+  Table table;
+  for (const std::string& key : report.matrix_keys()) table.headers.push_back(key);
+  for (const char* h :
+       {"board", "baseline", "candidate", "counter", "unit", "baseline_median", "candidate_median",
+        "baseline_per_second", "candidate_per_second", "ratio", "ci_low", "ci_high", "p_value",
+        "q_value", "significant", "paired", "only_on"}) {
+    table.headers.push_back(h);
+  }
+  for (const v1::Comparison& c : report.comparisons()) {
+    for (const v1::CounterComparison& k : c.counters()) {
+      std::vector<std::string> row;
+      for (const std::string& key : report.matrix_keys()) row.push_back(CellValue(c, key));
+      for (const std::string& v :
+           {c.board(), c.baseline(), c.candidate(), k.name(), k.unit(),
+            CsvNumber(k.baseline_median()), CsvNumber(k.candidate_median()),
+            CsvNumber(k.baseline_per_second()), CsvNumber(k.candidate_per_second()),
+            CsvNumber(k.ratio()), CsvNumber(k.ci_low()), CsvNumber(k.ci_high()),
+            CsvNumber(k.p_value()), CsvNumber(k.q_value()),
+            std::string(k.significant() ? "true" : "false"),
+            std::string(k.paired() ? "true" : "false"), k.only_on()}) {
+        row.push_back(v);
+      }
+      table.rows.push_back(std::move(row));
+    }
+  }
+  return table;
+}
+
+std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat format,
+                              bool all_counters) {
   if (report.comparisons().empty() || format == ReportFormat::kJson || format == ReportFormat::kCsv) return "";
   const bool markdown = format == ReportFormat::kMarkdown;
   std::string out;
@@ -291,6 +385,12 @@ std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat 
     if (!pressure.rows.empty()) out += "\n" + RenderSection(PressureTitle(group), pressure, format);
     out += "\n" + RenderSection(StatsTitle(group, report.alpha(), report.min_effect()), ComparisonStatsTable(group),
                                 format);
+    for (const v1::Comparison* c : group.cells) {
+      if (c->counters_size() == 0) continue;
+      const Table counters = CounterTable(*c, all_counters);
+      const std::string title = CounterTitle(group, *c, counters, all_counters, report.alpha());
+      out += "\n" + (counters.rows.empty() ? title : RenderSection(title, counters, format));
+    }
   }
   // Keys are "board/fact" (or plain "fact"): one section per board, in key order.
   std::set<std::string> boards;

@@ -63,7 +63,16 @@ std::string StatsTitle(const ComparisonGroup& group, double alpha, double min_ef
 // The comparisons section of `faultline report` (empty when there are none): per group the
 // three tables, then the environment differences (keys "board/fact" grouped per board).
 // kTable and kMarkdown only.
-std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat format);
+// Under each cell's statistics, the counters that changed significantly (largest first), or
+// every compared counter with all_counters.
+std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat format,
+                              bool all_counters = false);
+
+// | Counter | Vanilla /round | Patched /round | Ratio | 95% CI | q |: the comparison's
+// significant counter changes, or all of them (then also the ones on one side only).
+Table CounterTable(const v1::Comparison& comparison, bool all_counters);
+// One row per compared counter of every comparison: the CSV of `report --counters all`.
+Table CounterCsvTable(const v1::GetReportResponse& report);
 
 // RFC 4180 CSV: header line, then rows; cells with , " or newlines quoted.
 std::string RenderCsv(const Table& table);

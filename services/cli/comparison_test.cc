@@ -237,6 +237,71 @@ TEST(NumbersTest, ChangeCiAndP) {
   EXPECT_EQ(CsvNumber(std::nan("")), "");
 }
 
+v1::CounterComparison* AddCounter(v1::Comparison* c, const char* name, double a, double b, double q,
+                                  const char* only_on = "") {
+  v1::CounterComparison* k = c->add_counters();
+  k->set_name(name);
+  k->set_unit("round");
+  k->set_baseline_median(a);
+  k->set_candidate_median(b);
+  k->set_ratio(*only_on ? std::nan("") : b / a);
+  k->set_ci_low(*only_on ? std::nan("") : b / a * 0.9);
+  k->set_ci_high(*only_on ? std::nan("") : b / a * 1.1);
+  k->set_q_value(q);
+  k->set_significant(q <= 0.01 && !*only_on);
+  k->set_only_on(only_on);
+  return k;
+}
+
+TEST(CountersTest, SignificantChangesUnderTheirComparisonLargestFirst) {
+  v1::GetReportResponse report;
+  report.set_alpha(0.01);
+  report.add_matrix_keys("writers");
+  v1::Comparison* c = AddComparison(&report, "2", 100, 200);
+  // As the controller orders them: significant ones by size of the change, then the rest.
+  AddCounter(c, "vmstat.retry_io_miss", 19.24, 0.3748, 0.0002);
+  AddCounter(c, "vmstat.pgmajfault", 3.1, 0.961, 0.004);
+  AddCounter(c, "vmstat.pgfault", 640.2, 641.0, 0.8);
+  AddCounter(c, "vmstat.new_debug", 0, 0.025, 1, "candidate");
+  AddComparison(&report, "4", 100, 101);  // no counters: no section
+
+  const std::string text = RenderComparisons(report, ReportFormat::kTable);
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "Counters that changed at writers=2 (per round, q ≤ 0.01, largest first; 2 of 4):"));
+  EXPECT_THAT(text, HasSubstr("| vmstat.retry_io_miss/round |  19.24  | 0.3748  | ×0.0195 | "
+                              "[0.0175, 0.0214] | 0.0002 |"));
+  EXPECT_THAT(text, HasSubstr("|  vmstat.pgmajfault/round   |   3.1   |  0.961  |  ×0.31  |  "
+                              "[0.279, 0.341]  | 0.0040 |"));
+  EXPECT_LT(text.find("retry_io_miss/round"), text.find("pgmajfault/round"));
+  EXPECT_THAT(text, Not(HasSubstr("vmstat.pgfault/round")));
+  EXPECT_THAT(text, Not(HasSubstr("writers=4 (per round")));
+
+  const std::string all = RenderComparisons(report, ReportFormat::kTable, /*all_counters=*/true);
+  EXPECT_THAT(
+      all,
+      HasSubstr("Counters at writers=2, all 4 (per round; significant ones first, q ≤ 0.01):"));
+  EXPECT_THAT(all, HasSubstr("|    vmstat.pgfault/round    |  640.2  |   641   |       ×1        | "
+                             "  [0.901, 1.1]   | 0.8000 |"));
+  EXPECT_THAT(all, HasSubstr("|   vmstat.new_debug/round   |    0    |  0.025  | only on Patched | "
+                             "       -         |   -    |"));
+
+  const std::string csv = RenderReport(report, ReportFormat::kCsv, true);
+  EXPECT_THAT(csv, HasSubstr("writers,board,baseline,candidate,counter,unit,baseline_median"));
+  EXPECT_THAT(csv,
+              HasSubstr("2,i7-12700,vanilla,patched,vmstat.retry_io_miss,round,19.24,0.3748,"));
+  EXPECT_THAT(csv, HasSubstr(",true,false,\n"));
+  EXPECT_THAT(csv, HasSubstr("vmstat.new_debug,round,0,0.025,0,0,,,,0,1,false,false,candidate\n"));
+
+  // Nothing significant: one line says so.
+  v1::GetReportResponse quiet;
+  quiet.set_alpha(0.01);
+  AddCounter(AddComparison(&quiet, "2", 100, 100), "vmstat.pgfault", 640.2, 641.0, 0.8);
+  EXPECT_THAT(RenderComparisons(quiet, ReportFormat::kTable),
+              HasSubstr("Counters at writers=2: no significant change among 1 (q ≤ 0.01)\n"));
+}
+
 TEST(MarkdownTest, ComparisonsInMarkdown) {
   const std::string text = RenderReport(Seed001Report(), ReportFormat::kMarkdown);
   EXPECT_THAT(text, HasSubstr("**board i7-12700: Patched vs Vanilla**\n"));

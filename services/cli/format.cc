@@ -370,22 +370,25 @@ std::string CoarseNote(const v1::GetReportResponse& report) {
 }
 }  // namespace
 
-std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format) {
+std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format,
+                         bool all_counters) {
   if (format == ReportFormat::kJson) return MessageToJson(report);
-  if (format == ReportFormat::kCsv) return RenderCsv(ReportCsvTable(report));
+  if (format == ReportFormat::kCsv) {
+    return RenderCsv(all_counters ? CounterCsvTable(report) : ReportCsvTable(report));
+  }
   const std::string title = ReportTitle(report);
   const Table table = ReportTable(report);
   if (format == ReportFormat::kMarkdown) {
     std::string out = "**" + EscapeMarkdown(title) + "**\n\n";
     if (table.rows.empty()) return out + "No results yet.\n";
     return out + "Throughput in rounds per second (higher is better).\n\n" +
-           RenderMarkdownTable(table) + CoarseNote(report) + RenderComparisons(report, format) +
-           Caveats(report);
+           RenderMarkdownTable(table) + CoarseNote(report) +
+           RenderComparisons(report, format, all_counters) + Caveats(report);
   }
   std::string out = title + "\n";
   if (table.rows.empty()) return out + "no results yet\n";
   return out + "throughput in rounds per second (higher is better):\n" + RenderBoxTable(table) +
-         CoarseNote(report) + RenderComparisons(report, format) + Caveats(report);
+         CoarseNote(report) + RenderComparisons(report, format, all_counters) + Caveats(report);
 }
 
 }  // namespace faultline::cli

@@ -64,7 +64,10 @@ std::string ReportTitle(const v1::GetReportResponse& report);
 // Whole output for `faultline report`, ending in a newline. JSON uses the proto field names.
 // With comparisons, table and markdown add the A/B tables (comparison.h); CSV is
 // ReportCsvTable().
-std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format);
+// all_counters: every compared counter under each comparison instead of the significant
+// ones; with CSV, the counters' table (CounterCsvTable) instead of the throughput one.
+std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format,
+                         bool all_counters = false);
 // Indented JSON with proto field names and default values printed, ending in a newline.
 std::string MessageToJson(const google::protobuf::Message& message);
 

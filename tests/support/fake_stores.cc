@@ -255,6 +255,14 @@ void FakeJobStore::SetRunStates(int64_t job_id, RunState state) {
   Recompute(it->second);
 }
 
+void FakeJobStore::EditRuns(int64_t job_id, const std::function<void(RunRecord&)>& edit) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  for (auto& run : it->second.runs) edit(run);
+  Recompute(it->second);
+}
+
 std::string FakeJobStore::request_id(int64_t job_id) const {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(job_id);

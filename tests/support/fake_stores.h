@@ -67,6 +67,8 @@ class FakeJobStore final : public JobStore {
   // Test set-up and inspection.
   // Sets every run of the job to `state` (and the job's state from them, as the stores do).
   void SetRunStates(int64_t job_id, RunState state);
+  // Applies `edit` to every run of the job (results, boards, ...), then recomputes its state.
+  void EditRuns(int64_t job_id, const std::function<void(RunRecord&)>& edit);
   // The request id a job was created under ("" without one).
   std::string request_id(int64_t job_id) const;
   int create_calls() const;

@@ -5,6 +5,7 @@
 
 #include "nlohmann/json.hpp"
 #include "services/controller/api/convert.h"
+#include "services/controller/core/counters.h"
 #include "services/controller/core/report.h"
 
 namespace faultline::controller {
@@ -99,6 +100,29 @@ absl::Status BuildReport(JobStore* store, int64_t job_id, v1::GetReportResponse*
   options.min_effect = job->min_effect;
   resp->set_alpha(options.alpha);
   resp->set_min_effect(options.min_effect);
+  // Each run's counters, parsed once, by (cell, board, kernel).
+  std::map<std::tuple<Cell, std::string, std::string>, std::vector<RunCounters>> counters_of;
+  if (kernels.size() > 1) {
+    for (size_t i = 0; i < runs->size(); ++i) {
+      const RunRecord& r = (*runs)[i];
+      if (!outcomes[i].succeeded) continue;
+      RunCounters rc;
+      rc.repetition = r.repetition;
+      rc.rounds = static_cast<double>(r.rounds);
+      rc.seconds = r.duration_seconds;
+      const auto parsed = nlohmann::json::parse(r.counters_json, nullptr, false);
+      if (parsed.is_object()) {
+        for (const auto& [k, v] : parsed.items()) {
+          if (v.is_number()) rc.values[k] = v.get<double>();
+        }
+      }
+      if (auto it = rc.values.find("measured_elapsed_seconds");
+          it != rc.values.end() && it->second > 0) {
+        rc.seconds = it->second;
+      }
+      counters_of[{outcomes[i].cell, r.board, r.kernel}].push_back(std::move(rc));
+    }
+  }
   if (kernels.size() > 1) {
     for (const auto& c : CompareKernels(outcomes, baseline, kernels, options)) {
       auto* out = resp->add_comparisons();
@@ -121,6 +145,25 @@ absl::Status BuildReport(JobStore* store, int64_t job_id, v1::GetReportResponse*
       out->set_unpaired_ci_low(c.unpaired.ci_low);
       out->set_unpaired_ci_high(c.unpaired.ci_high);
       out->set_verdict(std::string(ToString(c.stats.verdict)));
+      const auto& a = counters_of[{c.cell, c.board, c.baseline}];
+      const auto& b = counters_of[{c.cell, c.board, c.candidate}];
+      for (const CounterComparison& k : CompareCounters(a, b, c.stats.paired, options)) {
+        auto* kc = out->add_counters();
+        kc->set_name(k.name);
+        kc->set_unit(k.unit);
+        kc->set_baseline_median(k.median_a);
+        kc->set_candidate_median(k.median_b);
+        kc->set_baseline_per_second(k.median_a_per_second);
+        kc->set_candidate_per_second(k.median_b_per_second);
+        kc->set_ratio(k.ratio);
+        kc->set_ci_low(k.ci_low);
+        kc->set_ci_high(k.ci_high);
+        kc->set_p_value(k.p_value);
+        kc->set_q_value(k.q_value);
+        kc->set_significant(k.significant);
+        kc->set_paired(k.paired);
+        kc->set_only_on(k.only_on);
+      }
     }
     for (const auto& [k, v] : EnvironmentDifferences(environments)) {
       (*resp->mutable_environment_differences())[k] = v;

@@ -52,6 +52,7 @@ struct RunRecord {
   bool too_coarse = false;
   double pages_per_second = 0;
   std::string environment_json = "{}";
+  std::string counters_json = "{}";  // the result's counters (name -> value)
 };
 
 struct BoardRecord {

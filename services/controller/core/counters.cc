@@ -1,0 +1,132 @@
+#include "services/controller/core/counters.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace faultline::controller {
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+double ValueOf(const RunCounters& run, const std::string& name) {
+  auto it = run.values.find(name);
+  return it == run.values.end() ? 0.0 : it->second;
+}
+
+std::vector<double> PerUnit(const std::vector<RunCounters>& runs, const std::string& name,
+                            bool per_second) {
+  std::vector<double> out;
+  out.reserve(runs.size());
+  for (const auto& r : runs) {
+    const double unit = per_second ? r.seconds : r.rounds;
+    out.push_back(unit > 0 ? ValueOf(r, name) / unit : std::nan(""));
+  }
+  return out;
+}
+
+}  // namespace
+
+bool IsComparableCounter(std::string_view name) {
+  if (name == "memcg.peak_bytes" || StartsWith(name, "rounds_per_thread_")) return false;
+  for (std::string_view prefix : {"vmstat.", "memcg.", "psi.", "rusage.", "perf."}) {
+    if (StartsWith(name, prefix)) return true;
+  }
+  return name == "cpu_seconds" || EndsWith(name, "_rounds");
+}
+
+std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a_in,
+                                               const std::vector<RunCounters>& b_in, bool paired,
+                                               const CompareOptions& options) {
+  std::vector<RunCounters> a = a_in, b = b_in;
+  if (paired) {
+    // Pair i = repetition i on both sides; unmatched repetitions are dropped.
+    std::map<int, const RunCounters*> by_rep_a, by_rep_b;
+    for (const auto& r : a_in) by_rep_a[r.repetition] = &r;
+    for (const auto& r : b_in) by_rep_b[r.repetition] = &r;
+    a.clear();
+    b.clear();
+    for (const auto& [rep, run] : by_rep_a) {
+      auto it = by_rep_b.find(rep);
+      if (it == by_rep_b.end()) continue;
+      a.push_back(*run);
+      b.push_back(*it->second);
+    }
+  }
+  std::set<std::string> names;
+  for (const auto* side : {&a, &b}) {
+    for (const auto& r : *side) {
+      for (const auto& [name, value] : r.values) {
+        if (IsComparableCounter(name) && value != 0) names.insert(name);
+      }
+    }
+  }
+  auto all_have_rounds = [](const std::vector<RunCounters>& runs) {
+    return std::all_of(runs.begin(), runs.end(), [](const RunCounters& r) {
+      return r.rounds >= kMinRoundsPerRunForCounters;
+    });
+  };
+  const bool per_second = !all_have_rounds(a) || !all_have_rounds(b);
+
+  std::vector<CounterComparison> out;
+  std::vector<size_t> family;  // indices of the comparable ones
+  for (const auto& name : names) {
+    CounterComparison c;
+    c.name = name;
+    c.unit = per_second ? "second" : "round";
+    c.n_a = static_cast<int>(a.size());
+    c.n_b = static_cast<int>(b.size());
+    const std::vector<double> va = PerUnit(a, name, per_second);
+    const std::vector<double> vb = PerUnit(b, name, per_second);
+    c.median_a = MedianOf(va);
+    c.median_b = MedianOf(vb);
+    c.median_a_per_second = MedianOf(PerUnit(a, name, true));
+    c.median_b_per_second = MedianOf(PerUnit(b, name, true));
+    auto all_zero = [&](const std::vector<RunCounters>& runs) {
+      return std::all_of(runs.begin(), runs.end(),
+                         [&](const RunCounters& r) { return ValueOf(r, name) == 0; });
+    };
+    c.ratio = c.ci_low = c.ci_high = std::nan("");
+    if (all_zero(a) && !a.empty()) {
+      c.only_on = "candidate";
+    } else if (all_zero(b) && !b.empty()) {
+      c.only_on = "baseline";
+    } else if (a.size() >= 2 && b.size() >= 2) {
+      const CellComparison s = paired ? ComparePaired(va, vb, options) : Compare(va, vb, options);
+      c.paired = s.paired;
+      c.ratio = s.ratio;
+      c.ci_low = s.ci_low;
+      c.ci_high = s.ci_high;
+      c.p_value = std::min(1.0, 2 * s.p_value);
+      family.push_back(out.size());
+    }
+    out.push_back(std::move(c));
+  }
+  std::vector<double> p;
+  for (size_t i : family) p.push_back(out[i].p_value);
+  const std::vector<double> q = BenjaminiHochberg(p);
+  for (size_t k = 0; k < family.size(); ++k) {
+    CounterComparison& c = out[family[k]];
+    c.q_value = q[k];
+    c.significant = c.q_value <= options.alpha && std::isfinite(c.ratio) && c.ratio > 0;
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const CounterComparison& x, const CounterComparison& y) {
+                     auto rank = [](const CounterComparison& c) {
+                       return c.significant ? 0 : c.only_on.empty() ? 1 : 2;
+                     };
+                     if (rank(x) != rank(y)) return rank(x) < rank(y);
+                     if (rank(x) == 0)
+                       return std::fabs(std::log(x.ratio)) > std::fabs(std::log(y.ratio));
+                     if (rank(x) == 1) return x.q_value < y.q_value;
+                     return x.name < y.name;
+                   });
+  return out;
+}
+
+}  // namespace faultline::controller

@@ -1,0 +1,65 @@
+#pragma once
+// Counters in the A/B statistics: why a kernel is faster, beside how much. Every counter a
+// run recorded (vmstat.*, memcg.*, psi.*, rusage.*, perf.*, helper threads' *_rounds) is
+// normalised per round of the benchmark (and per measured second), and kernel B's runs are
+// compared with kernel A's like throughput is (statistics.h): Hodges–Lehmann ratio, exact
+// CI, two-sided p, paired by repetition when the throughput comparison is paired. The
+// counters of one comparison form their own Benjamini–Hochberg family (separate from the
+// throughput cells): q ≤ α marks a significant change.
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "services/controller/core/statistics.h"
+
+namespace faultline::controller {
+
+// One run's counters as stored (a zero delta is not stored: a missing counter is 0).
+struct RunCounters {
+  int repetition = 0;
+  double rounds = 0;   // completed rounds over the measured interval
+  double seconds = 0;  // measured seconds
+  std::map<std::string, double> values;
+};
+
+struct CounterComparison {
+  std::string name;
+  int n_a = 0;  // runs per side
+  int n_b = 0;
+  // "round", or "second" when a run completed too few rounds to divide by.
+  std::string unit = "round";
+  double median_a = 0;  // per unit
+  double median_b = 0;
+  double median_a_per_second = 0;
+  double median_b_per_second = 0;
+  // Hodges–Lehmann B/A of the per-unit values and its CI; NaN when not comparable.
+  double ratio = 0;
+  double ci_low = 0;
+  double ci_high = 0;
+  double p_value = 1;  // two-sided
+  double q_value = 1;  // BH across this comparison's counters
+  bool paired = false;
+  bool significant = false;  // q ≤ α
+  // "baseline" or "candidate": the counter is zero (or absent on that kernel) in every run
+  // of the other side. No ratio then; never significant, listed apart.
+  std::string only_on;
+};
+
+// True for the counters that count work (compared per round); false for levels and
+// descriptions of the run (memcg.peak_bytes, measured_elapsed_seconds, rounds_per_thread_*,
+// ns_per_iteration, ...).
+bool IsComparableCounter(std::string_view name);
+
+// Fewer rounds than this in any run and counters are compared per second instead.
+inline constexpr double kMinRoundsPerRunForCounters = 5;
+
+// Compares every comparable counter seen in any run of a (baseline) or b (candidate).
+// paired: pair runs by repetition (only repetitions present on both sides are used).
+// Ordered: significant ones first by |ln ratio| (largest change first), then the rest by
+// q, then the one-sided ones by name.
+std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a,
+                                               const std::vector<RunCounters>& b, bool paired,
+                                               const CompareOptions& options);
+
+}  // namespace faultline::controller

@@ -1,0 +1,141 @@
+// Counters in the A/B statistics (core/counters.h): per-round normalisation, the BH family
+// of one comparison's counters, counters on one side only, pairing by repetition.
+#include "services/controller/core/counters.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace faultline::controller {
+namespace {
+
+RunCounters MakeRun(int repetition, double rounds, std::map<std::string, double> values,
+                    double seconds = 10) {
+  return RunCounters{repetition, rounds, seconds, std::move(values)};
+}
+
+const CounterComparison& Named(const std::vector<CounterComparison>& all, const std::string& name) {
+  for (const auto& c : all) {
+    if (c.name == name) return c;
+  }
+  ADD_FAILURE() << name << " not compared";
+  static const CounterComparison none;
+  return none;
+}
+
+TEST(CompareCounters, NormalisesPerRoundAndFindsTheCounterThatExplainsTheChange) {
+  // Shaped like the seed: the series doubles throughput and almost removes failed retries,
+  // while faults per round stay put.
+  std::vector<RunCounters> a, b;
+  for (int i = 0; i < 6; ++i) {
+    const double ra = 22'700 + 150 * i, rb = 54'000 + 300 * i;
+    a.push_back(MakeRun(i + 1, ra,
+                        {{"vmstat.retry_io_miss", 19.2 * ra + 3 * i},
+                         {"vmstat.pgfault", 640 * ra + 7 * i},
+                         {"memcg.peak_bytes", 1e8}}));
+    b.push_back(MakeRun(i + 1, rb,
+                        {{"vmstat.retry_io_miss", 0.37 * rb + 2 * i},
+                         {"vmstat.pgfault", 640 * rb + 5 * (i % 2 ? 1 : -1) * i},
+                         {"memcg.peak_bytes", 1e8}}));
+  }
+  const auto all = CompareCounters(a, b, /*paired=*/false, CompareOptions{});
+  ASSERT_EQ(all.size(), 2u) << "memcg.peak_bytes is a level, not compared";
+  const auto& miss = all.front();
+  EXPECT_EQ(miss.name, "vmstat.retry_io_miss") << "the significant change comes first";
+  EXPECT_EQ(miss.unit, "round");
+  EXPECT_NEAR(miss.median_a, 19.2, 0.01);
+  EXPECT_NEAR(miss.median_b, 0.37, 0.01);
+  EXPECT_NEAR(miss.ratio, 0.37 / 19.2, 0.002);
+  EXPECT_LT(miss.ci_low, miss.ratio);
+  EXPECT_GT(miss.ci_high, miss.ratio);
+  EXPECT_LT(miss.ci_high, 0.05);
+  EXPECT_TRUE(miss.significant);
+  EXPECT_NEAR(miss.median_a_per_second, 19.2 * 23'075 / 10, 5);  // median rounds 23,075 in 10 s
+  const auto& faults = Named(all, "vmstat.pgfault");
+  EXPECT_NEAR(faults.ratio, 1.0, 0.001);
+  EXPECT_FALSE(faults.significant) << "q " << faults.q_value;
+}
+
+TEST(CompareCounters, ACounterOnOneSideOnlyIsNamedNotRatioed) {
+  std::vector<RunCounters> a = {MakeRun(1, 100, {{"vmstat.pgfault", 1000}}),
+                                MakeRun(2, 100, {{"vmstat.pgfault", 1010}})};
+  std::vector<RunCounters> b = {MakeRun(1, 100, {{"vmstat.pgfault", 990}, {"vmstat.new_debug", 5}}),
+                                MakeRun(2, 100, {{"vmstat.pgfault", 1000}})};
+  const auto all = CompareCounters(a, b, false, CompareOptions{});
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all.back().name, "vmstat.new_debug");
+  EXPECT_EQ(all.back().only_on, "candidate");
+  EXPECT_TRUE(std::isnan(all.back().ratio));
+  EXPECT_FALSE(all.back().significant);
+  EXPECT_DOUBLE_EQ(all.back().median_b, 0.025);  // 5/100 and 0/100
+}
+
+TEST(CompareCounters, AnAALeavesEveryCounterInsignificant) {
+  // 40 counters, 10 runs a side, the same distribution (fixed seed: deterministic).
+  std::mt19937 rng(20261201);
+  std::lognormal_distribution<double> noise(0.0, 0.1);
+  std::vector<RunCounters> a, b;
+  for (int i = 0; i < 10; ++i) {
+    for (auto* side : {&a, &b}) {
+      RunCounters r = MakeRun(i + 1, 1000 * noise(rng), {});
+      for (int k = 0; k < 40; ++k) {
+        r.values["vmstat.c" + std::to_string(k)] = r.rounds * (k + 1) * noise(rng);
+      }
+      side->push_back(std::move(r));
+    }
+  }
+  const auto all = CompareCounters(a, b, false, CompareOptions{0.01});
+  ASSERT_EQ(all.size(), 40u);
+  int significant = 0;
+  for (const auto& c : all) significant += c.significant ? 1 : 0;
+  EXPECT_EQ(significant, 0);
+}
+
+TEST(CompareCounters, PairedByRepetitionCancelsDrift) {
+  // The board drifts 3x over the study; B takes 8% more faults per round than A in every
+  // adjacent pair. Unpaired, the drift hides it; paired, it is plain.
+  std::vector<RunCounters> a, b;
+  for (int i = 0; i < 10; ++i) {
+    const double level = 100 * std::pow(1.13, i) * (1 + 0.004 * (i % 3));
+    a.push_back(MakeRun(i + 1, 1000, {{"vmstat.pgmajfault", 1000 * level}}));
+    b.push_back(
+        MakeRun(i + 1, 1000, {{"vmstat.pgmajfault", 1080 * level * (1 + 0.002 * (i % 2))}}));
+  }
+  std::reverse(b.begin(), b.end());  // pairing goes by repetition, not by position
+  const auto unpaired = CompareCounters(a, b, false, CompareOptions{});
+  const auto paired = CompareCounters(a, b, true, CompareOptions{});
+  EXPECT_FALSE(unpaired.front().significant);
+  ASSERT_EQ(paired.size(), 1u);
+  EXPECT_TRUE(paired.front().paired);
+  EXPECT_TRUE(paired.front().significant) << "q " << paired.front().q_value;
+  EXPECT_NEAR(paired.front().ratio, 1.081, 0.003);
+}
+
+TEST(CompareCounters, TooFewRoundsComparesPerSecond) {
+  std::vector<RunCounters> a = {MakeRun(1, 2, {{"vmstat.pswpin", 500}}, 5),
+                                MakeRun(2, 3, {{"vmstat.pswpin", 600}}, 5)};
+  std::vector<RunCounters> b = {MakeRun(1, 40, {{"vmstat.pswpin", 50}}, 5),
+                                MakeRun(2, 41, {{"vmstat.pswpin", 60}}, 5)};
+  const auto all = CompareCounters(a, b, false, CompareOptions{});
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].unit, "second");
+  EXPECT_DOUBLE_EQ(all[0].median_a, 110);
+  EXPECT_DOUBLE_EQ(all[0].median_b, 11);
+}
+
+TEST(IsComparableCounter, CountsOfWorkOnly) {
+  for (const char* yes :
+       {"vmstat.pgfault", "memcg.pgscan", "memcg.events.high", "psi.memory_some_us", "rusage.nvcsw",
+        "perf.mmap_lock:mmap_lock_start_locking", "cpu_seconds", "munmap_rounds"}) {
+    EXPECT_TRUE(IsComparableCounter(yes)) << yes;
+  }
+  for (const char* no : {"memcg.peak_bytes", "rounds_per_thread_min", "measured_elapsed_seconds",
+                         "ns_per_iteration", "memcg_event.oom_kill"}) {
+    EXPECT_FALSE(IsComparableCounter(no)) << no;
+  }
+}
+
+}  // namespace
+}  // namespace faultline::controller
