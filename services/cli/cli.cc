@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "services/cli/comparison.h"
+#include "services/cli/run_table.h"
 #include "services/cli/samples.h"
 #include "services/cli/spec_file.h"
 #include "services/common/tls.h"
@@ -195,16 +196,17 @@ int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
 }
 
 int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportFormat format,
-                  bool all_counters) {
+                  const ReportView& view) {
   v1::GetReportRequest request;
   request.set_job_id(job_id);
+  for (const std::string& name : CountersOf(view.columns)) request.add_run_counters(name);
   v1::GetReportResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
   if (grpc::Status status = client.GetReport(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
-  *env.out << RenderReport(response, format, all_counters) << std::flush;
+  *env.out << RenderReport(response, format, view) << std::flush;
   return kExitOk;
 }
 
@@ -424,6 +426,11 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
                    "significant: under each comparison, the counters that changed (q <= alpha); "
                    "all: every counter compared (with csv: the counters' table)")
       ->check(CLI::IsMember({"significant", "all"}));
+  std::string columns_text;
+  report->add_option("--columns", columns_text,
+                     "a per-run table like the seeds', with these counter columns beside the "
+                     "throughput: LABEL=COUNTER or LABEL=COUNTER/COUNTER[*N], comma-separated, "
+                     "e.g. 'Miss/Drop(%)=vmstat.retry_io_miss/vmstat.retry_mmap_drop*100'");
 
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job's unfinished runs");
   add_job_arg(cancel);
@@ -503,8 +510,18 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   if (jobs->parsed()) return JobsCommand(*client, env, limit);
   if (watch->parsed()) return WatchCommand(*client, env, job_id);
   if (report->parsed()) {
-    return ReportCommand(*client, env, job_id, *ParseReportFormat(format_name),
-                         counters_view == "all");
+    ReportView view;
+    view.all_counters = counters_view == "all";
+    if (!columns_text.empty()) {
+      std::string error;
+      auto columns = ParseColumns(columns_text, &error);
+      if (!columns) {
+        *env.err << "faultline: " << error << "\n";
+        return kExitUsage;
+      }
+      view.columns = std::move(*columns);
+    }
+    return ReportCommand(*client, env, job_id, *ParseReportFormat(format_name), view);
   }
   if (cancel->parsed()) return CancelCommand(*client, env, job_id);
   if (agents->parsed()) return AgentsCommand(*client, env);

@@ -59,7 +59,7 @@ int SubmitCommand(JobStub& client, const CliEnv& env, const std::string& spec_pa
 int JobsCommand(JobStub& client, const CliEnv& env, uint32_t limit);
 int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id);
 int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportFormat format,
-                  bool all_counters = false);
+                  const ReportView& view = {});
 int CancelCommand(JobStub& client, const CliEnv& env, int64_t job_id);
 int AgentsCommand(JobStub& client, const CliEnv& env);
 // A = baseline samples, B = candidate samples (samples.h); bad files are usage errors.

@@ -97,6 +97,17 @@ class FakeJobService final : public v1::JobService::Service {
     row->set_kernel("vanilla");
     row->set_n(3);
     row->set_median(12596.234);
+    // Per-run rows with the counters asked for, as the controller answers them.
+    for (const std::string& name : request->run_counters()) {
+      if (response->run_results_size() == 0) {
+        v1::RunResult* run = response->add_run_results();
+        run->set_kernel("vanilla");
+        run->set_repetition(1);
+        run->set_rounds(1234);
+        run->set_throughput(123.4);
+      }
+      (*response->mutable_run_results(0)->mutable_counters())[name] = 4321;
+    }
     return grpc::Status::OK;
   }
 
@@ -328,6 +339,17 @@ TEST_F(CliTest, ReportFormats) {
   EXPECT_THAT(out_.str(), HasSubstr("\"matrix_keys\": ["));
   EXPECT_EQ(Run({"report", "42", "--format", "xml"}), 2);
   EXPECT_THAT(err_.str(), StartsWith("faultline: "));
+}
+
+TEST_F(CliTest, ReportColumnsAskForTheCountersAndPrintAPerRunTable) {
+  EXPECT_EQ(Run({"report", "42", "--columns", "Drops=vmstat.retry_mmap_drop,vmstat.pswpin"}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("per run:\n"));
+  EXPECT_THAT(out_.str(),
+              HasSubstr("| Vanilla (Run 1) |    1,234     | 123.40 /s  | 4,321 |     4,321     |"));
+  EXPECT_EQ(Run({"report", "42", "--columns", "=vmstat.x"}), 2);
+  EXPECT_THAT(err_.str(),
+              HasSubstr("faultline: --columns: '=vmstat.x': the label before '=' is empty"));
+  EXPECT_EQ(Run({"report", "42", "--counters", "some"}), 2);
 }
 
 TEST_F(CliTest, ReportCsv) {

@@ -287,7 +287,8 @@ TEST(CountersTest, SignificantChangesUnderTheirComparisonLargestFirst) {
   EXPECT_THAT(all, HasSubstr("|   vmstat.new_debug/round   |    0    |  0.025  | only on Patched | "
                              "       -         |   -    |"));
 
-  const std::string csv = RenderReport(report, ReportFormat::kCsv, true);
+  const std::string csv =
+      RenderReport(report, ReportFormat::kCsv, ReportView{.all_counters = true});
   EXPECT_THAT(csv, HasSubstr("writers,board,baseline,candidate,counter,unit,baseline_median"));
   EXPECT_THAT(csv,
               HasSubstr("2,i7-12700,vanilla,patched,vmstat.retry_io_miss,round,19.24,0.3748,"));

@@ -1,5 +1,7 @@
 #include "services/cli/format.h"
 
+#include "services/cli/run_table.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -371,10 +373,18 @@ std::string CoarseNote(const v1::GetReportResponse& report) {
 }  // namespace
 
 std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format,
-                         bool all_counters) {
+                         const ReportView& view) {
+  const bool all_counters = view.all_counters;
   if (format == ReportFormat::kJson) return MessageToJson(report);
   if (format == ReportFormat::kCsv) {
+    if (!view.columns.empty()) return RenderCsv(RunTable(report, view.columns));
     return RenderCsv(all_counters ? CounterCsvTable(report) : ReportCsvTable(report));
+  }
+  std::string runs;
+  if (!view.columns.empty()) {
+    const Table run_table = RunTable(report, view.columns);
+    runs = format == ReportFormat::kMarkdown ? "\nPer run:\n\n" + RenderMarkdownTable(run_table)
+                                             : "\nper run:\n" + RenderBoxTable(run_table);
   }
   const std::string title = ReportTitle(report);
   const Table table = ReportTable(report);
@@ -382,13 +392,14 @@ std::string RenderReport(const v1::GetReportResponse& report, ReportFormat forma
     std::string out = "**" + EscapeMarkdown(title) + "**\n\n";
     if (table.rows.empty()) return out + "No results yet.\n";
     return out + "Throughput in rounds per second (higher is better).\n\n" +
-           RenderMarkdownTable(table) + CoarseNote(report) +
+           RenderMarkdownTable(table) + CoarseNote(report) + runs +
            RenderComparisons(report, format, all_counters) + Caveats(report);
   }
   std::string out = title + "\n";
   if (table.rows.empty()) return out + "no results yet\n";
   return out + "throughput in rounds per second (higher is better):\n" + RenderBoxTable(table) +
-         CoarseNote(report) + RenderComparisons(report, format, all_counters) + Caveats(report);
+         CoarseNote(report) + runs + RenderComparisons(report, format, all_counters) +
+         Caveats(report);
 }
 
 }  // namespace faultline::cli

@@ -64,10 +64,26 @@ std::string ReportTitle(const v1::GetReportResponse& report);
 // Whole output for `faultline report`, ending in a newline. JSON uses the proto field names.
 // With comparisons, table and markdown add the A/B tables (comparison.h); CSV is
 // ReportCsvTable().
-// all_counters: every compared counter under each comparison instead of the significant
-// ones; with CSV, the counters' table (CounterCsvTable) instead of the throughput one.
+// One column of a seed-shaped per-run table (run_table.h): LABEL=EXPR or EXPR, where EXPR
+// is COUNTER, COUNTER/COUNTER, optionally followed by *NUMBER
+// (e.g. "Miss/Drop(%)=vmstat.retry_io_miss/vmstat.retry_mmap_drop*100").
+struct ColumnSpec {
+  std::string label;
+  std::string numerator;
+  std::string denominator;  // "" for a plain counter
+  double scale = 1;
+};
+
+struct ReportView {
+  // Every compared counter under each comparison instead of the significant ones; with CSV,
+  // the counters' table (CounterCsvTable) instead of the throughput one.
+  bool all_counters = false;
+  // Non-empty: the per-run table with these columns (RunTable) after the summary; with CSV,
+  // that table instead of the throughput one. The report must hold run_results.
+  std::vector<ColumnSpec> columns;
+};
 std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format,
-                         bool all_counters = false);
+                         const ReportView& view = {});
 // Indented JSON with proto field names and default values printed, ending in a newline.
 std::string MessageToJson(const google::protobuf::Message& message);
 

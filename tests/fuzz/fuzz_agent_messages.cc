@@ -51,10 +51,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto ok = controller::HealthAfterHello(std::nullopt, board.summary);
       auto switched = controller::HealthAfterHello(
           controller::SwitchInFlight{"patched", req.board().boot_id()}, board.summary);
-      if (ok.health != "ok" && ok.health != "needs-check") std::abort();
-      if (switched.health != "ok" && switched.health != "needs-check") std::abort();
+      if (ok.health == controller::BoardHealth::kSwitching)
+        std::abort();  // a hello never leaves it switching
+      if (switched.health == controller::BoardHealth::kSwitching) std::abort();
       // A hello from the same boot never settles a switch as done.
-      if (!req.board().boot_id().empty() && switched.health == "ok") std::abort();
+      if (!req.board().boot_id().empty() && switched.health == controller::BoardHealth::kOk)
+        std::abort();
       break;
     }
     case 1: {

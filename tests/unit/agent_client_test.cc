@@ -4,7 +4,6 @@
 // AgentService served in-process over real gRPC; time is the fake clock (nothing sleeps).
 #include "agent/rpc/agent_client.h"
 
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -22,7 +21,6 @@
 namespace faultline::agent {
 namespace {
 
-using ::testing::ElementsAre;
 using testing::FakeClock;
 
 // A controller that records every call in order and answers from a script.
@@ -167,7 +165,8 @@ TEST_F(AgentClientTest, SendsTheSpoolBeforeHelloThenPollsAndStops) {
   EXPECT_EQ(client.Serve(handlers), 0);
 
   // Oldest run first, both before the hello (which releases the board's runs).
-  EXPECT_THAT(controller_.calls(), ElementsAre("report 9", "report 12", "hello", "acquire"));
+  EXPECT_EQ(controller_.calls(),
+            (std::vector<std::string>{"report 9", "report 12", "hello", "acquire"}));
   auto left = spool_->List();
   ASSERT_TRUE(left.ok());
   EXPECT_TRUE(left->empty()) << "delivered results stay spooled";
@@ -254,15 +253,15 @@ TEST_F(AgentClientTest, HandsRunsToTheRunFlowAndASwitchFailureBecomesNeedsCheckA
   };
   EXPECT_EQ(client.Serve(handlers), 0);
 
-  EXPECT_THAT(ran, ElementsAre(41));
-  EXPECT_THAT(switched, ElementsAre("patched"));
+  EXPECT_EQ(ran, (std::vector<int64_t>{41}));
+  EXPECT_EQ(switched, (std::vector<std::string>{"patched"}));
   const auto hellos = controller_.hellos();
   ASSERT_GE(hellos.size(), 3u);
   EXPECT_EQ(hellos[0].board().health(), v1::BOARD_HEALTH_OK);
   EXPECT_EQ(hellos[1].board().health(), v1::BOARD_HEALTH_NEEDS_CHECK);
   EXPECT_EQ(hellos[1].board().health_reason(), "switch to 'patched': kexec failed");
-  EXPECT_THAT(controller_.calls(),
-              ElementsAre("hello", "acquire", "acquire", "acquire", "hello", "hello", "acquire"));
+  EXPECT_EQ(controller_.calls(), (std::vector<std::string>{"hello", "acquire", "acquire", "acquire",
+                                                           "hello", "hello", "acquire"}));
   // The failed switch is reported at once: no backoff before the needs-check hello.
   const auto waits = clock_.waits();
   ASSERT_EQ(waits.size(), 1u) << "only the needs-check wait";
@@ -279,7 +278,8 @@ TEST_F(AgentClientTest, AnAgentThatCannotSwitchKernelsNeverTakesAnOrder) {
   handlers.run = [](const v1::Assignment&, const std::atomic<bool>&) {};
   // kernel_switch left null: the order is refused and the agent says hello again.
   EXPECT_EQ(client.Serve(handlers), 0);
-  EXPECT_THAT(controller_.calls(), ElementsAre("hello", "acquire", "hello", "acquire"));
+  EXPECT_EQ(controller_.calls(),
+            (std::vector<std::string>{"hello", "acquire", "hello", "acquire"}));
 }
 
 }  // namespace

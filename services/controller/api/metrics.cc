@@ -131,7 +131,8 @@ std::string ControllerMetrics::Render(MetricsSource* source, BoardStore* boards,
                         .Register(state);
     for (int64_t job_id : snapshot->comparison_jobs) {
       v1::GetReportResponse report;
-      if (!BuildReport(jobs, job_id, &report).ok()) continue;
+      if (!BuildReport(jobs, job_id, &report, ReportOptions{.compare_counters = false}).ok())
+        continue;
       std::string study = report.job().spec().name().empty() ? report.job().spec().benchmark()
                                                               : report.job().spec().name();
       for (const auto& c : report.comparisons()) {

@@ -10,7 +10,8 @@
 
 namespace faultline::controller {
 
-absl::Status BuildReport(JobStore* store, int64_t job_id, v1::GetReportResponse* resp) {
+absl::Status BuildReport(JobStore* store, int64_t job_id, v1::GetReportResponse* resp,
+                         const ReportOptions& report_options) {
   auto job = store->GetJob(job_id);
   if (!job.ok()) return job.status();
   auto runs = store->ListRuns(job_id);
@@ -102,7 +103,8 @@ absl::Status BuildReport(JobStore* store, int64_t job_id, v1::GetReportResponse*
   resp->set_min_effect(options.min_effect);
   // Each run's counters, parsed once, by (cell, board, kernel).
   std::map<std::tuple<Cell, std::string, std::string>, std::vector<RunCounters>> counters_of;
-  if (kernels.size() > 1) {
+  const bool need_counters = kernels.size() > 1 && report_options.compare_counters;
+  if (need_counters || !report_options.run_counters.empty()) {
     for (size_t i = 0; i < runs->size(); ++i) {
       const RunRecord& r = (*runs)[i];
       if (!outcomes[i].succeeded) continue;
@@ -120,7 +122,22 @@ absl::Status BuildReport(JobStore* store, int64_t job_id, v1::GetReportResponse*
           it != rc.values.end() && it->second > 0) {
         rc.seconds = it->second;
       }
-      counters_of[{outcomes[i].cell, r.board, r.kernel}].push_back(std::move(rc));
+      if (!report_options.run_counters.empty()) {
+        auto* row = resp->add_run_results();
+        for (const auto& [k, v] : r.cell) (*row->mutable_cell())[k] = v;
+        row->set_kernel(r.kernel);
+        row->set_board(r.board);
+        row->set_repetition(static_cast<uint32_t>(r.repetition));
+        row->set_rounds(r.rounds);
+        row->set_throughput(r.throughput);
+        for (const auto& name : report_options.run_counters) {
+          auto it = rc.values.find(name);
+          // A zero delta is not stored: a counter the run lacks is 0 (or absent on its kernel).
+          (*row->mutable_counters())[name] = it == rc.values.end() ? 0.0 : it->second;
+        }
+      }
+      if (need_counters)
+        counters_of[{outcomes[i].cell, r.board, r.kernel}].push_back(std::move(rc));
     }
   }
   if (kernels.size() > 1) {
@@ -147,7 +164,9 @@ absl::Status BuildReport(JobStore* store, int64_t job_id, v1::GetReportResponse*
       out->set_verdict(std::string(ToString(c.stats.verdict)));
       const auto& a = counters_of[{c.cell, c.board, c.baseline}];
       const auto& b = counters_of[{c.cell, c.board, c.candidate}];
-      for (const CounterComparison& k : CompareCounters(a, b, c.stats.paired, options)) {
+      for (const CounterComparison& k : need_counters
+                                            ? CompareCounters(a, b, c.stats.paired, options)
+                                            : std::vector<CounterComparison>{}) {
         auto* kc = out->add_counters();
         kc->set_name(k.name);
         kc->set_unit(k.unit);

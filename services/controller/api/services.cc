@@ -129,7 +129,17 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetReport(grpc::CallbackServerContext*
                                                     v1::GetReportResponse* resp) {
   RpcTimer timer(metrics_, "GetReport");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  return Done(ctx, &timer, BuildReport(stores_.jobs, req->job_id(), resp));
+  ReportOptions options;
+  if (req->run_counters_size() > 64) {
+    return Done(ctx, &timer, Invalid("run_counters: at most 64 counter names"));
+  }
+  for (const auto& name : req->run_counters()) {
+    if (name.empty() || name.size() > 128) {
+      return Done(ctx, &timer, Invalid("run_counters: each name must be 1..128 characters"));
+    }
+    options.run_counters.push_back(name);
+  }
+  return Done(ctx, &timer, BuildReport(stores_.jobs, req->job_id(), resp, options));
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListAgents(grpc::CallbackServerContext* ctx,
