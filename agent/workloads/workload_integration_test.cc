@@ -312,7 +312,11 @@ TEST(WorkloadBinary, FilemapThrashUnderATightMemcgFaultsMajorOrRefaults) {
                           c.value("vmstat.workingset_refault_file", 0.0) +
                           c.value("memcg.pgmajfault", 0.0);
   EXPECT_GT(evidence, 0) << c.dump();
-  EXPECT_TRUE(c.contains("memcg.events.failcnt") || c.contains("memcg.events.max")) << c.dump();
+  // The memcg's own counters (memory.stat) saw the thrashing. memory.events/failcnt deltas
+  // appear only when they moved within the measured seconds (on v1 failcnt may stay put once
+  // the cache has settled at the limit in the warm-up); the agent adds their totals.
+  EXPECT_GT(c.value("memcg.workingset_refault_file", 0.0) + c.value("memcg.pgmajfault", 0.0), 0)
+      << c.dump();
   EXPECT_TRUE(c.contains("memcg.pgfault")) << c.dump();  // memory.stat's own counters
   EXPECT_TRUE(c.contains("memcg.peak_bytes")) << c.dump();
   EXPECT_LE(c["memcg.peak_bytes"].get<double>(), 32.0 * 1024 * 1024);

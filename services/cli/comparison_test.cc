@@ -295,6 +295,11 @@ TEST(CountersTest, SignificantChangesUnderTheirComparisonLargestFirst) {
   EXPECT_THAT(csv, HasSubstr(",true,false,\n"));
   EXPECT_THAT(csv, HasSubstr("vmstat.new_debug,round,0,0.025,0,0,,,,0,1,false,false,candidate\n"));
 
+  // JSON carries all of it, NaN ratios included.
+  const std::string json = RenderReport(report, ReportFormat::kJson);
+  EXPECT_THAT(json, HasSubstr("\"verdict\": \"improvement\""));
+  EXPECT_THAT(json, HasSubstr("\"name\": \"vmstat.new_debug\""));
+
   // Nothing significant: one line says so.
   v1::GetReportResponse quiet;
   quiet.set_alpha(0.01);

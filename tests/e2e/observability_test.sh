@@ -81,7 +81,10 @@ YAML
 aa=$("$FL_BIN_CLI" submit "$FL_STATE/aa.yaml" --wait) || fail "A/A study failed"
 reg=$("$FL_BIN_CLI" submit "$FL_STATE/regression.yaml" --wait) || fail "regression study failed"
 "$FL_BIN_CLI" report "$reg"
-"$FL_BIN_CLI" report "$reg" --format json | grep -Eq '"verdict": ?"(regression|collapse)"' \
+# Read whole first: grep -q stops reading at its match, and the writer's SIGPIPE fails the
+# pipeline under pipefail (the JSON carries every counter comparison: it is large).
+reg_json=$("$FL_BIN_CLI" report "$reg" --format json) || fail "report --format json"
+grep -Eq '"verdict": ?"(regression|collapse)"' <<<"$reg_json" \
   || fail "the slowed-down candidate was not found slower"
 pass "studies done: A/A job $aa, regression job $reg"
 
