@@ -164,6 +164,12 @@ std::vector<std::string> BuildWorkloadArgv(const WorkloadInvocation& invocation)
     argv.push_back("--dir");
     argv.push_back(invocation.work_dir);
   }
+  if (!invocation.events.empty()) {
+    std::string events;
+    for (const auto& event : invocation.events) events += (events.empty() ? "" : ",") + event;
+    argv.push_back("--events");
+    argv.push_back(events);
+  }
   argv.push_back("--progress-fd");
   argv.push_back(std::to_string(kProgressFdInChild));
   // The run cgroup already carries the limits: a preset must not make the child nest its own.
