@@ -313,7 +313,6 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
   ChildObservations observed;
   std::optional<Clock::time_point> term_sent_at;
   int status = 0;
-  bool reaped = false;
   bool out_open = true, err_open = true, progress_open = true;
   bool stdout_overflow = false;
 
@@ -331,7 +330,7 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
     if (!chunk.empty()) progress_lines.Feed(chunk);
   };
 
-  while (!reaped) {
+  while (true) {  // until the child is reaped
     struct pollfd fds[3] = {{out_open ? out.read.get() : -1, POLLIN, 0},
                             {err_open ? err.read.get() : -1, POLLIN, 0},
                             {progress_open ? progress.read.get() : -1, POLLIN, 0}};
@@ -343,10 +342,7 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
       observed.we_sent_sigkill = true;
     }
     if (stdout_overflow) outcome.result_json.clear();
-    if (::waitpid(child, &status, WNOHANG) == child) {
-      reaped = true;
-      break;
-    }
+    if (::waitpid(child, &status, WNOHANG) == child) break;
     const Clock::time_point now = Clock::now();
     if (!term_sent_at) {
       if (invocation.cancel != nullptr && invocation.cancel->load()) {
