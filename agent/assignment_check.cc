@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/common/benchmarks.h"
+#include "services/common/perf_events.h"
 #include "services/common/units.h"
 
 namespace faultline::agent {
@@ -24,6 +25,11 @@ std::string CheckAssignment(const AssignmentFacts& a, const BoardCapacity& board
   std::string bad_knob, why;
   auto knobs = ResolveKnobs(*bench, a.params, &bad_knob, &why);
   if (!knobs) return absl::StrCat("params.", bad_knob.substr(0, 64), ": ", why);
+  size_t bad_event = 0;
+  if (!CheckPerfEventList(a.events, &bad_event, &why)) {
+    return bad_event < a.events.size() ? absl::StrCat("events[", bad_event, "]: ", why)
+                                       : absl::StrCat("events: ", why);
+  }
   auto number = [&](const char* knob) -> uint64_t {
     auto it = knobs->find(knob);
     return it == knobs->end() ? 0 : it->second.number;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace faultline::agent {
 
@@ -15,6 +16,9 @@ struct AssignmentFacts {
   std::map<std::string, std::string> params;
   uint32_t duration_seconds = 0;
   std::string memory_max;  // bytes as text ("max" / "" are refused: every run is limited)
+  // Perf events (syntax only: whether a tracepoint exists the workload finds out, and its
+  // refusal, naming the event, becomes the run's failure reason).
+  std::vector<std::string> events{};
 };
 
 struct BoardCapacity {

@@ -93,6 +93,7 @@ RunReport RunExecutor::Run(const v1::Assignment& a, std::atomic<bool>* cancel) {
   facts.params.insert(a.params().begin(), a.params().end());
   facts.duration_seconds = a.duration_seconds();
   facts.memory_max = a.memcg().memory_max();
+  facts.events.assign(a.events().begin(), a.events().end());
   BoardCapacity capacity;
   capacity.memory_bytes = options_.memory_bytes;
   capacity.work_dir_free_bytes = host_.FreeBytes(options_.work_dir);
@@ -105,6 +106,7 @@ RunReport RunExecutor::Run(const v1::Assignment& a, std::atomic<bool>* cancel) {
   inv.benchmark = a.benchmark();
   inv.params.insert(a.params().begin(), a.params().end());
   inv.duration_seconds = a.duration_seconds();
+  inv.events.assign(a.events().begin(), a.events().end());
   inv.work_dir = options_.work_dir;
   inv.limits.memory_max = LimitFromWire(a.memcg().memory_max());
   inv.limits.memory_high = LimitFromWire(a.memcg().memory_high());

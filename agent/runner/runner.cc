@@ -164,6 +164,12 @@ std::vector<std::string> BuildWorkloadArgv(const WorkloadInvocation& invocation)
     argv.push_back("--dir");
     argv.push_back(invocation.work_dir);
   }
+  if (!invocation.events.empty()) {
+    std::string events;
+    for (const auto& event : invocation.events) events += (events.empty() ? "" : ",") + event;
+    argv.push_back("--events");
+    argv.push_back(events);
+  }
   argv.push_back("--progress-fd");
   argv.push_back(std::to_string(kProgressFdInChild));
   // The run cgroup already carries the limits: a preset must not make the child nest its own.
@@ -307,7 +313,6 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
   ChildObservations observed;
   std::optional<Clock::time_point> term_sent_at;
   int status = 0;
-  bool reaped = false;
   bool out_open = true, err_open = true, progress_open = true;
   bool stdout_overflow = false;
 
@@ -325,7 +330,7 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
     if (!chunk.empty()) progress_lines.Feed(chunk);
   };
 
-  while (!reaped) {
+  while (true) {  // until the child is reaped
     struct pollfd fds[3] = {{out_open ? out.read.get() : -1, POLLIN, 0},
                             {err_open ? err.read.get() : -1, POLLIN, 0},
                             {progress_open ? progress.read.get() : -1, POLLIN, 0}};
@@ -337,10 +342,7 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
       observed.we_sent_sigkill = true;
     }
     if (stdout_overflow) outcome.result_json.clear();
-    if (::waitpid(child, &status, WNOHANG) == child) {
-      reaped = true;
-      break;
-    }
+    if (::waitpid(child, &status, WNOHANG) == child) break;
     const Clock::time_point now = Clock::now();
     if (!term_sent_at) {
       if (invocation.cancel != nullptr && invocation.cancel->load()) {

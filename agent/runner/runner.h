@@ -31,6 +31,7 @@ struct WorkloadInvocation {
   std::string benchmark;
   std::map<std::string, std::string> params;   // knob -> value text
   uint32_t duration_seconds = 0;
+  std::vector<std::string> events;             // --events: perf events to count (none: no flag)
   std::string work_dir;                        // --dir; empty: the workload's default
   sys::MemcgLimits limits;
   sys::CgroupBackend cgroup_backend;
@@ -58,7 +59,7 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation);
 // --- pieces exposed for unit tests ---
 
 // argv for the child (argv[0] = binary): BENCHMARK --knob value ... --duration Ns [--dir D]
-// --progress-fd 3. Limits are not passed: the runner's cgroup applies them.
+// [--events A,B] --progress-fd 3. Limits are not passed: the runner's cgroup applies them.
 std::vector<std::string> BuildWorkloadArgv(const WorkloadInvocation& invocation);
 
 // "phase=started" / "phase=measuring second=N rounds=R"; nullopt for anything else.

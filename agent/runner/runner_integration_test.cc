@@ -97,6 +97,39 @@ TEST_F(RunnerIntegration, FilemapThrashSucceedsUnderMemcg) {
   EXPECT_TRUE(std::filesystem::is_empty(work_dir_));
 }
 
+// The job's perf events reach the workload; a tracepoint this kernel lacks fails the run
+// with the workload's reason, naming --events and the event.
+TEST_F(RunnerIntegration, EventsAreCountedOrTheirRefusalIsTheReason) {
+  auto invocation = Invocation("events", "filemap-thrash");
+  invocation.params = {{"threads", "2"}, {"file_size", "4M"}};
+  invocation.duration_seconds = 1;
+  invocation.limits.memory_max = 256u << 20;
+  invocation.events = {"mmap_lock:mmap_lock_start_locking", "sw:page-faults"};
+  auto outcome = RunWorkload(invocation);
+  ASSERT_TRUE(outcome.succeeded) << outcome.failure_reason << "\n" << outcome.stderr_tail;
+  auto result = nlohmann::json::parse(outcome.result_json);
+  EXPECT_GE(result["counters"]["perf.mmap_lock:mmap_lock_start_locking"].get<double>(),
+            result["rounds"].get<double>())
+      << result["counters"].dump();
+  EXPECT_GT(result["counters"]["perf.sw:page-faults"].get<double>(), 0);
+
+  invocation = Invocation("events-refused", "filemap-thrash");
+  invocation.params = {{"threads", "1"}, {"file_size", "1M"}};
+  invocation.duration_seconds = 1;
+  invocation.limits.memory_max = 256u << 20;
+  invocation.events = {"sw:page-faults", "mmap_lock:no_such_tracepoint"};
+  outcome = RunWorkload(invocation);
+  EXPECT_FALSE(outcome.succeeded);
+  EXPECT_EQ(outcome.failure_reason.rfind("exit code 2: --events: 'mmap_lock:no_such_tracepoint': "
+                                         "no tracepoint mmap_lock:no_such_tracepoint on this "
+                                         "kernel (mmap_lock has: ",
+                                         0),
+            0u)
+      << outcome.failure_reason;
+  EXPECT_FALSE(std::filesystem::exists(CgroupPath(invocation)));
+  EXPECT_TRUE(std::filesystem::is_empty(work_dir_));
+}
+
 TEST_F(RunnerIntegration, CancelStopsTheRunQuickly) {
   auto invocation = Invocation("cancel", "filemap-thrash");
   invocation.params = {{"threads", "2"}, {"file_size", "1M"}};

@@ -21,6 +21,19 @@ TEST(BuildWorkloadArgv, PassesKnobsDurationDirAndProgressFd) {
                                       "--inherit-cgroup"}));
 }
 
+TEST(BuildWorkloadArgv, PassesEventsAsOneCommaSeparatedFlag) {
+  WorkloadInvocation invocation;
+  invocation.workload_binary = "/opt/faultline-workload";
+  invocation.benchmark = "filemap-thrash";
+  invocation.duration_seconds = 5;
+  invocation.events = {"mmap_lock:mmap_lock_start_locking", "sw:page-faults"};
+  EXPECT_EQ(
+      BuildWorkloadArgv(invocation),
+      (std::vector<std::string>{"/opt/faultline-workload", "filemap-thrash", "--duration", "5s",
+                                "--events", "mmap_lock:mmap_lock_start_locking,sw:page-faults",
+                                "--progress-fd", "3", "--inherit-cgroup"}));
+}
+
 TEST(ParseProgressLine, StartedAndMeasuring) {
   auto started = ParseProgressLine("phase=started");
   ASSERT_TRUE(started);

@@ -6,6 +6,8 @@
 
 #include "CLI/CLI.hpp"
 #include "services/common/benchmarks.h"
+#include "services/common/perf_events.h"
+#include "services/common/strings.h"
 #include "services/common/units.h"
 
 namespace faultline::workloads {
@@ -61,9 +63,36 @@ struct MatchedFlags {
 };
 
 // The flags that take a value besides the knobs.
-constexpr const char* kValueFlags[] = {"duration",    "dir",           "memory_max",
-                                       "memory_high", "swap_max",      "zram_swap",
-                                       "cgroup_root", "cgroup_parent", "progress_fd"};
+constexpr const char* kValueFlags[] = {"duration",    "dir",       "memory_max",  "memory_high",
+                                       "swap_max",    "zram_swap", "cgroup_root", "cgroup_parent",
+                                       "progress_fd", "events"};
+
+// "--events a,b": the list, each entry trimmed; false with *error naming --events and the
+// event.
+bool ParseEventList(const std::string& text, std::vector<std::string>* events, std::string* error) {
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string_view item = TrimSpace(std::string_view(text).substr(
+        start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (item.empty()) {
+      *error = "--events: empty entry in '" + text.substr(0, 64) +
+               "' (a comma-separated list, e.g. --events "
+               "mmap_lock:mmap_lock_start_locking,sw:page-faults)";
+      return false;
+    }
+    events->emplace_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  size_t index = 0;
+  std::string why;
+  if (!CheckPerfEventList(*events, &index, &why)) {
+    *error = "--events: " + why;
+    return false;
+  }
+  return true;
+}
 
 // CLI11 matches flags and collects values; the catalogue and units.h check the values (so
 // that an error names the limit), so CLI11 converts none of them.
@@ -147,13 +176,23 @@ std::string WorkloadUsage() {
       "usage: faultline-workload BENCHMARK [--KNOB VALUE ...] --duration 5s [--dir DIR]\n"
       "         [--memory-max SIZE] [--memory-high SIZE] [--swap-max SIZE]\n"
       "         [--cgroup-root DIR] [--cgroup-parent DIR] [--progress-fd N] [--inherit-cgroup]\n"
-      "         [--zram-swap SIZE]\n"
+      "         [--zram-swap SIZE] [--events EV1,EV2,...]\n"
       "       faultline-workload --preset NAME [--KNOB VALUE ...] [--duration ...]\n"
       "Prints one JSON result object on stdout. With --memory-*/--swap-max (or a preset's\n"
       "memcg limits) it runs in a memory cgroup of its own; --inherit-cgroup stays where it\n"
       "is. A preset's matrix axes default to their first value. --zram-swap sets up a zram\n"
       "swap device of SIZE for a benchmark that needs swap and removes it afterwards (root).\n"
-      "Exit codes: 0 ok, 1 failed, 2 usage, 3 no swap, 4 interrupted.\n";
+      "--events counts perf events over the measured interval, summed over the workload's\n"
+      "threads (counters perf.EVENT; at most 16): tracepoints SYSTEM:NAME, e.g.\n"
+      "mmap_lock:mmap_lock_start_locking (tracefs is mounted for the look-up if it is not),\n"
+      "sw:NAME and hw:NAME (a board without a PMU reports hw events as unsupported).\n";
+  auto names = [](const std::vector<std::string>& list) {
+    std::string joined;
+    for (const auto& n : list) joined += (joined.empty() ? "" : ", ") + n;
+    return joined;
+  };
+  out += "  sw: " + names(SoftwarePerfEventNames()) + "\n  hw: " + names(HardwarePerfEventNames()) +
+         "\nExit codes: 0 ok, 1 failed, 2 usage, 3 no swap, 4 interrupted.\n";
   for (const auto& benchmark : Benchmarks()) {
     out += "\n" + benchmark.name + (benchmark.requires_swap ? " (needs swap)" : "") + ": " +
            benchmark.help + "\n";
@@ -238,6 +277,9 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
       return std::nullopt;
     }
     command.progress_fd = static_cast<int>(*fd);
+  }
+  if (auto value = take("events")) {
+    if (!ParseEventList(*value, &command.events, error)) return std::nullopt;
   }
   if (auto value = take("dir")) command.work_dir = *value;
   if (auto value = take("cgroup_root")) command.cgroup.cgroup_root = *value;

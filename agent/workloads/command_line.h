@@ -3,6 +3,7 @@
 //   faultline-workload BENCHMARK [--KNOB VALUE ...] --duration 5s [--dir DIR]
 //       [--memory-max SIZE] [--memory-high SIZE] [--swap-max SIZE]
 //       [--cgroup-root DIR] [--cgroup-parent DIR] [--progress-fd N] [--inherit-cgroup]
+//       [--events EV1,EV2,...]
 //   faultline-workload --preset NAME [BENCHMARK] [--KNOB VALUE ...] [--duration ...]
 // A preset supplies knob defaults, the duration and (unless --inherit-cgroup, which the
 // agent's runner passes because its run cgroup already has the limits) the memcg limits.
@@ -33,6 +34,9 @@ struct WorkloadCommand {
   int progress_fd = -1;  // where per-second progress lines go (the runner's pipe)
   std::string preset;    // "" = none
   uint64_t zram_swap_bytes = 0;  // --zram-swap: provision zram swap for a swap benchmark
+  // --events: perf events counted over the measured interval (services/common/perf_events.h
+  // syntax, checked here; whether a tracepoint exists is checked when the run starts).
+  std::vector<std::string> events;
 };
 
 inline constexpr uint32_t kMaxDurationSeconds = 7 * 24 * 3600;

@@ -157,5 +157,39 @@ TEST(ParseWorkloadCommand, HelpAndListPresetsStopWhereTheyStand) {
   EXPECT_NE(error.find("--duration"), std::string::npos) << error;
 }
 
+TEST(ParseWorkloadCommand, EventsAreACommaSeparatedCheckedList) {
+  std::string error;
+  auto command = Parse({"filemap-thrash", "--duration", "1s", "--events",
+                        "mmap_lock:mmap_lock_start_locking, sw:page-faults,hw:cycles"},
+                       &error);
+  ASSERT_TRUE(command) << error;
+  EXPECT_EQ(command->events, (std::vector<std::string>{"mmap_lock:mmap_lock_start_locking",
+                                                       "sw:page-faults", "hw:cycles"}));
+  auto none = Parse({"filemap-thrash", "--duration", "1s"}, &error);
+  ASSERT_TRUE(none) << error;
+  EXPECT_TRUE(none->events.empty());
+
+  EXPECT_FALSE(Parse({"filemap-thrash", "--duration", "1s", "--events", "sw:faults"}, &error));
+  EXPECT_EQ(error.rfind("--events: 'sw:faults': unknown software event 'faults' (", 0), 0u)
+      << error;
+  EXPECT_FALSE(Parse({"filemap-thrash", "--duration", "1s", "--events=a:b,,c:d"}, &error));
+  EXPECT_EQ(error.rfind("--events: empty entry in 'a:b,,c:d'", 0), 0u) << error;
+  EXPECT_FALSE(Parse({"filemap-thrash", "--duration", "1s", "--events", "Mmap:x"}, &error));
+  EXPECT_NE(error.find("--events: 'Mmap:x': malformed tracepoint name"), std::string::npos)
+      << error;
+  EXPECT_FALSE(Parse(
+      {"filemap-thrash", "--duration", "1s", "--events", "sw:page-faults,sw:page-faults"}, &error));
+  EXPECT_EQ(error, "--events: 'sw:page-faults': listed twice");
+  std::string many;
+  for (int i = 0; i < 17; ++i) many += (i ? ",t:e" : "t:e") + std::to_string(i);
+  EXPECT_FALSE(Parse({"filemap-thrash", "--duration", "1s", "--events", many}, &error));
+  EXPECT_EQ(error, "--events: at most 16 events, got 17");
+  EXPECT_FALSE(Parse({"filemap-thrash", "--duration", "1s", "--events", "sw:page-faults",
+                      "--events", "sw:major-faults"},
+                     &error));
+  EXPECT_NE(error.find("--events given 2 times"), std::string::npos) << error;
+  EXPECT_NE(WorkloadUsage().find("sw: page-faults, minor-faults"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace faultline::workloads

@@ -13,6 +13,7 @@
 #include "agent/sys/vmstat.h"
 #include "agent/sys/zram_swap.h"
 #include "agent/workloads/exit_codes.h"
+#include "agent/workloads/perf_counting.h"
 #include "agent/workloads/result.h"
 #include "agent/workloads/workload.h"
 #include "services/common/strings.h"
@@ -78,6 +79,17 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
       }
     }
   }
+  // --events: unknown names and tracepoints this kernel lacks are refused before anything is
+  // set up (tracefs, if it must be mounted, only for the look-up of their ids).
+  std::optional<PerfCounting> perf;
+  if (!command.events.empty()) {
+    sys::PerfEventsError perf_error;
+    auto resolved = sys::ResolvePerfEvents(command.events, command.work_dir, &perf_error);
+    if (!resolved) {
+      return Fail(perf_error.usage ? kExitUsage : kExitFailure, "--events: " + perf_error.message);
+    }
+    perf.emplace(std::move(*resolved));
+  }
   // Declared before the cgroup and the workload: swapoff happens after their memory is gone.
   std::unique_ptr<sys::ZramSwap> zram;
   if (command.zram_swap_bytes > 0 && spec->requires_swap) {
@@ -139,15 +151,20 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   plan.seconds = command.duration_seconds;
   CounterSnapshot at_start, at_end;
   HarnessHooks hooks;
-  hooks.threads_started = [&] { WriteProgress(command.progress_fd, FormatProgressStarted()); };
+  hooks.threads_started = [&] {
+    if (perf) perf->ThreadsStarted();
+    WriteProgress(command.progress_fd, FormatProgressStarted());
+  };
   hooks.measurement_started = [&] {
     at_start = TakeCounterSnapshot(memcg_dir);
     workload->MeasurementStarted();
+    if (perf) perf->MeasurementStarted();
   };
   hooks.second_done = [&](uint32_t second, uint64_t rounds) {
     WriteProgress(command.progress_fd, FormatProgressSecond(second, rounds));
   };
   hooks.measurement_ended = [&] {
+    if (perf) perf->MeasurementEnded();
     workload->MeasurementEnded();
     at_end = TakeCounterSnapshot(memcg_dir);
   };
@@ -194,6 +211,9 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   environment["threads_started"] = std::to_string(run.threads_started);
   if (!memcg_dir.empty()) environment["memcg.current"] = memcg_dir;
   workload->DescribeEnvironment(&environment);
+  if (perf && !perf->AddResults(&result.counters, &environment, &error)) {
+    return Fail(kExitFailure, "--events: " + error);
+  }
   result.environment = std::move(environment);
 
   CommandOutput out;

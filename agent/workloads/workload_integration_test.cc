@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "agent/sys/cgroup.h"
@@ -413,6 +414,95 @@ TEST(WorkloadBinary, SizesAboveTheBoardsRamFailBeforeAllocating) {
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_NE(run.err.find("--region_size: must not exceed the board's RAM"), std::string::npos)
       << run.err;
+}
+
+// --events: tracepoint counts per run. filemap-thrash's rounds each map and unmap a file
+// (mmap_lock for write twice); faults under the per-VMA lock take no mmap_lock, except the
+// retries that fall back to it. A munmap thread's loop takes mmap_lock all the time: per
+// round, the count grows by two orders of magnitude (measured on a 2-core VM, 10 runs each:
+// 6-11 per round without, 1,400-9,700 with munmap churn). 5x cannot fail by chance.
+TEST(WorkloadBinary, MmapLockCountPerRoundGrowsWithMunmapChurn) {
+  std::string reason;
+  auto backend = sys::DetectCgroupBackend({}, &reason);
+  if (::geteuid() != 0 || !backend) GTEST_SKIP() << "no usable memory cgroup: " << reason;
+  TempDir dir;
+  double per_round[2] = {0, 0};
+  for (int munmap_threads : {0, 1}) {
+    SCOPED_TRACE(munmap_threads);
+    // 2 x 16M of written page cache in a 24M memcg: the readers thrash, as in the studies.
+    auto run =
+        RunWorkload({"filemap-thrash", "--threads", "2", "--file-size", "16M", "--file-fill",
+                     "written", "--munmap-threads", std::to_string(munmap_threads), "--duration",
+                     "2s", "--dir", dir.path(), "--memory-max", "24M", "--swap-max", "0",
+                     "--events", "mmap_lock:mmap_lock_start_locking,sw:page-faults"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    auto result = nlohmann::json::parse(run.out);
+    ExpectConsistentResult(result, 2);
+    const auto& c = result["counters"];
+    const auto& e = result["environment"];
+    ASSERT_TRUE(c.contains("perf.mmap_lock:mmap_lock_start_locking")) << c.dump();
+    ASSERT_TRUE(c.contains("perf.sw:page-faults")) << c.dump();
+    // Every thread of the process: the benchmark's, the munmap thread, the sampler.
+    EXPECT_EQ(e["perf.threads"], std::to_string(2 + munmap_threads + 1)) << e.dump();
+    EXPECT_FALSE(e.contains("perf.scaled.mmap_lock:mmap_lock_start_locking")) << e.dump();
+    const double count = c["perf.mmap_lock:mmap_lock_start_locking"].get<double>();
+    const double rounds = result["rounds"].get<double>();
+    EXPECT_GE(count, rounds);  // at least the mmap of each round
+    // The process's own faults, as getrusage counts them over (almost) the same interval.
+    const double faults = c["perf.sw:page-faults"].get<double>();
+    const double rusage_faults = c.value("rusage.minflt", 0.0) + c.value("rusage.majflt", 0.0);
+    EXPECT_GT(faults, 0.8 * rusage_faults) << c.dump();
+    EXPECT_LT(faults, 1.2 * rusage_faults) << c.dump();
+    per_round[munmap_threads] = count / std::max(1.0, rounds);
+    std::cout << "munmap_threads=" << munmap_threads << ": rounds " << rounds
+              << ", mmap_lock_start_locking " << count << " (" << per_round[munmap_threads]
+              << " per round)\n";
+  }
+  EXPECT_GE(per_round[1], 5 * per_round[0]);
+  EXPECT_TRUE(dir.empty());
+}
+
+TEST(WorkloadBinary, RefusedEventsAreUsageErrorsNamingTheFlagAndTheEvent) {
+  TempDir dir;
+  auto unknown =
+      RunWorkload({"filemap-thrash", "--threads", "1", "--file-size", "1M", "--duration", "1s",
+                   "--dir", dir.path(), "--events", "sw:page-faults,sw:pagefaults"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+  EXPECT_NE(unknown.err.find("--events: 'sw:pagefaults': unknown software event"),
+            std::string::npos)
+      << unknown.err;
+  if (::geteuid() != 0) GTEST_SKIP() << "tracepoint look-up needs root (tracefs)";
+  auto missing =
+      RunWorkload({"filemap-thrash", "--threads", "1", "--file-size", "1M", "--duration", "1s",
+                   "--dir", dir.path(), "--events", "mmap_lock:no_such_tracepoint"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("--events: 'mmap_lock:no_such_tracepoint': no tracepoint "
+                             "mmap_lock:no_such_tracepoint on this kernel"),
+            std::string::npos)
+      << missing.err;
+  EXPECT_TRUE(missing.out.empty());
+  EXPECT_TRUE(dir.empty());  // no tracefs mount point left behind
+}
+
+TEST(WorkloadBinary, HardwareEventsWithoutAPmuAreReportedNotFatal) {
+  if (::geteuid() != 0) GTEST_SKIP() << "perf counters of every thread: run as root";
+  TempDir dir;
+  auto run = RunWorkload({"filemap-thrash", "--threads", "1", "--file-size", "1M", "--duration",
+                          "1s", "--dir", dir.path(), "--events", "hw:cycles,sw:context-switches"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto result = nlohmann::json::parse(run.out);
+  const auto& c = result["counters"];
+  const auto& e = result["environment"];
+  EXPECT_TRUE(c.contains("perf.sw:context-switches")) << c.dump();
+  if (e.contains("perf.unsupported.hw:cycles")) {  // no PMU (qemu TCG, this VM)
+    EXPECT_FALSE(c.contains("perf.hw:cycles"));
+    EXPECT_NE(e["perf.unsupported.hw:cycles"].get<std::string>().find("no hardware PMU"),
+              std::string::npos)
+        << e.dump();
+  } else {
+    EXPECT_GT(c["perf.hw:cycles"].get<double>(), 0) << c.dump();
+  }
+  EXPECT_TRUE(dir.empty());
 }
 
 FAULTLINE_REMOVE_EMPTY_CGROUP_PARENT_AT_EXIT();

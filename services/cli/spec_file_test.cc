@@ -57,6 +57,20 @@ matrix: {threads: [4, 8]}
   EXPECT_EQ(spec->name(), "");
 }
 
+TEST(SpecFileTest, EventsInFlowAndBlockStyle) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFromString(
+      "benchmark: filemap-thrash\nevents: [mmap_lock:mmap_lock_start_locking, sw:page-faults]\n",
+      "spec.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->events(), ElementsAre("mmap_lock:mmap_lock_start_locking", "sw:page-faults"));
+  spec = LoadJobSpecFromString("events:\n  - exceptions:page_fault_user\n  - sw:context-switches\n",
+                               "spec.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->events(), ElementsAre("exceptions:page_fault_user", "sw:context-switches"));
+  // "a: b" is a map in YAML: the error says where.
+  EXPECT_THAT(ErrorOf("events: [sw: page-faults]\n"), StartsWith("spec.yaml:1:"));
+}
+
 TEST(SpecFileTest, BlockStyleAndEveryField) {
   absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFromString(R"(# nightly A/B
 name: "swap-in A/B"
@@ -112,7 +126,8 @@ TEST(SpecFileTest, UnknownFieldGivesLineColumnAndTheFields) {
             "repetitions, "
             "kernels, memcg, params, matrix, arches, boards, name, baseline, block_size, "
             "shuffle_seed, alpha, "
-            "min_effect, kernel_overrides, max_repetitions, target_ci_half_width, each_board); did "
+            "min_effect, kernel_overrides, max_repetitions, target_ci_half_width, each_board, "
+            "events); did "
             "you mean "
             "'benchmark'?");
 }

@@ -321,6 +321,23 @@ TEST_F(StoreTest, EachBoardJobsPinOneCopyOfEveryRunToEachBoard) {
             2);
 }
 
+TEST_F(StoreTest, AssignmentsCarryTheJobsPerfEvents) {
+  const int64_t plain = Submit(1);
+  auto a = ClaimRun("box");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ((*a)->job_id, plain);
+  EXPECT_TRUE((*a)->events.empty());
+  ASSERT_TRUE(store_->jobs().CancelJob(plain).ok());  // its other run must not come next
+  const int64_t counted = Submit(1, {"vanilla"}, 0, {}, [](JobSpecInput& s) {
+    s.events = {"mmap_lock:mmap_lock_start_locking", "sw:page-faults"};
+  });
+  a = ClaimRun("box");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ((*a)->job_id, counted);
+  EXPECT_EQ((*a)->events,
+            (std::vector<std::string>{"mmap_lock:mmap_lock_start_locking", "sw:page-faults"}));
+}
+
 TEST_F(StoreTest, RequestIdMakesSubmissionIdempotent) {
   JobSpecInput spec;
   spec.benchmark = "filemap-thrash";

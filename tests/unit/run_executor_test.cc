@@ -153,6 +153,40 @@ TEST_F(RunExecutorTest, InvocationCarriesTheAssignmentAndTheBoard) {
   EXPECT_FALSE(inv.limits.memory_high.has_value());
   EXPECT_EQ(inv.limits.swap_max, 0u);
   EXPECT_NE(inv.cancel, nullptr);
+  EXPECT_TRUE(inv.events.empty());
+}
+
+TEST_F(RunExecutorTest, EventsReachTheWorkloadAndItsRefusalIsTheReason) {
+  v1::Assignment a = Thrash();
+  a.add_events("mmap_lock:mmap_lock_start_locking");
+  a.add_events("sw:page-faults");
+  host_.on_run = [](const runner::WorkloadInvocation&) {
+    runner::WorkloadOutcome outcome;
+    outcome.failure_reason =
+        "exit code 2: --events: 'mmap_lock:mmap_lock_start_locking': no tracepoint "
+        "mmap_lock:mmap_lock_start_locking on this kernel (mmap_lock has: nothing)";
+    return outcome;
+  };
+  auto reports = Execute(a);
+  ASSERT_EQ(host_.invocations.size(), 1u);
+  EXPECT_EQ(host_.invocations[0].events,
+            (std::vector<std::string>{"mmap_lock:mmap_lock_start_locking", "sw:page-faults"}));
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_FALSE(reports[0].succeeded());
+  EXPECT_EQ(reports[0].failure_reason().rfind(
+                "exit code 2: --events: 'mmap_lock:mmap_lock_start_locking': no tracepoint", 0),
+            0u);
+
+  // A name no board knows is refused before anything runs.
+  v1::Assignment bad = Thrash();
+  bad.add_events("sw:faults");
+  reports = Execute(bad);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(host_.invocations.size(), 1u);
+  EXPECT_EQ(reports[1].failure_reason().rfind(
+                "refused by the agent: events[0]: 'sw:faults': unknown software event", 0),
+            0u)
+      << reports[1].failure_reason();
 }
 
 TEST_F(RunExecutorTest, ResultCarriesTheRunsEnvironmentFacts) {

@@ -123,6 +123,15 @@ TEST_F(ServicesTest, SubmitJobWithABadSpecIsInvalidArgumentNamingTheField) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("spec.memcg.memory_max"));
 
+  req.mutable_spec()->mutable_memcg()->set_memory_max("256M");
+  req.mutable_spec()->add_events("sw:page-faults");
+  req.mutable_spec()->add_events("sw:pagefaults");
+  s = jobs_->SubmitJob(Context().get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("spec.events[1]: 'sw:pagefaults': unknown software"));
+  EXPECT_EQ(fake_.jobs.create_calls(), 0);
+  req.mutable_spec()->clear_events();
+
   req.set_request_id(std::string(129, 'r'));
   s = jobs_->SubmitJob(Context().get(), req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -296,6 +305,7 @@ TEST_F(ServicesTest, AcquireWorkParksUntilTheStoreHasAnOrder) {
   a.kernel = "vanilla";
   a.duration_seconds = 5;
   a.lease_seconds = 125;
+  a.events = {"mmap_lock:mmap_lock_start_locking", "sw:page-faults"};
   fake_.work.Queue("b1", WorkOrder{a, std::nullopt});
   dispatcher_.WorkAvailable();
 
@@ -306,6 +316,8 @@ TEST_F(ServicesTest, AcquireWorkParksUntilTheStoreHasAnOrder) {
   EXPECT_EQ(resp.assignment().run_id(), 17);
   EXPECT_EQ(resp.assignment().attempt_id(), "attempt-17");
   EXPECT_EQ(resp.assignment().job_id(), 3);
+  EXPECT_THAT(resp.assignment().events(),
+              ::testing::ElementsAre("mmap_lock:mmap_lock_start_locking", "sw:page-faults"));
   EXPECT_FALSE(resp.has_switch_kernel());
   EXPECT_EQ(dispatcher_.parked(), 0u);
 }

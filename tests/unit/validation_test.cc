@@ -286,6 +286,36 @@ TEST(ValidateJobSpec, EachBoardGivesEveryBoardThatBootsAllKernelsTheWholePlan) {
   ExpectInvalid(s, "matrix", "x 2 boards); at most 10000", boards);
 }
 
+TEST(ValidateJobSpec, EventsAreCheckedAndKept) {
+  auto s = Example();
+  auto job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(job->events.empty());
+  s.events = {"mmap_lock:mmap_lock_start_locking", "exceptions:page_fault_user", "sw:page-faults",
+              "sw:context-switches", "hw:cycles"};
+  job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->events, s.events);
+
+  s.events = {"sw:page-faults", "sw:pagefaults"};
+  ExpectInvalid(s, "events[1]",
+                "'sw:pagefaults': unknown software event 'pagefaults' (sw: one of page-faults, "
+                "minor-faults, major-faults, context-switches, cpu-migrations, task-clock)");
+  s.events = {"hw:stalled-cycles"};
+  ExpectInvalid(s, "events[0]", "unknown hardware event 'stalled-cycles' (hw: one of cycles");
+  s.events = {"mmap_lock"};
+  ExpectInvalid(s, "events[0]", "malformed event name");
+  s.events = {"Mmap_Lock:start"};
+  ExpectInvalid(s, "events[0]", "malformed tracepoint name (want SYSTEM:NAME, both [a-z0-9_]+");
+  s.events = {"sw:page-faults", "x:y", "sw:page-faults"};
+  ExpectInvalid(s, "events[2]", "'sw:page-faults': listed twice");
+  s.events.clear();
+  for (int i = 0; i < 17; ++i) s.events.push_back("sys:event_" + std::to_string(i));
+  ExpectInvalid(s, "events", "at most 16 events, got 17");
+  s.events.pop_back();
+  EXPECT_TRUE(ValidateJobSpec(s, OneBoard()).ok());
+}
+
 TEST(ExpandMatrix, CartesianProductFirstKeySlowest) {
   auto cells = ExpandMatrix({{"a", {"1", "2"}}, {"b", {"x", "y", "z"}}});
   ASSERT_EQ(cells.size(), 6u);

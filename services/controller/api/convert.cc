@@ -29,6 +29,7 @@ JobSpecInput SpecFromProto(const v1::JobSpec& spec) {
   in.arches.assign(spec.arches().begin(), spec.arches().end());
   in.boards.assign(spec.boards().begin(), spec.boards().end());
   in.each_board = spec.each_board();
+  in.events.assign(spec.events().begin(), spec.events().end());
   in.name = spec.name();
   in.baseline = spec.baseline();
   in.block_size = spec.block_size();
@@ -226,6 +227,7 @@ void AssignmentToProto(const Assignment& a, v1::Assignment* out) {
   if (a.memcg.memory_high) out->mutable_memcg()->set_memory_high(std::to_string(*a.memcg.memory_high));
   out->mutable_memcg()->set_swap_max(a.memcg.swap_max ? std::to_string(*a.memcg.swap_max) : "max");
   out->set_lease_seconds(a.lease_seconds);
+  for (const auto& event : a.events) out->add_events(event);
 }
 
 ResultRecord ResultFromProto(const v1::WorkloadResult& result) {

@@ -32,6 +32,7 @@ struct JobSpecInput {
   uint32_t max_repetitions = 0;       // adaptive repetitions: 0 = off
   double target_ci_half_width = 0;    // 0: min_effect
   bool each_board = false;            // every eligible board runs the whole matrix
+  std::vector<std::string> events;    // perf events counted per run (JobSpec.events)
 };
 
 // A board's health around kernel switches (core/board_health.h).
@@ -91,6 +92,7 @@ struct ValidatedJob {
   uint32_t max_repetitions = 0;  // adaptive: add blocks of pairs up to this (0 = off)
   double target_ci_half_width = 0;
   bool each_board = false;
+  std::vector<std::string> events;  // perf events counted per run, as given (checked syntax)
   std::vector<PlannedRun> runs;  // in claim order (sequence 0, 1, …)
 };
 

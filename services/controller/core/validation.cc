@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "services/common/benchmarks.h"
+#include "services/common/perf_events.h"
 #include "services/common/units.h"
 
 namespace faultline::controller {
@@ -226,6 +227,14 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
     }
     job.each_board = true;
   }
+
+  // Perf events: the syntax and the known sw:/hw: names here; whether a tracepoint exists
+  // only the board's kernel knows (the agent fails the run naming it).
+  size_t bad_event = 0;
+  if (!CheckPerfEventList(spec.events, &bad_event, &why)) {
+    return Invalid(bad_event < spec.events.size() ? Indexed("events", bad_event) : "events", why);
+  }
+  job.events = spec.events;
 
   // A/B settings.
   job.baseline = spec.baseline.empty() ? spec.kernels.front() : spec.baseline;

@@ -204,6 +204,9 @@ ALTER TABLE runs DROP CONSTRAINT runs_job_id_cell_index_kernel_repetition_key;
 CREATE UNIQUE INDEX runs_job_cell_kernel_repetition_boards
   ON runs (job_id, cell_index, kernel, repetition, boards);
 )sql"},
+      {13, "perf events counted per run", R"sql(
+ALTER TABLE jobs ADD COLUMN events jsonb NOT NULL DEFAULT '[]';  -- ["sw:page-faults", ...]
+)sql"},
   };
   return kMigrations;
 }

@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 #include "services/controller/storage/pg_pool.h"
 
 namespace faultline::controller {
@@ -127,7 +128,8 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
       WHERE r.id = $3 AND j.id = r.job_id
       RETURNING r.id, r.attempt_id::text, r.job_id, j.benchmark, r.kernel, j.duration_seconds,
                 r.params::text, j.memory_max, j.memory_high, j.swap_max,
-                ceil(j.duration_seconds + j.warmup_ms / 1000.0 + $2)::int)sql",
+                ceil(j.duration_seconds + j.warmup_ms / 1000.0 + $2)::int,
+                j.events::text)sql",
                               board, options_.lease_grace_seconds, run_id);
     if (rows.empty()) return absl::OkStatus();
     const auto& r = rows[0];
@@ -143,6 +145,9 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
     a.memcg.memory_high = OptionalU64(r[8]);
     a.memcg.swap_max = OptionalU64(r[9]);
     a.lease_seconds = r[10].as<uint32_t>();
+    for (const auto& event : nlohmann::json::parse(r[11].as<std::string>())) {
+      if (event.is_string()) a.events.push_back(event.get<std::string>());
+    }
     pg::RecomputeJobState(w, a.job_id);
     w.exec_params("UPDATE boards SET last_seen = now() WHERE name = $1", board);
     w.commit();

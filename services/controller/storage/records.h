@@ -73,6 +73,7 @@ struct Assignment {
   std::map<std::string, std::string> params;
   MemcgLimitsBytes memcg;
   uint32_t lease_seconds = 0;
+  std::vector<std::string> events;  // the job's perf events
 };
 
 // The board must boot another of its kernels before it can take the next run.
