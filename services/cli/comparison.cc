@@ -14,12 +14,6 @@
 namespace faultline::cli {
 namespace {
 
-std::string Printf(const char* format, auto... args) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, format, args...);
-  return buf;
-}
-
 std::optional<double> Number(const std::string& text) {
   if (text.empty()) return std::nullopt;
   char* end = nullptr;

@@ -72,12 +72,6 @@ std::string EscapeMarkdown(std::string_view text) {
 
 bool IsUnset(const google::protobuf::Timestamp& ts) { return ts.seconds() == 0 && ts.nanos() == 0; }
 
-std::string Printf(const char* format, auto... args) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, args...);
-  return buf;
-}
-
 std::string ReportNumber(const v1::ReportRow& row, double value) {
   return row.n() == 0 ? "-" : FormatThroughput(value);
 }

@@ -3,6 +3,7 @@
 // No I/O and no gRPC calls, so everything here is unit-testable without a server.
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,13 @@
 #include "faultline/v1/job.pb.h"
 
 namespace faultline::cli {
+
+// snprintf into a std::string, for the short numbers and cells the CLI prints.
+std::string Printf(const char* format, auto... args) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, format, args...);
+  return buf;
+}
 
 struct Table {
   std::vector<std::string> headers;

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "services/cli/comparison.h"
+#include "services/common/strings.h"
 
 namespace faultline::cli {
 namespace {
@@ -20,16 +21,12 @@ bool ValidCounterName(const std::string& name) {
   });
 }
 
-std::string Trimmed(std::string s) {
-  while (!s.empty() && s.front() == ' ') s.erase(s.begin());
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
+std::string Trimmed(const std::string& s) {
+  return std::string(TrimSpace(s));
 }
 
 std::string Fixed2(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
+  return Printf("%.2f", v);
 }
 
 std::string CounterText(double v) {

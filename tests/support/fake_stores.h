@@ -249,6 +249,16 @@ class FakeMetricsSource final : public MetricsSource {
   absl::Status ping_;
 };
 
+// An x86_64 board with 8 GiB, running `vanilla`, that can run `kernels`.
+inline BoardSummary VanillaBoard(std::string name, std::vector<std::string> kernels) {
+  return BoardSummary{.name = std::move(name),
+                      .arch = "x86_64",
+                      .memory_bytes = 8ull << 30,
+                      .kernel_labels = std::move(kernels),
+                      .running_kernel_label = "vanilla",
+                      .running_kernel_labels = {"vanilla"}};
+}
+
 // One of each, wired as a Stores bundle.
 struct FakeStores {
   explicit FakeStores(const Clock* clock = nullptr) : boards(clock), jobs(clock) {}

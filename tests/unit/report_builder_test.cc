@@ -30,12 +30,7 @@ v1::JobSpec Spec() {
 class ReportBuilderTest : public ::testing::Test {
  protected:
   int64_t SubmitAndFinish(const std::function<void(RunRecord&)>& result) {
-    fake_.boards.AddBoard(BoardSummary{.name = "b1",
-                                       .arch = "x86_64",
-                                       .memory_bytes = 8ull << 30,
-                                       .kernel_labels = {"vanilla", "patched"},
-                                       .running_kernel_label = "vanilla",
-                                       .running_kernel_labels = {"vanilla"}});
+    fake_.boards.AddBoard(fakes::VanillaBoard("b1", {"vanilla", "patched"}));
     auto submitted = SubmitSpec(&fake_.boards, &fake_.jobs, Spec(), "");
     EXPECT_TRUE(submitted.ok()) << submitted.status();
     const int64_t job = submitted.ok() ? submitted->created.job_id : 0;

@@ -39,14 +39,7 @@ v1::JobSpec Spec() {
 
 class SubmissionTest : public ::testing::Test {
  protected:
-  void AddBoard() {
-    fake_.boards.AddBoard(BoardSummary{.name = "b1",
-                                       .arch = "x86_64",
-                                       .memory_bytes = 8ull << 30,
-                                       .kernel_labels = {"vanilla", "patched"},
-                                       .running_kernel_label = "vanilla",
-                                       .running_kernel_labels = {"vanilla"}});
-  }
+  void AddBoard() { fake_.boards.AddBoard(fakes::VanillaBoard("b1", {"vanilla", "patched"})); }
   FakeStores fake_;
 };
 

@@ -7,13 +7,6 @@
 namespace faultline::controller {
 namespace {
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 double ValueOf(const RunCounters& run, const std::string& name) {
   auto it = run.values.find(name);
   return it == run.values.end() ? 0.0 : it->second;
@@ -33,11 +26,11 @@ std::vector<double> PerUnit(const std::vector<RunCounters>& runs, const std::str
 }  // namespace
 
 bool IsComparableCounter(std::string_view name) {
-  if (name == "memcg.peak_bytes" || StartsWith(name, "rounds_per_thread_")) return false;
+  if (name == "memcg.peak_bytes" || name.starts_with("rounds_per_thread_")) return false;
   for (std::string_view prefix : {"vmstat.", "memcg.", "psi.", "rusage.", "perf."}) {
-    if (StartsWith(name, prefix)) return true;
+    if (name.starts_with(prefix)) return true;
   }
-  return name == "cpu_seconds" || EndsWith(name, "_rounds");
+  return name == "cpu_seconds" || name.ends_with("_rounds");
 }
 
 std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a_in,
