@@ -427,10 +427,12 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
                    "all: every counter compared (with csv: the counters' table)")
       ->check(CLI::IsMember({"significant", "all"}));
   std::string columns_text;
-  report->add_option("--columns", columns_text,
-                     "a per-run table like the seeds', with these counter columns beside the "
-                     "throughput: LABEL=COUNTER or LABEL=COUNTER/COUNTER[*N], comma-separated, "
-                     "e.g. 'Miss/Drop(%)=vmstat.retry_io_miss/vmstat.retry_mmap_drop*100'");
+  report->add_option(
+      "--columns", columns_text,
+      "a per-run table like the seeds', with these counter columns beside the "
+      "throughput: LABEL=COUNTER or LABEL=COUNTER/COUNTER[*N], comma-separated, "
+      "e.g. 'Miss/Drop(%)=vmstat.retry_io_miss/vmstat.retry_mmap_drop*100'; "
+      "'rounds' is the run's completed rounds (Faults/Round=perf.sw:page-faults/rounds)");
 
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job's unfinished runs");
   add_job_arg(cancel);

@@ -101,6 +101,22 @@ TEST(RunTable, CellsAndBoardsAppearWhenTheyVaryAndAZeroDenominatorIsADash) {
   EXPECT_EQ(t.rows[2][0], "4");
 }
 
+TEST(RunTable, RoundsIsTheDenominatorOfPerRoundColumns) {
+  v1::GetReportResponse report;
+  v1::RunResult* r = report.add_run_results();
+  r->set_kernel("patched");
+  r->set_repetition(2);
+  r->set_rounds(400);
+  r->set_throughput(40);
+  (*r->mutable_counters())["perf.mmap_lock:mmap_lock_start_locking"] = 1000;
+  std::string error;
+  auto columns = ParseColumns("Locks/Round=perf.mmap_lock:mmap_lock_start_locking/rounds", &error);
+  ASSERT_TRUE(columns) << error;
+  const Table t = RunTable(report, *columns);
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_EQ(t.rows[0].back(), "2.50");
+}
+
 TEST(ParseColumns, ErrorsNameTheColumnAndTheProblem) {
   std::string error;
   EXPECT_FALSE(ParseColumns("a=vmstat.x,,b=vmstat.y", &error));

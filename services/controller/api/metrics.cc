@@ -1,5 +1,6 @@
 #include "services/controller/api/metrics.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "nlohmann/json.hpp"
@@ -27,6 +28,12 @@ const char* CodeName(grpc::StatusCode code) {
     case grpc::StatusCode::INTERNAL: return "INTERNAL";
     default: return "OTHER";
   }
+}
+
+// One comparison of a report: its board, kernels and cell.
+std::string ComparisonKey(const v1::Comparison& c) {
+  std::map<std::string, std::string> cell(c.cell().begin(), c.cell().end());
+  return c.board() + '\n' + c.baseline() + '\n' + c.candidate() + '\n' + ConfigLabel(cell);
 }
 
 const char* kVerdicts[] = {"improvement", "regression", "no-change", "inconclusive", "collapse"};
@@ -129,15 +136,58 @@ std::string ControllerMetrics::Render(MetricsSource* source, BoardStore* boards,
                         .Name("faultline_comparison_samples")
                         .Help("Succeeded runs per side of the comparison")
                         .Register(state);
-    for (int64_t job_id : snapshot->comparison_jobs) {
+    auto& counter_ratio =
+        prometheus::BuildGauge()
+            .Name("faultline_comparison_counter_ratio")
+            .Help(
+                "Hodges-Lehmann candidate/baseline ratio of a counter per round (per second "
+                "when runs completed too few rounds), for the counters that changed "
+                "significantly (Benjamini-Hochberg across the comparison's counters)")
+            .Register(state);
+    auto& counter_low = prometheus::BuildGauge()
+                            .Name("faultline_comparison_counter_ratio_ci_lower")
+                            .Help("Lower bound of the counter ratio's 95% confidence interval")
+                            .Register(state);
+    auto& counter_high = prometheus::BuildGauge()
+                             .Name("faultline_comparison_counter_ratio_ci_upper")
+                             .Help("Upper bound of the counter ratio's 95% confidence interval")
+                             .Register(state);
+    auto& counters_changed = prometheus::BuildGauge()
+                                 .Name("faultline_comparison_counters_changed")
+                                 .Help("Counters of the comparison that changed significantly")
+                                 .Register(state);
+    std::lock_guard cache_lock(counter_cache_mu_);
+    std::map<int64_t, JobCounterChanges> kept;
+    for (const auto& job : snapshot->comparison_jobs) {
+      auto cached = counter_cache_.find(job.id);
+      const bool have_counters =
+          cached != counter_cache_.end() && cached->second.finished_ms == job.finished_ms;
       v1::GetReportResponse report;
-      if (!BuildReport(jobs, job_id, &report, ReportOptions{.compare_counters = false}).ok())
+      if (!BuildReport(jobs, job.id, &report, ReportOptions{.compare_counters = !have_counters})
+               .ok())
         continue;
+      JobCounterChanges changes;
+      if (have_counters) {
+        changes = std::move(cached->second);
+      } else {
+        changes.finished_ms = job.finished_ms;
+        for (const auto& c : report.comparisons()) {
+          auto& list = changes.by_comparison[ComparisonKey(c)];
+          for (const auto& k : c.counters()) {
+            // A counter present on one side only has no finite ratio; the report names it.
+            // Like throughput, a change smaller than the study's min_effect is not one: a
+            // steady counter (faults per round) is "significant" at ×0.9999.
+            if (!k.significant() || !std::isfinite(k.ratio()) || k.ratio() <= 0 ||
+                std::fabs(std::log(k.ratio())) < std::log1p(report.min_effect()))
+              continue;
+            list.push_back({k.name(), k.unit(), k.ratio(), k.ci_low(), k.ci_high()});
+          }
+        }
+      }
       std::string study = report.job().spec().name().empty() ? report.job().spec().benchmark()
                                                               : report.job().spec().name();
       for (const auto& c : report.comparisons()) {
         std::map<std::string, std::string> cell(c.cell().begin(), c.cell().end());
-        std::string arch;
         prometheus::Labels labels = {{"study", study},
                                      {"benchmark", report.job().spec().benchmark()},
                                      {"config", ConfigLabel(cell)},
@@ -159,8 +209,26 @@ std::string ControllerMetrics::Render(MetricsSource* source, BoardStore* boards,
         cand["side"] = "candidate";
         samples.Add(base).Set(c.n_baseline());
         samples.Add(cand).Set(c.n_candidate());
+        // Counter names are the kernel's own keys and validated perf events: a fixed set
+        // per kernel, never user text.
+        const auto changed = changes.by_comparison.find(ComparisonKey(c));
+        size_t n_changed = 0;
+        if (changed != changes.by_comparison.end()) {
+          n_changed = changed->second.size();
+          for (const CounterChange& k : changed->second) {
+            prometheus::Labels with = labels;
+            with["counter"] = k.name;
+            with["unit"] = k.unit;
+            counter_ratio.Add(with).Set(k.ratio);
+            counter_low.Add(with).Set(k.ci_low);
+            counter_high.Add(with).Set(k.ci_high);
+          }
+        }
+        counters_changed.Add(labels).Set(static_cast<double>(n_changed));
       }
+      kept[job.id] = std::move(changes);
     }
+    counter_cache_ = std::move(kept);
 
     auto& change = prometheus::BuildGauge()
                        .Name("faultline_change_point_relative_change")

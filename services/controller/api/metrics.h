@@ -5,8 +5,11 @@
 // series that disappears from the database disappears from /metrics, and several
 // controller replicas export the same values.
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "grpcpp/support/status.h"
 #include "prometheus/counter.h"
@@ -31,6 +34,22 @@ class ControllerMetrics {
                      const HttpServerStats* http = nullptr);
 
  private:
+  // A comparison's counters that changed significantly (q ≤ α), as exported.
+  struct CounterChange {
+    std::string name, unit;
+    double ratio = 0, ci_low = 0, ci_high = 0;
+  };
+  // Per finished comparison job: comparing every counter of every run costs more than the
+  // rest of a scrape, and a finished job's counters do not change, so each job version is
+  // compared once. Keyed by comparison (board, baseline, candidate, config); entries of jobs
+  // no longer exported are dropped on the next scrape.
+  struct JobCounterChanges {
+    int64_t finished_ms = 0;
+    std::map<std::string, std::vector<CounterChange>> by_comparison;
+  };
+  std::mutex counter_cache_mu_;
+  std::map<int64_t, JobCounterChanges> counter_cache_;
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Histogram>* rpc_duration_;
   prometheus::Family<prometheus::Histogram>* run_duration_;

@@ -164,14 +164,15 @@ absl::StatusOr<MetricsSnapshot> PgHistoryStore::Snapshot() {
           snap.jobs_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
         }
         for (const auto& r : t.exec(R"sql(
-      SELECT DISTINCT ON (coalesce(nullif(j.name, ''), j.benchmark), j.benchmark) j.id
+      SELECT DISTINCT ON (coalesce(nullif(j.name, ''), j.benchmark), j.benchmark) j.id,
+             coalesce((extract(epoch FROM j.finished_at) * 1000)::bigint, 0)
         FROM jobs j
        WHERE jsonb_array_length(coalesce(j.spec -> 'kernels', '[]'::jsonb)) > 1
          AND j.state IN ('succeeded', 'failed')  -- partial studies would make verdicts flap
          AND EXISTS (SELECT 1 FROM runs r JOIN results res ON res.run_id = r.id
                       WHERE r.job_id = j.id)
        ORDER BY coalesce(nullif(j.name, ''), j.benchmark), j.benchmark, j.id DESC)sql")) {
-          snap.comparison_jobs.push_back(r[0].as<int64_t>());
+          snap.comparison_jobs.push_back({r[0].as<int64_t>(), r[1].as<int64_t>()});
         }
         for (const auto& r : t.exec(absl::StrCat(R"sql(
         SELECT DISTINCT ON (study, benchmark, config, arch, board, kernel) )sql",

@@ -135,7 +135,12 @@ struct MetricsSnapshot {
   std::vector<SeriesPoint> series;
   std::map<std::string, int64_t> runs_by_state;
   std::map<std::string, int64_t> jobs_by_state;
-  std::vector<int64_t> comparison_jobs;  // latest finished multi-kernel job per (study, benchmark)
+  struct ComparisonJob {
+    int64_t id = 0;
+    int64_t finished_ms = 0;  // a job that finishes again (runs retried) is a new version
+  };
+  // The latest finished multi-kernel job per (study, benchmark).
+  std::vector<ComparisonJob> comparison_jobs;
   std::vector<ChangePointRecord> open_change_points;  // latest open one per series
   std::map<std::string, int64_t> change_points_by_state;
   struct ScheduleHealth {
