@@ -30,3 +30,23 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # The Debian postgresql package starts a default cluster on 5432; faultline never uses it
 # (tests and the local stack run throwaway clusters), so leave it alone.
+
+# deploy/ checks (tests/deploy/check_deploy.sh): kubectl for kustomize, Python YAML and
+# jsonschema, the Kubernetes object models from npm. Debian's kubernetes-client conflicts
+# with other kubectl packages: install it only when no kubectl is there.
+deploy_missing=()
+for p in python3-yaml python3-jsonschema; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || deploy_missing+=("$p")
+done
+command -v kubectl >/dev/null || deploy_missing+=(kubernetes-client)
+command -v node >/dev/null || deploy_missing+=(nodejs)
+command -v npm >/dev/null || deploy_missing+=(npm)
+if [ ${#deploy_missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${deploy_missing[@]}"
+fi
+deploy_tests=$(cd "$(dirname "$0")/../tests/deploy" && pwd)
+if [ ! -d "$deploy_tests/node_modules/kubernetes-models" ]; then
+  (cd "$deploy_tests" && npm ci --no-audit --no-fund --silent)
+fi
