@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Drives faultline-fleetsim against a throwaway stack on this machine: a PostgreSQL cluster
+# (scripts/pg-throwaway.sh) and the controller (deploy/local/stack.sh), agent tokens for
+# every simulated board (fleetsim mint) and a user token (controller `tokens create`).
+# While the boards are parked idle it samples the controller's CPU time and RSS
+# (/proc/PID/stat, /proc/PID/status) and PostgreSQL's, and counts the database connections
+# (pg_stat_activity); then the users submit the runs. Afterwards it checks in the database
+# that every run succeeded on its first attempt with exactly one result, and writes
+# fleetsim's figures plus its own as one JSON. Everything it started is stopped by pid.
+#
+# Usage: fleetsim.sh [--boards N] [--runs R] [--run-seconds S] [--users U] [--readers K]
+#                    [--idle-seconds W] [--deadline SEC] [--json FILE] [--keep]
+#                    [--controller-bin PATH] [--fleetsim-bin PATH] [--smoke] [-- FLEETSIM ARGS]
+#   --smoke: 20 boards, 40 one-second runs, 2 users, 1 reader, must finish within 60 s
+#            (the ctest fleetsim_smoke).
+# Exit: 0 ok, 1 failed, 77 PostgreSQL (or psql, jq) missing.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${FAULTLINE_BUILD_DIR:-$ROOT/build}
+BOARDS=100
+RUNS=""
+RUN_SECONDS=1
+USERS=1
+READERS=0
+IDLE=10
+DEADLINE=600
+JSON=""
+KEEP=0
+SMOKE=0
+CONTROLLER_BIN=$BUILD/services/controller/faultline-controller
+FLEETSIM_BIN=$BUILD/tests/bench/faultline-fleetsim
+EXTRA=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --boards) BOARDS=$2; shift 2 ;;
+    --runs) RUNS=$2; shift 2 ;;
+    --run-seconds) RUN_SECONDS=$2; shift 2 ;;
+    --users) USERS=$2; shift 2 ;;
+    --readers) READERS=$2; shift 2 ;;
+    --idle-seconds) IDLE=$2; shift 2 ;;
+    --deadline) DEADLINE=$2; shift 2 ;;
+    --json) JSON=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    --smoke) SMOKE=1; shift ;;
+    --controller-bin) CONTROLLER_BIN=$2; shift 2 ;;
+    --fleetsim-bin) FLEETSIM_BIN=$2; shift 2 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) echo "fleetsim.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if [ "$SMOKE" = 1 ]; then
+  BOARDS=20 RUNS=40 RUN_SECONDS=1 USERS=2 READERS=1 IDLE=0 DEADLINE=60
+fi
+RUNS=${RUNS:-$BOARDS}
+
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "SKIP: PostgreSQL server binaries not found"; exit 77; }
+for tool in psql jq ss; do
+  command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
+done
+for bin in "$CONTROLLER_BIN" "$FLEETSIM_BIN"; do
+  [ -x "$bin" ] || { echo "fleetsim.sh: $bin not built (scripts/build.sh faultline-controller faultline-fleetsim)" >&2; exit 1; }
+done
+
+FL_STATE=$(mktemp -d "${TMPDIR:-/tmp}/faultline-fleetsim-XXXXXX")
+chmod 755 "$FL_STATE"
+export FL_BIN_CONTROLLER=$CONTROLLER_BIN FL_STATE
+# shellcheck source=../../deploy/local/stack.sh
+source "$ROOT/deploy/local/stack.sh"
+FLEETSIM_PID=""
+cleanup() {
+  set +e
+  fl_stop_pid "$FLEETSIM_PID"
+  fl_stop_pid "${FL_CONTROLLER_PID:-}"
+  "$ROOT/scripts/pg-throwaway.sh" stop "$FL_STATE/pg" >/dev/null 2>&1
+  if [ "$KEEP" = 1 ]; then echo "state kept in $FL_STATE" >&2; else rm -rf "$FL_STATE"; fi
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$FL_STATE"/controller.log "$FL_STATE"/fleetsim.err; do
+    [ -f "$f" ] && { echo "--- $f (tail)" >&2; tail -n 20 "$f" >&2; }
+  done
+  exit 1
+}
+sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
+
+T0=$EPOCHREALTIME
+fl_start_postgres
+fl_start_controller >/dev/null 2>&1 || fail "controller did not start"
+CPID=$FL_CONTROLLER_PID
+PG_PID=$(head -n 1 "$FL_STATE/pg/data/postmaster.pid")
+"$FLEETSIM_BIN" mint --database-url "$FL_DATABASE_URL" --boards "$BOARDS" --out "$FL_STATE/boards.tokens" \
+  || fail "minting $BOARDS agent tokens"
+chmod 600 "$FL_STATE/boards.tokens"
+
+ticks=$(getconf CLK_TCK)
+# CPU seconds (user + system) of pid $1, or of pid $1 and its children with "tree".
+cpu_of() {
+  local pids=$1
+  [ "${2:-}" = tree ] && pids="$1 $(ps -o pid= --ppid "$1" | tr '\n' ' ')"
+  local total=0 p
+  for p in $pids; do
+    [ -r "/proc/$p/stat" ] || continue
+    # Fields after the ") " that ends comm: utime is the 12th, stime the 13th.
+    total=$(( total + $(sed 's/^.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }') ))
+  done
+  awk -v t="$total" -v hz="$ticks" 'BEGIN { printf "%.2f", t / hz }'
+}
+status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+pg_connections() {
+  sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+}
+now() { echo "$EPOCHREALTIME"; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+rate() { awk -v c="$1" -v t="$2" 'BEGIN { printf "%.1f", (t > 0 ? 100 * c / t : 0) }'; }
+
+# fleetsim: connects the boards, holds them parked for the idle window (we sample), then the
+# users submit the runs.
+SETTLE=2
+[ "$IDLE" != 0 ] && SETTLE=3
+"$FLEETSIM_BIN" --controller "$FAULTLINE_CONTROLLER" --token-file "$FL_STATE/boards.tokens" \
+  --user-token-file "$FL_STATE/user.token" --boards "$BOARDS" --runs "$RUNS" \
+  --run-seconds "$RUN_SECONDS" --users "$USERS" --readers "$READERS" --settle "$SETTLE" \
+  --idle-seconds "$IDLE" --ready-file "$FL_STATE/ready" --deadline "$DEADLINE" \
+  --json "$FL_STATE/fleetsim.json" "${EXTRA[@]}" >"$FL_STATE/fleetsim.out" 2>"$FL_STATE/fleetsim.err" &
+FLEETSIM_PID=$!
+
+# Idle window: from "every board parked" to just before the users submit.
+until [ -e "$FL_STATE/ready" ]; do
+  kill -0 "$FLEETSIM_PID" 2>/dev/null || break
+  sleep 0.1
+done
+[ -e "$FL_STATE/ready" ] || { wait "$FLEETSIM_PID" || true; cat "$FL_STATE/fleetsim.out"; fail "fleetsim ended before every board parked"; }
+idle_json='{}'
+if [ "$IDLE" != 0 ]; then
+  window=$(awk -v w="$IDLE" 'BEGIN { printf "%.1f", (w > 2 ? w - 1 : w / 2) }')
+  t1=$(now); c1=$(cpu_of "$CPID"); p1=$(cpu_of "$PG_PID" tree)
+  sleep "$window"
+  t2=$(now); c2=$(cpu_of "$CPID"); p2=$(cpu_of "$PG_PID" tree)
+  dt=$(elapsed "$t1" "$t2")
+  idle_json=$(jq -n --argjson boards "$BOARDS" --argjson window "$dt" \
+    --argjson cpu "$(rate "$(awk -v a="$c1" -v b="$c2" 'BEGIN { print b - a }')" "$dt")" \
+    --argjson pgcpu "$(rate "$(awk -v a="$p1" -v b="$p2" 'BEGIN { print b - a }')" "$dt")" \
+    --argjson rss "$(status_kb "$CPID" VmRSS)" --argjson threads "$(status_kb "$CPID" Threads)" \
+    --argjson conns "$(pg_connections)" \
+    '{boards: $boards, window_seconds: $window, controller_cpu_percent: $cpu,
+      controller_rss_kib: $rss, controller_threads: $threads,
+      postgres_cpu_percent: $pgcpu, postgres_connections: $conns}')
+  echo "idle: $idle_json" | jq -c . >&2
+fi
+
+# Work: until fleetsim ends by itself (it has its own deadline; ours is a backstop).
+tw1=$(now); cw1=$(cpu_of "$CPID"); pw1=$(cpu_of "$PG_PID" tree)
+max_conns=0
+backstop=$(( $(date +%s) + ${DEADLINE%.*} + 30 ))
+while kill -0 "$FLEETSIM_PID" 2>/dev/null; do
+  c=$(pg_connections 2>/dev/null || echo 0)
+  [ "$c" -gt "$max_conns" ] && max_conns=$c
+  [ "$(date +%s)" -lt "$backstop" ] || { fl_stop_pid "$FLEETSIM_PID"; break; }
+  sleep 1
+done
+rc=0
+wait "$FLEETSIM_PID" || rc=$?
+FLEETSIM_PID=""
+tw2=$(now); cw2=$(cpu_of "$CPID"); pw2=$(cpu_of "$PG_PID" tree)
+dtw=$(elapsed "$tw1" "$tw2")
+cat "$FL_STATE/fleetsim.out"
+[ -s "$FL_STATE/fleetsim.json" ] || fail "fleetsim wrote no figures (exit $rc)"
+
+# The database's record: every run succeeded on its first attempt, with one result and one
+# sample per second.
+runs=$(sql "SELECT count(*) FROM runs")
+bad=$(sql "SELECT count(*) FROM runs WHERE state <> 'succeeded' OR attempt <> 1")
+results=$(sql "SELECT count(*) FROM results")
+result_runs=$(sql "SELECT count(DISTINCT run_id) FROM results")
+samples=$(sql "SELECT count(*) FROM samples")
+work_json=$(jq -n --argjson window "$dtw" \
+  --argjson cpu "$(rate "$(awk -v a="$cw1" -v b="$cw2" 'BEGIN { print b - a }')" "$dtw")" \
+  --argjson pgcpu "$(rate "$(awk -v a="$pw1" -v b="$pw2" 'BEGIN { print b - a }')" "$dtw")" \
+  --argjson hwm "$(status_kb "$CPID" VmHWM)" --argjson rss "$(status_kb "$CPID" VmRSS)" \
+  --argjson conns "$max_conns" \
+  '{window_seconds: $window, controller_cpu_percent: $cpu, controller_rss_kib: $rss,
+    controller_peak_rss_kib: $hwm, postgres_cpu_percent: $pgcpu, postgres_connections_max: $conns}')
+db_json=$(jq -n --argjson runs "$runs" --argjson bad "$bad" --argjson results "$results" \
+  --argjson result_runs "$result_runs" --argjson samples "$samples" \
+  '{runs: $runs, not_succeeded_first_attempt: $bad, results: $results,
+    runs_with_results: $result_runs, samples: $samples}')
+jq --argjson idle "$idle_json" --argjson work "$work_json" --argjson db "$db_json" \
+  --arg host "$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)" \
+  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host}' \
+  "$FL_STATE/fleetsim.json" >"$FL_STATE/combined.json"
+echo "controller during work: $(echo "$work_json" | jq -c .)"
+echo "database: $(echo "$db_json" | jq -c .)"
+[ -n "$JSON" ] && cp "$FL_STATE/combined.json" "$JSON"
+
+[ "$rc" = 0 ] || fail "fleetsim exited $rc"
+[ "$runs" = "$RUNS" ] || [ "$RUNS" = 0 ] || fail "$runs runs in the database, $RUNS submitted"
+[ "$bad" = 0 ] || fail "$bad runs did not succeed on their first attempt"
+[ "$results" = "$runs" ] && [ "$result_runs" = "$runs" ] || fail "$results results for $runs runs ($result_runs runs with one)"
+[ "$samples" = $(( runs * RUN_SECONDS )) ] || fail "$samples samples for $runs runs of $RUN_SECONDS s"
+took=$(elapsed "$T0" "$(now)")
+if [ "$SMOKE" = 1 ]; then
+  awk -v t="$took" 'BEGIN { exit !(t < 60) }' || fail "the smoke run took $took s (limit 60 s)"
+fi
+echo "ok: $runs runs of $BOARDS boards, each completed exactly once, in $took s"
