@@ -74,6 +74,7 @@ struct Options {
   int boards_per_channel = 50;
   int connect_parallel = 64;  // Hellos in flight at once while connecting
   int runs = 0;               // total runs over all users' jobs; 0: idle only
+  int runs_per_job = 10'000;  // a user's runs go in jobs of at most this many, one after another
   int run_seconds = 1;        // the jobs' duration; a simulated run lasts this long
   double time_scale = 1.0;    // a run lasts duration x time_scale (results still say duration)
   int users = 1;
@@ -843,17 +844,29 @@ struct Users {
     for (auto* ctx : live) ctx->TryCancel();
   }
 
-  v1::JobSpec Spec(int user, int job, uint32_t runs) const {
+  // `runs` is a multiple of the number of kernels. A job has at most 1,000 repetitions: more
+  // runs are spread over matrix cells (threads 1..c), rounded up to a multiple of cells x
+  // kernels. Returns the spec; *planned is the number of runs it expands to.
+  v1::JobSpec Spec(int user, int job, uint32_t runs, uint32_t* planned = nullptr) const {
+    const auto k = static_cast<uint32_t>(opt.kernels.size());
+    const uint32_t cells = (runs + k * 1000 - 1) / (k * 1000);
+    const uint32_t repetitions = (runs + k * cells - 1) / (k * cells);
+    if (planned != nullptr) *planned = cells * k * repetitions;
     v1::JobSpec spec;
     spec.set_name("fleetsim-u" + std::to_string(user) + "-j" + std::to_string(job));
     spec.set_benchmark("filemap-thrash");
     spec.set_duration(std::to_string(opt.run_seconds) + "s");
-    spec.set_repetitions(runs / static_cast<uint32_t>(opt.kernels.size()));
-    for (const auto& k : opt.kernels) spec.add_kernels(k);
+    spec.set_repetitions(repetitions);
+    for (const auto& label : opt.kernels) spec.add_kernels(label);
     spec.mutable_memcg()->set_memory_max("128M");
     spec.mutable_memcg()->set_swap_max("0");
     (*spec.mutable_params())["file_size"] = "2M";
-    (*spec.mutable_params())["threads"] = "2";
+    if (cells > 1) {
+      auto& threads = (*spec.mutable_matrix())["threads"];
+      for (uint32_t c = 1; c <= cells; ++c) threads.add_values(std::to_string(c));
+    } else {
+      (*spec.mutable_params())["threads"] = "2";
+    }
     spec.set_block_size(1);
     return spec;
   }
@@ -1156,10 +1169,12 @@ int Simulate(const Options& opt) {
       int left = std::min(per_user, opt.runs - u * per_user);
       std::vector<uint32_t> jobs;
       while (left > 0) {
-        int n = std::min(left, 10'000 / k * k);
+        int n = std::min(left, std::max(opt.runs_per_job, k) / k * k);
         n = (n + k - 1) / k * k;
+        uint32_t planned = 0;
+        (void)users.Spec(u, 0, static_cast<uint32_t>(n), &planned);
         jobs.push_back(static_cast<uint32_t>(n));
-        planned_runs += n;
+        planned_runs += static_cast<int>(planned);
         left -= n;
       }
       if (jobs.empty()) continue;
@@ -1395,6 +1410,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--runs", opt.runs, "runs to submit in total (0: boards only idle)")
       ->check(CLI::Range(0, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--runs-per-job", opt.runs_per_job,
+                 "a user submits its runs in jobs of at most this many, each after the last ended")
+      ->check(CLI::Range(1, 10'000))
       ->capture_default_str();
   app.add_option("--run-seconds", opt.run_seconds, "each run's duration")
       ->check(CLI::Range(1, 3600))

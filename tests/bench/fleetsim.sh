@@ -108,6 +108,9 @@ cpu_of() {
   awk -v t="$total" -v hz="$ticks" 'BEGIN { printf "%.2f", t / hz }'
 }
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+pg_transactions() {
+  sql "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+}
 pg_connections() {
   sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
 }
@@ -135,19 +138,21 @@ done
 idle_json='{}'
 if [ "$IDLE" != 0 ]; then
   window=$(awk -v w="$IDLE" 'BEGIN { printf "%.1f", (w > 2 ? w - 1 : w / 2) }')
-  t1=$(now); c1=$(cpu_of "$CPID"); p1=$(cpu_of "$PG_PID" tree)
+  t1=$(now); c1=$(cpu_of "$CPID"); p1=$(cpu_of "$PG_PID" tree); x1=$(pg_transactions)
   sleep "$window"
-  t2=$(now); c2=$(cpu_of "$CPID"); p2=$(cpu_of "$PG_PID" tree)
+  t2=$(now); c2=$(cpu_of "$CPID"); p2=$(cpu_of "$PG_PID" tree); x2=$(pg_transactions)
   dt=$(elapsed "$t1" "$t2")
   idle_json=$(jq -n --argjson boards "$BOARDS" --argjson window "$dt" \
     --argjson cpu "$(rate "$(awk -v a="$c1" -v b="$c2" 'BEGIN { print b - a }')" "$dt")" \
     --argjson pgcpu "$(rate "$(awk -v a="$p1" -v b="$p2" 'BEGIN { print b - a }')" "$dt")" \
     --argjson rss "$(status_kb "$CPID" VmRSS)" --argjson threads "$(status_kb "$CPID" Threads)" \
     --argjson conns "$(pg_connections)" \
+    --argjson tps "$(awk -v a="$x1" -v b="$x2" -v t="$dt" 'BEGIN { printf "%.0f", (b - a) / t }')" \
     '{boards: $boards, window_seconds: $window, controller_cpu_percent: $cpu,
       controller_rss_kib: $rss, controller_threads: $threads,
-      postgres_cpu_percent: $pgcpu, postgres_connections: $conns}')
-  echo "idle: $idle_json" | jq -c . >&2
+      postgres_cpu_percent: $pgcpu, postgres_connections: $conns,
+      postgres_transactions_per_second: $tps}')
+  echo "controller while idle: $(echo "$idle_json" | jq -c .)" >&2
 fi
 
 # Work: until fleetsim ends by itself (it has its own deadline; ours is a backstop).
@@ -195,7 +200,8 @@ echo "database: $(echo "$db_json" | jq -c .)"
 [ -n "$JSON" ] && cp "$FL_STATE/combined.json" "$JSON"
 
 [ "$rc" = 0 ] || fail "fleetsim exited $rc"
-[ "$runs" = "$RUNS" ] || [ "$RUNS" = 0 ] || fail "$runs runs in the database, $RUNS submitted"
+submitted=$(jq .runs.submitted "$FL_STATE/fleetsim.json")
+[ "$runs" = "$submitted" ] || fail "$runs runs in the database, fleetsim submitted $submitted"
 [ "$bad" = 0 ] || fail "$bad runs did not succeed on their first attempt"
 [ "$results" = "$runs" ] && [ "$result_runs" = "$runs" ] || fail "$results results for $runs runs ($result_runs runs with one)"
 [ "$samples" = $(( runs * RUN_SECONDS )) ] || fail "$samples samples for $runs runs of $RUN_SECONDS s"
