@@ -180,6 +180,18 @@ bad=$(sql "SELECT count(*) FROM runs WHERE state <> 'succeeded' OR attempt <> 1"
 results=$(sql "SELECT count(*) FROM results")
 result_runs=$(sql "SELECT count(DISTINCT run_id) FROM results")
 samples=$(sql "SELECT count(*) FROM samples")
+# Why runs needed more than one attempt (the controller's log events and the runs' reasons).
+events=$(grep -o 'event=[a-z_]*' "$FL_STATE/controller.log" | sort | uniq -c | sort -rn |
+  awk '{ printf "%s%s: %s", (NR > 1 ? ", " : ""), substr($2, 7), $1 }')
+echo "controller log events: $events"
+if [ "$bad" != 0 ]; then
+  echo "runs not succeeded on their first attempt (state, attempts, reason):"
+  sql "SELECT state, attempt, coalesce(failure_reason, '-'), count(*) FROM runs
+        WHERE state <> 'succeeded' OR attempt <> 1 GROUP BY 1, 2, 3 ORDER BY 4 DESC LIMIT 10" | sed 's/^/  /'
+  first=$(sql "SELECT id FROM runs WHERE state <> 'succeeded' OR attempt <> 1 ORDER BY id LIMIT 1")
+  echo "the controller's log of run $first:"
+  grep "run=$first " "$FL_STATE/controller.log" | head -n 12 | sed 's/^/  /'
+fi
 work_json=$(jq -n --argjson window "$dtw" \
   --argjson cpu "$(rate "$(awk -v a="$cw1" -v b="$cw2" 'BEGIN { print b - a }')" "$dtw")" \
   --argjson pgcpu "$(rate "$(awk -v a="$pw1" -v b="$pw2" 'BEGIN { print b - a }')" "$dtw")" \
@@ -193,7 +205,9 @@ db_json=$(jq -n --argjson runs "$runs" --argjson bad "$bad" --argjson results "$
     runs_with_results: $result_runs, samples: $samples}')
 jq --argjson idle "$idle_json" --argjson work "$work_json" --argjson db "$db_json" \
   --arg host "$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)" \
-  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host}' \
+  --arg events "$events" \
+  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host,
+        controller_log_events: $events}' \
   "$FL_STATE/fleetsim.json" >"$FL_STATE/combined.json"
 echo "controller during work: $(echo "$work_json" | jq -c .)"
 echo "database: $(echo "$db_json" | jq -c .)"
