@@ -48,5 +48,8 @@ if [ ${#deploy_missing[@]} -gt 0 ]; then
 fi
 deploy_tests=$(cd "$(dirname "$0")/../tests/deploy" && pwd)
 if [ ! -d "$deploy_tests/node_modules/kubernetes-models" ]; then
-  (cd "$deploy_tests" && npm ci --no-audit --no-fund --silent)
+  # Without the npm registry the deploy check reports itself skipped (not passed); the
+  # rest of faultline does not need it.
+  (cd "$deploy_tests" && npm ci --no-audit --no-fund --silent) ||
+    echo "install-deps: npm ci in tests/deploy failed: deploy_check will be skipped" >&2
 fi

@@ -218,6 +218,29 @@ TEST_F(DispatcherTest, CallPastItsDeadlineGetsAnEmptyAnswerOnATick) {
   EXPECT_EQ(dispatcher_.parked(), 0u);
 }
 
+TEST_F(DispatcherTest, ACallPastItsDeadlineIsNeverGivenWork) {
+  // A pass over many parked calls can outlast a call's deadline: the call gets the empty
+  // answer, and the run stays queued for a board that is still waiting.
+  const int64_t job = AddJob(fake_, 1);
+  FakeCall late("b1", kStart + seconds(30));
+  dispatcher_.Park(&late);
+  clock_.Advance(seconds(30));
+  fake_.work.Queue("b1", RunOrder(1, job));
+  dispatcher_.WorkAvailable();
+  dispatcher_.Step(false);
+  ASSERT_TRUE(late.answer.has_value());
+  EXPECT_FALSE(late.answer->run.has_value());
+  EXPECT_EQ(fake_.work.queued("b1"), 1u) << "no claim was made for the expired call";
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+
+  FakeCall waiting("b1", kStart + seconds(60));
+  dispatcher_.Park(&waiting);
+  dispatcher_.Step(false);
+  ASSERT_TRUE(waiting.answer.has_value());
+  ASSERT_TRUE(waiting.answer->run.has_value());
+  EXPECT_EQ(waiting.answer->run->run_id, 1);
+}
+
 TEST_F(DispatcherTest, ClaimFailureLeavesCallsParkedUntilTheNextTick) {
   const int64_t job = AddJob(fake_, 2);
   FakeCall first("b1", kStart + seconds(30));

@@ -238,10 +238,25 @@ void Dispatcher::ServeParked() {
     // Only a call still parked may be served; OnCancel may have taken it meanwhile. Its board
     // is read under the lock: once Unpark has taken it, the reactor may already be deleted.
     std::string board;
+    bool expired = false;
     {
       std::lock_guard lock(mu_);
-      if (std::find(parked_.begin(), parked_.end(), call) == parked_.end()) continue;
-      board = call->board();
+      auto it = std::find(parked_.begin(), parked_.end(), call);
+      if (it == parked_.end()) continue;
+      // A call past its deadline gets the empty answer and never a claim. The agent waits
+      // 15 s longer than this deadline, but a pass over thousands of parked calls can take
+      // longer than that, and a run claimed for a call nobody waits for any more is lost
+      // until the agent's next Hello releases it (an attempt spent).
+      if (call->deadline() <= clock_->Now()) {
+        parked_.erase(it);
+        expired = true;
+      } else {
+        board = call->board();
+      }
+    }
+    if (expired) {
+      call->Answer(WorkOrder{});
+      continue;
     }
     auto next = work_->NextWork(board);
     if (!next.ok()) {
