@@ -20,6 +20,17 @@ fl_wait_for() {
 
 fl_free_port() { "$FL_ROOT/scripts/free-port.sh"; }
 
+# fl_wait_alive WHAT PID CMD...: as fl_wait_for, but gives up as soon as PID has exited.
+fl_wait_alive() {
+  local what=$1 pid=$2; shift 2
+  local deadline=$(( $(date +%s) + ${FL_WAIT_SECONDS:-60} ))
+  until "$@" >/dev/null 2>&1; do
+    if ! kill -0 "$pid" 2>/dev/null; then fl_log "$what exited"; return 1; fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then fl_log "timed out waiting for $what"; return 1; fi
+    sleep 0.2
+  done
+}
+
 fl_start_postgres() {
   FL_DATABASE_URL=$("$FL_ROOT/scripts/pg-throwaway.sh" start "$FL_STATE/pg")
   export FL_DATABASE_URL
@@ -104,15 +115,25 @@ fl_stop_pid() {
 
 # Alertmanager with the repo's routing; $1: the webhook URL alerts go to.
 fl_start_alertmanager() {
-  FL_AM_PORT=$(fl_free_port)
   sed "s|http://127.0.0.1:9095/alerts|$1|" "$FL_ROOT/deploy/alertmanager/alertmanager.yml" \
     >"$FL_STATE/alertmanager.yml"
-  prometheus-alertmanager --config.file="$FL_STATE/alertmanager.yml" --storage.path="$FL_STATE/am" \
-    --web.listen-address="127.0.0.1:$FL_AM_PORT" --cluster.listen-address= \
-    >"$FL_STATE/alertmanager.log" 2>&1 &
-  FL_AM_PID=$!
-  fl_wait_for "Alertmanager" curl -fsS "http://127.0.0.1:$FL_AM_PORT/-/ready" || return 1
-  fl_log "Alertmanager: http://127.0.0.1:$FL_AM_PORT (pid $FL_AM_PID)"
+  # The port is picked before the server binds it: when another listener took it meanwhile,
+  # the server exits ("address already in use") and another port is tried.
+  local attempt
+  for attempt in 1 2 3; do
+    FL_AM_PORT=$(fl_free_port)
+    prometheus-alertmanager --config.file="$FL_STATE/alertmanager.yml" --storage.path="$FL_STATE/am" \
+      --web.listen-address="127.0.0.1:$FL_AM_PORT" --cluster.listen-address= \
+      >"$FL_STATE/alertmanager.log" 2>&1 &
+    FL_AM_PID=$!
+    if fl_wait_alive "Alertmanager" "$FL_AM_PID" curl -fsS "http://127.0.0.1:$FL_AM_PORT/-/ready"; then
+      fl_log "Alertmanager: http://127.0.0.1:$FL_AM_PORT (pid $FL_AM_PID)"
+      return 0
+    fi
+    fl_stop_pid "$FL_AM_PID"
+    grep -q "address already in use" "$FL_STATE/alertmanager.log" || return 1
+  done
+  return 1
 }
 
 # Prometheus with the repo's alert rules, scraping the controller every second.
@@ -127,12 +148,21 @@ scrape_configs:
   - job_name: faultline-controller
     static_configs: [{targets: ["127.0.0.1:$FL_HTTP_PORT"]}]
 YAML
-  prometheus --config.file="$FL_STATE/prometheus.yml" --storage.tsdb.path="$FL_STATE/prom" \
-    --web.listen-address="127.0.0.1:$FL_PROM_PORT" >"$FL_STATE/prometheus.log" 2>&1 &
-  FL_PROM_PID=$!
-  FL_PROM_URL="http://127.0.0.1:$FL_PROM_PORT"
-  fl_wait_for "Prometheus" curl -fsS "$FL_PROM_URL/-/ready" || return 1
-  fl_log "Prometheus: $FL_PROM_URL (pid $FL_PROM_PID)"
+  local attempt
+  for attempt in 1 2 3; do  # another port when the picked one was taken before the bind
+    prometheus --config.file="$FL_STATE/prometheus.yml" --storage.tsdb.path="$FL_STATE/prom" \
+      --web.listen-address="127.0.0.1:$FL_PROM_PORT" >"$FL_STATE/prometheus.log" 2>&1 &
+    FL_PROM_PID=$!
+    FL_PROM_URL="http://127.0.0.1:$FL_PROM_PORT"
+    if fl_wait_alive "Prometheus" "$FL_PROM_PID" curl -fsS "$FL_PROM_URL/-/ready"; then
+      fl_log "Prometheus: $FL_PROM_URL (pid $FL_PROM_PID)"
+      return 0
+    fi
+    fl_stop_pid "$FL_PROM_PID"
+    grep -q "address already in use" "$FL_STATE/prometheus.log" || return 1
+    FL_PROM_PORT=$(fl_free_port)
+  done
+  return 1
 }
 
 fl_stop_all() {
