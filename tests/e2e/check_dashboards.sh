@@ -238,8 +238,16 @@ check_dashboard() {
       *)
         fail "$name var \$$vname: unsupported variable type $vtype"; continue;;
     esac
-    vars=$(jq -c --arg n "$vname" --arg vals "$values" --argjson f "$flags" \
-      '. + {($n): ($f + {values: ($vals | split("\n") | map(select(. != "")))})}' <<<"$vars")
+    # A single-valued variable (not multi, no "All") holds one value, as in Grafana: its
+    # saved current value when the query returns it, else the first.
+    local current
+    current=$(jq -r '.current.value // "" | if type == "string" then . else "" end' <<<"$v")
+    vars=$(jq -c --arg n "$vname" --arg vals "$values" --argjson f "$flags" --arg cur "$current" \
+      '($vals | split("\n") | map(select(. != ""))) as $all
+       | (if ($f.multi or $f.includeAll) then $all
+          elif ($all | index($cur)) != null then [$cur]
+          else $all[:1] end) as $vs
+       | . + {($n): ($f + {values: $vs})}' <<<"$vars")
   done
 
   # ---- panel targets -----------------------------------------------------------------

@@ -96,14 +96,14 @@ TEST_F(MetricsTest, SignificantCounterChangesBesideTheThroughputRatio) {
               ElementsAre(Pair("patched", DoubleNear(2.0, 0.05))));
   // pgfault per round changed by less than min_effect (significantly: the data are steady);
   // new_debug exists on one kernel only (no ratio).
-  ASSERT_THAT(Samples(body, "faultline_comparison_counter_ratio", "counter"),
+  ASSERT_THAT(Samples(body, "faultline_comparison_counters_ratio", "counter"),
               ElementsAre(Pair("vmstat.retry_io_miss", DoubleNear(0.025, 0.002))));
-  const auto low = Samples(body, "faultline_comparison_counter_ratio_ci_lower", "counter");
-  const auto high = Samples(body, "faultline_comparison_counter_ratio_ci_upper", "counter");
+  const auto low = Samples(body, "faultline_comparison_counters_ratio_ci_lower", "counter");
+  const auto high = Samples(body, "faultline_comparison_counters_ratio_ci_upper", "counter");
   ASSERT_EQ(low.count("vmstat.retry_io_miss"), 1u);
   ASSERT_EQ(high.count("vmstat.retry_io_miss"), 1u);
   const double ratio =
-      Samples(body, "faultline_comparison_counter_ratio", "counter").begin()->second;
+      Samples(body, "faultline_comparison_counters_ratio", "counter").begin()->second;
   EXPECT_LE(low.at("vmstat.retry_io_miss"), ratio);
   EXPECT_GE(high.at("vmstat.retry_io_miss"), ratio);
   EXPECT_LT(high.at("vmstat.retry_io_miss"), 0.03);
@@ -124,15 +124,15 @@ TEST_F(MetricsTest, AFinishedJobIsComparedOncePerVersion) {
   Export(2000);
   const std::string body = Render();
   EXPECT_EQ(Samples(body, "faultline_comparison_counters_changed", "candidate")["patched"], 0.0);
-  EXPECT_THAT(Samples(body, "faultline_comparison_counter_ratio", "counter"), IsEmpty());
+  EXPECT_THAT(Samples(body, "faultline_comparison_counters_ratio", "counter"), IsEmpty());
 }
 
 TEST_F(MetricsTest, AJobNoLongerExportedLeavesNoCounterSeries) {
   Export(1000);
-  ASSERT_FALSE(Samples(Render(), "faultline_comparison_counter_ratio", "counter").empty());
+  ASSERT_FALSE(Samples(Render(), "faultline_comparison_counters_ratio", "counter").empty());
   fake_.metrics.SetSnapshot(MetricsSnapshot{});
   const std::string body = Render();
-  EXPECT_THAT(Samples(body, "faultline_comparison_counter_ratio", "counter"), IsEmpty());
+  EXPECT_THAT(Samples(body, "faultline_comparison_counters_ratio", "counter"), IsEmpty());
   EXPECT_THAT(Samples(body, "faultline_comparison_counters_changed", "candidate"), IsEmpty());
 }
 

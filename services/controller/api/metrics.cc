@@ -138,18 +138,18 @@ std::string ControllerMetrics::Render(MetricsSource* source, BoardStore* boards,
                         .Register(state);
     auto& counter_ratio =
         prometheus::BuildGauge()
-            .Name("faultline_comparison_counter_ratio")
+            .Name("faultline_comparison_counters_ratio")
             .Help(
                 "Hodges-Lehmann candidate/baseline ratio of a counter per round (per second "
                 "when runs completed too few rounds), for the counters that changed "
                 "significantly (Benjamini-Hochberg across the comparison's counters)")
             .Register(state);
     auto& counter_low = prometheus::BuildGauge()
-                            .Name("faultline_comparison_counter_ratio_ci_lower")
+                            .Name("faultline_comparison_counters_ratio_ci_lower")
                             .Help("Lower bound of the counter ratio's 95% confidence interval")
                             .Register(state);
     auto& counter_high = prometheus::BuildGauge()
-                             .Name("faultline_comparison_counter_ratio_ci_upper")
+                             .Name("faultline_comparison_counters_ratio_ci_upper")
                              .Help("Upper bound of the counter ratio's 95% confidence interval")
                              .Register(state);
     auto& counters_changed = prometheus::BuildGauge()
