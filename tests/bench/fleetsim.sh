@@ -180,6 +180,10 @@ bad=$(sql "SELECT count(*) FROM runs WHERE state <> 'succeeded' OR attempt <> 1"
 results=$(sql "SELECT count(*) FROM results")
 result_runs=$(sql "SELECT count(DISTINCT run_id) FROM results")
 samples=$(sql "SELECT count(*) FROM samples")
+# A job whose runs have all ended must have ended too (a watcher waits for exactly that).
+stuck=$(sql "SELECT count(*) FROM jobs j WHERE j.state IN ('queued', 'running')
+              AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = j.id
+                                 AND r.state IN ('queued', 'assigned', 'running'))")
 # Why runs needed more than one attempt (the controller's log events and the runs' reasons).
 events=$(grep -o 'event=[a-z_]*' "$FL_STATE/controller.log" | sort | uniq -c | sort -rn |
   awk '{ printf "%s%s: %s", (NR > 1 ? ", " : ""), substr($2, 7), $1 }')
@@ -200,9 +204,9 @@ work_json=$(jq -n --argjson window "$dtw" \
   '{window_seconds: $window, controller_cpu_percent: $cpu, controller_rss_kib: $rss,
     controller_peak_rss_kib: $hwm, postgres_cpu_percent: $pgcpu, postgres_connections_max: $conns}')
 db_json=$(jq -n --argjson runs "$runs" --argjson bad "$bad" --argjson results "$results" \
-  --argjson result_runs "$result_runs" --argjson samples "$samples" \
+  --argjson result_runs "$result_runs" --argjson samples "$samples" --argjson stuck "$stuck" \
   '{runs: $runs, not_succeeded_first_attempt: $bad, results: $results,
-    runs_with_results: $result_runs, samples: $samples}')
+    runs_with_results: $result_runs, samples: $samples, jobs_unfinished_without_open_runs: $stuck}')
 jq --argjson idle "$idle_json" --argjson work "$work_json" --argjson db "$db_json" \
   --arg host "$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)" \
   --arg events "$events" \
@@ -213,6 +217,7 @@ echo "controller during work: $(echo "$work_json" | jq -c .)"
 echo "database: $(echo "$db_json" | jq -c .)"
 [ -n "$JSON" ] && cp "$FL_STATE/combined.json" "$JSON"
 
+[ "$stuck" = 0 ] || fail "$stuck job(s) still queued or running although none of their runs is"
 [ "$rc" = 0 ] || fail "fleetsim exited $rc"
 submitted=$(jq .runs.submitted "$FL_STATE/fleetsim.json")
 [ "$runs" = "$submitted" ] || fail "$runs runs in the database, fleetsim submitted $submitted"

@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <pqxx/pqxx>
+#include <thread>
 
 #include "services/controller/core/validation.h"
 #include "services/controller/storage/migrations.h"
+#include "services/controller/storage/pg_pool.h"
 #include "tests/support/pg_cluster.h"
 
 namespace faultline::controller {
@@ -175,6 +178,50 @@ TEST_F(StoreTest, ClaimRunStoreResultExactlyOnce) {
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->state, JobState::kSucceeded);
   EXPECT_EQ(done->counts.succeeded, 2u);
+  EXPECT_NE(done->finished_at_ms, 0);
+}
+
+// The last two results of a job arrive together (two boards, two transactions). Under READ
+// COMMITTED each transaction's count of the job's open runs missed the other's uncommitted
+// run, both wrote "running", and the job never finished (seen with 20 simulated boards).
+// Here the first transaction is held open after recomputing the job, the second StoreResult
+// runs against it, and the first commits only once the second waits on a lock.
+TEST_F(StoreTest, TheLastTwoResultsStoredConcurrentlyFinishTheJob) {
+  UpsertAABoard("box2");
+  int64_t job = Submit(1);  // two runs: threads=2 and threads=4
+  auto a = ClaimRun("box");
+  auto b = ClaimRun("box2");
+  ASSERT_TRUE(a.ok() && a->has_value() && b.ok() && b->has_value());
+
+  pqxx::connection first(url_);
+  pqxx::work t1(first);
+  t1.exec_params("UPDATE runs SET state = 'succeeded', finished_at = now() WHERE id = $1",
+                 (*a)->run_id);
+  pg::RecomputeJobState(t1, job);  // run b is still open: the job stays running
+
+  absl::StatusOr<int64_t> stored = absl::UnknownError("not run");
+  std::thread second([&] {
+    stored =
+        store_->work().StoreResult("box2", (*b)->run_id, (*b)->attempt_id, true, "", GoodResult(3));
+  });
+  // Wait (polling a condition, bounded) until the second transaction waits on a lock.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool waiting = false;
+  while (!waiting && std::chrono::steady_clock::now() < give_up) {
+    waiting = Count(
+                  "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                  "AND wait_event_type = 'Lock'") > 0;
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  t1.commit();
+  second.join();
+  ASSERT_TRUE(waiting) << "the second StoreResult never waited for the first transaction";
+  ASSERT_TRUE(stored.ok()) << stored.status();
+
+  auto done = store_->jobs().GetJob(job);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->counts.succeeded, 2u);
+  EXPECT_EQ(done->state, JobState::kSucceeded);
   EXPECT_NE(done->finished_at_ms, 0);
 }
 

@@ -64,7 +64,12 @@ void Pool::DropIdle() {
   cv_.notify_all();
 }
 
+void LockJob(pqxx::transaction_base& t, int64_t job_id) {
+  t.exec_params("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", job_id);
+}
+
 void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id) {
+  LockJob(t, job_id);
   auto counts = t.exec_params(R"sql(
     SELECT count(*) FILTER (WHERE state IN ('queued', 'assigned', 'running')),
            count(*) FILTER (WHERE state <> 'queued'),

@@ -55,7 +55,14 @@ class Pool {
 // libpqxx 6.4 blocks without a deadline. Name resolution is not bounded: use an address.
 absl::Status PingWithDeadline(const std::string& url, std::chrono::milliseconds timeout);
 
-// Recomputes jobs.state/finished_at of job $1 from its runs (core: JobStateFromRuns).
+// Locks the job's row until the transaction ends. Every transaction that changes a run and
+// then reads the job's runs (to recompute the job's state, or to plan more pairs) takes it
+// after the run's row and before that read: under READ COMMITTED two such transactions
+// would otherwise each miss the other's uncommitted run and both leave the job unfinished.
+void LockJob(pqxx::transaction_base& t, int64_t job_id);
+
+// Recomputes jobs.state/finished_at of job $1 from its runs (core: JobStateFromRuns). Takes
+// LockJob first, so its count sees every run change committed before it.
 void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id);
 
 // "now() + the lease of the run's job": duration + warm-up + the grace in parameter $N.

@@ -278,6 +278,8 @@ absl::StatusOr<int64_t> PgWorkStore::StoreResult(const std::string& board, int64
                       lease_expires_at = NULL
        WHERE id = $1)sql",
                   run_id, ok ? "succeeded" : "failed", ok ? std::string() : reason);
+    // Before reading the job's other runs: see pg::LockJob.
+    pg::LockJob(w, job_id);
     if (ok) ExtendAdaptiveJob(w, job_id);
     pg::RecomputeJobState(w, job_id);
     w.commit();
