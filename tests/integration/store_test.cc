@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <pqxx/pqxx>
+#include <set>
 #include <thread>
 
 #include "services/controller/core/validation.h"
@@ -223,6 +225,67 @@ TEST_F(StoreTest, TheLastTwoResultsStoredConcurrentlyFinishTheJob) {
   EXPECT_EQ(done->counts.succeeded, 2u);
   EXPECT_EQ(done->state, JobState::kSucceeded);
   EXPECT_NE(done->finished_at_ms, 0);
+}
+
+// Many waiting boards served in one pass: NextWork's rule for each, in the order they asked.
+TEST_F(StoreTest, ManyWaitingBoardsAreServedInOnePass) {
+  UpsertAABoard("aa1");
+  UpsertAABoard("aa2");
+  const int64_t job = Submit(1);  // two vanilla runs
+  auto first = store_->work().NextWorkForBoards({"aa1", "box", "aa2", "nobody"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), 2u);  // two runs: the third board gets nothing
+  std::set<int64_t> runs;
+  for (const auto& [board, order] : *first) {
+    EXPECT_TRUE(board == "aa1" || board == "box") << board;
+    ASSERT_TRUE(order.run.has_value());
+    EXPECT_FALSE(order.kernel_switch.has_value());
+    EXPECT_EQ(order.run->job_id, job);
+    EXPECT_EQ(order.run->duration_seconds, 3u);
+    EXPECT_FALSE(order.run->attempt_id.empty());
+    runs.insert(order.run->run_id);
+    EXPECT_EQ(Text("SELECT board FROM runs WHERE id = " + std::to_string(order.run->run_id)),
+              board);
+  }
+  EXPECT_EQ(runs.size(), 2u);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE state = 'assigned'"), 2);
+  EXPECT_EQ(store_->jobs().GetJob(job)->state, JobState::kRunning);
+  // Busy boards get nothing more; the idle one has nothing to take.
+  auto again = store_->work().NextWorkForBoards({"aa1", "box", "aa2"});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+
+  // A board whose head needs a kernel it can only boot is told to switch; the run stays
+  // queued and the next board, which runs that kernel, claims it.
+  for (const auto& [board, order] : *first) {
+    ASSERT_TRUE(
+        store_->work()
+            .StoreResult(board, order.run->run_id, order.run->attempt_id, true, "", GoodResult(3))
+            .ok());
+  }
+  BoardRecord boot;  // runs vanilla, can boot patched
+  boot.summary = {.name = "boot",
+                  .arch = "x86_64",
+                  .memory_bytes = 8ull << 30,
+                  .kernel_labels = {"vanilla", "patched"},
+                  .running_kernel_label = "vanilla",
+                  .running_kernel_labels = {"vanilla"},
+                  .bootable_kernel_labels = {"vanilla", "patched"}};
+  boot.facts_json = "{}";
+  ASSERT_TRUE(store_->boards().UpsertBoard(boot).ok());
+  Submit(1, {"patched"});
+  auto mixed = store_->work().NextWorkForBoards({"boot", "aa2"});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  ASSERT_EQ(mixed->size(), 2u);
+  std::map<std::string, WorkOrder> by_board(mixed->begin(), mixed->end());
+  ASSERT_TRUE(by_board["boot"].kernel_switch.has_value());
+  EXPECT_EQ(by_board["boot"].kernel_switch->label, "patched");
+  EXPECT_EQ(Text("SELECT health FROM boards WHERE name = 'boot'"), "switching");
+  ASSERT_TRUE(by_board["aa2"].run.has_value());
+  EXPECT_EQ(by_board["aa2"].run->kernel, "patched");
+  EXPECT_NE(by_board["boot"].kernel_switch->reason.find(
+                "run " + std::to_string(by_board["aa2"].run->run_id) + " "),
+            std::string::npos);
 }
 
 TEST_F(StoreTest, ResultWithWrongSampleCountBecomesAFailure) {

@@ -1,6 +1,10 @@
 #include "services/controller/api/dispatcher.h"
 
 #include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "google/protobuf/util/message_differencer.h"
@@ -229,54 +233,64 @@ void Dispatcher::Step(bool tick) {
 }
 
 void Dispatcher::ServeParked() {
-  std::vector<ParkedCall*> snapshot;
+  // The boards still waiting, oldest call first. A call past its deadline gets the empty
+  // answer and never a claim: the agent waits 15 s longer than this deadline, and a run
+  // claimed for a call nobody waits for any more is lost until the agent's next Hello
+  // releases it (an attempt spent).
+  std::vector<ParkedCall*> expired;
+  std::vector<std::string> boards;
   {
     std::lock_guard lock(mu_);
-    snapshot.assign(parked_.begin(), parked_.end());
+    const auto now = clock_->Now();
+    std::set<std::string> seen;
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      if ((*it)->deadline() <= now) {
+        expired.push_back(*it);
+        it = parked_.erase(it);
+        continue;
+      }
+      if (seen.insert((*it)->board()).second) boards.push_back((*it)->board());
+      ++it;
+    }
   }
-  for (auto* call : snapshot) {
-    // Only a call still parked may be served; OnCancel may have taken it meanwhile. Its board
-    // is read under the lock: once Unpark has taken it, the reactor may already be deleted.
-    std::string board;
-    bool expired = false;
-    {
-      std::lock_guard lock(mu_);
-      auto it = std::find(parked_.begin(), parked_.end(), call);
-      if (it == parked_.end()) continue;
-      // A call past its deadline gets the empty answer and never a claim. The agent waits
-      // 15 s longer than this deadline, but a pass over thousands of parked calls can take
-      // longer than that, and a run claimed for a call nobody waits for any more is lost
-      // until the agent's next Hello releases it (an attempt spent).
-      if (call->deadline() <= clock_->Now()) {
-        parked_.erase(it);
-        expired = true;
-      } else {
-        board = call->board();
-      }
+  for (auto* call : expired) call->Answer(WorkOrder{});
+  if (boards.empty()) return;
+  // One pass for all of them (one read of the queue, one transaction).
+  const auto pass_start = std::chrono::steady_clock::now();
+  auto orders = work_->NextWorkForBoards(boards);
+  const auto decided = std::chrono::steady_clock::now();
+  if (!orders.ok()) {
+    log::warn("event=claim_failed boards={} error=\"{}\"", boards.size(),
+              std::string(orders.status().message()));
+    return;
+  }
+  // Each order goes to its board's oldest call, if that board still waits. Only a call still
+  // parked may be answered: OnCancel may have taken it meanwhile (and the reactor may be
+  // deleted once Unpark has taken it).
+  std::vector<ParkedCall*> callers(orders->size(), nullptr);
+  {
+    std::lock_guard lock(mu_);
+    std::map<std::string, ParkedCall*> oldest;
+    for (auto* call : parked_) oldest.emplace(call->board(), call);
+    std::set<ParkedCall*> taken;
+    for (size_t i = 0; i < orders->size(); ++i) {
+      auto it = oldest.find((*orders)[i].first);
+      if (it == oldest.end()) continue;
+      callers[i] = it->second;
+      taken.insert(it->second);
+      oldest.erase(it);
     }
-    if (expired) {
-      call->Answer(WorkOrder{});
-      continue;
-    }
-    auto next = work_->NextWork(board);
-    if (!next.ok()) {
-      log::warn("event=claim_failed board={} error=\"{}\"", board,
-                std::string(next.status().message()));
-      return;
-    }
-    if (!next->run && !next->kernel_switch) continue;
-    bool still_parked = false;
-    {
-      std::lock_guard lock(mu_);
-      auto it = std::find(parked_.begin(), parked_.end(), call);
-      if (it != parked_.end()) {
-        parked_.erase(it);
-        still_parked = true;
-      }
-    }
-    if (next->kernel_switch) {
-      const KernelSwitchOrder& order = *next->kernel_switch;
-      if (!still_parked) {
+    parked_.erase(std::remove_if(parked_.begin(), parked_.end(),
+                                 [&](ParkedCall* call) { return taken.count(call) > 0; }),
+                  parked_.end());
+  }
+  for (size_t i = 0; i < orders->size(); ++i) {
+    const std::string& board = (*orders)[i].first;
+    WorkOrder& next = (*orders)[i].second;
+    ParkedCall* call = callers[i];
+    if (next.kernel_switch) {
+      const KernelSwitchOrder& order = *next.kernel_switch;
+      if (call == nullptr) {
         // The agent went away before hearing it: the order never happened.
         log::warn("event=kernel_switch_undelivered board={} label={}", board, order.label);
         auto abandoned = work_->AbandonKernelSwitch(board);
@@ -288,11 +302,12 @@ void Dispatcher::ServeParked() {
       }
       log::info("event=kernel_switch_ordered board={} label={} reason=\"{}\"", board, order.label,
                 order.reason);
-      call->Answer(*next);
+      call->Answer(next);
       continue;
     }
-    const Assignment& a = *next->run;
-    if (!still_parked) {
+    if (!next.run) continue;
+    const Assignment& a = *next.run;
+    if (call == nullptr) {
       // The agent went away between claim and answer; the lease returns the run to the
       // queue when it lapses.
       log::warn("event=assignment_undelivered run={} board={}", a.run_id, board);
@@ -301,8 +316,14 @@ void Dispatcher::ServeParked() {
     log::info("event=run_assigned run={} job={} board={} kernel={} attempt_id={}", a.run_id,
               a.job_id, board, a.kernel, a.attempt_id);
     const int64_t job_id = a.job_id;
-    call->Answer(*next);
+    call->Answer(next);
     JobChanged(job_id);
+  }
+  if (!orders->empty()) {
+    const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    log::info("event=dispatch_pass waiting={} orders={} decide_ms={:.1f} answer_ms={:.1f}",
+              boards.size(), orders->size(), ms(decided - pass_start),
+              ms(std::chrono::steady_clock::now() - decided));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,6 +46,25 @@ class WorkStore {
   // attempt id and lease when the board runs its kernel; otherwise the board is ordered to
   // switch. Boards that are switching or need a check get nothing.
   virtual absl::StatusOr<WorkOrder> NextWork(const std::string& board) = 0;
+  // The next steps of many waiting boards (in the order they asked), each by NextWork's rule
+  // (core/matching.h); only boards that get a run or a switch order are in the answer. The
+  // PostgreSQL store decides them on one read of the queue and writes them in one
+  // transaction; this default asks NextWork board by board. If a board's step cannot be
+  // taken, the steps already taken are returned (a claim must reach its board); the error
+  // only when there are none.
+  using BoardOrders = std::vector<std::pair<std::string, WorkOrder>>;
+  virtual absl::StatusOr<BoardOrders> NextWorkForBoards(const std::vector<std::string>& boards) {
+    BoardOrders out;
+    for (const auto& board : boards) {
+      auto next = NextWork(board);
+      if (!next.ok()) {
+        if (out.empty()) return next.status();
+        break;
+      }
+      if (next->run || next->kernel_switch) out.emplace_back(board, *std::move(next));
+    }
+    return out;
+  }
   // An ordered switch that never reached the agent: the board is back to ok.
   virtual absl::Status AbandonKernelSwitch(const std::string& board) = 0;
   // Boards whose switch deadline passed without a hello become needs-check; returns them.

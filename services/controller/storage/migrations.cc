@@ -207,6 +207,9 @@ CREATE UNIQUE INDEX runs_job_cell_kernel_repetition_boards
       {13, "perf events counted per run", R"sql(
 ALTER TABLE jobs ADD COLUMN events jsonb NOT NULL DEFAULT '[]';  -- ["sw:page-faults", ...]
 )sql"},
+      {14, "busy boards found by index", R"sql(
+CREATE INDEX runs_board_busy ON runs (board) WHERE state IN ('assigned', 'running');
+)sql"},
   };
   return kMigrations;
 }

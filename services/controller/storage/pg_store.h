@@ -36,6 +36,7 @@ class PgWorkStore final : public WorkStore {
  public:
   PgWorkStore(pg::Pool* pool, const StoreOptions& options) : pool_(pool), options_(options) {}
   absl::StatusOr<WorkOrder> NextWork(const std::string& board) override;
+  absl::StatusOr<BoardOrders> NextWorkForBoards(const std::vector<std::string>& boards) override;
   absl::Status AbandonKernelSwitch(const std::string& board) override;
   absl::StatusOr<std::vector<std::string>> ExpireKernelSwitches() override;
   absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,

@@ -1,9 +1,14 @@
 #include "services/controller/storage/pg_store.h"
 
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string_view>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "services/controller/core/matching.h"
 #include "services/controller/storage/pg_pool.h"
 
 namespace faultline::controller {
@@ -69,6 +74,60 @@ void ExtendAdaptiveJob(pqxx::work& w, int64_t job_id) {
   }
 }
 
+// What a claim returns (RETURNING of an UPDATE runs r ... FROM jobs j; the lease grace in
+// parameter $2), read by AssignmentFromRow; the board is the last column.
+constexpr std::string_view kAssignmentColumns = R"sql(
+  r.id, r.attempt_id::text, r.job_id, j.benchmark, r.kernel, j.duration_seconds, r.params::text,
+  j.memory_max, j.memory_high, j.swap_max, ceil(j.duration_seconds + j.warmup_ms / 1000.0 + $2)::int,
+  j.events::text, r.board)sql";
+
+Assignment AssignmentFromRow(const pqxx::row& r) {
+  Assignment a;
+  a.run_id = r[0].as<int64_t>();
+  a.attempt_id = r[1].as<std::string>();
+  a.job_id = r[2].as<int64_t>();
+  a.benchmark = r[3].as<std::string>();
+  a.kernel = r[4].as<std::string>();
+  a.duration_seconds = r[5].as<uint32_t>();
+  a.params = StringMap(r[6].as<std::string>());
+  a.memcg.memory_max = r[7].as<uint64_t>();
+  a.memcg.memory_high = OptionalU64(r[8]);
+  a.memcg.swap_max = OptionalU64(r[9]);
+  a.lease_seconds = r[10].as<uint32_t>();
+  for (const auto& event : nlohmann::json::parse(r[11].as<std::string>())) {
+    if (event.is_string()) a.events.push_back(event.get<std::string>());
+  }
+  return a;
+}
+
+std::vector<std::string> JsonStrings(const std::string& text) {
+  std::vector<std::string> out;
+  if (text == "[]") return out;  // most runs and boards: no parse
+  for (const auto& v : nlohmann::json::parse(text)) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+// The board is told to switch: health 'switching' until its hello from the new kernel.
+void OrderKernelSwitch(pqxx::work& w, const std::string& board, const KernelSwitchOrder& order) {
+  w.exec_params(R"sql(
+    UPDATE boards SET health = 'switching', health_reason = $2, switch_label = $3,
+                      switch_from_boot_id = boot_id,
+                      switch_deadline = now() + make_interval(secs => $4),
+                      kernel_switches = kernel_switches + 1, last_seen = now()
+     WHERE name = $1)sql",
+                board, "switching: " + order.reason, order.label,
+                static_cast<int>(order.deadline_seconds));
+}
+
+// How much of the queue one NextWorkForBoards pass reads: enough for every waiting board
+// several times over. Boards that find nothing in a full window ask NextWork on their own
+// (runs pinned to them far down a long queue).
+int QueueWindow(size_t boards) {
+  return static_cast<int>(std::clamp<size_t>(8 * boards, 1024, 20000));
+}
+
 }  // namespace
 
 absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
@@ -106,14 +165,7 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
       order.label = kernel;
       order.reason = absl::StrCat("run ", run_id, " of job ", job_id, " needs kernel ", kernel);
       order.deadline_seconds = static_cast<uint32_t>(options_.kernel_switch_deadline_seconds);
-      w.exec_params(R"sql(
-        UPDATE boards SET health = 'switching', health_reason = $2, switch_label = $3,
-                          switch_from_boot_id = boot_id,
-                          switch_deadline = now() + make_interval(secs => $4),
-                          kernel_switches = kernel_switches + 1, last_seen = now()
-         WHERE name = $1)sql",
-                    board, "switching: " + order.reason, kernel,
-                    options_.kernel_switch_deadline_seconds);
+      OrderKernelSwitch(w, board, order);
       w.commit();
       out.kernel_switch = std::move(order);
       return absl::OkStatus();
@@ -126,34 +178,142 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
                                   R"sql(
       FROM jobs j
       WHERE r.id = $3 AND j.id = r.job_id
-      RETURNING r.id, r.attempt_id::text, r.job_id, j.benchmark, r.kernel, j.duration_seconds,
-                r.params::text, j.memory_max, j.memory_high, j.swap_max,
-                ceil(j.duration_seconds + j.warmup_ms / 1000.0 + $2)::int,
-                j.events::text)sql",
+      RETURNING )sql" + std::string(kAssignmentColumns),
                               board, options_.lease_grace_seconds, run_id);
     if (rows.empty()) return absl::OkStatus();
-    const auto& r = rows[0];
-    Assignment a;
-    a.run_id = r[0].as<int64_t>();
-    a.attempt_id = r[1].as<std::string>();
-    a.job_id = r[2].as<int64_t>();
-    a.benchmark = r[3].as<std::string>();
-    a.kernel = r[4].as<std::string>();
-    a.duration_seconds = r[5].as<uint32_t>();
-    a.params = StringMap(r[6].as<std::string>());
-    a.memcg.memory_max = r[7].as<uint64_t>();
-    a.memcg.memory_high = OptionalU64(r[8]);
-    a.memcg.swap_max = OptionalU64(r[9]);
-    a.lease_seconds = r[10].as<uint32_t>();
-    for (const auto& event : nlohmann::json::parse(r[11].as<std::string>())) {
-      if (event.is_string()) a.events.push_back(event.get<std::string>());
-    }
+    Assignment a = AssignmentFromRow(rows[0]);
     pg::RecomputeJobState(w, a.job_id);
     w.exec_params("UPDATE boards SET last_seen = now() WHERE name = $1", board);
     w.commit();
     out.run = std::move(a);
     return absl::OkStatus();
   });
+}
+
+absl::StatusOr<WorkStore::BoardOrders> PgWorkStore::NextWorkForBoards(
+    const std::vector<std::string>& boards) {
+  if (boards.empty()) return BoardOrders{};
+  bool window_full = false;
+  std::vector<std::string> unmatched;
+  auto decided =
+      pool_->Query<BoardOrders>([&](pqxx::connection& c, BoardOrders& out) -> absl::Status {
+        out.clear();
+        unmatched.clear();
+        pqxx::work w(c);
+        // The queue's head first (no locks: a claim below re-checks that its run is still queued).
+        auto queued = w.exec_params(R"sql(
+      SELECT r.id, r.job_id, r.kernel, r.arches::text, r.boards::text, j.memory_max
+        FROM runs r JOIN jobs j ON j.id = r.job_id
+       WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())
+       ORDER BY r.job_id, r.sequence, r.id
+       LIMIT $1)sql",
+                                    QueueWindow(boards.size()));
+        if (queued.empty()) return absl::OkStatus();
+        window_full = static_cast<int>(queued.size()) == QueueWindow(boards.size());
+        std::vector<QueuedRun> runs;
+        runs.reserve(queued.size());
+        for (const auto& r : queued) {
+          runs.push_back(QueuedRun{.id = r[0].as<int64_t>(),
+                                   .job_id = r[1].as<int64_t>(),
+                                   .kernel = r[2].as<std::string>(),
+                                   .arches = JsonStrings(r[3].as<std::string>()),
+                                   .boards = JsonStrings(r[4].as<std::string>()),
+                                   .memory_max = r[5].as<uint64_t>()});
+        }
+        // The asking boards that are healthy and idle, in the order they asked.
+        auto free_rows = w.exec_params(R"sql(
+      SELECT b.name, b.arch, b.memory_bytes, b.running_kernel_labels::text,
+             b.bootable_kernel_labels::text
+        FROM boards b
+       WHERE b.name IN (SELECT jsonb_array_elements_text($1::jsonb)) AND b.health = 'ok'
+         AND NOT EXISTS (SELECT 1 FROM runs busy
+                          WHERE busy.board = b.name AND busy.state IN ('assigned', 'running')))sql",
+                                       nlohmann::json(boards).dump());
+        std::map<std::string, FreeBoard> by_name;
+        for (const auto& r : free_rows) {
+          FreeBoard b{.name = r[0].as<std::string>(),
+                      .arch = r[1].as<std::string>(),
+                      .memory_bytes = r[2].as<uint64_t>(),
+                      .running_kernels = JsonStrings(r[3].as<std::string>()),
+                      .bootable_kernels = JsonStrings(r[4].as<std::string>())};
+          by_name.emplace(b.name, std::move(b));
+        }
+        std::vector<FreeBoard> free;
+        for (const auto& name : boards) {
+          auto it = by_name.find(name);
+          if (it == by_name.end()) continue;
+          free.push_back(std::move(it->second));
+          by_name.erase(it);  // a board asking twice is served once
+        }
+        const std::vector<BoardStep> steps = MatchParkedBoards(free, runs);
+        std::vector<bool> stepped(free.size(), false);
+        for (const BoardStep& step : steps) stepped[step.board] = true;
+        for (size_t b = 0; b < free.size(); ++b) {
+          if (!stepped[b]) unmatched.push_back(free[b].name);
+        }
+        if (steps.empty()) return absl::OkStatus();
+
+        // Locks in NextWork's order: boards (by name), then runs, then jobs (by id).
+        std::set<std::string> stepping;
+        for (const BoardStep& step : steps) stepping.insert(free[step.board].name);
+        std::set<std::string> locked;
+        for (const auto& r : w.exec_params(R"sql(
+           SELECT b.name FROM boards b
+            WHERE b.name IN (SELECT jsonb_array_elements_text($1::jsonb)) AND b.health = 'ok'
+              AND NOT EXISTS (SELECT 1 FROM runs busy WHERE busy.board = b.name
+                                 AND busy.state IN ('assigned', 'running'))
+            ORDER BY b.name FOR UPDATE OF b)sql",
+                                           nlohmann::json(stepping).dump())) {
+          locked.insert(r[0].as<std::string>());
+        }
+        nlohmann::json claims = nlohmann::json::array();
+        for (const BoardStep& step : steps) {
+          const FreeBoard& board = free[step.board];
+          if (!locked.count(board.name)) continue;  // changed meanwhile: next pass
+          const QueuedRun& run = runs[step.run];
+          if (!step.switch_kernel) {
+            claims.push_back({{"run", run.id}, {"board", board.name}});
+            continue;
+          }
+          KernelSwitchOrder order;
+          order.label = run.kernel;
+          order.reason =
+              absl::StrCat("run ", run.id, " of job ", run.job_id, " needs kernel ", run.kernel);
+          order.deadline_seconds = static_cast<uint32_t>(options_.kernel_switch_deadline_seconds);
+          OrderKernelSwitch(w, board.name, order);
+          out.emplace_back(board.name, WorkOrder{.run = std::nullopt, .kernel_switch = order});
+        }
+        if (!claims.empty()) {
+          std::set<int64_t> jobs;
+          for (const auto& r : w.exec_params(R"sql(
+             UPDATE runs r SET
+               state = 'assigned', board = v.board, attempt = r.attempt + 1,
+               attempt_id = gen_random_uuid(), assigned_at = now(), failure_reason = NULL,
+               lease_expires_at = )sql" + pg::LeaseExpirySql(2) +
+                                                 R"sql(
+             FROM jobs j, jsonb_to_recordset($1::jsonb) AS v(run bigint, board text)
+             WHERE r.id = v.run AND r.state = 'queued' AND j.id = r.job_id
+             RETURNING )sql" + std::string(kAssignmentColumns),
+                                             claims.dump(), options_.lease_grace_seconds)) {
+            Assignment a = AssignmentFromRow(r);
+            std::string board = r[12].as<std::string>();
+            jobs.insert(a.job_id);
+            out.emplace_back(std::move(board), WorkOrder{.run = std::move(a), .kernel_switch = {}});
+          }
+          // last_seen is not touched here: AcquireWork did when the call parked.
+          for (int64_t job : jobs) pg::RecomputeJobState(w, job);
+        }
+        w.commit();
+        return absl::OkStatus();
+      });
+  if (!decided.ok() || !window_full || unmatched.empty()) return decided;
+  // The window held only runs these boards may not serve: each looks down the whole queue.
+  for (const auto& board : unmatched) {
+    auto next = NextWork(board);
+    if (!next.ok()) break;
+    if (next->run || next->kernel_switch) decided->emplace_back(board, *std::move(next));
+  }
+  return decided;
 }
 
 absl::Status PgWorkStore::AbandonKernelSwitch(const std::string& board) {
