@@ -367,10 +367,16 @@ int CompareCommand(const CliEnv& env, const std::string& a_path, const std::stri
   return kExitOk;
 }
 
+constexpr int kMaxResponseBytes = 256 << 20;
+
 std::unique_ptr<JobStub> Connect(const CliEnv& env) {
   auto credentials = ClientCredentials({env.tls_ca, env.tls_cert, env.tls_key});
   if (!credentials.ok()) return nullptr;  // the caller names the --tls-* options
-  return v1::JobService::NewStub(grpc::CreateChannel(env.controller, *credentials));
+  // A report of a job of thousands of runs with run counters is larger than gRPC's default
+  // 4 MB (RESOURCE_EXHAUSTED); the controller sends whatever it builds.
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxResponseBytes);
+  return v1::JobService::NewStub(grpc::CreateCustomChannel(env.controller, *credentials, args));
 }
 
 int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& connect) {

@@ -1156,7 +1156,12 @@ int Simulate(const Options& opt) {
   users.fleet = fleet.get();
   users.token = user_token;
   users.hard_deadline = hard_deadline;
-  users.channel = grpc::CreateChannel(opt.controller, grpc::InsecureChannelCredentials());
+  {
+    grpc::ChannelArguments user_args;  // as the CLI: reports of big jobs exceed 4 MB
+    user_args.SetMaxReceiveMessageSize(256 << 20);
+    users.channel =
+        grpc::CreateCustomChannel(opt.controller, grpc::InsecureChannelCredentials(), user_args);
+  }
   users.stub = v1::JobService::NewStub(users.channel);
   std::vector<std::thread> threads;
   int planned_runs = 0;

@@ -10,6 +10,7 @@
 #
 # Usage: fleetsim.sh [--boards N] [--runs R] [--run-seconds S] [--users U] [--readers K]
 #                    [--idle-seconds W] [--deadline SEC] [--json FILE] [--keep]
+#                    [--cli-bin PATH]   (also read the largest job's per-run report via the CLI)
 #                    [--controller-bin PATH] [--fleetsim-bin PATH] [--smoke] [-- FLEETSIM ARGS]
 #   --smoke: 20 boards, 40 one-second runs, 2 users, 1 reader, must finish within 60 s
 #            (the ctest fleetsim_smoke).
@@ -27,6 +28,7 @@ IDLE=10
 DEADLINE=600
 JSON=""
 KEEP=0
+CLI_BIN=""
 SMOKE=0
 CONTROLLER_BIN=$BUILD/services/controller/faultline-controller
 FLEETSIM_BIN=$BUILD/tests/bench/faultline-fleetsim
@@ -45,6 +47,7 @@ while [ $# -gt 0 ]; do
     --smoke) SMOKE=1; shift ;;
     --controller-bin) CONTROLLER_BIN=$2; shift 2 ;;
     --fleetsim-bin) FLEETSIM_BIN=$2; shift 2 ;;
+    --cli-bin) CLI_BIN=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "fleetsim.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -173,6 +176,24 @@ dtw=$(elapsed "$tw1" "$tw2")
 cat "$FL_STATE/fleetsim.out"
 [ -s "$FL_STATE/fleetsim.json" ] || fail "fleetsim wrote no figures (exit $rc)"
 
+# With --cli-bin: the user's view of the largest job through the real CLI, a per-run table
+# with two counter columns (a report of thousands of runs is larger than gRPC's default 4 MB).
+cli_json='{}'
+if [ -n "$CLI_BIN" ]; then
+  big=$(sql "SELECT job_id FROM runs GROUP BY job_id ORDER BY count(*) DESC, job_id LIMIT 1")
+  big_runs=$(sql "SELECT count(*) FROM runs WHERE job_id = $big")
+  c1=$(now)
+  FAULTLINE_TOKEN=$(cat "$FL_STATE/user.token") "$CLI_BIN" --controller "$FAULTLINE_CONTROLLER" \
+    report --format csv --columns 'Faults=vmstat.pgfault,Major/Round=vmstat.pgmajfault/rounds' \
+    "$big" >"$FL_STATE/report.csv" 2>"$FL_STATE/report.err" ||
+    fail "faultline report --columns of job $big ($big_runs runs): $(cat "$FL_STATE/report.err")"
+  c2=$(now)
+  cli_json=$(jq -n --argjson job "$big" --argjson runs "$big_runs" \
+    --argjson bytes "$(wc -c <"$FL_STATE/report.csv")" --argjson seconds "$(elapsed "$c1" "$c2")" \
+    '{job: $job, job_runs: $runs, report_bytes: $bytes, seconds: $seconds}')
+  echo "faultline report --columns: $(echo "$cli_json" | jq -c .)"
+fi
+
 # The database's record: every run succeeded on its first attempt, with one result and one
 # sample per second.
 runs=$(sql "SELECT count(*) FROM runs")
@@ -208,9 +229,10 @@ db_json=$(jq -n --argjson runs "$runs" --argjson bad "$bad" --argjson results "$
   '{runs: $runs, not_succeeded_first_attempt: $bad, results: $results,
     runs_with_results: $result_runs, samples: $samples, jobs_unfinished_without_open_runs: $stuck}')
 jq --argjson idle "$idle_json" --argjson work "$work_json" --argjson db "$db_json" \
+  --argjson cli "$cli_json" \
   --arg host "$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)" \
   --arg events "$events" \
-  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host,
+  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host, cli_report: $cli,
         controller_log_events: $events}' \
   "$FL_STATE/fleetsim.json" >"$FL_STATE/combined.json"
 echo "controller during work: $(echo "$work_json" | jq -c .)"
