@@ -247,6 +247,7 @@ int RunController(const ControllerOptions& options) {
   log::info("event=stopping signal={}", signal);
   http.Stop();
   dispatcher.Stop();  // answers parked calls so Shutdown does not wait for them
+  duties.Release();   // another controller takes the duties over on its next pass
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   return 0;
 }

@@ -288,6 +288,29 @@ TEST_F(StoreTest, ManyWaitingBoardsAreServedInOnePass) {
             std::string::npos);
 }
 
+// The duty lease: one holder at a time, renewed by its holder, taken over once lapsed (the
+// database's clock), given up on release.
+TEST_F(StoreTest, TheDutyLeaseHasOneHolderAndLapses) {
+  auto& lease = store_->duty_lease();
+  EXPECT_TRUE(*lease.HoldDutyLease("a", std::chrono::seconds(15)));
+  EXPECT_FALSE(*lease.HoldDutyLease("b", std::chrono::seconds(15)));
+  EXPECT_TRUE(*lease.HoldDutyLease("a", std::chrono::seconds(15)));  // renewed
+  EXPECT_EQ(Text("SELECT holder FROM duty_leases"), "a");
+  {  // a stops renewing: its lease lapses
+    pqxx::connection c(url_);
+    pqxx::work w(c);
+    w.exec("UPDATE duty_leases SET expires_at = now() - interval '1 second'");
+    w.commit();
+  }
+  EXPECT_TRUE(*lease.HoldDutyLease("b", std::chrono::seconds(15)));
+  EXPECT_FALSE(*lease.HoldDutyLease("a", std::chrono::seconds(15)));
+  EXPECT_TRUE(lease.ReleaseDutyLease("a").ok());  // not a's: nothing happens
+  EXPECT_FALSE(*lease.HoldDutyLease("a", std::chrono::seconds(15)));
+  EXPECT_TRUE(lease.ReleaseDutyLease("b").ok());
+  EXPECT_TRUE(*lease.HoldDutyLease("a", std::chrono::seconds(15)));
+  EXPECT_EQ(Count("SELECT count(*) FROM duty_leases"), 1);
+}
+
 TEST_F(StoreTest, ResultWithWrongSampleCountBecomesAFailure) {
   int64_t job = Submit(1);
   auto a = ClaimRun("box");

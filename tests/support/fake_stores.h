@@ -4,6 +4,7 @@
 // where a caller can tell (error codes, request-id idempotence, final jobs, due schedules),
 // and are otherwise as simple as possible. Every fake is thread-safe: the dispatcher's thread
 // and gRPC's threads may call them while a test inspects them.
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -258,6 +259,31 @@ inline BoardSummary VanillaBoard(std::string name, std::vector<std::string> kern
                       .running_kernel_label = "vanilla",
                       .running_kernel_labels = {"vanilla"}};
 }
+
+// The duty lease in memory, timed by the clock.
+class FakeDutyLeaseStore final : public DutyLeaseStore {
+ public:
+  explicit FakeDutyLeaseStore(const Clock* clock) : clock_(clock) {}
+  absl::StatusOr<bool> HoldDutyLease(const std::string& holder, std::chrono::seconds ttl) override {
+    std::lock_guard lock(mu_);
+    const auto now = clock_->Now();
+    if (!holder_.empty() && holder_ != holder && expires_ >= now) return false;
+    holder_ = holder;
+    expires_ = now + ttl;
+    return true;
+  }
+  absl::Status ReleaseDutyLease(const std::string& holder) override {
+    std::lock_guard lock(mu_);
+    if (holder_ == holder) holder_.clear();
+    return absl::OkStatus();
+  }
+
+ private:
+  const Clock* clock_;
+  std::mutex mu_;
+  std::string holder_;
+  std::chrono::system_clock::time_point expires_{};
+};
 
 // One of each, wired as a Stores bundle.
 struct FakeStores {

@@ -180,5 +180,43 @@ TEST_F(DutiesTest, ChangePointsAreScannedEveryThirtiethPass) {
   EXPECT_THAT(scanned_on, ElementsAre(1, 31, 61, 91));
 }
 
+// Two controllers on one database: only the lease holder runs the duties; when it stops
+// renewing, the other takes over once the lease lapses; a released lease is taken at once.
+TEST_F(DutiesTest, OnlyTheLeaseHolderRunsTheDutiesAndAnotherTakesOverWhenItDies) {
+  fakes::FakeDutyLeaseStore lease(&clock_);
+  Stores stores = fake_.stores();
+  stores.duty_lease = &lease;
+  BackgroundDuties a(stores, &clock_, {}, "controller-a");
+  BackgroundDuties b(stores, &clock_, {}, "controller-b");
+  AddSchedule("hourly", "0 * * * *", NightlySpec());
+
+  clock_.Set(kDay + hours(2) - std::chrono::seconds(1));
+  a.RunOnce();
+  EXPECT_TRUE(a.holding());
+  clock_.Set(kDay + hours(2));  // the slot is due
+  EXPECT_FALSE(b.RunOnce().work_available);
+  EXPECT_FALSE(b.holding());
+  EXPECT_EQ(fake_.jobs.create_calls(), 0);  // the standby ran nothing
+  EXPECT_TRUE(a.RunOnce().work_available);
+  EXPECT_EQ(fake_.jobs.create_calls(), 1);
+
+  // a dies (no more passes). Until its lease lapses b stands by, then b takes over.
+  clock_.Set(kDay + hours(2) + BackgroundDuties::kLeaseTtl);
+  b.RunOnce();
+  EXPECT_FALSE(b.holding());
+  clock_.Set(kDay + hours(3) + std::chrono::seconds(1));  // past the lease and the next slot
+  EXPECT_TRUE(b.RunOnce().work_available);
+  EXPECT_TRUE(b.holding());
+  EXPECT_EQ(fake_.jobs.create_calls(), 2);
+  // a comes back and stands by; b stops cleanly and a takes over on its next pass.
+  a.RunOnce();
+  EXPECT_FALSE(a.holding());
+  b.Release();
+  EXPECT_FALSE(b.holding());
+  a.RunOnce();
+  EXPECT_TRUE(a.holding());
+  EXPECT_NE(BackgroundDuties::DefaultHolder(), BackgroundDuties::DefaultHolder());
+}
+
 }  // namespace
 }  // namespace faultline::controller

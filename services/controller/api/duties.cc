@@ -1,6 +1,11 @@
 #include "services/controller/api/duties.h"
 
+#include <unistd.h>
+
+#include <random>
 #include <string>
+
+#include "absl/strings/str_cat.h"
 
 #include "services/common/log.h"
 #include "services/controller/api/history.h"
@@ -8,8 +13,43 @@
 
 namespace faultline::controller {
 
+std::string BackgroundDuties::DefaultHolder() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  std::random_device random;
+  return absl::StrCat(host, ":", getpid(), ":", absl::Hex(random(), absl::kZeroPad8));
+}
+
+void BackgroundDuties::Release() {
+  if (stores_.duty_lease == nullptr || !holding_) return;
+  holding_ = false;
+  if (auto released = stores_.duty_lease->ReleaseDutyLease(holder_); !released.ok()) {
+    log::warn("event=duty_lease_release_failed error=\"{}\"", std::string(released.message()));
+    return;
+  }
+  log::info("event=duties_released holder={}", holder_);
+}
+
 DutyOutcome BackgroundDuties::RunOnce() {
   DutyOutcome out;
+  if (stores_.duty_lease != nullptr) {
+    auto held = stores_.duty_lease->HoldDutyLease(holder_, kLeaseTtl);
+    if (!held.ok()) {
+      log::warn("event=duty_lease_failed error=\"{}\"", std::string(held.status().message()));
+    }
+    const bool now_holding = held.ok() && *held;
+    if (now_holding != holding_ || !announced_) {  // the first pass says which it is
+      announced_ = true;
+      holding_ = now_holding;
+      if (holding_) {
+        log::info("event=duties_taken holder={}", holder_);
+      } else {
+        log::warn("event=duties_standby holder={} note=\"another controller holds the lease\"",
+                  holder_);
+      }
+    }
+    if (!holding_) return out;
+  }
   if (auto reaped = stores_.work->ReapExpiredLeases(); !reaped.ok()) {
     log::warn("event=reap_failed error=\"{}\"", std::string(reaped.status().message()));
   } else if (!reaped->empty()) {

@@ -2,8 +2,11 @@
 // The controller's background duties, run once per dispatcher tick and kept apart from
 // serving agents: lapsed leases back to the queue, lapsed kernel switches to needs-check,
 // history change points (every 30th pass), and due schedule slots submitted as jobs.
+#include <chrono>
 #include <cstdint>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "services/controller/core/changepoint.h"
 #include "services/controller/core/clock.h"
@@ -18,18 +21,34 @@ struct DutyOutcome {
 
 class BackgroundDuties {
  public:
-  BackgroundDuties(const Stores& stores, const Clock* clock, ChangePointOptions change_points = {})
-      : stores_(stores), clock_(clock), change_points_(change_points) {}
+  BackgroundDuties(const Stores& stores, const Clock* clock, ChangePointOptions change_points = {},
+                   std::string holder = DefaultHolder())
+      : stores_(stores), clock_(clock), change_points_(change_points), holder_(std::move(holder)) {}
 
-  // One pass of every duty; a failing duty is logged and the others still run.
+  // One pass of every duty; a failing duty is logged and the others still run. With several
+  // controllers (stores.duty_lease set) only the one holding the lease runs them; the others
+  // try to take it on every pass.
   DutyOutcome RunOnce();
+  // Gives the lease up (the controller is stopping).
+  void Release();
+  bool holding() const { return holding_; }
+  const std::string& holder() const { return holder_; }
+
+  // This controller's name in the lease: host, pid and a random part.
+  static std::string DefaultHolder();
 
   static constexpr int kHistoryEvery = 30;  // passes between change-point scans
+  // Renewed every pass (1 s); a dead holder's lease lapses after this, and another
+  // controller runs the duties on its next pass.
+  static constexpr std::chrono::seconds kLeaseTtl{15};
 
  private:
   Stores stores_;
   const Clock* clock_;
   ChangePointOptions change_points_;
+  std::string holder_;
+  bool holding_ = false;
+  bool announced_ = false;
   int passes_since_history_ = kHistoryEvery - 1;  // first scan on the first pass
 };
 

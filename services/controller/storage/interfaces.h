@@ -4,6 +4,7 @@
 // PostgreSQL implements them all (pg_store.h), one file per interface. Errors: UNAVAILABLE
 // when the database is unreachable, FAILED_PRECONDITION for stale writes, NOT_FOUND for
 // unknown ids, ALREADY_EXISTS for taken names.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -158,6 +159,20 @@ class MetricsSource {
 };
 
 // Every interface, as the api layer is wired (one implementation may serve several).
+// The background duties (lease reaping, switch expiry, change points, schedules) run on
+// one controller at a time: the one holding this lease, kept in the database and renewed on
+// every pass. A controller that dies stops renewing; another takes over when it lapses.
+class DutyLeaseStore {
+ public:
+  virtual ~DutyLeaseStore() = default;
+  // Takes the lease for `holder` (when free or lapsed) or renews it (when `holder` has it),
+  // for `ttl` from the database's now. True when `holder` holds it afterwards.
+  virtual absl::StatusOr<bool> HoldDutyLease(const std::string& holder,
+                                             std::chrono::seconds ttl) = 0;
+  // Gives the lease up, if `holder` has it: another controller takes over on its next pass.
+  virtual absl::Status ReleaseDutyLease(const std::string& holder) = 0;
+};
+
 struct Stores {
   JobStore* jobs = nullptr;
   WorkStore* work = nullptr;
@@ -166,6 +181,7 @@ struct Stores {
   HistoryStore* history = nullptr;
   TokenStore* tokens = nullptr;
   MetricsSource* metrics = nullptr;
+  DutyLeaseStore* duty_lease = nullptr;  // none: this controller always runs the duties
 };
 
 }  // namespace faultline::controller

@@ -210,6 +210,14 @@ ALTER TABLE jobs ADD COLUMN events jsonb NOT NULL DEFAULT '[]';  -- ["sw:page-fa
       {14, "busy boards found by index", R"sql(
 CREATE INDEX runs_board_busy ON runs (board) WHERE state IN ('assigned', 'running');
 )sql"},
+      {15, "the background duties' lease (one controller at a time)", R"sql(
+CREATE TABLE duty_leases (
+  name        text PRIMARY KEY,
+  holder      text NOT NULL,
+  expires_at  timestamptz NOT NULL,
+  acquired_at timestamptz NOT NULL
+);
+)sql"},
   };
   return kMigrations;
 }

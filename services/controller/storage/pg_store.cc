@@ -20,7 +20,8 @@ PgStore::PgStore(StoreOptions options)
       boards_(pool_.get(), options_),
       schedules_(pool_.get()),
       history_(pool_.get(), options_.database_url),
-      tokens_(pool_.get()) {}
+      tokens_(pool_.get()),
+      duty_lease_(pool_.get()) {}
 
 PgStore::~PgStore() = default;
 

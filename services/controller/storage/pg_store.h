@@ -112,6 +112,16 @@ class PgTokenStore final : public TokenStore {
   pg::Pool* pool_;
 };
 
+class PgDutyLeaseStore final : public DutyLeaseStore {
+ public:
+  explicit PgDutyLeaseStore(pg::Pool* pool) : pool_(pool) {}
+  absl::StatusOr<bool> HoldDutyLease(const std::string& holder, std::chrono::seconds ttl) override;
+  absl::Status ReleaseDutyLease(const std::string& holder) override;
+
+ private:
+  pg::Pool* pool_;
+};
+
 // One database: the pool, the migrations and every store on it.
 class PgStore {
  public:
@@ -126,7 +136,7 @@ class PgStore {
   absl::Status Ping(std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
   Stores stores() {
-    return {&jobs_, &work_, &boards_, &schedules_, &history_, &tokens_, &history_};
+    return {&jobs_, &work_, &boards_, &schedules_, &history_, &tokens_, &history_, &duty_lease_};
   }
   PgJobStore& jobs() { return jobs_; }
   PgWorkStore& work() { return work_; }
@@ -134,6 +144,7 @@ class PgStore {
   PgScheduleStore& schedules() { return schedules_; }
   PgHistoryStore& history() { return history_; }
   PgTokenStore& tokens() { return tokens_; }
+  PgDutyLeaseStore& duty_lease() { return duty_lease_; }
 
  private:
   StoreOptions options_;
@@ -144,6 +155,7 @@ class PgStore {
   PgScheduleStore schedules_;
   PgHistoryStore history_;
   PgTokenStore tokens_;
+  PgDutyLeaseStore duty_lease_;
 };
 
 }  // namespace faultline::controller
