@@ -18,6 +18,7 @@
 #include "services/controller/api/http_server.h"
 #include "services/controller/api/metrics.h"
 #include "services/controller/api/services.h"
+#include "services/controller/storage/pg_listener.h"
 #include "services/controller/storage/pg_store.h"
 
 #include "services/common/tls.h"
@@ -159,6 +160,8 @@ int RunController(const ControllerOptions& options) {
   const Stores stores = store.stores();
   BackgroundDuties duties(stores, SystemClock::Get());
   Dispatcher dispatcher(stores.work, stores.jobs, SystemClock::Get(), &duties);
+  // Work queued through any controller on this database wakes this one's dispatcher.
+  PgWorkListener work_listener(options.database_url, [&dispatcher] { dispatcher.WorkAvailable(); });
   ControllerMetrics metrics;
   Authorizer auth(stores.tokens, options.auth_required);
   if (!options.auth_required) {
@@ -187,6 +190,7 @@ int RunController(const ControllerOptions& options) {
     return 1;
   }
   dispatcher.Start();
+  work_listener.Start();
 
   // /healthz is answered on the io threads and touches nothing shared: it is slow only if
   // the process is. /readyz and /metrics need PostgreSQL, so they run on the server's worker
@@ -246,6 +250,7 @@ int RunController(const ControllerOptions& options) {
   sigwait(&stop_signals, &signal);
   log::info("event=stopping signal={}", signal);
   http.Stop();
+  work_listener.Stop();
   dispatcher.Stop();  // answers parked calls so Shutdown does not wait for them
   duties.Release();   // another controller takes the duties over on its next pass
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -68,6 +68,7 @@ double Seconds(Clock::duration d) {
 
 struct Options {
   std::string controller;
+  std::string user_controller;  // where the users submit and watch (default: controller)
   std::string token_file;       // "BOARD TOKEN" lines; without: no credentials (--auth off)
   std::string user_token_file;  // one line
   int boards = 10;
@@ -1159,8 +1160,9 @@ int Simulate(const Options& opt) {
   {
     grpc::ChannelArguments user_args;  // as the CLI: reports of big jobs exceed 4 MB
     user_args.SetMaxReceiveMessageSize(256 << 20);
-    users.channel =
-        grpc::CreateCustomChannel(opt.controller, grpc::InsecureChannelCredentials(), user_args);
+    users.channel = grpc::CreateCustomChannel(
+        opt.user_controller.empty() ? opt.controller : opt.user_controller,
+        grpc::InsecureChannelCredentials(), user_args);
   }
   users.stub = v1::JobService::NewStub(users.channel);
   std::vector<std::thread> threads;
@@ -1266,19 +1268,21 @@ int Simulate(const Options& opt) {
       st.first_report_ && completed > 1 ? Seconds(st.last_report_ - *st.first_report_) : 0;
 
   json out;
-  out["config"] = {{"controller", opt.controller},
-                   {"boards", opt.boards},
-                   {"channels", channels},
-                   {"boards_per_channel", opt.boards_per_channel},
-                   {"runs", planned_runs},
-                   {"run_seconds", opt.run_seconds},
-                   {"time_scale", opt.time_scale},
-                   {"users", opt.users},
-                   {"readers", opt.readers},
-                   {"kernels", opt.kernels},
-                   {"kernel_mix", opt.kernel_mix},
-                   {"idle_seconds", opt.idle_seconds},
-                   {"deadline_seconds", opt.deadline_seconds}};
+  out["config"] = {
+      {"controller", opt.controller},
+      {"user_controller", opt.user_controller.empty() ? opt.controller : opt.user_controller},
+      {"boards", opt.boards},
+      {"channels", channels},
+      {"boards_per_channel", opt.boards_per_channel},
+      {"runs", planned_runs},
+      {"run_seconds", opt.run_seconds},
+      {"time_scale", opt.time_scale},
+      {"users", opt.users},
+      {"readers", opt.readers},
+      {"kernels", opt.kernels},
+      {"kernel_mix", opt.kernel_mix},
+      {"idle_seconds", opt.idle_seconds},
+      {"deadline_seconds", opt.deadline_seconds}};
   out["connect"] = {{"seconds_until_all_parked", connect_seconds},
                     {"hello_ms", Distribution(st.rpcs_["Hello"].latency_ms)}};
   out["dispatch_idle_ms"] = Distribution(dispatch_idle);
@@ -1400,6 +1404,9 @@ int main(int argc, char** argv) {
   Options opt;
   CLI::App app{"faultline-fleetsim: simulated boards and users against a local controller"};
   app.add_option("--controller", opt.controller, "controller gRPC address (loopback only)");
+  app.add_option("--user-controller", opt.user_controller,
+                 "another controller on the same database for the users (submit, watch, "
+                 "report): dispatch then crosses controllers");
   app.add_option("--token-file", opt.token_file,
                  "agent tokens, 'BOARD TOKEN' per line (from `mint`); without: no credentials");
   app.add_option("--user-token-file", opt.user_token_file, "the users' token (one line)");
@@ -1478,9 +1485,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string why;
-  if (!IsLoopback(opt.controller, &why)) {
-    std::cerr << "faultline-fleetsim: --controller " << opt.controller << ": " << why
-              << " (the simulator only talks to a controller on this machine)\n";
+  for (const std::string& address : {opt.controller, opt.user_controller}) {
+    if (address.empty() || IsLoopback(address, &why)) continue;
+    std::cerr << "faultline-fleetsim: controller " << address << ": " << why
+              << " (the simulator only talks to controllers on this machine)\n";
     return 2;
   }
   if (opt.kernels.empty()) {

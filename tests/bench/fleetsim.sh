@@ -11,6 +11,8 @@
 # Usage: fleetsim.sh [--boards N] [--runs R] [--run-seconds S] [--users U] [--readers K]
 #                    [--idle-seconds W] [--deadline SEC] [--json FILE] [--keep]
 #                    [--cli-bin PATH]   (also read the largest job's per-run report via the CLI)
+#                    [--two-controllers] (a second controller on the same database: the
+#                     boards park on it, the users submit to the first)
 #                    [--controller-bin PATH] [--fleetsim-bin PATH] [--smoke] [-- FLEETSIM ARGS]
 #   --smoke: 20 boards, 40 one-second runs, 2 users, 1 reader, must finish within 60 s
 #            (the ctest fleetsim_smoke).
@@ -29,6 +31,7 @@ DEADLINE=600
 JSON=""
 KEEP=0
 CLI_BIN=""
+TWO=0
 SMOKE=0
 CONTROLLER_BIN=$BUILD/services/controller/faultline-controller
 FLEETSIM_BIN=$BUILD/tests/bench/faultline-fleetsim
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
     --controller-bin) CONTROLLER_BIN=$2; shift 2 ;;
     --fleetsim-bin) FLEETSIM_BIN=$2; shift 2 ;;
     --cli-bin) CLI_BIN=$2; shift 2 ;;
+    --two-controllers) TWO=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "fleetsim.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -75,13 +79,14 @@ cleanup() {
   set +e
   fl_stop_pid "$FLEETSIM_PID"
   fl_stop_pid "${FL_CONTROLLER_PID:-}"
+  fl_stop_pid "${SECOND_PID:-}"
   "$ROOT/scripts/pg-throwaway.sh" stop "$FL_STATE/pg" >/dev/null 2>&1
   if [ "$KEEP" = 1 ]; then echo "state kept in $FL_STATE" >&2; else rm -rf "$FL_STATE"; fi
 }
 trap cleanup EXIT
 fail() {
   echo "FAIL: $*" >&2
-  for f in "$FL_STATE"/controller.log "$FL_STATE"/fleetsim.err; do
+  for f in "$FL_STATE"/controller*.log "$FL_STATE"/fleetsim.err; do
     [ -f "$f" ] && { echo "--- $f (tail)" >&2; tail -n 20 "$f" >&2; }
   done
   exit 1
@@ -92,6 +97,22 @@ T0=$EPOCHREALTIME
 fl_start_postgres
 fl_start_controller >/dev/null 2>&1 || fail "controller did not start"
 CPID=$FL_CONTROLLER_PID
+BOARD_CONTROLLER=$FAULTLINE_CONTROLLER
+SECOND_PID=""
+if [ "$TWO" = 1 ]; then
+  # The boards' controller: a second one on the same database. Its figures (CPU, RSS) are
+  # the ones sampled below; the users stay on the first.
+  "$CONTROLLER_BIN" --database-url "$FL_DATABASE_URL" --grpc-listen 127.0.0.1:0 \
+    --http-listen 127.0.0.1:0 --port-file "$FL_STATE/controller2.ports" \
+    >>"$FL_STATE/controller2.log" 2>&1 &
+  SECOND_PID=$!
+  fl_wait_alive "the second controller to listen" "$SECOND_PID" test -s "$FL_STATE/controller2.ports" ||
+    fail "the second controller did not start"
+  BOARD_CONTROLLER="127.0.0.1:$(sed -n 's/^grpc=//p' "$FL_STATE/controller2.ports")"
+  CPID=$SECOND_PID
+  EXTRA=(--user-controller "$FAULTLINE_CONTROLLER" "${EXTRA[@]}")
+  echo "two controllers: users on $FAULTLINE_CONTROLLER, boards on $BOARD_CONTROLLER" >&2
+fi
 PG_PID=$(head -n 1 "$FL_STATE/pg/data/postmaster.pid")
 "$FLEETSIM_BIN" mint --database-url "$FL_DATABASE_URL" --boards "$BOARDS" --out "$FL_STATE/boards.tokens" \
   || fail "minting $BOARDS agent tokens"
@@ -125,7 +146,7 @@ rate() { awk -v c="$1" -v t="$2" 'BEGIN { printf "%.1f", (t > 0 ? 100 * c / t : 
 # users submit the runs.
 SETTLE=2
 [ "$IDLE" != 0 ] && SETTLE=3
-"$FLEETSIM_BIN" --controller "$FAULTLINE_CONTROLLER" --token-file "$FL_STATE/boards.tokens" \
+"$FLEETSIM_BIN" --controller "$BOARD_CONTROLLER" --token-file "$FL_STATE/boards.tokens" \
   --user-token-file "$FL_STATE/user.token" --boards "$BOARDS" --runs "$RUNS" \
   --run-seconds "$RUN_SECONDS" --users "$USERS" --readers "$READERS" --settle "$SETTLE" \
   --idle-seconds "$IDLE" --ready-file "$FL_STATE/ready" --deadline "$DEADLINE" \
@@ -206,7 +227,7 @@ stuck=$(sql "SELECT count(*) FROM jobs j WHERE j.state IN ('queued', 'running')
               AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = j.id
                                  AND r.state IN ('queued', 'assigned', 'running'))")
 # Why runs needed more than one attempt (the controller's log events and the runs' reasons).
-events=$(grep -o 'event=[a-z_]*' "$FL_STATE/controller.log" | sort | uniq -c | sort -rn |
+events=$(cat "$FL_STATE"/controller*.log | grep -o 'event=[a-z_]*' | sort | uniq -c | sort -rn |
   awk '{ printf "%s%s: %s", (NR > 1 ? ", " : ""), substr($2, 7), $1 }')
 echo "controller log events: $events"
 if [ "$bad" != 0 ]; then
@@ -215,7 +236,7 @@ if [ "$bad" != 0 ]; then
         WHERE state <> 'succeeded' OR attempt <> 1 GROUP BY 1, 2, 3 ORDER BY 4 DESC LIMIT 10" | sed 's/^/  /'
   first=$(sql "SELECT id FROM runs WHERE state <> 'succeeded' OR attempt <> 1 ORDER BY id LIMIT 1")
   echo "the controller's log of run $first:"
-  grep "run=$first " "$FL_STATE/controller.log" | head -n 12 | sed 's/^/  /'
+  cat "$FL_STATE"/controller*.log | grep "run=$first " | head -n 12 | sed 's/^/  /'
 fi
 work_json=$(jq -n --argjson window "$dtw" \
   --argjson cpu "$(rate "$(awk -v a="$cw1" -v b="$cw2" 'BEGIN { print b - a }')" "$dtw")" \

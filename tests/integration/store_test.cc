@@ -311,6 +311,53 @@ TEST_F(StoreTest, TheDutyLeaseHasOneHolderAndLapses) {
   EXPECT_EQ(Count("SELECT count(*) FROM duty_leases"), 1);
 }
 
+// Notifications on a channel, collected in the order they arrive.
+class Collector final : public pqxx::notification_receiver {
+ public:
+  Collector(pqxx::connection_base& c, const std::string& channel, std::vector<std::string>* seen)
+      : pqxx::notification_receiver(c, channel), seen_(seen) {}
+  void operator()(const std::string& /*payload*/, int /*pid*/) override {
+    seen_->push_back(channel());
+  }
+
+ private:
+  std::vector<std::string>* seen_;
+};
+
+// Queued runs NOTIFY faultline_work (every controller LISTENs and serves its waiting
+// boards at once); a claim does not. A marker notification sent afterwards bounds the wait:
+// notifications arrive in commit order.
+TEST_F(StoreTest, QueuedRunsNotifyEveryControllerAndClaimsDoNot) {
+  pqxx::connection listener(url_);
+  std::vector<std::string> seen;
+  Collector work(listener, "faultline_work", &seen);
+  Collector marker(listener, "test_marker", &seen);
+  listener.get_notifs();
+  auto until_marker = [&] {
+    {
+      pqxx::connection c(url_);
+      pqxx::nontransaction n(c);
+      n.exec("NOTIFY test_marker");
+    }
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::find(seen.begin(), seen.end(), "test_marker") == seen.end() &&
+           std::chrono::steady_clock::now() < give_up) {
+      listener.await_notification(1, 0);
+    }
+    std::vector<std::string> got;
+    got.swap(seen);
+    return got;
+  };
+  Submit(1);
+  EXPECT_EQ(until_marker(), (std::vector<std::string>{"faultline_work", "test_marker"}));
+  auto a = ClaimRun("box");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ(until_marker(), std::vector<std::string>{"test_marker"});
+  // A run that goes back to the queue (its agent restarted) notifies again.
+  ASSERT_TRUE(store_->boards().ReleaseBoardRuns("box").ok());
+  EXPECT_EQ(until_marker(), (std::vector<std::string>{"faultline_work", "test_marker"}));
+}
+
 TEST_F(StoreTest, ResultWithWrongSampleCountBecomesAFailure) {
   int64_t job = Submit(1);
   auto a = ClaimRun("box");

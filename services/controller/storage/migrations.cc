@@ -218,6 +218,21 @@ CREATE TABLE duty_leases (
   acquired_at timestamptz NOT NULL
 );
 )sql"},
+      {16, "NOTIFY faultline_work when runs are queued (every controller LISTENs)", R"sql(
+CREATE FUNCTION faultline_notify_work() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM changed_runs WHERE state = 'queued') THEN
+    PERFORM pg_notify('faultline_work', '');
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER runs_queued_on_insert AFTER INSERT ON runs
+  REFERENCING NEW TABLE AS changed_runs FOR EACH STATEMENT
+  EXECUTE FUNCTION faultline_notify_work();
+CREATE TRIGGER runs_queued_on_update AFTER UPDATE ON runs
+  REFERENCING NEW TABLE AS changed_runs FOR EACH STATEMENT
+  EXECUTE FUNCTION faultline_notify_work();
+)sql"},
   };
   return kMigrations;
 }
