@@ -93,7 +93,12 @@ std::shared_ptr<grpc::Channel> ControllerChannel(const std::string& address,
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 10'000);
-  return grpc::CreateCustomChannel(address, *tls, args);
+  auto target = ControllerTarget(address);
+  if (!target.ok()) {
+    log::error("event=bad_controller error=\"{}\"", std::string(target.status().message()));
+    return nullptr;
+  }
+  return grpc::CreateCustomChannel(*target, *tls, args);
 }
 
 // The memory cgroup backend, after removing what a previous agent life that died mid-run

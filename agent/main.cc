@@ -5,7 +5,9 @@
 int main(int argc, char** argv) {
   faultline::agent::AgentOptions options;
   CLI::App app{"faultline-agent: runs faultline benchmarks on this board"};
-  app.add_option("--controller", options.controller, "controller gRPC address HOST:PORT")
+  app.add_option("--controller", options.controller,
+                 "controller gRPC address HOST:PORT, or several IP:PORT separated by commas "
+                 "(the first that answers; the next when it goes away)")
       ->capture_default_str();
   app.add_option("--config", options.config_path, "board configuration (agent.yaml)")->required();
   app.add_option("--workload-binary", options.workload_binary,

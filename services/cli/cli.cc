@@ -376,7 +376,9 @@ std::unique_ptr<JobStub> Connect(const CliEnv& env) {
   // 4 MB (RESOURCE_EXHAUSTED); the controller sends whatever it builds.
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxResponseBytes);
-  return v1::JobService::NewStub(grpc::CreateCustomChannel(env.controller, *credentials, args));
+  auto target = ControllerTarget(env.controller);
+  if (!target.ok()) return nullptr;  // the caller names --controller
+  return v1::JobService::NewStub(grpc::CreateCustomChannel(*target, *credentials, args));
 }
 
 int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& connect) {
@@ -384,8 +386,9 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
   app.add_option("--controller", env.controller,
-                 "controller address HOST:PORT (default: $" + std::string(kControllerEnv) + " or " +
-                     std::string(kDefaultController) + ")");
+                 "controller address HOST:PORT, or several IP:PORT separated by commas "
+                 "(the first that answers; default: $" +
+                     std::string(kControllerEnv) + " or " + std::string(kDefaultController) + ")");
   app.set_version_flag("--version", "faultline " FAULTLINE_VERSION);
   std::string token_file;
   app.add_option("--token-file", token_file,
@@ -508,6 +511,10 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
       PrintError(env, "--token-file: cannot read a token from " + token_file);
       return kExitUsage;
     }
+  }
+  if (auto target = ControllerTarget(env.controller); !target.ok()) {
+    PrintError(env, std::string(target.status().message()));
+    return kExitUsage;
   }
   std::unique_ptr<JobStub> client = connect(env);  // channels connect lazily
   if (!client) {

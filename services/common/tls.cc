@@ -3,7 +3,14 @@
 #include <fstream>
 #include <sstream>
 
+#include <arpa/inet.h>
+
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace faultline {
 namespace {
@@ -49,6 +56,41 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
+}
+
+absl::StatusOr<std::string> ControllerTarget(const std::string& controllers) {
+  if (controllers.find(',') == std::string::npos) return controllers;
+  std::vector<std::string> addresses;
+  bool v4 = false;
+  bool v6 = false;
+  for (absl::string_view entry : absl::StrSplit(controllers, ',')) {
+    entry = absl::StripAsciiWhitespace(entry);
+    const auto bad = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "controller: '", entry, "' ", why,
+          " (a list of controllers is IP:port addresses separated by commas; for host names "
+          "use one DNS name with several addresses)"));
+    };
+    const size_t colon = entry.rfind(':');
+    if (colon == absl::string_view::npos || colon + 1 == entry.size()) return bad("has no port");
+    absl::string_view host = entry.substr(0, colon);
+    const absl::string_view port = entry.substr(colon + 1);
+    if (port.find_first_not_of("0123456789") != absl::string_view::npos || port.size() > 5) {
+      return bad("has no valid port");
+    }
+    unsigned char buf[16];
+    if (absl::ConsumePrefix(&host, "[") && absl::ConsumeSuffix(&host, "]")) {
+      if (inet_pton(AF_INET6, std::string(host).c_str(), buf) != 1) return bad("is not IPv6");
+      v6 = true;
+    } else if (inet_pton(AF_INET, std::string(host).c_str(), buf) == 1) {
+      v4 = true;
+    } else {
+      return bad("is not an IP address");
+    }
+    addresses.emplace_back(entry);
+  }
+  if (v4 && v6) return absl::InvalidArgumentError("controller: mixes IPv4 and IPv6 addresses");
+  return absl::StrCat(v6 ? "ipv6:" : "ipv4:", absl::StrJoin(addresses, ","));
 }
 
 }  // namespace faultline

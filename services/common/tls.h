@@ -19,6 +19,13 @@ struct ClientTlsFiles {
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
     const ClientTlsFiles& files);
 
+// The gRPC target for a --controller value: one address as given (host:port; a DNS name
+// with several A records is already several controllers), or several IP:port addresses
+// separated by commas ("10.0.0.1:7000,10.0.0.2:7000"), which become one channel over all
+// of them (an ipv4:/ipv6: target; gRPC's pick_first uses the first that answers and moves
+// to the next when it goes away). INVALID_ARGUMENT naming the entry that is not IP:port.
+absl::StatusOr<std::string> ControllerTarget(const std::string& controllers);
+
 struct ServerTlsFiles {
   std::string cert;       // empty with key: plaintext
   std::string key;

@@ -4,13 +4,15 @@
 #   1. both start: one takes the duty lease, the other stands by;
 #   2. the holder is killed with SIGKILL: the other takes over once the lease lapses
 #      (15 s lease, renewed every second; goal: within 30 s);
-#   3. the killed one comes back and stands by; the holder stops cleanly (SIGTERM) and
+#   3. the CLI, given both addresses with the dead one first, answers through the live one;
+#   4. the killed one comes back and stands by; the holder stops cleanly (SIGTERM) and
 #      releases the lease: the other takes over on its next pass.
 # Real PostgreSQL and controllers; no agent. Usage: duty_lease_test.sh CONTROLLER_DIR AGENT_DIR
 # WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
-FL_BIN_CONTROLLER=$1/faultline-controller  # the other directories are not needed
+FL_BIN_CONTROLLER=$1/faultline-controller
+FL_BIN_CLI=$4/faultline
 FL_STATE=$(mktemp -d /tmp/faultline-e2e-duties-XXXXXX)
 chmod 755 "$FL_STATE"
 source "$(dirname "$0")/../../deploy/local/stack.sh"
@@ -67,7 +69,19 @@ took=$(awk -v a="$killed" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'
 awk -v t="$took" 'BEGIN { exit !(t <= 30) }' || fail "takeover after SIGKILL took $took s (goal 30 s)"
 echo "ok: holder killed with SIGKILL; controller $standby took over after $took s"
 
-# 3. The killed controller returns and stands by; the holder stops cleanly and releases.
+# 3. Failover in the client: both addresses, the dead one first.
+dead=$(sed -n 's/^grpc=//p' "$FL_STATE/$holder.ports")
+live=$(sed -n 's/^grpc=//p' "$FL_STATE/$standby.ports")
+fl_user_token
+"$FL_BIN_CLI" --controller "127.0.0.1:$dead,127.0.0.1:$live" jobs >"$FL_STATE/cli.out" 2>&1 ||
+  fail "the CLI did not fail over to the live controller: $(cat "$FL_STATE/cli.out")"
+if "$FL_BIN_CLI" --controller "127.0.0.1:$dead,controller.invalid:1" jobs >"$FL_STATE/cli.out" 2>&1; then
+  fail "a list with a host name was accepted"
+fi
+grep -q "controller.invalid:1" "$FL_STATE/cli.out" || fail "the CLI's error does not name the entry"
+echo "ok: the CLI given the dead controller first answered through the live one"
+
+# 4. The killed controller returns and stands by; the holder stops cleanly and releases.
 start "$holder"
 FL_WAIT_SECONDS=30 fl_wait_for "controller $holder to stand by" \
   has_more "$holder" duties_standby 0 || fail "the returning controller did not stand by"
