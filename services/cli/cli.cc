@@ -13,8 +13,9 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
-#include <random>
 #include <optional>
+#include <random>
+#include <thread>
 
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
@@ -161,18 +162,32 @@ int JobsCommand(JobStub& client, const CliEnv& env, uint32_t limit) {
 int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
-  grpc::ClientContext context;  // no deadline: jobs run for as long as they run
-  Authorize(&context, env);
-  std::unique_ptr<grpc::ClientReaderInterface<v1::JobProgress>> reader = client.WatchJob(&context, request);
   v1::JobProgress event;
   std::optional<v1::JobProgress> last;
   ProgressPrinter progress(env);
-  while (reader->Read(&event)) {
-    progress.Update(FormatProgressBar(event.runs()));
-    last = event;
+  // A controller that goes away ends the stream UNAVAILABLE: watch again (the channel
+  // reconnects, to the next controller when given several), up to kWatchRetries times in a
+  // row; an event received resets the count.
+  constexpr int kWatchRetries = 10;
+  for (int lost = 0;;) {
+    grpc::ClientContext context;  // no deadline: jobs run for as long as they run
+    Authorize(&context, env);
+    std::unique_ptr<grpc::ClientReaderInterface<v1::JobProgress>> reader =
+        client.WatchJob(&context, request);
+    while (reader->Read(&event)) {
+      progress.Update(FormatProgressBar(event.runs()));
+      last = event;
+      lost = 0;
+    }
+    grpc::Status status = reader->Finish();
+    if (status.ok()) break;
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || ++lost > kWatchRetries) {
+      progress.Done();
+      return RpcFailed(env, status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   progress.Done();
-  if (grpc::Status status = reader->Finish(); !status.ok()) return RpcFailed(env, status);
 
   v1::JobState state = last ? last->state() : v1::JOB_STATE_UNSPECIFIED;
   v1::RunCounts runs = last ? last->runs() : v1::RunCounts();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -83,6 +84,11 @@ class FakeJobService final : public v1::JobService::Service {
   grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest* request,
                         grpc::ServerWriter<v1::JobProgress>* writer) override {
     if (request->job_id() != 42) return grpc::Status(grpc::StatusCode::NOT_FOUND, "job 7 not found");
+    if (watch_cut > 0) {  // a controller going away after the first event
+      watch_cut--;
+      if (!watch_events.empty()) writer->Write(watch_events.front());
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller stopping");
+    }
     for (const v1::JobProgress& event : watch_events) writer->Write(event);
     return grpc::Status::OK;
   }
@@ -193,6 +199,7 @@ class FakeJobService final : public v1::JobService::Service {
   bool last_include_closed = false;
   std::vector<v1::JobSpec> submitted;
   std::vector<v1::JobProgress> watch_events;
+  std::atomic<int> watch_cut{0};  // streams to end UNAVAILABLE after their first event
   v1::JobState get_job_state = v1::JOB_STATE_SUCCEEDED;
   uint32_t last_limit = 0;
 };
@@ -323,6 +330,22 @@ TEST_F(CliTest, WatchAsksForTheStateWhenTheStreamEndsEarly) {
   service_.get_job_state = v1::JOB_STATE_RUNNING;
   EXPECT_EQ(Run({"watch", "42"}), 1);
   EXPECT_THAT(err_.str(), HasSubstr("faultline: watch of job 42 ended while the job is running\n"));
+}
+
+// The controller goes away mid-watch (a failover): the CLI watches again.
+TEST_F(CliTest, WatchSurvivesAControllerGoingAway) {
+  service_.watch_events = {Progress(v1::JOB_STATE_RUNNING, Counts(2, 1, 0, 1)),
+                           Progress(v1::JOB_STATE_SUCCEEDED, Counts(2, 2, 0, 0))};
+  service_.watch_cut = 2;
+  EXPECT_EQ(Run({"watch", "42"}), 0);
+  EXPECT_EQ(service_.watch_cut.load(), 0);
+  EXPECT_THAT(err_.str(), HasSubstr("job 42 succeeded (2/2 runs succeeded)\n"));
+  // Not forever: after 10 cuts in a row without an event, it fails naming the cause.
+  service_.watch_events.clear();
+  service_.watch_cut = 100;
+  EXPECT_EQ(Run({"watch", "42"}), 1);
+  EXPECT_THAT(err_.str(), HasSubstr("controller stopping\n"));
+  EXPECT_EQ(service_.watch_cut.load(), 100 - 11);
 }
 
 TEST_F(CliTest, WatchOfAnUnknownJob) {

@@ -47,6 +47,7 @@
 #include "faultline/v1/job.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
+#include "services/common/tls.h"
 #include "services/controller/api/auth.h"
 #include "services/controller/storage/pg_store.h"
 
@@ -90,10 +91,35 @@ struct Options {
   double deadline_seconds = 300;
   std::string json_file;
   bool verify = true;  // every run completed exactly once, none assigned twice
+  // A controller may die mid-study (--controller lists several): a run may be assigned more
+  // than once and take more than one attempt, but must still complete exactly once.
+  bool allow_retries = false;
   bool quiet = false;
 };
 
 // The controller must be on this machine: 127.0.0.0/8, ::1 or localhost.
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// Channel `c`'s target over a list of controllers: the list rotated by c, so channels spread
+// over the controllers and each fails over to the next (ControllerTarget: pick_first).
+std::string ChannelTarget(const std::string& controllers, size_t c) {
+  std::vector<std::string> list = SplitList(controllers);
+  if (list.size() < 2) return controllers;
+  std::rotate(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(c % list.size()),
+              list.end());
+  std::string joined;
+  for (const auto& a : list) joined += (joined.empty() ? "" : ",") + a;
+  auto target = faultline::ControllerTarget(joined);
+  return target.ok() ? *target : controllers;
+}
+
 bool IsLoopback(const std::string& target, std::string* why) {
   std::string t = target;
   for (const char* scheme : {"dns:///", "ipv4:", "ipv6:"}) {
@@ -904,23 +930,36 @@ struct Users {
   }
 
   void Watch(int64_t job_id) {
-    grpc::ClientContext ctx;
-    Prepare(&ctx);
-    Track(&ctx, true);
-    v1::WatchJobRequest req;
-    req.set_job_id(job_id);
-    const TimePoint started = Clock::now();
-    auto reader = stub->WatchJob(&ctx, req);
-    v1::JobProgress p;
     v1::JobState last = v1::JOB_STATE_UNSPECIFIED;
-    while (reader->Read(&p)) {
-      fleet->stats.WatchEvent();
-      last = p.state();
+    grpc::Status s;
+    // A stream cut by a controller that went away is opened again (the channel fails over
+    // to the next controller when given several).
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      grpc::ClientContext ctx;
+      Prepare(&ctx);
+      Track(&ctx, true);
+      v1::WatchJobRequest req;
+      req.set_job_id(job_id);
+      const TimePoint started = Clock::now();
+      auto reader = stub->WatchJob(&ctx, req);
+      v1::JobProgress p;
+      while (reader->Read(&p)) {
+        fleet->stats.WatchEvent();
+        last = p.state();
+      }
+      s = reader->Finish();
+      Track(&ctx, false);
+      fleet->stats.Rpc("WatchJob", s, Clock::now() - started, fleet->stopping);
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE || fleet->stopping) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // as the CLI's retry
     }
-    grpc::Status s = reader->Finish();
-    Track(&ctx, false);
-    fleet->stats.Rpc("WatchJob", s, Clock::now() - started, fleet->stopping);
-    if (!s.ok()) return;
+    if (!s.ok()) {
+      if (!fleet->stopping) {
+        fleet->stats.Problem("WatchJob " + std::to_string(job_id) + ": " +
+                             CodeName(s.error_code()) + ": " + s.error_message());
+      }
+      return;
+    }
     fleet->stats.JobFinal(job_id, v1::JobState_Name(last));
     Read(job_id);
     Verify(job_id);
@@ -963,7 +1002,7 @@ struct Users {
       if (r.state() != v1::RUN_STATE_SUCCEEDED) {
         fleet->stats.Problem("run " + std::to_string(r.id()) + " ended " +
                              v1::RunState_Name(r.state()) + " " + r.failure_reason());
-      } else if (r.attempt() != 1) {
+      } else if (r.attempt() != 1 && !opt.allow_retries) {
         fleet->stats.Problem("run " + std::to_string(r.id()) + " took " +
                              std::to_string(r.attempt()) + " attempts");
       }
@@ -1098,7 +1137,8 @@ int Simulate(const Options& opt) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2'000);
-    auto ch = grpc::CreateCustomChannel(opt.controller, grpc::InsecureChannelCredentials(), args);
+    auto ch = grpc::CreateCustomChannel(ChannelTarget(opt.controller, static_cast<size_t>(c)),
+                                        grpc::InsecureChannelCredentials(), args);
     fleet->stubs.push_back(v1::AgentService::NewStub(ch));
     fleet->channels.push_back(std::move(ch));
   }
@@ -1161,7 +1201,7 @@ int Simulate(const Options& opt) {
     grpc::ChannelArguments user_args;  // as the CLI: reports of big jobs exceed 4 MB
     user_args.SetMaxReceiveMessageSize(256 << 20);
     users.channel = grpc::CreateCustomChannel(
-        opt.user_controller.empty() ? opt.controller : opt.user_controller,
+        ChannelTarget(opt.user_controller.empty() ? opt.controller : opt.user_controller, 0),
         grpc::InsecureChannelCredentials(), user_args);
   }
   users.stub = v1::JobService::NewStub(users.channel);
@@ -1345,7 +1385,7 @@ int Simulate(const Options& opt) {
       problems.push_back(std::to_string(completed) + " results accepted for " +
                          std::to_string(submitted_runs) + " runs");
     }
-    if (assigned_twice > 0)
+    if (assigned_twice > 0 && !opt.allow_retries)
       problems.push_back(std::to_string(assigned_twice) + " runs assigned twice");
     if (completed_twice > 0) {
       problems.push_back(std::to_string(completed_twice) + " runs completed twice");
@@ -1467,6 +1507,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--json", opt.json_file, "write the figures here as JSON");
   app.add_flag("!--no-verify", opt.verify, "do not fail on runs assigned or completed twice");
+  app.add_flag("--allow-retries", opt.allow_retries,
+               "a controller dies mid-study: runs may be assigned again and take more than one "
+               "attempt, but each must still complete exactly once");
   app.add_flag("--quiet", opt.quiet, "no progress lines on stderr");
 
   std::string database_url, prefix = "sim", out, user_out;
@@ -1485,8 +1528,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string why;
-  for (const std::string& address : {opt.controller, opt.user_controller}) {
-    if (address.empty() || IsLoopback(address, &why)) continue;
+  std::vector<std::string> addresses = SplitList(opt.controller);
+  for (const auto& a : SplitList(opt.user_controller)) addresses.push_back(a);
+  for (const std::string& address : addresses) {
+    if (IsLoopback(address, &why)) continue;
     std::cerr << "faultline-fleetsim: controller " << address << ": " << why
               << " (the simulator only talks to controllers on this machine)\n";
     return 2;

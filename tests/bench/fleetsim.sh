@@ -13,6 +13,10 @@
 #                    [--cli-bin PATH]   (also read the largest job's per-run report via the CLI)
 #                    [--two-controllers] (a second controller on the same database: the
 #                     boards park on it, the users submit to the first)
+#                    [--controllers N] [--kill-at-results K] (N controllers on one database,
+#                     the boards spread over them; once K results are stored, the controller
+#                     holding the duty lease is killed with SIGKILL: every run must still
+#                     complete exactly once, and the duties must move)
 #                    [--controller-bin PATH] [--fleetsim-bin PATH] [--smoke] [-- FLEETSIM ARGS]
 #   --smoke: 20 boards, 40 one-second runs, 2 users, 1 reader, must finish within 60 s
 #            (the ctest fleetsim_smoke).
@@ -32,6 +36,10 @@ JSON=""
 KEEP=0
 CLI_BIN=""
 TWO=0
+CONTROLLERS=1
+KILL_AT=0
+KILLER_PID=""
+MORE_PIDS=()
 SMOKE=0
 CONTROLLER_BIN=$BUILD/services/controller/faultline-controller
 FLEETSIM_BIN=$BUILD/tests/bench/faultline-fleetsim
@@ -52,6 +60,8 @@ while [ $# -gt 0 ]; do
     --fleetsim-bin) FLEETSIM_BIN=$2; shift 2 ;;
     --cli-bin) CLI_BIN=$2; shift 2 ;;
     --two-controllers) TWO=1; shift ;;
+    --controllers) CONTROLLERS=$2; shift 2 ;;
+    --kill-at-results) KILL_AT=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "fleetsim.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -79,7 +89,8 @@ cleanup() {
   set +e
   fl_stop_pid "$FLEETSIM_PID"
   fl_stop_pid "${FL_CONTROLLER_PID:-}"
-  fl_stop_pid "${SECOND_PID:-}"
+  for p in "${MORE_PIDS[@]}"; do fl_stop_pid "$p"; done
+  fl_stop_pid "${KILLER_PID:-}"
   "$ROOT/scripts/pg-throwaway.sh" stop "$FL_STATE/pg" >/dev/null 2>&1
   if [ "$KEEP" = 1 ]; then echo "state kept in $FL_STATE" >&2; else rm -rf "$FL_STATE"; fi
 }
@@ -98,20 +109,32 @@ fl_start_postgres
 fl_start_controller >/dev/null 2>&1 || fail "controller did not start"
 CPID=$FL_CONTROLLER_PID
 BOARD_CONTROLLER=$FAULTLINE_CONTROLLER
-SECOND_PID=""
-if [ "$TWO" = 1 ]; then
-  # The boards' controller: a second one on the same database. Its figures (CPU, RSS) are
-  # the ones sampled below; the users stay on the first.
+MORE_PIDS=()
+ADDRESSES=$FAULTLINE_CONTROLLER
+[ "$TWO" = 1 ] && [ "$CONTROLLERS" -lt 2 ] && CONTROLLERS=2
+for i in $(seq 2 "$CONTROLLERS"); do  # more controllers on the same database
   "$CONTROLLER_BIN" --database-url "$FL_DATABASE_URL" --grpc-listen 127.0.0.1:0 \
-    --http-listen 127.0.0.1:0 --port-file "$FL_STATE/controller2.ports" \
-    >>"$FL_STATE/controller2.log" 2>&1 &
-  SECOND_PID=$!
-  fl_wait_alive "the second controller to listen" "$SECOND_PID" test -s "$FL_STATE/controller2.ports" ||
-    fail "the second controller did not start"
-  BOARD_CONTROLLER="127.0.0.1:$(sed -n 's/^grpc=//p' "$FL_STATE/controller2.ports")"
-  CPID=$SECOND_PID
+    --http-listen 127.0.0.1:0 --port-file "$FL_STATE/controller$i.ports" \
+    >>"$FL_STATE/controller$i.log" 2>&1 &
+  MORE_PIDS+=($!)
+  fl_wait_alive "controller $i to listen" "$!" test -s "$FL_STATE/controller$i.ports" ||
+    fail "controller $i did not start"
+  ADDRESSES="$ADDRESSES,127.0.0.1:$(sed -n 's/^grpc=//p' "$FL_STATE/controller$i.ports")"
+  CPID=$!  # the figures sampled below are the last controller's
+done
+if [ "$TWO" = 1 ]; then
+  # The boards on the second controller, the users on the first.
+  BOARD_CONTROLLER=${ADDRESSES#*,}
   EXTRA=(--user-controller "$FAULTLINE_CONTROLLER" "${EXTRA[@]}")
   echo "two controllers: users on $FAULTLINE_CONTROLLER, boards on $BOARD_CONTROLLER" >&2
+elif [ "$CONTROLLERS" -gt 1 ]; then
+  # Each board connection gets the list rotated (spread; fail over to the next).
+  BOARD_CONTROLLER=$ADDRESSES
+  echo "$CONTROLLERS controllers: $ADDRESSES (boards spread over them, users on the first)" >&2
+fi
+if [ "$KILL_AT" -gt 0 ]; then
+  [ "$CONTROLLERS" -gt 1 ] || fail "--kill-at-results needs --controllers N (N >= 2)"
+  EXTRA=(--allow-retries "${EXTRA[@]}")
 fi
 PG_PID=$(head -n 1 "$FL_STATE/pg/data/postmaster.pid")
 "$FLEETSIM_BIN" mint --database-url "$FL_DATABASE_URL" --boards "$BOARDS" --out "$FL_STATE/boards.tokens" \
@@ -131,7 +154,7 @@ cpu_of() {
   done
   awk -v t="$total" -v hz="$ticks" 'BEGIN { printf "%.2f", t / hz }'
 }
-status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+status_kb() { awk -v k="$2:" '$1 == k { v = $2 } END { print v + 0 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 pg_transactions() {
   sql "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
 }
@@ -152,6 +175,29 @@ SETTLE=2
   --idle-seconds "$IDLE" --ready-file "$FL_STATE/ready" --deadline "$DEADLINE" \
   --json "$FL_STATE/fleetsim.json" "${EXTRA[@]}" >"$FL_STATE/fleetsim.out" 2>"$FL_STATE/fleetsim.err" &
 FLEETSIM_PID=$!
+if [ "$KILL_AT" -gt 0 ]; then
+  # Once K results are in: SIGKILL the duty-lease holder (its pid is in the holder name,
+  # host:pid:random), then time until another controller holds the lease.
+  (
+    until [ "$(sql "SELECT count(*) FROM results" 2>/dev/null || echo 0)" -ge "$KILL_AT" ]; do
+      kill -0 "$FLEETSIM_PID" 2>/dev/null || exit 0
+      sleep 0.2
+    done
+    holder=$(sql "SELECT holder FROM duty_leases")
+    victim=$(echo "$holder" | cut -d: -f2)
+    t_kill=$EPOCHREALTIME
+    kill -KILL "$victim"
+    echo "killed controller pid $victim (duty lease holder) at $(sql "SELECT count(*) FROM results") results" >&2
+    give_up=$(( $(date +%s) + 60 ))
+    until new=$(sql "SELECT holder FROM duty_leases" 2>/dev/null) && [ -n "$new" ] && [ "$new" != "$holder" ]; do
+      [ "$(date +%s)" -lt "$give_up" ] || exit 0
+      sleep 0.2
+    done
+    echo "{\"killed_pid\": $victim, \"duties_moved_after_seconds\": $(elapsed "$t_kill" "$EPOCHREALTIME")}" \
+      >"$FL_STATE/kill.json"
+  ) 2>>"$FL_STATE/fleetsim.err" &
+  KILLER_PID=$!
+fi
 
 # Idle window: from "every board parked" to just before the users submit.
 until [ -e "$FL_STATE/ready" ]; do
@@ -204,7 +250,7 @@ if [ -n "$CLI_BIN" ]; then
   big=$(sql "SELECT job_id FROM runs GROUP BY job_id ORDER BY count(*) DESC, job_id LIMIT 1")
   big_runs=$(sql "SELECT count(*) FROM runs WHERE job_id = $big")
   c1=$(now)
-  FAULTLINE_TOKEN=$(cat "$FL_STATE/user.token") "$CLI_BIN" --controller "$FAULTLINE_CONTROLLER" \
+  FAULTLINE_TOKEN=$(cat "$FL_STATE/user.token") "$CLI_BIN" --controller "$ADDRESSES" \
     report --format csv --columns 'Faults=vmstat.pgfault,Major/Round=vmstat.pgmajfault/rounds' \
     "$big" >"$FL_STATE/report.csv" 2>"$FL_STATE/report.err" ||
     fail "faultline report --columns of job $big ($big_runs runs): $(cat "$FL_STATE/report.err")"
@@ -249,11 +295,21 @@ db_json=$(jq -n --argjson runs "$runs" --argjson bad "$bad" --argjson results "$
   --argjson result_runs "$result_runs" --argjson samples "$samples" --argjson stuck "$stuck" \
   '{runs: $runs, not_succeeded_first_attempt: $bad, results: $results,
     runs_with_results: $result_runs, samples: $samples, jobs_unfinished_without_open_runs: $stuck}')
+kill_json='{}'
+if [ "$KILL_AT" -gt 0 ]; then
+  wait "$KILLER_PID" 2>/dev/null || true
+  KILLER_PID=""
+  [ -s "$FL_STATE/kill.json" ] || fail "no controller was killed, or the duties never moved (60 s)"
+  kill_json=$(jq -c --argjson retried "$bad" '. + {runs_retried: $retried}' "$FL_STATE/kill.json")
+  echo "controller killed: $kill_json"
+  moved=$(jq .duties_moved_after_seconds <<<"$kill_json")
+  awk -v t="$moved" 'BEGIN { exit !(t <= 30) }' || fail "the duties moved after $moved s (goal 30 s)"
+fi
 jq --argjson idle "$idle_json" --argjson work "$work_json" --argjson db "$db_json" \
-  --argjson cli "$cli_json" \
+  --argjson cli "$cli_json" --argjson kill "$kill_json" \
   --arg host "$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)" \
   --arg events "$events" \
-  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host, cli_report: $cli,
+  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host, cli_report: $cli, controller_kill: $kill,
         controller_log_events: $events}' \
   "$FL_STATE/fleetsim.json" >"$FL_STATE/combined.json"
 echo "controller during work: $(echo "$work_json" | jq -c .)"
