@@ -393,7 +393,9 @@ absl::StatusOr<bool> PgWorkStore::RenewLease(const std::string& board, int64_t r
       RETURNING r.job_id)sql",
                               run_id, attempt_id, board, options_.lease_grace_seconds);
     current = !rows.empty();
-    if (current) pg::RecomputeJobState(w, rows[0][0].as<int64_t>());
+    // The job's state needs no recompute: assigned -> running keeps the run open and started
+    // (JobStateFromRuns), and skipping it keeps heartbeats off the job's row lock (LockJob),
+    // which thousands of boards on one job would otherwise queue on.
     w.commit();
     return absl::OkStatus();
   });
