@@ -149,6 +149,7 @@ int RunController(const ControllerOptions& options) {
   StoreOptions store_options;
   store_options.database_url = options.database_url;
   store_options.lease_grace_seconds = options.lease_grace_seconds;
+  store_options.pool_size = options.database_connections;
   store_options.requeue_backoff_seconds = options.requeue_backoff_seconds;
   PgStore store(store_options);
   if (absl::Status s = store.Migrate(); !s.ok()) {

@@ -40,6 +40,10 @@ int main(int argc, char** argv) {
                  "agents end a run before its lease)")
       ->check(CLI::Range(10, 3600))
       ->capture_default_str();
+  app.add_option("--database-connections", options.database_connections,
+                 "the store's connection pool (gRPC handlers wait for a free connection)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   app.add_option("--requeue-backoff", options.requeue_backoff_seconds,
                  "first wait before a run whose lease lapsed is offered again (doubles per attempt, "
                  "at most 10 min, jittered)")
