@@ -137,6 +137,28 @@ if [ "$KILL_AT" -gt 0 ]; then
   EXTRA=(--allow-retries "${EXTRA[@]}")
 fi
 PG_PID=$(head -n 1 "$FL_STATE/pg/data/postmaster.pid")
+
+# Baseline, same database and settings, before the fleet: PostgreSQL's own single-row
+# commit rate (pgbench, 1 client, 5 s) and COPY rate (1,000,000 rows shaped like samples).
+# Every figure below can be read against these. Skipped in --smoke.
+baseline_json='{}'
+if [ "$SMOKE" != 1 ] && command -v pgbench >/dev/null; then
+  sql "CREATE TABLE fl_baseline_commit (v int); CREATE TABLE fl_baseline_copy
+         (run_id bigint, second integer, rounds bigint, pages bigint)"
+  echo "INSERT INTO fl_baseline_commit VALUES (1);" >"$FL_STATE/commit.sql"
+  commits=$(pgbench -n -c 1 -j 1 -T 5 -f "$FL_STATE/commit.sql" "$FL_DATABASE_URL" 2>/dev/null |
+    awk '/^tps = / { printf "%.0f", $3 }')
+  awk 'BEGIN { for (i = 1; i <= 1000000; i++) printf "%d\t%d\t%d\t%d\n", i % 5000, i % 600 + 1, 300 + i % 97, 4096 + i % 13 }' \
+    >"$FL_STATE/copy.tsv"
+  c1=$EPOCHREALTIME
+  psql "$FL_DATABASE_URL" -qc "\\copy fl_baseline_copy FROM '$FL_STATE/copy.tsv'" >/dev/null
+  copy_rate=$(awk -v a="$c1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", 1000000 / (b - a) }')
+  sql "DROP TABLE fl_baseline_commit; DROP TABLE fl_baseline_copy"
+  rm -f "$FL_STATE/copy.tsv"
+  baseline_json=$(jq -n --argjson commits "${commits:-0}" --argjson copy "$copy_rate" \
+    '{postgres_single_row_commits_per_second: $commits, postgres_copy_rows_per_second: $copy}')
+  echo "PostgreSQL baseline: $(echo "$baseline_json" | jq -c .)" >&2
+fi
 "$FLEETSIM_BIN" mint --database-url "$FL_DATABASE_URL" --boards "$BOARDS" --out "$FL_STATE/boards.tokens" \
   || fail "minting $BOARDS agent tokens"
 chmod 600 "$FL_STATE/boards.tokens"
@@ -306,14 +328,18 @@ if [ "$KILL_AT" -gt 0 ]; then
   awk -v t="$moved" 'BEGIN { exit !(t <= 30) }' || fail "the duties moved after $moved s (goal 30 s)"
 fi
 jq --argjson idle "$idle_json" --argjson work "$work_json" --argjson db "$db_json" \
-  --argjson cli "$cli_json" --argjson kill "$kill_json" \
+  --argjson cli "$cli_json" --argjson kill "$kill_json" --argjson baseline "$baseline_json" \
   --arg host "$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)" \
   --arg events "$events" \
-  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host, cli_report: $cli, controller_kill: $kill,
+  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host, cli_report: $cli, controller_kill: $kill, baseline: $baseline,
         controller_log_events: $events}' \
   "$FL_STATE/fleetsim.json" >"$FL_STATE/combined.json"
 echo "controller during work: $(echo "$work_json" | jq -c .)"
 echo "database: $(echo "$db_json" | jq -c .)"
+if [ "$baseline_json" != '{}' ]; then
+  jq -r '"against PostgreSQL alone: ingest \(.ingest.samples_per_second | floor) samples/s = \(100 * .ingest.samples_per_second / .baseline.postgres_copy_rows_per_second | . * 100 | floor / 100)% of COPY (\(.baseline.postgres_copy_rows_per_second) rows/s); runs \(.throughput.runs_completed_per_second | floor)/s = \(100 * .throughput.runs_completed_per_second / .baseline.postgres_single_row_commits_per_second | . * 100 | floor / 100)% of single-row commits (\(.baseline.postgres_single_row_commits_per_second)/s)"' \
+    "$FL_STATE/combined.json"
+fi
 [ -n "$JSON" ] && cp "$FL_STATE/combined.json" "$JSON"
 
 [ "$stuck" = 0 ] || fail "$stuck job(s) still queued or running although none of their runs is"
