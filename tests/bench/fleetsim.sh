@@ -283,6 +283,21 @@ if [ -n "$CLI_BIN" ]; then
   echo "faultline report --columns: $(echo "$cli_json" | jq -c .)"
 fi
 
+# /metrics after the work, as Prometheus would scrape it (the first controller): time of 5
+# scrapes and the number of series (lines that are not comments).
+scrape_json='{}'
+if [ "$SMOKE" != 1 ] && [ -n "${FL_HTTP_PORT:-}" ]; then
+  times=()
+  for _ in 1 2 3 4 5; do
+    times+=("$(curl -fsS -o "$FL_STATE/metrics.txt" -w '%{time_total}' "http://127.0.0.1:$FL_HTTP_PORT/metrics" || echo -1)")
+  done
+  series=$(grep -vc '^#' "$FL_STATE/metrics.txt" || true)
+  scrape_json=$(printf '%s\n' "${times[@]}" | jq -s --argjson series "${series:-0}" \
+    --argjson bytes "$(wc -c <"$FL_STATE/metrics.txt")" \
+    '{series: $series, bytes: $bytes, seconds: ., median_seconds: (sort | .[2])}')
+  echo "/metrics: $(echo "$scrape_json" | jq -c .)"
+fi
+
 # The database's record: every run succeeded on its first attempt, with one result and one
 # sample per second.
 runs=$(sql "SELECT count(*) FROM runs")
@@ -328,10 +343,10 @@ if [ "$KILL_AT" -gt 0 ]; then
   awk -v t="$moved" 'BEGIN { exit !(t <= 30) }' || fail "the duties moved after $moved s (goal 30 s)"
 fi
 jq --argjson idle "$idle_json" --argjson work "$work_json" --argjson db "$db_json" \
-  --argjson cli "$cli_json" --argjson kill "$kill_json" --argjson baseline "$baseline_json" \
+  --argjson cli "$cli_json" --argjson kill "$kill_json" --argjson baseline "$baseline_json" --argjson scrape "$scrape_json" \
   --arg host "$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)" \
   --arg events "$events" \
-  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host, cli_report: $cli, controller_kill: $kill, baseline: $baseline,
+  '. + {controller_idle: $idle, controller_work: $work, database: $db, machine: $host, cli_report: $cli, controller_kill: $kill, baseline: $baseline, metrics_scrape: $scrape,
         controller_log_events: $events}' \
   "$FL_STATE/fleetsim.json" >"$FL_STATE/combined.json"
 echo "controller during work: $(echo "$work_json" | jq -c .)"
