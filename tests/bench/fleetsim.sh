@@ -289,11 +289,13 @@ scrape_json='{}'
 if [ "$SMOKE" != 1 ] && [ -n "${FL_HTTP_PORT:-}" ]; then
   times=()
   for _ in 1 2 3 4 5; do
-    times+=("$(curl -fsS -o "$FL_STATE/metrics.txt" -w '%{time_total}' "http://127.0.0.1:$FL_HTTP_PORT/metrics" || echo -1)")
+    # -1: no answer within the endpoint's 10 s handler deadline (503) or another failure
+    t=$(curl -fsS -o "$FL_STATE/metrics.txt" -w '%{time_total}' "http://127.0.0.1:$FL_HTTP_PORT/metrics") || t=-1
+    times+=("$t")
   done
-  series=$(grep -vc '^#' "$FL_STATE/metrics.txt" || true)
+  series=$(grep -vc '^#' "$FL_STATE/metrics.txt" 2>/dev/null || true)
   scrape_json=$(printf '%s\n' "${times[@]}" | jq -s --argjson series "${series:-0}" \
-    --argjson bytes "$(wc -c <"$FL_STATE/metrics.txt")" \
+    --argjson bytes "$(wc -c <"$FL_STATE/metrics.txt" 2>/dev/null || echo 0)" \
     '{series: $series, bytes: $bytes, seconds: ., median_seconds: (sort | .[2])}')
   echo "/metrics: $(echo "$scrape_json" | jq -c .)"
 fi
