@@ -69,7 +69,16 @@ YAML
 job=$("$FL_BIN_CLI" submit "$FL_STATE/kills.yaml" 2>/dev/null) || fail "submit"
 active_run() { sql "SELECT id FROM runs WHERE job_id = $job AND state IN ('assigned', 'running') LIMIT 1"; }
 has_active_run() { [ -n "$(active_run)" ]; }
-measuring() { compgen -G "/sys/fs/cgroup/memory/faultline/run-$1" >/dev/null || compgen -G "/sys/fs/cgroup/faultline/run-$1" >/dev/null; }
+# The run whose workload is measuring now (its run cgroup exists), if any. The measuring
+# kill waits for *a* run to measure, not for the run it saw active earlier: that one may
+# finish between two polls on a loaded machine, and its cgroup never comes back.
+measuring_run() {
+  local d
+  for d in /sys/fs/cgroup/memory/faultline/run-* /sys/fs/cgroup/faultline/run-*; do
+    [ -d "$d" ] && { echo "${d##*/run-}"; return 0; }
+  done
+  return 1
+}
 finished_logged() { grep -q "event=run_finished run=$1 " "$FL_STATE/agent.log"; }
 more_hellos() { [ "$(grep -c "event=hello_ok" "$FL_STATE/agent.log" || true)" -gt "$1" ]; }
 job_done() { [[ "$(sql "SELECT state FROM jobs WHERE id = $job")" =~ ^(succeeded|failed)$ ]]; }
@@ -81,7 +90,9 @@ for i in $(seq 1 20); do
   run=$(active_run)
   case $((i % 3)) in
     1) point="assigned" ;;
-    2) point="measuring"; fl_wait_for "run $run to measure" measuring "$run" || fail "kill $i: run $run never measured" ;;
+    2) point="measuring"
+       fl_wait_for "a run to measure" measuring_run || fail "kill $i: no run measured"
+       run=$(measuring_run) || run=$(active_run) ;;
     0) point="finished"; fl_wait_for "run $run to finish" finished_logged "$run" || fail "kill $i: run $run never finished" ;;
   esac
   at_point[$point]=$((at_point[$point] + 1))
