@@ -22,7 +22,7 @@ FreeBoard Board(std::string name, std::vector<std::string> running,
 }
 
 QueuedRun Queued(int64_t id, std::string kernel, std::vector<std::string> boards = {},
-              std::vector<std::string> arches = {}, uint64_t memory = 1ull << 30) {
+                 std::vector<std::string> arches = {}, uint64_t memory = 1ull << 30) {
   return QueuedRun{.id = id,
                    .job_id = 1,
                    .kernel = std::move(kernel),
@@ -44,13 +44,13 @@ TEST(MatchParkedBoards, BoardsTakeRunsInQueueOrderInTheOrderTheyAsked) {
 }
 
 TEST(MatchParkedBoards, FiltersDecideWhoMayServe) {
-  const std::vector<FreeBoard> boards = {
-      Board("small", {"v"}, {}, "x86_64", 1ull << 30), Board("arm", {"v"}, {}, "aarch64"),
-      Board("pinned", {"v"}), Board("other", {"patched"})};
+  const std::vector<FreeBoard> boards = {Board("small", {"v"}, {}, "x86_64", 1ull << 30),
+                                         Board("arm", {"v"}, {}, "aarch64"), Board("pinned", {"v"}),
+                                         Board("other", {"patched"})};
   const std::vector<QueuedRun> runs = {
-      Queued(1, "v", {"pinned"}),            // only the board it names
-      Queued(2, "v", {}, {"aarch64"}),       // only aarch64
-      Queued(3, "v", {}, {}, 2ull << 30),    // needs 2 GiB
+      Queued(1, "v", {"pinned"}),           // only the board it names
+      Queued(2, "v", {}, {"aarch64"}),      // only aarch64
+      Queued(3, "v", {}, {}, 2ull << 30),   // needs 2 GiB
       Queued(4, "v", {}, {}, 1ull << 30)};  // anyone running v with 1 GiB
   const auto steps = MatchParkedBoards(boards, runs);
   std::map<std::string, int64_t> got;
@@ -86,8 +86,8 @@ TEST(MatchParkedBoards, NoRunIsClaimedTwiceAtScale) {
     boards.push_back(Board("b" + std::to_string(i), {i % 2 ? "v" : "p"}, {}, i % 3 ? "x" : "y"));
   }
   for (int i = 0; i < 700; ++i) {
-    runs.push_back(Queued(i, i % 2 ? "v" : "p", {}, i % 5 ? std::vector<std::string>{}
-                                                      : std::vector<std::string>{"y"}));
+    runs.push_back(Queued(i, i % 2 ? "v" : "p", {},
+                          i % 5 ? std::vector<std::string>{} : std::vector<std::string>{"y"}));
   }
   const auto steps = MatchParkedBoards(boards, runs);
   std::set<size_t> claimed;
