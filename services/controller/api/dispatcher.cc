@@ -219,41 +219,31 @@ void Dispatcher::Step(bool tick) {
     work_hint_ = false;
     changed.swap(changed_jobs_);
   }
-  if (tick) {
-    if (duties_ != nullptr) {
-      DutyOutcome done = duties_->RunOnce();
-      changed.insert(done.changed_jobs.begin(), done.changed_jobs.end());
-      work = work || done.work_available;
-    }
-    ExpireParked(clock_->Now());
+  if (tick && duties_ != nullptr) {
+    DutyOutcome done = duties_->RunOnce();
+    changed.insert(done.changed_jobs.begin(), done.changed_jobs.end());
+    work = work || done.work_available;
   }
-  // Waiting agents retry on every tick too, so a database outage heals by itself.
+  // Waiting agents retry on every tick too (so a database outage heals by itself), and
+  // calls past their deadline get their empty answer.
   if (work || tick) ServeParked();
   if (tick || !changed.empty()) UpdateWatchers(changed, tick);
 }
 
 void Dispatcher::ServeParked() {
-  // The boards still waiting, oldest call first. A call past its deadline gets the empty
-  // answer and never a claim: the agent waits 15 s longer than this deadline, and a run
-  // claimed for a call nobody waits for any more is lost until the agent's next Hello
-  // releases it (an attempt spent).
-  std::vector<ParkedCall*> expired;
+  // A call past its deadline gets the empty answer and never a claim: the agent waits 15 s
+  // longer than this deadline, and a run claimed for a call nobody waits for any more is
+  // lost until the agent's next Hello releases it (an attempt spent).
+  ExpireParked(clock_->Now());
+  // The boards still waiting, oldest call first.
   std::vector<std::string> boards;
   {
     std::lock_guard lock(mu_);
-    const auto now = clock_->Now();
     std::set<std::string> seen;
-    for (auto it = parked_.begin(); it != parked_.end();) {
-      if ((*it)->deadline() <= now) {
-        expired.push_back(*it);
-        it = parked_.erase(it);
-        continue;
-      }
-      if (seen.insert((*it)->board()).second) boards.push_back((*it)->board());
-      ++it;
+    for (auto* call : parked_) {
+      if (seen.insert(call->board()).second) boards.push_back(call->board());
     }
   }
-  for (auto* call : expired) call->Answer(WorkOrder{});
   if (boards.empty()) return;
   // One pass for all of them (one read of the queue, one transaction).
   const auto pass_start = std::chrono::steady_clock::now();

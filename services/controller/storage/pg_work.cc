@@ -74,6 +74,15 @@ void ExtendAdaptiveJob(pqxx::work& w, int64_t job_id) {
   }
 }
 
+std::vector<std::string> JsonStrings(const std::string& text) {
+  std::vector<std::string> out;
+  if (text == "[]") return out;  // most runs and boards: no parse
+  for (const auto& v : nlohmann::json::parse(text)) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
 // What a claim returns (RETURNING of an UPDATE runs r ... FROM jobs j; the lease grace in
 // parameter $2), read by AssignmentFromRow; the board is the last column.
 constexpr std::string_view kAssignmentColumns = R"sql(
@@ -94,19 +103,8 @@ Assignment AssignmentFromRow(const pqxx::row& r) {
   a.memcg.memory_high = OptionalU64(r[8]);
   a.memcg.swap_max = OptionalU64(r[9]);
   a.lease_seconds = r[10].as<uint32_t>();
-  for (const auto& event : nlohmann::json::parse(r[11].as<std::string>())) {
-    if (event.is_string()) a.events.push_back(event.get<std::string>());
-  }
+  a.events = JsonStrings(r[11].as<std::string>());
   return a;
-}
-
-std::vector<std::string> JsonStrings(const std::string& text) {
-  std::vector<std::string> out;
-  if (text == "[]") return out;  // most runs and boards: no parse
-  for (const auto& v : nlohmann::json::parse(text)) {
-    if (v.is_string()) out.push_back(v.get<std::string>());
-  }
-  return out;
 }
 
 // The board is told to switch: health 'switching' until its hello from the new kernel.
