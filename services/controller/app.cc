@@ -18,6 +18,7 @@
 #include "services/controller/api/http_server.h"
 #include "services/controller/api/metrics.h"
 #include "services/controller/api/services.h"
+#include "services/controller/api/summaries.h"
 #include "services/controller/storage/pg_listener.h"
 #include "services/controller/storage/pg_store.h"
 
@@ -192,6 +193,10 @@ int RunController(const ControllerOptions& options) {
   }
   dispatcher.Start();
   work_listener.Start();
+  // Finished jobs' comparisons for /metrics, on the controller running the duties.
+  ComparisonSummarizer summarizer(stores.metrics, stores.jobs,
+                                  [&duties] { return duties.runs_duties(); });
+  summarizer.Start();
 
   // /healthz is answered on the io threads and touches nothing shared: it is slow only if
   // the process is. /readyz and /metrics need PostgreSQL, so they run on the server's worker
@@ -217,8 +222,9 @@ int RunController(const ControllerOptions& options) {
                         [&](const HttpRequest&) {
                           HttpServerStats stats;
                           if (http_server != nullptr) stats = http_server->Stats();
-                          HttpResponse r = text(200, metrics.Render(stores.metrics, stores.boards,
-                                                                    stores.jobs, &stats));
+                          HttpResponse r;
+                          r.shared_body =
+                              metrics.RenderParts(stores.metrics, stores.boards, &stats);
                           r.content_type = "text/plain; version=0.0.4; charset=utf-8";
                           return r;
                         },
@@ -253,6 +259,7 @@ int RunController(const ControllerOptions& options) {
   http.Stop();
   work_listener.Stop();
   dispatcher.Stop();  // answers parked calls so Shutdown does not wait for them
+  summarizer.Stop();
   duties.Release();   // another controller takes the duties over on its next pass
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   return 0;

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <pqxx/pqxx>
 #include <set>
@@ -65,7 +67,11 @@ class StoreTest : public ::testing::Test {
     for (const auto& b : *boards) summaries.push_back(b.summary);
     auto job = ValidateJobSpec(spec, summaries);
     EXPECT_TRUE(job.ok()) << job.status();
-    auto id = store_->jobs().CreateJob(*job, "test", "{}", "");
+    // The stored spec as the api layer writes it (only what the store reads of it).
+    std::string kernel_list;
+    for (const auto& k : spec.kernels)
+      kernel_list += (kernel_list.empty() ? "\"" : ",\"") + k + "\"";
+    auto id = store_->jobs().CreateJob(*job, "test", "{\"kernels\": [" + kernel_list + "]}", "");
     EXPECT_TRUE(id.ok()) << id.status();
     return id->job_id;
   }
@@ -640,6 +646,151 @@ TEST_F(StoreTest, ChangePointsAreStoredOnceAndTrackedByState) {
   EXPECT_TRUE(store_->history().ListChangePoints(false)->empty());
   EXPECT_EQ(store_->history().ListChangePoints(true)->size(), 1u);
   EXPECT_TRUE(store_->history().Snapshot()->open_change_points.empty());
+}
+
+// A finished job's medians are kept when it finishes; a scrape reads them, and aggregates
+// results only of jobs still running.
+TEST_F(StoreTest, AScrapeReadsFinishedJobsMediansAndLiveOnesOfRunningJobs) {
+  auto store_run = [&](double throughput) -> std::string {
+    auto a = ClaimRun("box");
+    EXPECT_TRUE(a.ok() && a->has_value());
+    ResultRecord res = GoodResult(3);
+    res.throughput = throughput;
+    EXPECT_TRUE(
+        store_->work().StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", res).ok());
+    return (*a)->params.at("threads");
+  };
+  auto medians = [&]() {
+    std::map<std::string, double> out;  // threads -> median
+    auto snap = store_->history().Snapshot();
+    EXPECT_TRUE(snap.ok()) << snap.status();
+    for (const auto& p : snap->series) {
+      EXPECT_EQ(p.study, "test");
+      EXPECT_EQ(p.arch, "x86_64");
+      out[p.cell.at("threads")] = p.median;
+    }
+    return out;
+  };
+  const int64_t first = Submit(1);
+  const std::string a = store_run(100);
+  EXPECT_EQ(medians(), (std::map<std::string, double>{{a, 100}}));  // running: live
+  EXPECT_EQ(Count("SELECT count(*) FROM job_series_medians"), 0);
+  const std::string b = store_run(120);
+  ASSERT_EQ(store_->jobs().GetJob(first)->state, JobState::kSucceeded);
+  EXPECT_EQ(Count("SELECT count(*) FROM job_series_medians"), 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM series_latest"), 2);
+  EXPECT_EQ(medians(), (std::map<std::string, double>{{a, 100}, {b, 120}}));
+  // Scrapes no longer read a finished job's results.
+  {
+    pqxx::connection c(url_);
+    pqxx::work w(c);
+    w.exec("DELETE FROM results");
+    w.commit();
+  }
+  EXPECT_EQ(medians(), (std::map<std::string, double>{{a, 100}, {b, 120}}));
+  // A newer job still running shows its live median where it has one.
+  const int64_t second = Submit(1);
+  const std::string c = store_run(50);
+  auto expected = std::map<std::string, double>{{a, 100}, {b, 120}};
+  expected[c] = 50;
+  EXPECT_EQ(medians(), expected);
+  store_run(60);
+  ASSERT_EQ(store_->jobs().GetJob(second)->state, JobState::kSucceeded);
+  EXPECT_EQ(medians(), (std::map<std::string, double>{{c, 50}, {c == a ? b : a, 60}}));
+  // The change-point scan reads the kept medians too: both jobs, in job order.
+  auto histories = store_->history().SeriesHistories(2);
+  ASSERT_TRUE(histories.ok()) << histories.status();
+  ASSERT_EQ(histories->size(), 2u);
+  for (const auto& h : *histories) EXPECT_EQ(h.job_ids, (std::vector<int64_t>{first, second}));
+}
+
+// A finished multi-kernel job is pending until its comparisons are stored for the version
+// it is at; a scrape shows the newest summarized job of each study.
+TEST_F(StoreTest, ComparisonsAreSummarizedOncePerJobVersion) {
+  UpsertAABoard("aa");
+  auto finish = [&](int64_t job) {
+    for (int r = 0; r < 4; ++r) {
+      auto next = store_->work().NextWork("aa");
+      ASSERT_TRUE(next.ok() && next->run.has_value());
+      ASSERT_TRUE(
+          store_->work()
+              .StoreResult("aa", next->run->run_id, next->run->attempt_id, true, "", GoodResult(3))
+              .ok());
+    }
+    ASSERT_EQ(store_->jobs().GetJob(job)->state, JobState::kSucceeded);
+  };
+  EXPECT_TRUE(store_->history().PendingComparisons(10)->empty());
+  Submit(1, {"vanilla"}, 0, {"box"});  // one kernel: never pending
+  const int64_t job = Submit(1, {"vanilla", "patched"}, 0, {"aa"});
+  auto pending = store_->history().PendingComparisons(10);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  EXPECT_TRUE(pending->empty());  // not finished
+  finish(job);
+  pending = store_->history().PendingComparisons(10);
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].job_id, job);
+  const int64_t finished_ms = store_->jobs().GetJob(job)->finished_at_ms;
+  EXPECT_EQ((*pending)[0].finished_ms, finished_ms);
+
+  JobComparisons summary;
+  summary.job_id = job;
+  summary.finished_ms = finished_ms - 1;  // a version the job is not at
+  ComparisonSummary c;
+  c.cell = {{"threads", "2"}};
+  c.board = "aa";
+  c.baseline = "vanilla";
+  c.candidate = "patched";
+  c.ratio = std::numeric_limits<double>::quiet_NaN();
+  c.ci_low = -std::numeric_limits<double>::infinity();
+  c.ci_high = 1.5;
+  c.p_value = 0.01;
+  c.q_value = 0.02;
+  c.verdict = "inconclusive";
+  c.n_baseline = 3;
+  c.n_candidate = 4;
+  c.counters.push_back({"vmstat.pgfault", "round", 0.5, 0.4, 0.6});
+  summary.comparisons.push_back(c);
+  EXPECT_FALSE(*store_->history().StoreComparisons(summary));
+  summary.finished_ms = finished_ms;
+  EXPECT_TRUE(*store_->history().StoreComparisons(summary));
+  EXPECT_TRUE(store_->history().PendingComparisons(10)->empty());
+
+  auto snap = store_->history().Snapshot();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->comparison_jobs.size(), 1u);
+  EXPECT_EQ(snap->comparison_jobs[0], (JobVersion{job, finished_ms}));
+  EXPECT_EQ(store_->history().LoadComparisons({job, finished_ms - 1}).status().code(),
+            absl::StatusCode::kNotFound);
+  auto loaded = store_->history().LoadComparisons({job, finished_ms});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const JobComparisons& got = *loaded;
+  EXPECT_EQ(got.job_id, job);
+  EXPECT_EQ(got.study, "test");
+  EXPECT_EQ(got.benchmark, "filemap-thrash");
+  ASSERT_EQ(got.comparisons.size(), 1u);
+  const ComparisonSummary& g = got.comparisons[0];
+  EXPECT_EQ(g.cell, c.cell);
+  EXPECT_EQ(g.board, "aa");
+  EXPECT_TRUE(std::isnan(g.ratio));
+  EXPECT_EQ(g.ci_low, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(g.ci_high, 1.5);
+  EXPECT_EQ(g.q_value, 0.02);
+  EXPECT_EQ(g.verdict, "inconclusive");
+  EXPECT_EQ(g.n_candidate, 4);
+  ASSERT_EQ(g.counters.size(), 1u);
+  EXPECT_EQ(g.counters[0].name, "vmstat.pgfault");
+  EXPECT_EQ(g.counters[0].ci_high, 0.6);
+
+  // A newer job of the same study replaces it once summarized.
+  const int64_t newer = Submit(1, {"vanilla", "patched"}, 0, {"aa"});
+  finish(newer);
+  EXPECT_EQ(store_->history().Snapshot()->comparison_jobs[0].job_id, job);
+  summary.job_id = newer;
+  summary.finished_ms = store_->jobs().GetJob(newer)->finished_at_ms;
+  EXPECT_TRUE(*store_->history().StoreComparisons(summary));
+  snap = store_->history().Snapshot();
+  ASSERT_EQ(snap->comparison_jobs.size(), 1u);
+  EXPECT_EQ(snap->comparison_jobs[0].job_id, newer);
 }
 
 TEST_F(StoreTest, HelloReleasesRunsOfARestartedAgent) {

@@ -632,10 +632,59 @@ void FakeTokenStore::SetUnavailable(bool unavailable) {
 
 // ---- FakeMetricsSource ----
 
-absl::StatusOr<MetricsSnapshot> FakeMetricsSource::Snapshot() {
+absl::StatusOr<MetricsSnapshot> FakeMetricsSource::Snapshot(int64_t known_series_version) {
   std::lock_guard lock(mu_);
   if (!ping_.ok()) return ping_;
-  return snapshot_;
+  MetricsSnapshot out = snapshot_;
+  if (out.series_version >= 0 && out.series_version == known_series_version) out.series.clear();
+  std::map<std::pair<std::string, std::string>, const JobComparisons*> newest;
+  for (const auto& [id, job] : summaries_) newest[{job.study, job.benchmark}] = &job;  // id order
+  for (const auto& [key, job] : newest)
+    out.comparison_jobs.push_back({job->job_id, job->finished_ms});
+  return out;
+}
+
+absl::StatusOr<std::vector<JobVersion>> FakeMetricsSource::PendingComparisons(int limit) {
+  std::lock_guard lock(mu_);
+  if (!ping_.ok()) return ping_;
+  std::vector<JobVersion> out;
+  for (auto it = finished_.rbegin(); it != finished_.rend(); ++it) {
+    auto kept = summaries_.find(it->first);
+    if (kept != summaries_.end() && kept->second.finished_ms == it->second) continue;
+    if (static_cast<int>(out.size()) == limit) break;
+    out.push_back({it->first, it->second});
+  }
+  return out;
+}
+
+absl::StatusOr<bool> FakeMetricsSource::StoreComparisons(const JobComparisons& job) {
+  std::lock_guard lock(mu_);
+  if (!ping_.ok()) return ping_;
+  auto it = finished_.find(job.job_id);
+  if (it == finished_.end() || it->second != job.finished_ms) return false;
+  summaries_[job.job_id] = job;
+  return true;
+}
+
+absl::StatusOr<JobComparisons> FakeMetricsSource::LoadComparisons(const JobVersion& job) {
+  std::lock_guard lock(mu_);
+  if (!ping_.ok()) return ping_;
+  auto it = summaries_.find(job.job_id);
+  if (it == summaries_.end() || it->second.finished_ms != job.finished_ms) {
+    return absl::NotFoundError("no such summary");
+  }
+  ++loads_;
+  return it->second;
+}
+
+int FakeMetricsSource::loads() const {
+  std::lock_guard lock(mu_);
+  return loads_;
+}
+
+void FakeMetricsSource::FinishJob(int64_t job_id, int64_t finished_ms) {
+  std::lock_guard lock(mu_);
+  finished_[job_id] = finished_ms;
 }
 
 absl::Status FakeMetricsSource::Ping() {

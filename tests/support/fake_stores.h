@@ -236,18 +236,30 @@ class FakeTokenStore final : public TokenStore {
   bool unavailable_ = false;
 };
 
+// Snapshot() is what SetSnapshot set (without its series when the caller knows their
+// version), with the newest summarized job per (study, benchmark) as comparison_jobs. Jobs to
+// summarize are declared with FinishJob.
 class FakeMetricsSource final : public MetricsSource {
  public:
-  absl::StatusOr<MetricsSnapshot> Snapshot() override;
+  absl::StatusOr<MetricsSnapshot> Snapshot(int64_t known_series_version = -1) override;
+  absl::StatusOr<std::vector<JobVersion>> PendingComparisons(int limit) override;
+  absl::StatusOr<bool> StoreComparisons(const JobComparisons& job) override;
+  absl::StatusOr<JobComparisons> LoadComparisons(const JobVersion& job) override;
   absl::Status Ping() override;
 
   void SetSnapshot(MetricsSnapshot snapshot);
   void SetPing(absl::Status status);
+  // The job (multi-kernel, with results) finished at `finished_ms`: a version to summarize.
+  void FinishJob(int64_t job_id, int64_t finished_ms);
+  int loads() const;  // LoadComparisons calls answered
 
  private:
   mutable std::mutex mu_;
   MetricsSnapshot snapshot_;
   absl::Status ping_;
+  std::map<int64_t, int64_t> finished_;          // job -> finished_ms
+  std::map<int64_t, JobComparisons> summaries_;  // by job
+  int loads_ = 0;
 };
 
 // An x86_64 board with 8 GiB, running `vanilla`, that can run `kernels`.

@@ -211,6 +211,12 @@ class HttpServerTest : public ::testing::Test {
                         --shared_running_;
                         return HttpResponse{200, "text/plain", "shared\n", {}};
                       }});
+    routes.push_back({"/parts", {"GET"}, HttpRoute::Mode::kCoalesced, [this](const HttpRequest&) {
+                        HttpResponse r{200, "text/plain", "head\n", {}};
+                        r.shared_body = {big_part_, std::make_shared<const std::string>(),
+                                         std::make_shared<const std::string>("tail\n")};
+                        return r;
+                      }});
     routes.push_back({"/upload", {"POST"}, HttpRoute::Mode::kWorker, [](const HttpRequest& r) {
                         return HttpResponse{200, "text/plain", std::to_string(r.body.size()), {}};
                       }});
@@ -260,7 +266,25 @@ class HttpServerTest : public ::testing::Test {
   int port_ = 0;
   Gate slow_gate_, shared_gate_;
   std::atomic<int> shared_running_{0}, shared_max_running_{0}, shared_calls_{0};
+  std::shared_ptr<const std::string> big_part_ =
+      std::make_shared<const std::string>(std::string(300000, 'x'));  // several socket writes
 };
+
+TEST_F(HttpServerTest, SharedBodyPartsFollowTheBodyUncopied) {
+  StartServer();
+  Conn c(port_);
+  const std::string expected = "head\n" + *big_part_ + "tail\n";
+  for (int i = 0; i < 2; ++i) {  // the kept part serves every request
+    Reply r = c.Get("GET", "/parts");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.headers["content-length"], std::to_string(expected.size()));
+    EXPECT_EQ(r.body, expected);
+  }
+  Reply head = c.Get("HEAD", "/parts");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.headers["content-length"], std::to_string(expected.size()));
+  EXPECT_TRUE(head.body.empty());
+}
 
 TEST_F(HttpServerTest, MethodsPathsAndNoEcho) {
   StartServer();

@@ -1,14 +1,18 @@
-// /metrics over the in-memory stores: the counters that changed significantly in a finished
-// comparison are exported beside its throughput ratio, compared once per job version.
+// /metrics over the in-memory stores: a finished job's comparisons are summarized once per
+// job version (api/summaries.h) and exported from the summary, with the counters that changed
+// significantly beside the throughput ratio.
 #include "services/controller/api/metrics.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "nlohmann/json.hpp"
 #include "services/controller/api/submission.h"
+#include "services/controller/api/summaries.h"
 #include "tests/support/fake_stores.h"
 
 namespace faultline::controller {
@@ -77,12 +81,17 @@ class MetricsTest : public ::testing::Test {
     job_ = submitted->created.job_id;
     FinishRuns(0.5 / 20);
   }
-  void Export(int64_t finished_ms) {
-    MetricsSnapshot snapshot;
-    snapshot.comparison_jobs.push_back({job_, finished_ms});
-    fake_.metrics.SetSnapshot(snapshot);
+  // The job finished (again) at finished_ms; returns how many jobs the summarizer stored.
+  int Finish(int64_t finished_ms) {
+    fake_.metrics.FinishJob(job_, finished_ms);
+    return Summarize();
   }
-  std::string Render() { return metrics_.Render(&fake_.metrics, &fake_.boards, &fake_.jobs); }
+  int Summarize() {
+    auto stored = SummarizeComparisons(&fake_.metrics, &fake_.jobs, 4);
+    EXPECT_TRUE(stored.ok()) << stored.status();
+    return stored.value_or(-1);
+  }
+  std::string Render() { return metrics_.Render(&fake_.metrics, &fake_.boards); }
 
   FakeStores fake_;
   ControllerMetrics metrics_;
@@ -90,7 +99,7 @@ class MetricsTest : public ::testing::Test {
 };
 
 TEST_F(MetricsTest, SignificantCounterChangesBesideTheThroughputRatio) {
-  Export(1000);
+  ASSERT_EQ(Finish(1000), 1);
   const std::string body = Render();
   EXPECT_THAT(Samples(body, "faultline_comparison_ratio", "candidate"),
               ElementsAre(Pair("patched", DoubleNear(2.0, 0.05))));
@@ -112,28 +121,123 @@ TEST_F(MetricsTest, SignificantCounterChangesBesideTheThroughputRatio) {
               ElementsAre(Pair("patched", 1.0)));
 }
 
-TEST_F(MetricsTest, AFinishedJobIsComparedOncePerVersion) {
-  Export(1000);
+TEST_F(MetricsTest, NothingIsExportedBeforeTheJobIsSummarized) {
+  EXPECT_THAT(Samples(Render(), "faultline_comparison_ratio", "candidate"), IsEmpty());
+  fake_.metrics.FinishJob(job_, 1000);
+  EXPECT_THAT(Samples(Render(), "faultline_comparison_ratio", "candidate"), IsEmpty());
+  ASSERT_EQ(Summarize(), 1);
+  EXPECT_THAT(Samples(Render(), "faultline_comparison_ratio", "candidate"),
+              ElementsAre(Pair("patched", DoubleNear(2.0, 0.05))));
+}
+
+TEST_F(MetricsTest, AFinishedJobIsSummarizedOncePerVersion) {
+  ASSERT_EQ(Finish(1000), 1);
   ASSERT_EQ(Samples(Render(), "faultline_comparison_counters_changed", "candidate")["patched"],
             1.0);
-  // The runs change under the same job version: the scrape reuses the comparison it made.
+  // The runs change under the same job version: nothing to summarize, the scrape shows the
+  // summary made.
   FinishRuns(1.0);
+  EXPECT_EQ(Summarize(), 0);
   EXPECT_EQ(Samples(Render(), "faultline_comparison_counters_changed", "candidate")["patched"],
             1.0);
-  // The job finished again (a new version): compared again, nothing changed any more.
-  Export(2000);
+  // The job finished again (a new version): summarized again, nothing changed any more.
+  ASSERT_EQ(Finish(2000), 1);
   const std::string body = Render();
   EXPECT_EQ(Samples(body, "faultline_comparison_counters_changed", "candidate")["patched"], 0.0);
   EXPECT_THAT(Samples(body, "faultline_comparison_counters_ratio", "counter"), IsEmpty());
 }
 
-TEST_F(MetricsTest, AJobNoLongerExportedLeavesNoCounterSeries) {
-  Export(1000);
-  ASSERT_FALSE(Samples(Render(), "faultline_comparison_counters_ratio", "counter").empty());
-  fake_.metrics.SetSnapshot(MetricsSnapshot{});
+TEST_F(MetricsTest, ASummaryOfAVersionTheJobLeftIsDropped) {
+  fake_.metrics.FinishJob(job_, 2000);
+  JobComparisons stale;
+  stale.job_id = job_;
+  stale.finished_ms = 1000;
+  auto stored = fake_.metrics.StoreComparisons(stale);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_FALSE(*stored);
+  EXPECT_EQ(Summarize(), 1);
+}
+
+TEST_F(MetricsTest, AJobWhoseReportCannotBeBuiltIsStoredEmptyNotRetried) {
+  fake_.metrics.FinishJob(job_ + 1000, 5);  // no such job in the job store
+  EXPECT_EQ(Summarize(), 1);
+  EXPECT_EQ(Summarize(), 0);
+  EXPECT_THAT(Samples(Render(), "faultline_comparison_ratio", "candidate"), IsEmpty());
+}
+
+TEST_F(MetricsTest, SeriesOfAnUnchangedVersionAreRenderedOnce) {
+  auto snapshot_with = [](double median, int64_t version) {
+    MetricsSnapshot snap;
+    SeriesPoint p;
+    p.study = "nightly";
+    p.benchmark = "swap-in";
+    p.arch = "x86_64";
+    p.board = "b1";
+    p.kernel = "vanilla";
+    p.median = median;
+    snap.series.push_back(p);
+    snap.series_version = version;
+    return snap;
+  };
+  const std::string metric = "faultline_throughput_rounds_per_second";
+  fake_.metrics.SetSnapshot(snapshot_with(100, 5));
+  EXPECT_THAT(Samples(Render(), metric, "board"), ElementsAre(Pair("b1", 100.0)));
+  // Version 5 again: the store sends no series, the kept text is shown.
+  fake_.metrics.SetSnapshot(snapshot_with(200, 5));
+  EXPECT_THAT(Samples(Render(), metric, "board"), ElementsAre(Pair("b1", 100.0)));
+  fake_.metrics.SetSnapshot(snapshot_with(300, 6));
+  EXPECT_THAT(Samples(Render(), metric, "board"), ElementsAre(Pair("b1", 300.0)));
+  // No version (jobs running): rendered on every scrape.
+  fake_.metrics.SetSnapshot(snapshot_with(400, -1));
+  EXPECT_THAT(Samples(Render(), metric, "board"), ElementsAre(Pair("b1", 400.0)));
+  fake_.metrics.SetSnapshot(snapshot_with(500, -1));
+  EXPECT_THAT(Samples(Render(), metric, "board"), ElementsAre(Pair("b1", 500.0)));
+}
+
+TEST_F(MetricsTest, AJobsComparisonsAreLoadedOncePerVersion) {
+  ASSERT_EQ(Finish(1000), 1);
+  Render();
+  Render();
+  EXPECT_EQ(fake_.metrics.loads(), 1);
+  ASSERT_EQ(Finish(2000), 1);
+  Render();
+  EXPECT_EQ(fake_.metrics.loads(), 2);
+}
+
+TEST_F(MetricsTest, LabelValuesAreEscapedAndNonFiniteValuesSpelledOut) {
+  MetricsSnapshot snap;
+  SeriesPoint p;
+  p.study = "a \"quoted\" \\ study\nline";
+  p.benchmark = "swap-in";
+  p.board = "b1";
+  p.median = std::numeric_limits<double>::quiet_NaN();
+  snap.series.push_back(p);
+  p.board = "b2";
+  p.median = std::numeric_limits<double>::infinity();
+  snap.series.push_back(p);
+  fake_.metrics.SetSnapshot(snap);
   const std::string body = Render();
-  EXPECT_THAT(Samples(body, "faultline_comparison_counters_ratio", "counter"), IsEmpty());
-  EXPECT_THAT(Samples(body, "faultline_comparison_counters_changed", "candidate"), IsEmpty());
+  EXPECT_NE(body.find(R"(study="a \"quoted\" \\ study\nline")"), std::string::npos) << body;
+  EXPECT_NE(body.find(R"(board="b1",kernel=""} NaN)"), std::string::npos) << body;
+  EXPECT_NE(body.find(R"(board="b2",kernel=""} +Inf)"), std::string::npos) << body;
+}
+
+TEST_F(MetricsTest, ASummaryKeepsNonFiniteFigures) {
+  v1::GetReportResponse report;
+  report.mutable_job()->set_id(7);
+  report.mutable_job()->mutable_spec()->set_benchmark("swap-in");
+  auto* c = report.add_comparisons();
+  c->set_board("b1");
+  c->set_baseline("vanilla");
+  c->set_candidate("patched");
+  c->set_ratio(std::numeric_limits<double>::quiet_NaN());
+  c->set_verdict("inconclusive");
+  const JobComparisons summary = SummarizeReport(report, 42);
+  EXPECT_EQ(summary.study, "swap-in");  // no name: the benchmark
+  EXPECT_EQ(summary.finished_ms, 42);
+  ASSERT_EQ(summary.comparisons.size(), 1u);
+  EXPECT_TRUE(std::isnan(summary.comparisons[0].ratio));
+  EXPECT_EQ(summary.comparisons[0].verdict, "inconclusive");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // The controller's background duties, run once per dispatcher tick and kept apart from
 // serving agents: lapsed leases back to the queue, lapsed kernel switches to needs-check,
 // history change points (every 30th pass), and due schedule slots submitted as jobs.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <set>
@@ -32,6 +33,9 @@ class BackgroundDuties {
   // Gives the lease up (the controller is stopping).
   void Release();
   bool holding() const { return holding_; }
+  // True when this controller runs the duties: it holds the lease, or there is no lease
+  // (one controller). Safe from any thread.
+  bool runs_duties() const { return stores_.duty_lease == nullptr || holding_; }
   const std::string& holder() const { return holder_; }
 
   // This controller's name in the lease: host, pid and a random part.
@@ -47,7 +51,7 @@ class BackgroundDuties {
   const Clock* clock_;
   ChangePointOptions change_points_;
   std::string holder_;
-  bool holding_ = false;
+  std::atomic<bool> holding_ = false;
   bool announced_ = false;
   int passes_since_history_ = kHistoryEvery - 1;  // first scan on the first pass
 };

@@ -55,6 +55,40 @@ bool RouteAllows(const HttpRoute& route, const std::string& method, std::string*
 
 namespace {
 
+// A response body of shared strings, written as one gather write: a handler's kept parts
+// (HttpResponse::shared_body) reach the socket without a copy.
+struct SharedPartsBody {
+  using value_type = std::vector<std::shared_ptr<const std::string>>;
+  static std::uint64_t size(const value_type& parts) {
+    std::uint64_t n = 0;
+    for (const auto& p : parts) n += p->size();
+    return n;
+  }
+  class writer {
+   public:
+    using const_buffers_type = std::vector<boost::asio::const_buffer>;
+    template <bool isRequest, class Fields>
+    writer(const boost::beast::http::header<isRequest, Fields>&, const value_type& parts)
+        : parts_(parts) {}
+    void init(boost::beast::error_code& ec) { ec = {}; }
+    boost::optional<std::pair<const_buffers_type, bool>> get(boost::beast::error_code& ec) {
+      ec = {};
+      if (done_) return boost::none;
+      done_ = true;
+      const_buffers_type buffers;
+      for (const auto& p : parts_) {
+        if (!p->empty()) buffers.emplace_back(p->data(), p->size());
+      }
+      if (buffers.empty()) return boost::none;
+      return std::make_pair(std::move(buffers), false);
+    }
+
+   private:
+    const value_type& parts_;
+    bool done_ = false;
+  };
+};
+
 // Where a connection is; the cap drops the one that has waited longest in the lowest phase.
 enum class Phase { kIdle, kReading, kHandling, kWriting };
 
@@ -100,7 +134,7 @@ struct HttpServer::Impl {
   // request after it starts a new call.
   class Coalescer {
    public:
-    using Reply = std::function<void(const HttpResponse&)>;
+    using Reply = std::function<void(HttpResponse)>;
     void Submit(asio::thread_pool& pool, const HttpRoute* route, const HttpRequest& request,
                 Reply reply) {
       std::lock_guard lock(mu_);
@@ -115,7 +149,10 @@ struct HttpServer::Impl {
           batch.swap(waiting_);
           running_ = false;
         }
-        for (auto& reply : batch) reply(response);
+        // Every waiter but the last gets a copy; the last the answer itself (a /metrics body
+        // can be tens of MB).
+        for (size_t i = 0; i + 1 < batch.size(); ++i) batch[i](response);
+        if (!batch.empty()) batch.back()(std::move(response));
       });
     }
     void Clear() {
@@ -417,9 +454,10 @@ class HttpServer::Impl::Session : public HttpServer::Impl::SessionBase {
       case HttpRoute::Mode::kCoalesced: {
         ArmHandlerTimeout();
         auto index = static_cast<size_t>(route - server_->routes.data());
-        server_->coalescers[index]->Submit(
-            *server_->workers, route, request,
-            [self = Self(), seq = seq_](const HttpResponse& r) { self->ReplyFromWorker(seq, r); });
+        server_->coalescers[index]->Submit(*server_->workers, route, request,
+                                           [self = Self(), seq = seq_](HttpResponse r) {
+                                             self->ReplyFromWorker(seq, std::move(r));
+                                           });
         return;
       }
     }
@@ -474,8 +512,12 @@ class HttpServer::Impl::Session : public HttpServer::Impl::SessionBase {
     res.set(http::field::cache_control, "no-store");
     for (const auto& [name, value] : r.headers) res.set(name, value);
     res.keep_alive(!close);
-    const std::size_t length = r.body.size();
-    if (!head_) res.body() = std::move(r.body);
+    auto& parts = res.body();
+    parts.reserve(1 + r.shared_body.size());
+    parts.push_back(std::make_shared<const std::string>(std::move(r.body)));
+    for (auto& part : r.shared_body) parts.push_back(std::move(part));
+    const std::uint64_t length = SharedPartsBody::size(parts);
+    if (head_) parts.clear();
     res.content_length(length);  // HEAD: the length GET would have, no body
     lowest().expires_after(opt().write_timeout);
     http::async_write(stream_, res, [self = Self(), close](beast::error_code ec, std::size_t) {
@@ -540,7 +582,7 @@ class HttpServer::Impl::Session : public HttpServer::Impl::SessionBase {
   asio::steady_timer handler_timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  std::optional<http::response<http::string_body>> response_;
+  std::optional<http::response<SharedPartsBody>> response_;
   Clock::time_point deadline_;
   unsigned version_ = 11;
   bool keep_alive_ = false;

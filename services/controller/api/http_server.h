@@ -37,6 +37,9 @@ struct HttpResponse {
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra header fields
+  // Sent after `body` as they are, never copied: parts a handler keeps between requests
+  // (a large /metrics body is mostly text rendered once).
+  std::vector<std::shared_ptr<const std::string>> shared_body;
 };
 
 struct HttpRoute {

@@ -3,7 +3,8 @@
 // Process metrics (RPC latency, finished runs) live in a long-lived registry; state gauges
 // (throughput, comparisons, fleet, queue) are rebuilt from PostgreSQL on every scrape, so a
 // series that disappears from the database disappears from /metrics, and several
-// controller replicas export the same values.
+// controller replicas export the same values. A scrape only reads: finished jobs' medians
+// and comparisons were summarized once (MetricsSource, api/summaries.h).
 #include <chrono>
 #include <map>
 #include <memory>
@@ -30,25 +31,30 @@ class ControllerMetrics {
 
   // The /metrics body. On a database error the process metrics are still served, with
   // faultline_database_up 0. With `http`: the HTTP endpoint's own connections and refusals.
-  std::string Render(MetricsSource* source, BoardStore* boards, JobStore* jobs,
+  std::string Render(MetricsSource* source, BoardStore* boards,
                      const HttpServerStats* http = nullptr);
+  // The same body in parts, for HttpResponse::shared_body: the comparison families (most of
+  // the body with many boards) are a part kept between scrapes, never copied.
+  std::vector<std::shared_ptr<const std::string>> RenderParts(
+      MetricsSource* source, BoardStore* boards, const HttpServerStats* http = nullptr);
 
  private:
-  // A comparison's counters that changed significantly (q ≤ α), as exported.
-  struct CounterChange {
-    std::string name, unit;
-    double ratio = 0, ci_low = 0, ci_high = 0;
-  };
-  // Per finished comparison job: comparing every counter of every run costs more than the
-  // rest of a scrape, and a finished job's counters do not change, so each job version is
-  // compared once. Keyed by comparison (board, baseline, candidate, config); entries of jobs
-  // no longer exported are dropped on the next scrape.
-  struct JobCounterChanges {
+  // A finished job's comparison samples, rendered once per job version: one chunk per
+  // comparison family (ratio, bounds, p, q, verdict, samples, counters).
+  struct RenderedJob {
     int64_t finished_ms = 0;
-    std::map<std::string, std::vector<CounterChange>> by_comparison;
+    std::vector<std::string> chunks;
   };
-  std::mutex counter_cache_mu_;
-  std::map<int64_t, JobCounterChanges> counter_cache_;
+  static std::shared_ptr<const RenderedJob> RenderComparisons(const JobComparisons& job);
+  // faultline_throughput_rounds_per_second and faultline_last_success_timestamp_seconds.
+  static std::string RenderSeries(const std::vector<SeriesPoint>& series);
+  std::mutex rendered_mu_;
+  int64_t series_version_ = -1;  // what series_block_ shows (-1: nothing kept)
+  std::shared_ptr<const std::string> series_block_;
+  std::map<int64_t, std::shared_ptr<const RenderedJob>> rendered_;  // by job
+  std::vector<JobVersion> comparisons_key_;  // the jobs comparisons_block_ was written for
+  // Every comparison family: HELP, TYPE and samples.
+  std::shared_ptr<const std::string> comparisons_block_ = std::make_shared<const std::string>();
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Histogram>* rpc_duration_;

@@ -10,8 +10,7 @@ namespace faultline::controller {
 // A job's report: per cell/kernel/board summaries, A/B comparisons with verdicts, and the
 // environment that differs between kernels. Shared by GetReport and /metrics.
 struct ReportOptions {
-  // Compare every counter under each comparison (CompareCounters). /metrics leaves it off:
-  // it builds every recent job's report on each scrape.
+  // Compare every counter under each comparison (CompareCounters); off: throughput only.
   bool compare_counters = true;
   // Counters to return per succeeded run (GetReportResponse.run_results), for seed-shaped
   // tables; empty: no per-run rows.

@@ -149,11 +149,26 @@ class TokenStore {
   virtual absl::StatusOr<std::vector<TokenRecord>> ListTokens() = 0;
 };
 
-// What /metrics shows, computed on each scrape; and /readyz.
+// What /metrics shows, read on each scrape; and /readyz. A finished job's series medians
+// are kept when it finishes; its comparisons are summarized afterwards (PendingComparisons,
+// StoreComparisons) by the controller holding the duty lease, so a scrape never recomputes
+// statistics over stored results.
 class MetricsSource {
  public:
   virtual ~MetricsSource() = default;
-  virtual absl::StatusOr<MetricsSnapshot> Snapshot() = 0;
+  // With `known_series_version` (a MetricsSnapshot::series_version the caller has the
+  // series of): when the series are still that version, `series` is left empty and
+  // series_version says so.
+  virtual absl::StatusOr<MetricsSnapshot> Snapshot(int64_t known_series_version = -1) = 0;
+  // Up to `limit` finished multi-kernel jobs whose comparisons are not summarized for the
+  // version they are at, newest first.
+  virtual absl::StatusOr<std::vector<JobVersion>> PendingComparisons(int limit) = 0;
+  // Stores (or replaces) a job's comparisons. Summaries of a version the job has left
+  // (finished_ms differs from the job's now) are dropped: returns false then.
+  virtual absl::StatusOr<bool> StoreComparisons(const JobComparisons& job) = 0;
+  // The stored comparisons of that job version; NOT_FOUND when the job has none or another
+  // version's.
+  virtual absl::StatusOr<JobComparisons> LoadComparisons(const JobVersion& job) = 0;
   // Cheap liveness check of the database and the schema.
   virtual absl::Status Ping() = 0;
 };

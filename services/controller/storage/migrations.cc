@@ -233,6 +233,85 @@ CREATE TRIGGER runs_queued_on_update AFTER UPDATE ON runs
   REFERENCING NEW TABLE AS changed_runs FOR EACH STATEMENT
   EXECUTE FUNCTION faultline_notify_work();
 )sql"},
+      {17, "per-job medians and comparisons kept when a job finishes (/metrics reads them)", R"sql(
+-- The median throughput of every series (cell, arch, board, kernel) of a finished job,
+-- written in the transaction that finishes it: /metrics and the change-point scan read
+-- these rows instead of aggregating every result again.
+CREATE TABLE job_series_medians (
+  job_id       bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  study        text NOT NULL,
+  benchmark    text NOT NULL,
+  cell         jsonb NOT NULL,
+  arch         text NOT NULL,
+  board        text NOT NULL,
+  kernel       text NOT NULL,
+  median       double precision NOT NULL,
+  last_success timestamptz NOT NULL,
+  PRIMARY KEY (job_id, cell, arch, board, kernel)
+);
+-- The newest finished job's median of every series: what /metrics shows (one row per series).
+CREATE TABLE series_latest (
+  study        text NOT NULL,
+  benchmark    text NOT NULL,
+  cell         jsonb NOT NULL,
+  arch         text NOT NULL,
+  board        text NOT NULL,
+  kernel       text NOT NULL,
+  job_id       bigint NOT NULL,
+  median       double precision NOT NULL,
+  last_success timestamptz NOT NULL,
+  PRIMARY KEY (study, benchmark, cell, arch, board, kernel)
+);
+-- The A/B comparisons of a finished multi-kernel job, as /metrics shows them, computed once
+-- by the controller holding the duty lease. finished_at is the job's at that time: a job
+-- that finishes again is summarized again.
+CREATE TABLE job_comparisons (
+  job_id      bigint PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+  finished_at timestamptz NOT NULL,
+  study       text NOT NULL,
+  benchmark   text NOT NULL,
+  comparisons jsonb NOT NULL
+);
+CREATE INDEX job_comparisons_study ON job_comparisons (study, benchmark, job_id DESC);
+-- Bumped in every transaction that changes series_latest: a controller re-reads the table
+-- only when it moved.
+CREATE TABLE series_generation (n bigint NOT NULL);
+INSERT INTO series_generation VALUES (0);
+
+-- One row per (job, series) of the given jobs: the job's median throughput in that series
+-- and its newest result. /metrics reads it live for jobs still running.
+CREATE FUNCTION faultline_job_medians(job_ids bigint[])
+  RETURNS TABLE (job_id bigint, study text, benchmark text, cell jsonb, arch text, board text,
+                 kernel text, median double precision, last_success timestamptz)
+  LANGUAGE sql STABLE AS $$
+  SELECT j.id, coalesce(nullif(j.name, ''), j.benchmark), j.benchmark, r.cell,
+         coalesce(b.arch, ''), coalesce(r.board, ''), r.kernel,
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY res.throughput), max(res.created_at)
+    FROM jobs j JOIN runs r ON r.job_id = j.id JOIN results res ON res.run_id = r.id
+    LEFT JOIN boards b ON b.name = r.board
+   WHERE j.id = ANY (job_ids)
+   GROUP BY j.id, r.cell, coalesce(b.arch, ''), coalesce(r.board, ''), r.kernel
+$$;
+-- Called in the transaction that finishes (or cancels) a job: its medians, and each series
+-- moves to it unless a newer job already finished there (jobs may finish out of order).
+-- Idempotent: a job that finishes again is written again.
+CREATE FUNCTION faultline_keep_job_series(finished_job bigint) RETURNS void
+  LANGUAGE sql AS $$
+  DELETE FROM job_series_medians WHERE job_id = finished_job;
+  INSERT INTO job_series_medians SELECT * FROM faultline_job_medians(ARRAY[finished_job]);
+  INSERT INTO series_latest AS s
+  SELECT study, benchmark, cell, arch, board, kernel, job_id, median, last_success
+    FROM job_series_medians WHERE job_id = finished_job
+  ON CONFLICT (study, benchmark, cell, arch, board, kernel) DO UPDATE
+     SET job_id = greatest(s.job_id, excluded.job_id),
+         median = CASE WHEN excluded.job_id >= s.job_id THEN excluded.median ELSE s.median END,
+         last_success = greatest(s.last_success, excluded.last_success);
+  UPDATE series_generation SET n = n + 1;
+$$;
+-- The history so far.
+SELECT faultline_keep_job_series(id) FROM jobs
+ WHERE state IN ('succeeded', 'failed', 'cancelled') ORDER BY id;
+)sql"},
   };
   return kMigrations;
 }

@@ -198,9 +198,8 @@ absl::StatusOr<std::vector<RunRecord>> PgJobStore::ListRuns(int64_t job_id) {
 absl::StatusOr<JobRecord> PgJobStore::CancelJob(int64_t job_id) {
   absl::Status s = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
     pqxx::work w(c);
-    auto job = w.exec_params("SELECT state FROM jobs WHERE id = $1 FOR UPDATE", job_id);
-    if (job.empty()) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
-    const std::string state = job[0][0].as<std::string>();
+    const std::string state = pg::LockJob(w, job_id);
+    if (state.empty()) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
     if (IsFinal(pg::ParseEnumOr(ParseJobState(state), JobState::kFailed))) {
       return absl::FailedPreconditionError(
           absl::StrCat("job ", job_id, " is already ", state, "; nothing to cancel"));
@@ -211,6 +210,7 @@ absl::StatusOr<JobRecord> PgJobStore::CancelJob(int64_t job_id) {
        WHERE job_id = $1 AND state IN ('queued', 'assigned', 'running'))sql",
                   job_id);
     w.exec_params("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = $1", job_id);
+    pg::KeepJobSeries(w, job_id);
     w.commit();
     return absl::OkStatus();
   });

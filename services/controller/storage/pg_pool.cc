@@ -64,12 +64,17 @@ void Pool::DropIdle() {
   cv_.notify_all();
 }
 
-void LockJob(pqxx::transaction_base& t, int64_t job_id) {
-  t.exec_params("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", job_id);
+std::string LockJob(pqxx::transaction_base& t, int64_t job_id) {
+  auto rows = t.exec_params("SELECT state FROM jobs WHERE id = $1 FOR UPDATE", job_id);
+  return rows.empty() ? std::string() : rows[0][0].as<std::string>();
+}
+
+void KeepJobSeries(pqxx::transaction_base& t, int64_t job_id) {
+  t.exec_params("SELECT faultline_keep_job_series($1)", job_id);
 }
 
 void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id) {
-  LockJob(t, job_id);
+  const std::string before = LockJob(t, job_id);
   auto counts = t.exec_params(R"sql(
     SELECT count(*) FILTER (WHERE state IN ('queued', 'assigned', 'running')),
            count(*) FILTER (WHERE state <> 'queued'),
@@ -83,6 +88,10 @@ void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id) {
                     finished_at = CASE WHEN $3 THEN coalesce(finished_at, now()) END
      WHERE id = $1 AND state <> 'cancelled')sql",
                 job_id, std::string(ToString(state)), open == 0);
+  if (open == 0 && !before.empty() &&
+      !IsFinal(ParseEnumOr(ParseJobState(before), JobState::kFailed))) {
+    KeepJobSeries(t, job_id);
+  }
 }
 
 std::string LeaseExpirySql(int grace_param) {

@@ -59,11 +59,18 @@ absl::Status PingWithDeadline(const std::string& url, std::chrono::milliseconds 
 // then reads the job's runs (to recompute the job's state, or to plan more pairs) takes it
 // after the run's row and before that read: under READ COMMITTED two such transactions
 // would otherwise each miss the other's uncommitted run and both leave the job unfinished.
-void LockJob(pqxx::transaction_base& t, int64_t job_id);
+// Returns the job's state as it is then ("" when there is no such job).
+std::string LockJob(pqxx::transaction_base& t, int64_t job_id);
 
 // Recomputes jobs.state/finished_at of job $1 from its runs (core: JobStateFromRuns). Takes
-// LockJob first, so its count sees every run change committed before it.
+// LockJob first, so its count sees every run change committed before it. When the job
+// finishes here, KeepJobSeries runs in the same transaction.
 void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id);
+
+// Writes the finished job's per-series medians (job_series_medians) and moves each series'
+// newest job (series_latest), so /metrics and the change-point scan never aggregate a
+// finished job's results again (SQL function faultline_keep_job_series, migration 17).
+void KeepJobSeries(pqxx::transaction_base& t, int64_t job_id);
 
 // "now() + the lease of the run's job": duration + warm-up + the grace in parameter $N.
 std::string LeaseExpirySql(int grace_param);

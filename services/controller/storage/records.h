@@ -131,16 +131,50 @@ struct ChangePointRecord {
   int64_t detected_at_ms = 0;
 };
 
+// A counter that changed significantly under a comparison (beyond the study's min_effect).
+struct CounterChange {
+  std::string name;
+  std::string unit;
+  double ratio = 1, ci_low = 1, ci_high = 1;
+};
+
+// One A/B comparison of a finished job as /metrics shows it.
+struct ComparisonSummary {
+  std::map<std::string, std::string> cell;
+  std::string board, baseline, candidate;
+  double ratio = 1, ci_low = 1, ci_high = 1, p_value = 1, q_value = 1;
+  std::string verdict;
+  int64_t n_baseline = 0, n_candidate = 0;
+  std::vector<CounterChange> counters;
+};
+
+// A finished multi-kernel job's comparisons, computed once after it finished.
+struct JobComparisons {
+  int64_t job_id = 0;
+  int64_t finished_ms = 0;  // the job's finished_at when summarized
+  std::string study;
+  std::string benchmark;
+  std::vector<ComparisonSummary> comparisons;
+};
+
+// A finished job as of one finish (a job whose runs are retried finishes again: a new
+// version).
+struct JobVersion {
+  int64_t job_id = 0;
+  int64_t finished_ms = 0;
+  bool operator==(const JobVersion&) const = default;
+};
+
 struct MetricsSnapshot {
   std::vector<SeriesPoint> series;
+  // The same version means the same series (no job was running, none finished since);
+  // -1: no version (jobs are running: their series change with every result).
+  int64_t series_version = -1;
   std::map<std::string, int64_t> runs_by_state;
   std::map<std::string, int64_t> jobs_by_state;
-  struct ComparisonJob {
-    int64_t id = 0;
-    int64_t finished_ms = 0;  // a job that finishes again (runs retried) is a new version
-  };
-  // The latest finished multi-kernel job per (study, benchmark).
-  std::vector<ComparisonJob> comparison_jobs;
+  // The latest summarized multi-kernel job per (study, benchmark): LoadComparisons has its
+  // comparisons.
+  std::vector<JobVersion> comparison_jobs;
   std::vector<ChangePointRecord> open_change_points;  // latest open one per series
   std::map<std::string, int64_t> change_points_by_state;
   struct ScheduleHealth {
