@@ -222,7 +222,12 @@ HarnessResult RunHarness(const std::vector<ThreadGroup>& groups, const SamplingP
     for (size_t i = 0; i < total_threads; ++i) values[i] = counters[i].Read();
     return values;
   };
-  std::vector<uint64_t> at_start, at_end;
+  auto snapshot_pages = [&] {
+    std::vector<uint64_t> values(total_threads);
+    for (size_t i = 0; i < total_threads; ++i) values[i] = counters[i].ReadPages();
+    return values;
+  };
+  std::vector<uint64_t> at_start, at_end, pages_at_start, pages_at_end;
   SamplingHooks sampling_hooks;
   sampling_hooks.read_progress = [&] {
     Progress sum;
@@ -236,11 +241,13 @@ HarnessResult RunHarness(const std::vector<ThreadGroup>& groups, const SamplingP
   sampling_hooks.should_abort = [&] { return failure.failed(); };
   sampling_hooks.measurement_started = [&] {
     at_start = snapshot();
+    pages_at_start = snapshot_pages();
     if (hooks.measurement_started) hooks.measurement_started();
   };
   sampling_hooks.second_done = hooks.second_done;
   sampling_hooks.measurement_ended = [&] {
     at_end = snapshot();
+    pages_at_end = snapshot_pages();
     if (hooks.measurement_ended) hooks.measurement_ended();
   };
 
@@ -257,6 +264,8 @@ HarnessResult RunHarness(const std::vector<ThreadGroup>& groups, const SamplingP
       const std::string& name = groups[group_of[i]].counter_name;
       if (!name.empty()) {
         result.helper_rounds[name] += delta;
+        const std::string& pages = groups[group_of[i]].pages_counter_name;
+        if (!pages.empty()) result.helper_pages[pages] += pages_at_end[i] - pages_at_start[i];
         continue;
       }
       result.min_thread_rounds = first ? delta : std::min(result.min_thread_rounds, delta);
@@ -266,6 +275,7 @@ HarnessResult RunHarness(const std::vector<ThreadGroup>& groups, const SamplingP
   }
   for (const auto& g : groups) {
     if (!g.counter_name.empty()) result.helper_rounds.try_emplace(g.counter_name, 0);
+    if (!g.pages_counter_name.empty()) result.helper_pages.try_emplace(g.pages_counter_name, 0);
   }
   switch (result.sampling.end) {
     case SamplingOutcome::End::kCompleted:

@@ -47,6 +47,9 @@ struct ThreadGroup {
   std::string counter_name;  // "" = the benchmark's rounds; else a helper counter ("pageout_rounds")
   uint32_t threads = 0;
   ThreadBody body;
+  // A helper that reports its progress in pages too (AddPages) names that counter here
+  // ("pageout_pages"): a pass can outlast the measured interval, its pages cannot.
+  std::string pages_counter_name = {};
 };
 
 // Time seam (Envoy's TimeSource idea): the real one uses CLOCK_MONOTONIC and
@@ -121,6 +124,7 @@ struct HarnessResult {
   std::string error;
   SamplingOutcome sampling;
   std::map<std::string, uint64_t> helper_rounds;  // measured-interval deltas, by counter name
+  std::map<std::string, uint64_t> helper_pages;   // the same for pages_counter_name
   uint64_t min_thread_rounds = 0;  // over the benchmark's threads, measured interval
   uint64_t max_thread_rounds = 0;
   uint32_t threads_started = 0;

@@ -135,13 +135,18 @@ TEST(RunHarness, RunsEveryGroupAndReportsHelperCounters) {
     }
     return true;
   };
-  std::vector<ThreadGroup> groups = {{"", 3, body}, {"helper_rounds", 2, body}};
+  std::vector<ThreadGroup> groups = {
+      {"", 3, body}, {"helper_rounds", 2, body, "helper_pages"}, {"other_rounds", 1, body}};
   HarnessResult result = RunHarness(groups, {milliseconds(0), 2}, clock, {});
   EXPECT_TRUE(result.ok) << result.error;
-  EXPECT_EQ(result.threads_started, 5u);
-  EXPECT_EQ(started.load(), 5u);  // joined, so every body ran before returning
+  EXPECT_EQ(result.threads_started, 6u);
+  EXPECT_EQ(started.load(), 6u);  // joined, so every body ran before returning
   EXPECT_EQ(result.sampling.samples.size(), 2u);
   EXPECT_EQ(result.helper_rounds.count("helper_rounds"), 1u);
+  EXPECT_EQ(result.helper_rounds.count("other_rounds"), 1u);
+  // Pages only for the helper that names a pages counter.
+  ASSERT_EQ(result.helper_pages.size(), 1u);
+  EXPECT_EQ(result.helper_pages.begin()->first, "helper_pages");
   EXPECT_LE(result.min_thread_rounds, result.max_thread_rounds);
 }
 

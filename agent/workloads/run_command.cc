@@ -192,6 +192,8 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   if (!deltas.resets.empty()) environment["counters.reset"] = JoinStrings(deltas.resets, ",");
   environment["vmstat.keys"] = std::to_string(at_end.vmstat.size());
   for (const auto& [name, rounds] : run.helper_rounds) result.counters[name] = static_cast<double>(rounds);
+  for (const auto& [name, pages] : run.helper_pages)
+    result.counters[name] = static_cast<double>(pages);
   result.counters["rounds_per_thread_min"] = static_cast<double>(run.min_thread_rounds);
   result.counters["rounds_per_thread_max"] = static_cast<double>(run.max_thread_rounds);
   result.counters["measured_elapsed_seconds"] =

@@ -227,7 +227,9 @@ TEST(WorkloadBinary, SwapInRunsWithZramSwap) {
   EXPECT_EQ(result["benchmark"], "swap-in");
   ExpectConsistentResult(result, 2);
   EXPECT_EQ(result["environment"]["swap_present"], "true");
-  EXPECT_GT(result["counters"]["pageout_rounds"].get<double>(), 0);
+  // Pages, not passes: a pass over 64M can outlast the 2 s window on a loaded machine.
+  EXPECT_GT(result["counters"]["pageout_pages"].get<double>(), 0) << result["counters"].dump();
+  EXPECT_TRUE(result["counters"].contains("pageout_rounds"));  // passes, still reported
   EXPECT_GT(result["counters"]["vmstat.pswpout"].get<double>(), 0);
 }
 
@@ -289,7 +291,7 @@ TEST(WorkloadBinary, SwapInShowsPswpinOnZram) {
   EXPECT_EQ(result["params"]["preset"], "v2-swap-in-small");
   EXPECT_EQ(result["environment"]["preset"], "v2-swap-in-small");
   EXPECT_GT(result["counters"]["vmstat.pswpin"].get<double>(), 0) << result["counters"].dump();
-  EXPECT_GT(result["counters"]["pageout_rounds"].get<double>(), 0);
+  EXPECT_GT(result["counters"]["pageout_pages"].get<double>(), 0);
   EXPECT_NE(result["environment"]["swap.devices"].get<std::string>().find("/dev/zram0"),
             std::string::npos);
   EXPECT_TRUE(result["environment"].contains("swap.zram0.comp_algorithm"));
