@@ -98,6 +98,7 @@ std::shared_ptr<grpc::Channel> ControllerChannel(const std::string& address,
     log::error("event=bad_controller error=\"{}\"", std::string(target.status().message()));
     return nullptr;
   }
+  SetTlsServerName(address, config.tls_server_name, &args);
   return grpc::CreateCustomChannel(*target, *tls, args);
 }
 

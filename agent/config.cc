@@ -45,8 +45,8 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
   if (!root.IsMap()) return absl::InvalidArgumentError("the config must be a YAML mapping");
   static const std::set<std::string> kKnown = {
       "board",   "labels",    "work_dir",       "workload_binary", "cgroup_parent", "zram_swap",
-      "kernels", "state_dir", "switch_timeout", "release_file",    "boot_id_file",
-      "token_file", "tls_ca", "tls_cert", "tls_key"};
+      "kernels", "state_dir", "switch_timeout", "release_file",    "boot_id_file",  "token_file",
+      "tls_ca",  "tls_cert",  "tls_key",        "tls_server_name"};
   AgentConfig config;
   try {
     for (const auto& kv : root) {
@@ -55,7 +55,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
         return Bad(kv.first, key,
                    "unknown field (fields: board, labels, work_dir, workload_binary, "
                    "cgroup_parent, zram_swap, kernels, state_dir, switch_timeout, release_file, "
-                   "boot_id_file, token_file, tls_ca, tls_cert, tls_key)");
+                   "boot_id_file, token_file, tls_ca, tls_cert, tls_key, tls_server_name)");
       }
     }
     if (!root["board"] || !ValidLabel(root["board"].as<std::string>())) {
@@ -98,6 +98,13 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
       *target = root[key].as<std::string>();
       if (target->empty() || target->front() != '/') {
         return Bad(root[key], key, "must be an absolute path");
+      }
+    }
+    if (root["tls_server_name"]) {
+      config.tls_server_name = root["tls_server_name"].as<std::string>();
+      if (config.tls_server_name.empty() || config.tls_server_name.size() > 253) {
+        return Bad(root["tls_server_name"], "tls_server_name",
+                   "must be a name of 1..253 characters");
       }
     }
     if (config.tls_cert.empty() != config.tls_key.empty()) {

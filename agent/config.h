@@ -10,6 +10,9 @@
 //   state_dir: /var/lib/faultline-agent  # what must survive a reboot (switches, result spool)
 //   token_file: /etc/faultline/agent.token  # this board's agent token
 //   tls_ca: /etc/faultline/ca.pem        # TLS to the controller (+ tls_cert/tls_key: mTLS)
+//   tls_server_name: controller.lab      # optional: the name the controllers' certificates
+//                                        # carry (default: the host of --controller, or of
+//                                        # its first address when it is a list)
 //   switch_timeout: 10m                  # a switch not back by then: needs-check
 //   kernels:
 //     - {label: vanilla, release: 6.1.0-18-amd64, boot: grub-reboot,
@@ -70,6 +73,7 @@ struct AgentConfig {
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
+  std::string tls_server_name;  // "": TlsServerName's default
   std::string release_file;  // tests: read the running release from here
   std::string boot_id_file;  // tests: read the boot id from here
 };

@@ -393,6 +393,7 @@ std::unique_ptr<JobStub> Connect(const CliEnv& env) {
   args.SetMaxReceiveMessageSize(kMaxResponseBytes);
   auto target = ControllerTarget(env.controller);
   if (!target.ok()) return nullptr;  // the caller names --controller
+  SetTlsServerName(env.controller, env.tls_server_name, &args);
   return v1::JobService::NewStub(grpc::CreateCustomChannel(*target, *credentials, args));
 }
 
@@ -411,6 +412,9 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   app.add_option("--tls-ca", env.tls_ca, "PEM CA certificate: connect with TLS");
   app.add_option("--tls-cert", env.tls_cert, "PEM client certificate (mutual TLS)");
   app.add_option("--tls-key", env.tls_key, "PEM key of --tls-cert");
+  app.add_option("--tls-server-name", env.tls_server_name,
+                 "name the controllers' certificates carry (default: the address's host; for a "
+                 "list of addresses the first one's)");
 
   std::string spec_path;
   bool wait = false;

@@ -48,6 +48,7 @@ struct CliEnv {
   std::string token;   // bearer token (--token-file, $FAULTLINE_TOKEN)
   std::string tls_ca;  // PEM file: talk TLS to the controller, trusting this CA
   std::string tls_cert, tls_key;  // PEM files: a client certificate (mutual TLS)
+  std::string tls_server_name;    // the certificates' name (TlsServerName); "": the default
 };
 
 // "INVALID_ARGUMENT: spec.duration: ..." (one line; UNAVAILABLE also names the controller).

@@ -93,4 +93,21 @@ absl::StatusOr<std::string> ControllerTarget(const std::string& controllers) {
   return absl::StrCat(v6 ? "ipv6:" : "ipv4:", absl::StrJoin(addresses, ","));
 }
 
+std::string TlsServerName(const std::string& controllers, const std::string& server_name) {
+  if (!server_name.empty()) return server_name;
+  if (controllers.find(',') == std::string::npos) return "";
+  absl::string_view first =
+      absl::StripAsciiWhitespace(absl::string_view(controllers).substr(0, controllers.find(',')));
+  first = first.substr(0, first.rfind(':'));
+  absl::ConsumePrefix(&first, "[");
+  absl::ConsumeSuffix(&first, "]");
+  return std::string(first);
+}
+
+void SetTlsServerName(const std::string& controllers, const std::string& server_name,
+                      grpc::ChannelArguments* args) {
+  const std::string name = TlsServerName(controllers, server_name);
+  if (!name.empty()) args->SetSslTargetNameOverride(name);
+}
+
 }  // namespace faultline

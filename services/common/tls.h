@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 
 namespace faultline {
 
@@ -25,6 +26,16 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
 // of them (an ipv4:/ipv6: target; gRPC's pick_first uses the first that answers and moves
 // to the next when it goes away). INVALID_ARGUMENT naming the entry that is not IP:port.
 absl::StatusOr<std::string> ControllerTarget(const std::string& controllers);
+
+// The name the controllers' TLS certificates are checked against: `server_name` when set
+// (--tls-server-name); for a list of addresses the first one's host (gRPC would otherwise
+// check the whole list, "10.0.0.1:7000,10.0.0.2:7000", and no certificate names that), so
+// every controller's certificate must name it (one certificate for all replicas, or a
+// shared name given as server_name); for one address "" (gRPC checks that address's host).
+std::string TlsServerName(const std::string& controllers, const std::string& server_name);
+// Sets TlsServerName on the channel (nothing when it is ""; ignored without TLS).
+void SetTlsServerName(const std::string& controllers, const std::string& server_name,
+                      grpc::ChannelArguments* args);
 
 struct ServerTlsFiles {
   std::string cert;       // empty with key: plaintext

@@ -65,5 +65,21 @@ TEST(AgentConfig, ZramSwapIsOptionalAndASize) {
   EXPECT_NE(std::string(tiny.status().message()).find("at least 16M"), std::string::npos);
 }
 
+TEST(AgentConfig, TlsServerNameIsOptionalAndANonEmptyName) {
+  auto off = ParseAgentConfig("board: b\nkernels: [{label: v, release: r}]\n", "r");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->tls_server_name, "");
+  auto on = ParseAgentConfig(
+      "board: b\ntls_server_name: controller.lab\nkernels: [{label: v, release: r}]\n", "r");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->tls_server_name, "controller.lab");
+  auto empty =
+      ParseAgentConfig("board: b\ntls_server_name: \"\"\nkernels: [{label: v, release: r}]\n", "r");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(std::string(empty.status().message()).find("tls_server_name (line 2"),
+            std::string::npos)
+      << empty.status();
+}
+
 }  // namespace
 }  // namespace faultline::agent

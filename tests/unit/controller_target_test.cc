@@ -30,5 +30,14 @@ TEST(ControllerTarget, AListNamesTheEntryThatIsNotIpAndPort) {
             std::string::npos);
 }
 
+TEST(TlsServerName, AListIsCheckedAgainstItsFirstHostUnlessANameIsGiven) {
+  EXPECT_EQ(TlsServerName("controller.lab:7000", ""), "");  // gRPC checks controller.lab
+  EXPECT_EQ(TlsServerName("10.0.0.1:7000,10.0.0.2:7001", ""), "10.0.0.1");
+  EXPECT_EQ(TlsServerName(" 10.0.0.1:7000 , 10.0.0.2:7001", ""), "10.0.0.1");
+  EXPECT_EQ(TlsServerName("[fd00::1]:7000,[fd00::2]:7000", ""), "fd00::1");
+  EXPECT_EQ(TlsServerName("10.0.0.1:7000,10.0.0.2:7001", "controller.lab"), "controller.lab");
+  EXPECT_EQ(TlsServerName("10.0.0.1:7000", "controller.lab"), "controller.lab");
+}
+
 }  // namespace
 }  // namespace faultline
