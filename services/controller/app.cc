@@ -171,6 +171,13 @@ int RunController(const ControllerOptions& options) {
   }
   JobServiceImpl job_service(stores, &dispatcher, &metrics, &auth);
   AgentServiceImpl agent_service(stores, &dispatcher, &metrics, &auth);
+  // The agents' database work off gRPC's callback threads (api/handler_pool.h). A result's
+  // transaction holds a database connection: as many result threads as connections, and at
+  // most 256 results waiting per thread before agents are told to come back later.
+  const int result_threads = std::max(1, options.database_connections);
+  HandlerPool board_calls(2, 8192);
+  HandlerPool result_calls(result_threads, 256 * static_cast<size_t>(result_threads));
+  agent_service.SetHandlerPools(&board_calls, &result_calls);
   std::string credentials_error;
   auto credentials = ServerCredentials(options, &credentials_error);
   if (!credentials) {

@@ -5,8 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "grpcpp/grpcpp.h"
 #include "tests/support/fake_stores.h"
@@ -69,6 +72,7 @@ class ServicesTest : public ::testing::Test {
         std::make_unique<JobServiceImpl>(fake_.stores(), &dispatcher_, nullptr, auth, &clock_);
     agents_service_ =
         std::make_unique<AgentServiceImpl>(fake_.stores(), &dispatcher_, nullptr, auth, &clock_);
+    agents_service_->SetHandlerPools(board_pool_.get(), result_pool_.get());
     grpc::ServerBuilder builder;
     builder.RegisterService(jobs_service_.get());
     builder.RegisterService(agents_service_.get());
@@ -99,6 +103,8 @@ class ServicesTest : public ::testing::Test {
   FakeClock clock_{kStart};
   FakeStores fake_{&clock_};
   Dispatcher dispatcher_{&fake_.work, &fake_.jobs, &clock_};
+  // Set before Serve: the agents' calls run on them (they outlive the server).
+  std::unique_ptr<HandlerPool> board_pool_, result_pool_;
   std::unique_ptr<JobServiceImpl> jobs_service_;
   std::unique_ptr<AgentServiceImpl> agents_service_;
   std::unique_ptr<grpc::Server> server_;
@@ -396,6 +402,95 @@ TEST_F(ServicesTest, WatchJobOfAnUnknownJobIsNotFound) {
   v1::JobProgress progress;
   EXPECT_FALSE(stream->Read(&progress));
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// The agents' database work on bounded pools, off gRPC's callback threads.
+class PooledServicesTest : public ServicesTest {
+ protected:
+  void SetUp() override {
+    board_pool_ = std::make_unique<HandlerPool>(1, 8);
+    result_pool_ = std::make_unique<HandlerPool>(1, 1);
+    Serve(nullptr);
+  }
+  void TearDown() override {
+    gate_.Open();  // Shutdown waits for the calls on the pools
+    ServicesTest::TearDown();
+  }
+  // Occupies the result pool's thread and its one waiting place until gate_ opens.
+  void FillResultPool() {
+    std::promise<void> running;
+    ASSERT_TRUE(result_pool_->Submit([&] {
+      running.set_value();
+      gate_.Wait();
+    }));
+    running.get_future().wait();
+    ASSERT_TRUE(result_pool_->Submit([this] { gate_.Wait(); }));
+  }
+  class Gate {
+   public:
+    void Wait() {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return open_; });
+    }
+    void Open() {
+      {
+        std::lock_guard lock(mu_);
+        open_ = true;
+      }
+      cv_.notify_all();
+    }
+
+   private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool open_ = false;
+  };
+  Gate gate_;
+};
+
+TEST_F(PooledServicesTest, AgentCallsAreAnsweredFromThePools) {
+  v1::HelloRequest hello;
+  *hello.mutable_board() = HelloBoard("b1");
+  v1::HelloResponse hello_resp;
+  ASSERT_TRUE(agents_->Hello(Context().get(), hello, &hello_resp).ok());
+  EXPECT_EQ(hello_resp.heartbeat_interval_seconds(), AgentServiceImpl::kHeartbeatIntervalSeconds);
+  v1::ReportResultRequest req;
+  req.set_board("b1");
+  req.set_run_id(5);
+  req.set_attempt_id("a5");
+  req.set_succeeded(true);
+  v1::ReportResultResponse resp;
+  ASSERT_TRUE(agents_->ReportResult(Context().get(), req, &resp).ok());
+  ASSERT_EQ(fake_.work.results().size(), 1u);
+  req.set_run_id(0);
+  EXPECT_EQ(agents_->ReportResult(Context().get(), req, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(PooledServicesTest, AFullResultPoolSaysComeBackLaterAndHeartbeatsStillPass) {
+  FillResultPool();
+  v1::ReportResultRequest req;
+  req.set_board("b1");
+  req.set_run_id(5);
+  req.set_attempt_id("a5");
+  req.set_succeeded(true);
+  v1::ReportResultResponse resp;
+  grpc::Status busy = agents_->ReportResult(Context().get(), req, &resp);
+  EXPECT_EQ(busy.error_code(), grpc::StatusCode::UNAVAILABLE);  // agents retry with backoff
+  EXPECT_NE(busy.error_message().find("busy"), std::string::npos) << busy.error_message();
+  EXPECT_TRUE(fake_.work.results().empty());
+  v1::HeartbeatRequest beat;
+  beat.set_board("b1");
+  beat.set_run_id(5);
+  beat.set_attempt_id("a5");
+  v1::HeartbeatResponse beat_resp;
+  EXPECT_TRUE(agents_->Heartbeat(Context().get(), beat, &beat_resp).ok());
+  gate_.Open();
+  // Once the pool has room again, the retry is stored.
+  while (result_pool_->waiting() > 0) std::this_thread::yield();
+  grpc::Status stored = agents_->ReportResult(Context().get(), req, &resp);
+  ASSERT_TRUE(stored.ok()) << stored.error_message();
+  EXPECT_EQ(fake_.work.results().size(), 1u);
 }
 
 // ---- Authorization ----

@@ -266,40 +266,63 @@ grpc::ServerUnaryReactor* JobServiceImpl::SetChangePointState(
 
 // ---- AgentService ----
 
+grpc::ServerUnaryReactor* AgentServiceImpl::Offload(grpc::CallbackServerContext* ctx,
+                                                    HandlerPool* pool, const char* method,
+                                                    std::function<grpc::Status()> body) {
+  auto* reactor = ctx->DefaultReactor();
+  RpcTimer timer(metrics_, method);  // from arrival: time waiting in the pool counts
+  auto run = [reactor, timer, body = std::move(body)]() mutable {
+    const grpc::Status status = body();
+    timer.Finish(status.error_code());
+    reactor->Finish(status);
+  };
+  if (pool == nullptr) {
+    run();
+  } else if (!pool->Submit(run)) {
+    const grpc::Status busy(grpc::StatusCode::UNAVAILABLE,
+                            "controller busy: too many calls wait for the database; retry later");
+    timer.Finish(busy.error_code());
+    reactor->Finish(busy);
+  }
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* AgentServiceImpl::Hello(grpc::CallbackServerContext* ctx,
                                                   const v1::HelloRequest* req,
                                                   v1::HelloResponse* resp) {
-  RpcTimer timer(metrics_, "Hello");
-  if (auto denied = auth_->RequireAgent(ctx, req->board().name()); !denied.ok()) {
-    return Done(ctx, &timer, denied);
-  }
+  return Offload(ctx, board_pool_, "Hello",
+                 [this, ctx, req, resp] { return DoHello(ctx, req, resp); });
+}
+
+grpc::Status AgentServiceImpl::DoHello(grpc::CallbackServerContext* ctx,
+                                       const v1::HelloRequest* req, v1::HelloResponse* resp) {
+  if (auto denied = auth_->RequireAgent(ctx, req->board().name()); !denied.ok()) return denied;
   const v1::Board& board = req->board();
   if (board.name().empty() || board.name().size() > kMaxNameLength) {
-    return Done(ctx, &timer, Invalid(absl::StrCat("board.name: must be 1..", kMaxNameLength,
-                                          " characters")));
+    return Invalid(absl::StrCat("board.name: must be 1..", kMaxNameLength, " characters"));
   }
-  if (board.arch().empty()) return Done(ctx, &timer, Invalid("board.arch: is required"));
-  if (board.memory_bytes() == 0) return Done(ctx, &timer, Invalid("board.memory_bytes: must be positive"));
+  if (board.arch().empty()) return Invalid("board.arch: is required");
+  if (board.memory_bytes() == 0) return Invalid("board.memory_bytes: must be positive");
   if (board.kernels_size() == 0) {
-    return Done(ctx, &timer, Invalid("board.kernels: at least one bootable kernel is required"));
+    return Invalid("board.kernels: at least one bootable kernel is required");
   }
   if (board.health_reason().size() > 4096) {
-    return Done(ctx, &timer, Invalid("board.health_reason: at most 4096 characters"));
+    return Invalid("board.health_reason: at most 4096 characters");
   }
   auto health = stores_.boards->UpsertBoard(BoardFromProto(board));
-  if (!health.ok()) return Done(ctx, &timer, health.status());
+  if (!health.ok()) return ToGrpc(health.status());
   if (health->health != BoardHealth::kOk) {
     log::error("event=board_needs_check board={} reason=\"{}\"", board.name(), health->reason);
   }
   // A hello means the agent (re)started: whatever it was running is gone.
   auto released = stores_.boards->ReleaseBoardRuns(board.name());
-  if (!released.ok()) return Done(ctx, &timer, released.status());
+  if (!released.ok()) return ToGrpc(released.status());
   log::info("event=agent_hello board={} arch={} kernel={} boot_id={} health={} released_runs={}",
             board.name(), board.arch(), board.running_kernel_label(), board.boot_id(),
             ToString(health->health), *released);
   resp->set_heartbeat_interval_seconds(kHeartbeatIntervalSeconds);
   dispatcher_->WorkAvailable();
-  return Done(ctx, &timer, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::AcquireWork(grpc::CallbackServerContext* ctx,
@@ -322,28 +345,36 @@ grpc::ServerUnaryReactor* AgentServiceImpl::AcquireWork(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* AgentServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
                                                       const v1::HeartbeatRequest* req,
                                                       v1::HeartbeatResponse* resp) {
-  RpcTimer timer(metrics_, "Heartbeat");
-  if (auto denied = auth_->RequireAgent(ctx, req->board()); !denied.ok()) {
-    return Done(ctx, &timer, denied);
-  }
-  if (req->run_id() == 0) return Done(ctx, &timer, stores_.boards->TouchBoard(req->board()));
+  return Offload(ctx, board_pool_, "Heartbeat",
+                 [this, ctx, req, resp] { return DoHeartbeat(ctx, req, resp); });
+}
+
+grpc::Status AgentServiceImpl::DoHeartbeat(grpc::CallbackServerContext* ctx,
+                                           const v1::HeartbeatRequest* req,
+                                           v1::HeartbeatResponse* resp) {
+  if (auto denied = auth_->RequireAgent(ctx, req->board()); !denied.ok()) return denied;
+  if (req->run_id() == 0) return ToGrpc(stores_.boards->TouchBoard(req->board()));
   auto current = stores_.work->RenewLease(req->board(), req->run_id(), req->attempt_id());
-  if (!current.ok()) return Done(ctx, &timer, current.status());
+  if (!current.ok()) return ToGrpc(current.status());
   resp->set_cancel(!*current);
-  return Done(ctx, &timer, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::ReportResult(grpc::CallbackServerContext* ctx,
                                                          const v1::ReportResultRequest* req,
-                                                         v1::ReportResultResponse*) {
-  RpcTimer timer(metrics_, "ReportResult");
-  if (auto denied = auth_->RequireAgent(ctx, req->board()); !denied.ok()) {
-    return Done(ctx, &timer, denied);
-  }
-  if (req->run_id() <= 0) return Done(ctx, &timer, Invalid("run_id: must be positive"));
-  if (req->attempt_id().empty()) return Done(ctx, &timer, Invalid("attempt_id: is required"));
+                                                         v1::ReportResultResponse* resp) {
+  return Offload(ctx, result_pool_, "ReportResult",
+                 [this, ctx, req, resp] { return DoReportResult(ctx, req, resp); });
+}
+
+grpc::Status AgentServiceImpl::DoReportResult(grpc::CallbackServerContext* ctx,
+                                              const v1::ReportResultRequest* req,
+                                              v1::ReportResultResponse*) {
+  if (auto denied = auth_->RequireAgent(ctx, req->board()); !denied.ok()) return denied;
+  if (req->run_id() <= 0) return Invalid("run_id: must be positive");
+  if (req->attempt_id().empty()) return Invalid("attempt_id: is required");
   if (req->result().samples_size() > 4 * 3600 + 60) {
-    return Done(ctx, &timer, Invalid("result.samples: at most one per second of a 4h run"));
+    return Invalid("result.samples: at most one per second of a 4h run");
   }
   auto job_id =
       stores_.work->StoreResult(req->board(), req->run_id(), req->attempt_id(), req->succeeded(),
@@ -351,7 +382,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportResult(grpc::CallbackServerCon
   if (!job_id.ok()) {
     log::warn("event=result_refused run={} board={} error=\"{}\"", req->run_id(), req->board(),
               std::string(job_id.status().message()));
-    return Done(ctx, &timer, job_id.status());
+    return ToGrpc(job_id.status());
   }
   if (metrics_ != nullptr) {
     // A killed workload printed nothing: take the benchmark from the job.
@@ -367,7 +398,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportResult(grpc::CallbackServerCon
             req->board(), req->succeeded(), req->result().throughput_rounds_per_second());
   dispatcher_->JobChanged(*job_id);
   dispatcher_->WorkAvailable();
-  return Done(ctx, &timer, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 }  // namespace faultline::controller

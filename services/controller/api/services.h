@@ -1,10 +1,13 @@
 #pragma once
 // gRPC services: they only translate between protobuf and the core/storage, and map
 // statuses. Callback API: no handler blocks a thread while an agent or a watcher waits.
+#include <functional>
+
 #include "faultline/v1/agent.grpc.pb.h"
 #include "faultline/v1/job.grpc.pb.h"
 #include "services/controller/api/auth.h"
 #include "services/controller/api/dispatcher.h"
+#include "services/controller/api/handler_pool.h"
 #include "services/controller/api/metrics.h"
 #include "services/controller/core/clock.h"
 #include "services/controller/storage/interfaces.h"
@@ -90,13 +93,33 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
 
   static constexpr uint32_t kHeartbeatIntervalSeconds = 10;
 
+  // Hello and Heartbeat do their database work on `boards`, ReportResult on `results` (not
+  // on gRPC's callback threads; a burst of results does not hold heartbeats back); a full
+  // pool answers UNAVAILABLE at once. Without pools (tests): inline.
+  void SetHandlerPools(HandlerPool* boards, HandlerPool* results) {
+    board_pool_ = boards;
+    result_pool_ = results;
+  }
+
  private:
+  // Runs `body` on `pool` (or inline when it is null) and finishes the call with its status.
+  grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* ctx, HandlerPool* pool,
+                                    const char* method, std::function<grpc::Status()> body);
+  grpc::Status DoHello(grpc::CallbackServerContext* ctx, const v1::HelloRequest* req,
+                       v1::HelloResponse* resp);
+  grpc::Status DoHeartbeat(grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* req,
+                           v1::HeartbeatResponse* resp);
+  grpc::Status DoReportResult(grpc::CallbackServerContext* ctx, const v1::ReportResultRequest* req,
+                              v1::ReportResultResponse* resp);
+
   Stores stores_;
   Dispatcher* dispatcher_;
   ControllerMetrics* metrics_;
   Authorizer open_{nullptr, false};  // without an authorizer: no checks
   Authorizer* auth_;
   const Clock* clock_;
+  HandlerPool* board_pool_ = nullptr;
+  HandlerPool* result_pool_ = nullptr;
 };
 
 }  // namespace faultline::controller
