@@ -767,8 +767,15 @@ struct Fleet {
     const bool retry = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
                        s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
                        s.error_code() == grpc::StatusCode::INTERNAL;
-    if (!s.ok() && retry && !stopping && ++b.report_failures < 10) {
-      timers.After(std::chrono::seconds(1), [this, &b] { Report(b); });
+    if (!s.ok() && retry && !stopping) {
+      // As the agent does (RunExecutor::Deliver): until it is taken or refused, with
+      // backoff (1 s doubling to 10 s) and jitter, so a busy controller ("come back later")
+      // is not hit again by every board at once.
+      const int failures = std::min(++b.report_failures, 5);
+      const double jitter = std::uniform_real_distribution<double>(0.0, 0.5)(b.rng);
+      const auto delay = std::chrono::milliseconds(
+          static_cast<int64_t>(1000 * (std::min(10.0, std::ldexp(1.0, failures - 1)) + jitter)));
+      timers.After(delay, [this, &b] { Report(b); });
     } else {
       b.report_failures = 0;
       if (s.ok() && b.report_req.succeeded()) {
