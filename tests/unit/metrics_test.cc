@@ -217,9 +217,20 @@ TEST_F(MetricsTest, LabelValuesAreEscapedAndNonFiniteValuesSpelledOut) {
   snap.series.push_back(p);
   fake_.metrics.SetSnapshot(snap);
   const std::string body = Render();
-  EXPECT_NE(body.find(R"(study="a \"quoted\" \\ study\nline")"), std::string::npos) << body;
-  EXPECT_NE(body.find(R"(board="b1",kernel=""} NaN)"), std::string::npos) << body;
-  EXPECT_NE(body.find(R"(board="b2",kernel=""} +Inf)"), std::string::npos) << body;
+  // Labels sorted by name (as prometheus-cpp wrote them; e2e scripts grep whole lines).
+  EXPECT_NE(
+      body.find(
+          R"(faultline_throughput_rounds_per_second{arch="",benchmark="swap-in",board="b1",config="default",kernel="",study="a \"quoted\" \\ study\nline"} NaN)"),
+      std::string::npos)
+      << body;
+  EXPECT_NE(
+      body.find(
+          R"(board="b2",config="default",kernel="",study="a \"quoted\" \\ study\nline"} +Inf)"),
+      std::string::npos)
+      << body;
+  EXPECT_NE(body.find(R"(faultline_board_health{arch="x86_64",board="b1",health="ok"} 1)"),
+            std::string::npos)
+      << body;
 }
 
 TEST_F(MetricsTest, ASummaryKeepsNonFiniteFigures) {

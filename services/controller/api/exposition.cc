@@ -1,5 +1,6 @@
 #include "services/controller/api/exposition.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -50,9 +51,15 @@ void AppendValue(std::string* out, double v) {
 void AppendSample(std::string* out, std::string_view metric, const std::vector<Label>& labels,
                   double value, std::initializer_list<Label> extra) {
   out->append(metric);
+  // Sorted by name, as prometheus-cpp wrote them: scripts and people grep for these lines.
+  std::vector<const Label*> sorted;
+  sorted.reserve(labels.size() + extra.size());
+  for (const Label& l : labels) sorted.push_back(&l);
+  for (const Label& l : extra) sorted.push_back(&l);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Label* a, const Label* b) { return a->first < b->first; });
   bool first = true;
-  for (const Label& l : labels) AppendLabel(out, &first, l);
-  for (const Label& l : extra) AppendLabel(out, &first, l);
+  for (const Label* l : sorted) AppendLabel(out, &first, *l);
   if (!first) out->push_back('}');
   out->push_back(' ');
   AppendValue(out, value);

@@ -14,8 +14,8 @@ namespace faultline::controller {
 
 using Label = std::pair<std::string_view, std::string_view>;
 
-// name{k="v",...} value\n, label values escaped (\\, \", \n); NaN and +Inf/-Inf spelled as
-// Prometheus does. `extra` labels follow `labels`.
+// name{k="v",...} value\n, labels sorted by name, values escaped (\\, \", \n); NaN and
+// +Inf/-Inf spelled as Prometheus does.
 void AppendSample(std::string* out, std::string_view metric, const std::vector<Label>& labels,
                   double value, std::initializer_list<Label> extra = {});
 
