@@ -55,8 +55,16 @@ crlf 'BREW /metrics HTTP/1.1\r\nConnection: close\r\n\r\n' seed-brew
 crlf 'GET /private HTTP/1.1\r\nAuthorization: Basic b2s6b2s=\r\n\r\n' seed-auth
 for target in job_spec agent_messages http_request; do
   echo "fuzz.sh: fuzz_$target for ${seconds}s"
-  (cd "$build" && "./tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-     -print_final_stats=1 "${seed_args[@]}" "$corpus/$target" 2>&1 | tail -n 15)
-  # libFuzzer exits non-zero on a finding; pipefail carries it here.
+  # The whole log is kept: a finding's message and stack trace come well before the final
+  # stats (the last 15 lines alone once cut a crash's trace away).
+  log=$build/fuzz_$target.log
+  if (cd "$build" && "./tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 "${seed_args[@]}" "$corpus/$target" >"$log" 2>&1); then
+    tail -n 15 "$log"
+  else
+    echo "fuzz.sh: fuzz_$target found something (full log: $log):"
+    grep -v '^#[0-9]*[[:space:]]*\(NEW\|REDUCE\|pulse\|INITED\|RELOAD\)' "$log" | tail -n 120
+    exit 1
+  fi
 done
 echo "fuzz.sh: no crash, leak or sanitizer report"
