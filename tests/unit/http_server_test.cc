@@ -19,8 +19,12 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/support/gate.h"
+
 namespace faultline::controller {
 namespace {
+
+using testing_support::Gate;
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -160,32 +164,6 @@ class Conn {
   bool connected_ = false;
   bool eof_ = false;
   std::string buf_;
-};
-
-// A gate a handler waits on until the test opens it.
-class Gate {
- public:
-  void Wait() {
-    std::unique_lock lock(mu_);
-    ++waiting_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return open_; });
-  }
-  void WaitForWaiters(int n) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return waiting_ >= n; });
-  }
-  void Open() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-  int waiting_ = 0;
 };
 
 class HttpServerTest : public ::testing::Test {

@@ -13,6 +13,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "tests/support/fake_stores.h"
+#include "tests/support/gate.h"
 
 namespace faultline::controller {
 namespace {
@@ -426,26 +427,16 @@ class PooledServicesTest : public ServicesTest {
     running.get_future().wait();
     ASSERT_TRUE(result_pool_->Submit([this] { gate_.Wait(); }));
   }
-  class Gate {
-   public:
-    void Wait() {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return open_; });
-    }
-    void Open() {
-      {
-        std::lock_guard lock(mu_);
-        open_ = true;
-      }
-      cv_.notify_all();
-    }
-
-   private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    bool open_ = false;
-  };
-  Gate gate_;
+  // A result upload of run 5 by board b1.
+  static v1::ReportResultRequest Result() {
+    v1::ReportResultRequest req;
+    req.set_board("b1");
+    req.set_run_id(5);
+    req.set_attempt_id("a5");
+    req.set_succeeded(true);
+    return req;
+  }
+  testing_support::Gate gate_;
 };
 
 TEST_F(PooledServicesTest, AgentCallsAreAnsweredFromThePools) {
@@ -454,11 +445,7 @@ TEST_F(PooledServicesTest, AgentCallsAreAnsweredFromThePools) {
   v1::HelloResponse hello_resp;
   ASSERT_TRUE(agents_->Hello(Context().get(), hello, &hello_resp).ok());
   EXPECT_EQ(hello_resp.heartbeat_interval_seconds(), AgentServiceImpl::kHeartbeatIntervalSeconds);
-  v1::ReportResultRequest req;
-  req.set_board("b1");
-  req.set_run_id(5);
-  req.set_attempt_id("a5");
-  req.set_succeeded(true);
+  v1::ReportResultRequest req = Result();
   v1::ReportResultResponse resp;
   ASSERT_TRUE(agents_->ReportResult(Context().get(), req, &resp).ok());
   ASSERT_EQ(fake_.work.results().size(), 1u);
@@ -469,11 +456,7 @@ TEST_F(PooledServicesTest, AgentCallsAreAnsweredFromThePools) {
 
 TEST_F(PooledServicesTest, AFullResultPoolSaysComeBackLaterAndHeartbeatsStillPass) {
   FillResultPool();
-  v1::ReportResultRequest req;
-  req.set_board("b1");
-  req.set_run_id(5);
-  req.set_attempt_id("a5");
-  req.set_succeeded(true);
+  const v1::ReportResultRequest req = Result();
   v1::ReportResultResponse resp;
   grpc::Status busy = agents_->ReportResult(Context().get(), req, &resp);
   EXPECT_EQ(busy.error_code(), grpc::StatusCode::UNAVAILABLE);  // agents retry with backoff
