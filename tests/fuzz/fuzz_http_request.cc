@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -72,9 +73,66 @@ HttpServer& Server(int* port) {
   return *server;
 }
 
-[[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "fuzz_http_request: %s\n", what);
+// What the input saw, for the report of a failure: when it failed, what came back and
+// where the server's connections were (a rare failure must be readable from one log).
+struct Trace {
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  size_t sent = 0;
+  std::string out;
+  int recv_errno = 0;
+  int connect_errno = 0;
+};
+
+[[noreturn]] void Fail(const char* what, const Trace& trace, HttpServer& server) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - trace.start)
+                      .count();
+  std::string head;
+  for (size_t i = 0; i < trace.out.size() && i < 80; ++i) {
+    const auto c = static_cast<unsigned char>(trace.out[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      head += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      head += hex;
+    }
+  }
+  const HttpServerStats st = server.Stats();
+  std::fprintf(
+      stderr,
+      "fuzz_http_request: %s\n  after %lld ms; connect errno %d; sent %zu bytes; received "
+      "%zu bytes (recv errno %d): \"%s\"\n  server: accepted %llu responses %llu timed_out %llu "
+      "bad %llu open %d (idle %d reading %d handling %d writing %d)\n",
+      what, static_cast<long long>(ms), trace.connect_errno, trace.sent, trace.out.size(),
+      trace.recv_errno, head.c_str(), static_cast<unsigned long long>(st.accepted),
+      static_cast<unsigned long long>(st.responses), static_cast<unsigned long long>(st.timed_out),
+      static_cast<unsigned long long>(st.bad_requests), st.open, st.idle, st.reading, st.handling,
+      st.writing);
   std::abort();
+}
+
+// libFuzzer's -timeout watchdog is a SIGALRM every few seconds, and a blocking connect(2)
+// it interrupts fails with EINTR while the connection goes on being made (it cannot be
+// restarted): wait for it then. (Once in ~100,000 inputs this failed the smoke test.)
+bool Connect(int fd, const sockaddr_in& a, int* error) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) return true;
+  if (errno != EINTR) {
+    *error = errno;
+    return false;
+  }
+  for (;;) {
+    pollfd p{fd, POLLOUT, 0};
+    int ready = poll(&p, 1, 5000);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      *error = ready == 0 ? ETIMEDOUT : errno;
+      return false;
+    }
+    socklen_t len = sizeof *error;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, error, &len) != 0) *error = errno;
+    return *error == 0;
+  }
 }
 
 bool KnownStatus(int s) {
@@ -89,50 +147,55 @@ bool KnownStatus(int s) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int port = 0;
   HttpServer& server = Server(&port);
+  Trace trace;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) Fail("socket");
+  if (fd < 0) Fail("socket", trace, server);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) Fail("connect");
+  if (!Connect(fd, a, &trace.connect_errno)) Fail("connect", trace, server);
   // The server may close before taking everything (a refused request): stop sending then.
-  size_t off = 0;
-  while (off < size) {
-    ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
+  while (trace.sent < size) {
+    ssize_t n = send(fd, data + trace.sent, size - trace.sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    off += static_cast<size_t>(n);
+    trace.sent += static_cast<size_t>(n);
   }
   shutdown(fd, SHUT_WR);
 
   // Every deadline of the server is 1 s; the answer (or the close) must come well within
   // the sum of them, even under the sanitizers.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  std::string out;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     deadline - std::chrono::steady_clock::now())
                     .count();
-    if (left <= 0) Fail("the server kept the connection open past its deadlines");
+    if (left <= 0) Fail("the server kept the connection open past its deadlines", trace, server);
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
     char buf[4096];
     ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) trace.recv_errno = errno;
     if (n <= 0) break;  // closed (or reset after a refusal)
-    out.append(buf, static_cast<size_t>(n));
+    trace.out.append(buf, static_cast<size_t>(n));
   }
   close(fd);
 
   // Each answer starts "HTTP/1.x NNN " with a status the server means to send.
+  const std::string& out = trace.out;
   if (!out.empty()) {
-    if (out.size() < 13 || out.compare(0, 7, "HTTP/1.") != 0) Fail("not an HTTP/1.x answer");
+    if (out.size() < 13 || out.compare(0, 7, "HTTP/1.") != 0) {
+      Fail("not an HTTP/1.x answer", trace, server);
+    }
     int status = std::atoi(out.substr(9, 3).c_str());
-    if (!KnownStatus(status)) Fail("unexpected status");
+    if (!KnownStatus(status)) Fail("unexpected status", trace, server);
   }
   // The session is gone before the next input (so inputs do not overlap).
   for (int i = 0; i < 50000 && server.Stats().open > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  if (server.Stats().open > 0) Fail("a session outlived its connection by 5 s");
+  if (server.Stats().open > 0) Fail("a session outlived its connection by 5 s", trace, server);
   return 0;
 }
