@@ -476,6 +476,80 @@ TEST_F(PooledServicesTest, AFullResultPoolSaysComeBackLaterAndHeartbeatsStillPas
   EXPECT_EQ(fake_.work.results().size(), 1u);
 }
 
+TEST_F(PooledServicesTest, AcquireWorkChecksTheBoardOnThePoolThenParks) {
+  fake_.boards.AddBoard(Summary("b1"));
+  dispatcher_.Start();
+  ASSERT_TRUE(board_pool_->Submit([this] { gate_.Wait(); }));  // the pool's one thread
+  gate_.WaitForWaiters(1);
+  v1::AcquireWorkRequest req;
+  req.set_board("b1");
+  req.set_wait_seconds(30);
+  v1::AcquireWorkResponse resp;
+  auto ctx = Context();
+  std::promise<grpc::Status> done;
+  agents_->async()->AcquireWork(ctx.get(), &req, &resp,
+                                [&](grpc::Status s) { done.set_value(std::move(s)); });
+  // Queued behind the gate: neither touched nor parked, and gRPC's thread was not held.
+  while (board_pool_->waiting() == 0) std::this_thread::yield();
+  EXPECT_EQ(fake_.boards.touches("b1"), 0);
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+  gate_.Open();
+  ASSERT_TRUE(fake_.work.WaitForNextWorkCalls(1, kGuard));
+  EXPECT_EQ(fake_.boards.touches("b1"), 1);
+  EXPECT_EQ(dispatcher_.parked(), 1u);
+  ctx->TryCancel();
+  auto answered = done.get_future();
+  ASSERT_EQ(answered.wait_for(kGuard), std::future_status::ready);
+  EXPECT_EQ(answered.get().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(PooledServicesTest, AcquireWorkCancelledWhileQueuedIsNeverLeftParked) {
+  fake_.boards.AddBoard(Summary("b1"));
+  dispatcher_.Start();
+  ASSERT_TRUE(board_pool_->Submit([this] { gate_.Wait(); }));
+  gate_.WaitForWaiters(1);
+  v1::AcquireWorkRequest req;
+  req.set_board("b1");
+  req.set_wait_seconds(60);  // longer than the guard: a call left parked fails the test
+  v1::AcquireWorkResponse resp;
+  auto ctx = Context();
+  std::promise<grpc::Status> done;
+  agents_->async()->AcquireWork(ctx.get(), &req, &resp,
+                                [&](grpc::Status s) { done.set_value(std::move(s)); });
+  while (board_pool_->waiting() == 0) std::this_thread::yield();
+  ctx->TryCancel();
+  auto answered = done.get_future();
+  ASSERT_EQ(answered.wait_for(kGuard), std::future_status::ready);
+  EXPECT_EQ(answered.get().error_code(), grpc::StatusCode::CANCELLED);
+  gate_.Open();
+  std::promise<void> drained;  // the pool runs in order: the check has run after this
+  ASSERT_TRUE(board_pool_->Submit([&] { drained.set_value(); }));
+  ASSERT_EQ(drained.get_future().wait_for(kGuard), std::future_status::ready);
+  // Whether the server saw the cancel before or after the check, the call is not parked
+  // (or unparked at once), long before its 60 s wait.
+  const auto guard = std::chrono::steady_clock::now() + kGuard;
+  while (dispatcher_.parked() > 0 && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+}
+
+TEST_F(PooledServicesTest, AcquireWorkOnAFullBoardPoolSaysComeBackLater) {
+  fake_.boards.AddBoard(Summary("b1"));
+  ASSERT_TRUE(board_pool_->Submit([this] { gate_.Wait(); }));
+  gate_.WaitForWaiters(1);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(board_pool_->Submit([this] { gate_.Wait(); }));
+  v1::AcquireWorkRequest req;
+  req.set_board("b1");
+  req.set_wait_seconds(30);
+  v1::AcquireWorkResponse resp;
+  grpc::Status busy = agents_->AcquireWork(Context().get(), req, &resp);
+  EXPECT_EQ(busy.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(busy.error_message().find("busy"), std::string::npos) << busy.error_message();
+  EXPECT_EQ(fake_.boards.touches("b1"), 0);
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+}
+
 // ---- Authorization ----
 
 class AuthTest : public ServicesTest {

@@ -24,7 +24,31 @@ v1::JobProgress ProgressFromJob(const JobRecord& job) {
   return p;
 }
 
-void AcquireReactor::OnCancel() { dispatcher_->Unpark(this); }
+void AcquireReactor::OnCancel() {
+  {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    if (!parked_) return;  // still being checked: ParkUnless ends it
+  }
+  dispatcher_->Unpark(this);
+}
+
+void AcquireReactor::ParkUnless(const grpc::Status& checked) {
+  bool park = false;
+  bool cancelled = false;
+  {
+    std::lock_guard lock(mu_);
+    cancelled = cancelled_;
+    park = parked_ = checked.ok() && !cancelled;
+  }
+  if (!park) {
+    Finish(cancelled ? grpc::Status::CANCELLED : checked);
+    return;
+  }
+  // A cancel between the lock and Park finds nothing to unpark: the call then ends at its
+  // deadline (at most Dispatcher::kMaxWait), like one cancelled while its run is claimed.
+  dispatcher_->Park(this);
+}
 
 void AcquireReactor::Answer(const WorkOrder& order) {
   if (order.kernel_switch) {

@@ -60,6 +60,10 @@ class AcquireReactor : public grpc::ServerUnaryReactor, public ParkedCall {
   void OnCancel() override;
   void OnDone() override { delete this; }
 
+  // Parks the call once the board's checks are done (on a handler pool thread), or ends it
+  // with `checked` when they failed, or CANCELLED when the client went away meanwhile.
+  void ParkUnless(const grpc::Status& checked);
+
   const std::string& board() const override { return board_; }
   std::chrono::system_clock::time_point deadline() const override { return deadline_; }
   void Answer(const WorkOrder& order) override;
@@ -70,6 +74,9 @@ class AcquireReactor : public grpc::ServerUnaryReactor, public ParkedCall {
   std::string board_;
   v1::AcquireWorkResponse* response_;
   std::chrono::system_clock::time_point deadline_;
+  std::mutex mu_;
+  bool cancelled_ = false;  // OnCancel ran
+  bool parked_ = false;     // handed to the dispatcher
 };
 
 // One WatchJob stream.

@@ -266,6 +266,16 @@ grpc::ServerUnaryReactor* JobServiceImpl::SetChangePointState(
 
 // ---- AgentService ----
 
+namespace {
+
+// A handler pool that is full: the agent comes back after its backoff.
+grpc::Status BusyStatus() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "controller busy: too many calls wait for the database; retry later");
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* AgentServiceImpl::Offload(grpc::CallbackServerContext* ctx,
                                                     HandlerPool* pool, const char* method,
                                                     std::function<grpc::Status()> body) {
@@ -279,10 +289,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Offload(grpc::CallbackServerContext*
   if (pool == nullptr) {
     run();
   } else if (!pool->Submit(run)) {
-    const grpc::Status busy(grpc::StatusCode::UNAVAILABLE,
-                            "controller busy: too many calls wait for the database; retry later");
-    timer.Finish(busy.error_code());
-    reactor->Finish(busy);
+    timer.Finish(BusyStatus().error_code());
+    reactor->Finish(BusyStatus());
   }
   return reactor;
 }
@@ -328,17 +336,26 @@ grpc::Status AgentServiceImpl::DoHello(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* AgentServiceImpl::AcquireWork(grpc::CallbackServerContext* ctx,
                                                         const v1::AcquireWorkRequest* req,
                                                         v1::AcquireWorkResponse* resp) {
-  RpcTimer timer(metrics_, "AcquireWork");
-  if (auto denied = auth_->RequireAgent(ctx, req->board()); !denied.ok()) {
-    return Done(ctx, &timer, denied);
-  }
-  if (req->board().empty()) return Done(ctx, &timer, Invalid("board: is required"));
-  absl::Status touched = stores_.boards->TouchBoard(req->board());
-  if (!touched.ok()) return Done(ctx, &timer, touched);
   auto wait = std::min<std::chrono::seconds>(std::chrono::seconds(req->wait_seconds()),
                                              Dispatcher::kMaxWait);
   auto* reactor = new AcquireReactor(dispatcher_, req->board(), resp, clock_->Now() + wait);
-  dispatcher_->Park(reactor);
+  // The token check and the board's touch wait for PostgreSQL: on the board pool, like
+  // Hello and Heartbeat (a reconnect storm of parked boards must not hold gRPC's threads).
+  // A refused call counts in the RPC metrics; a parked one does not (its time is waiting).
+  RpcTimer timer(metrics_, "AcquireWork");
+  auto check_and_park = [this, ctx, req, reactor, timer]() mutable {
+    grpc::Status checked = auth_->RequireAgent(ctx, req->board());
+    if (checked.ok() && req->board().empty()) checked = Invalid("board: is required");
+    if (checked.ok()) checked = ToGrpc(stores_.boards->TouchBoard(req->board()));
+    if (!checked.ok()) timer.Finish(checked.error_code());
+    reactor->ParkUnless(checked);
+  };
+  if (board_pool_ == nullptr) {
+    check_and_park();
+  } else if (!board_pool_->Submit(check_and_park)) {
+    timer.Finish(BusyStatus().error_code());
+    reactor->Finish(BusyStatus());
+  }
   return reactor;
 }
 

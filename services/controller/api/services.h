@@ -93,7 +93,8 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
 
   static constexpr uint32_t kHeartbeatIntervalSeconds = 10;
 
-  // Hello and Heartbeat do their database work on `boards`, ReportResult on `results` (not
+  // Hello, Heartbeat and AcquireWork (its checks, before it parks) do their database work
+  // on `boards`, ReportResult on `results` (not
   // on gRPC's callback threads; a burst of results does not hold heartbeats back); a full
   // pool answers UNAVAILABLE at once. Without pools (tests): inline.
   void SetHandlerPools(HandlerPool* boards, HandlerPool* results) {
