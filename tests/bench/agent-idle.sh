@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The agent's idle cost (#14): a throwaway PostgreSQL, a controller and one agent with no
-# work; after 10 s of settling, the agent's CPU over SECONDS (default 60) and its RSS.
+# work; after 10 s of settling, the agent's CPU over SECONDS (default 60) and its RSS, split
+# into anonymous memory (the agent's own) and clean file pages (shared libraries' text,
+# reclaimable and shared with any other process that maps them), with the largest maps.
 # Usage: tests/bench/agent-idle.sh [BUILD_DIR] [SECONDS]   (as root; builds are not made)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -28,3 +30,9 @@ c2=$(cpu_ticks "$FL_AGENT_PID"); t2=$EPOCHREALTIME
 awk -v a="$c1" -v b="$c2" -v t1="$t1" -v t2="$t2" -v hz="$(getconf CLK_TCK)" \
   'BEGIN { printf "agent idle: %.3f%% of one core over %.0f s\n", 100 * (b - a) / hz / (t2 - t1), t2 - t1 }'
 awk '/^(VmRSS|VmHWM|Threads):/ { print "agent idle: " $0 }' "/proc/$FL_AGENT_PID/status"
+grep -E "^(Pss|Anonymous|Private_Dirty|Shared_Clean|Private_Clean):" "/proc/$FL_AGENT_PID/smaps_rollup" |
+  sed 's/^/agent idle: /'
+awk '/^[0-9a-f]+-/ { name = ($6 == "" ? "[anonymous]" : $6) }
+     /^Rss:/ { rss[name] += $2 }
+     END { for (n in rss) if (rss[n] >= 256) printf "agent idle: rss %6d kB %s\n", rss[n], n }' \
+  "/proc/$FL_AGENT_PID/smaps" | sort -k4 -rn | head -12
