@@ -92,6 +92,23 @@ class ServicesTest : public ::testing::Test {
     return ctx;
   }
 
+  // An AcquireWork call in flight, from the client's side.
+  struct PendingAcquire {
+    v1::AcquireWorkRequest req;
+    v1::AcquireWorkResponse resp;
+    std::unique_ptr<grpc::ClientContext> ctx = Context();
+    std::promise<grpc::Status> done;
+    std::future<grpc::Status> answered = done.get_future();
+  };
+  std::unique_ptr<PendingAcquire> StartAcquire(const std::string& board, uint32_t wait_seconds) {
+    auto call = std::make_unique<PendingAcquire>();
+    call->req.set_board(board);
+    call->req.set_wait_seconds(wait_seconds);
+    agents_->async()->AcquireWork(call->ctx.get(), &call->req, &call->resp,
+                                  [c = call.get()](grpc::Status s) { c->done.set_value(s); });
+    return call;
+  }
+
   int64_t Submit() {
     v1::SubmitJobRequest req;
     *req.mutable_spec() = Spec();
@@ -289,15 +306,9 @@ TEST_F(ServicesTest, AcquireWorkBeforeHelloIsFailedPrecondition) {
 TEST_F(ServicesTest, AcquireWorkParksUntilTheStoreHasAnOrder) {
   fake_.boards.AddBoard(Summary("b1"));
   dispatcher_.Start();
-  v1::AcquireWorkRequest req;
-  req.set_board("b1");
-  req.set_wait_seconds(30);
-  v1::AcquireWorkResponse resp;
-  auto ctx = Context();
-  std::promise<grpc::Status> done;
-  agents_->async()->AcquireWork(ctx.get(), &req, &resp,
-                                [&](grpc::Status s) { done.set_value(std::move(s)); });
-  auto answered = done.get_future();
+  auto call = StartAcquire("b1", 30);
+  const v1::AcquireWorkResponse& resp = call->resp;
+  auto& answered = call->answered;
 
   // Parked: the dispatcher found nothing for b1 and the call still waits.
   ASSERT_TRUE(fake_.work.WaitForNextWorkCalls(1, kGuard));
@@ -427,6 +438,11 @@ class PooledServicesTest : public ServicesTest {
     running.get_future().wait();
     ASSERT_TRUE(result_pool_->Submit([this] { gate_.Wait(); }));
   }
+  // Occupies the board pool's one thread until gate_ opens.
+  void BlockBoardPool() {
+    ASSERT_TRUE(board_pool_->Submit([this] { gate_.Wait(); }));
+    gate_.WaitForWaiters(1);
+  }
   // A result upload of run 5 by board b1.
   static v1::ReportResultRequest Result() {
     v1::ReportResultRequest req;
@@ -479,16 +495,8 @@ TEST_F(PooledServicesTest, AFullResultPoolSaysComeBackLaterAndHeartbeatsStillPas
 TEST_F(PooledServicesTest, AcquireWorkChecksTheBoardOnThePoolThenParks) {
   fake_.boards.AddBoard(Summary("b1"));
   dispatcher_.Start();
-  ASSERT_TRUE(board_pool_->Submit([this] { gate_.Wait(); }));  // the pool's one thread
-  gate_.WaitForWaiters(1);
-  v1::AcquireWorkRequest req;
-  req.set_board("b1");
-  req.set_wait_seconds(30);
-  v1::AcquireWorkResponse resp;
-  auto ctx = Context();
-  std::promise<grpc::Status> done;
-  agents_->async()->AcquireWork(ctx.get(), &req, &resp,
-                                [&](grpc::Status s) { done.set_value(std::move(s)); });
+  BlockBoardPool();
+  auto call = StartAcquire("b1", 30);
   // Queued behind the gate: neither touched nor parked, and gRPC's thread was not held.
   while (board_pool_->waiting() == 0) std::this_thread::yield();
   EXPECT_EQ(fake_.boards.touches("b1"), 0);
@@ -497,30 +505,21 @@ TEST_F(PooledServicesTest, AcquireWorkChecksTheBoardOnThePoolThenParks) {
   ASSERT_TRUE(fake_.work.WaitForNextWorkCalls(1, kGuard));
   EXPECT_EQ(fake_.boards.touches("b1"), 1);
   EXPECT_EQ(dispatcher_.parked(), 1u);
-  ctx->TryCancel();
-  auto answered = done.get_future();
-  ASSERT_EQ(answered.wait_for(kGuard), std::future_status::ready);
-  EXPECT_EQ(answered.get().error_code(), grpc::StatusCode::CANCELLED);
+  call->ctx->TryCancel();
+  ASSERT_EQ(call->answered.wait_for(kGuard), std::future_status::ready);
+  EXPECT_EQ(call->answered.get().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST_F(PooledServicesTest, AcquireWorkCancelledWhileQueuedIsNeverLeftParked) {
   fake_.boards.AddBoard(Summary("b1"));
   dispatcher_.Start();
-  ASSERT_TRUE(board_pool_->Submit([this] { gate_.Wait(); }));
-  gate_.WaitForWaiters(1);
-  v1::AcquireWorkRequest req;
-  req.set_board("b1");
-  req.set_wait_seconds(60);  // longer than the guard: a call left parked fails the test
-  v1::AcquireWorkResponse resp;
-  auto ctx = Context();
-  std::promise<grpc::Status> done;
-  agents_->async()->AcquireWork(ctx.get(), &req, &resp,
-                                [&](grpc::Status s) { done.set_value(std::move(s)); });
+  BlockBoardPool();
+  // Longer than the guard: a call left parked fails the test.
+  auto call = StartAcquire("b1", 60);
   while (board_pool_->waiting() == 0) std::this_thread::yield();
-  ctx->TryCancel();
-  auto answered = done.get_future();
-  ASSERT_EQ(answered.wait_for(kGuard), std::future_status::ready);
-  EXPECT_EQ(answered.get().error_code(), grpc::StatusCode::CANCELLED);
+  call->ctx->TryCancel();
+  ASSERT_EQ(call->answered.wait_for(kGuard), std::future_status::ready);
+  EXPECT_EQ(call->answered.get().error_code(), grpc::StatusCode::CANCELLED);
   gate_.Open();
   std::promise<void> drained;  // the pool runs in order: the check has run after this
   ASSERT_TRUE(board_pool_->Submit([&] { drained.set_value(); }));
@@ -536,8 +535,7 @@ TEST_F(PooledServicesTest, AcquireWorkCancelledWhileQueuedIsNeverLeftParked) {
 
 TEST_F(PooledServicesTest, AcquireWorkOnAFullBoardPoolSaysComeBackLater) {
   fake_.boards.AddBoard(Summary("b1"));
-  ASSERT_TRUE(board_pool_->Submit([this] { gate_.Wait(); }));
-  gate_.WaitForWaiters(1);
+  BlockBoardPool();
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(board_pool_->Submit([this] { gate_.Wait(); }));
   v1::AcquireWorkRequest req;
   req.set_board("b1");

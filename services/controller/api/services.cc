@@ -274,6 +274,18 @@ grpc::Status BusyStatus() {
                       "controller busy: too many calls wait for the database; retry later");
 }
 
+// Runs `task` on `pool` (inline without one). A full pool refuses the call at once: it ends
+// UNAVAILABLE, counted in the RPC metrics, and `task` never runs.
+void RunOrRefuse(HandlerPool* pool, std::function<void()> task, RpcTimer& timer,
+                 grpc::ServerUnaryReactor* reactor) {
+  if (pool == nullptr) {
+    task();
+  } else if (!pool->Submit(std::move(task))) {
+    timer.Finish(BusyStatus().error_code());
+    reactor->Finish(BusyStatus());
+  }
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* AgentServiceImpl::Offload(grpc::CallbackServerContext* ctx,
@@ -286,12 +298,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Offload(grpc::CallbackServerContext*
     timer.Finish(status.error_code());
     reactor->Finish(status);
   };
-  if (pool == nullptr) {
-    run();
-  } else if (!pool->Submit(run)) {
-    timer.Finish(BusyStatus().error_code());
-    reactor->Finish(BusyStatus());
-  }
+  RunOrRefuse(pool, std::move(run), timer, reactor);
   return reactor;
 }
 
@@ -350,12 +357,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::AcquireWork(grpc::CallbackServerCont
     if (!checked.ok()) timer.Finish(checked.error_code());
     reactor->ParkUnless(checked);
   };
-  if (board_pool_ == nullptr) {
-    check_and_park();
-  } else if (!board_pool_->Submit(check_and_park)) {
-    timer.Finish(BusyStatus().error_code());
-    reactor->Finish(BusyStatus());
-  }
+  RunOrRefuse(board_pool_, std::move(check_and_park), timer, reactor);
   return reactor;
 }
 
