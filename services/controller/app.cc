@@ -180,7 +180,11 @@ int RunController(const ControllerOptions& options) {
   // Board calls (hello, heartbeat, acquire's check) are one short statement each; room for
   // every board of a 5,000-board fleet to have an acquire and a heartbeat waiting at once.
   HandlerPool board_calls(2, 16384);
-  HandlerPool result_calls(result_threads, 256 * static_cast<size_t>(result_threads));
+  // Results that queue up while a thread's transaction runs go into its next one, up to 64
+  // (group commit: one commit, one COPY and one recount of the job for them all).
+  ResultPool result_calls(
+      result_threads, 256 * static_cast<size_t>(result_threads), 64,
+      [&agent_service](std::vector<PendingResult>& batch) { agent_service.StoreReported(batch); });
   agent_service.SetHandlerPools(&board_calls, &result_calls);
   std::string credentials_error;
   auto credentials = ServerCredentials(options, &credentials_error);

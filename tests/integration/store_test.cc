@@ -189,6 +189,88 @@ TEST_F(StoreTest, ClaimRunStoreResultExactlyOnce) {
   EXPECT_NE(done->finished_at_ms, 0);
 }
 
+// Results that queued up together are stored in one transaction (group commit); each gets
+// the answer it would get alone: the current ones stored, a repeat of one in the same
+// batch acknowledged once, a stale attempt and an unknown run refused. The job finishes.
+TEST_F(StoreTest, ABatchOfResultsAnswersEachAsAloneAndFinishesTheJob) {
+  UpsertAABoard("box2");
+  int64_t job = Submit(1);  // two runs
+  auto a = ClaimRun("box");
+  auto b = ClaimRun("box2");
+  ASSERT_TRUE(a.ok() && a->has_value() && b.ok() && b->has_value());
+  auto upload = [](const std::string& board, const Assignment& run, ResultRecord result) {
+    return ResultUpload{.board = board,
+                        .run_id = run.run_id,
+                        .attempt_id = run.attempt_id,
+                        .succeeded = true,
+                        .failure_reason = "",
+                        .result = std::move(result)};
+  };
+  std::vector<ResultUpload> batch;
+  batch.push_back(upload("box2", **b, GoodResult(3)));
+  batch.push_back(upload("box", **a, GoodResult(3)));
+  batch.push_back(upload("box", **a, GoodResult(3)));  // the agent's retry, queued alongside
+  ResultUpload stale = upload("box", **a, GoodResult(3));
+  stale.attempt_id = "00000000-0000-0000-0000-000000000000";
+  batch.push_back(stale);
+  ResultUpload unknown = upload("box", **a, GoodResult(3));
+  unknown.run_id = 999999;
+  batch.push_back(unknown);
+  ResultUpload short_one = upload("box", **a, GoodResult(2));  // would fail the shape check
+  batch.push_back(short_one);
+
+  const auto answers = store_->work().StoreResults(batch);
+  ASSERT_EQ(answers.size(), batch.size());
+  for (size_t i : {0, 1, 2, 5}) {
+    ASSERT_TRUE(answers[i].ok()) << i << ": " << answers[i].status();
+    EXPECT_EQ(*answers[i], job);
+  }
+  EXPECT_EQ(answers[3].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(answers[4].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM samples"), 6);
+  EXPECT_EQ(Count("SELECT count(*) FROM samples WHERE run_id = " + std::to_string((*a)->run_id)),
+            3);
+  auto done = store_->jobs().GetJob(job);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kSucceeded);
+  EXPECT_EQ(done->counts.succeeded, 2u);
+  EXPECT_NE(done->finished_at_ms, 0);
+}
+
+// A database error on one upload (here its counters are not JSON) fails the batch's
+// transaction; the others are then stored one by one and only that one is refused.
+TEST_F(StoreTest, OneBrokenUploadCostsTheRestOfItsBatchNothing) {
+  UpsertAABoard("box2");
+  int64_t job = Submit(1);
+  auto a = ClaimRun("box");
+  auto b = ClaimRun("box2");
+  ASSERT_TRUE(a.ok() && a->has_value() && b.ok() && b->has_value());
+  std::vector<ResultUpload> batch(2);
+  batch[0] = ResultUpload{.board = "box",
+                          .run_id = (*a)->run_id,
+                          .attempt_id = (*a)->attempt_id,
+                          .succeeded = true,
+                          .failure_reason = "",
+                          .result = GoodResult(3)};
+  batch[0].result.counters_json = "{not json";
+  batch[1] = ResultUpload{.board = "box2",
+                          .run_id = (*b)->run_id,
+                          .attempt_id = (*b)->attempt_id,
+                          .succeeded = true,
+                          .failure_reason = "",
+                          .result = GoodResult(3)};
+  const auto answers = store_->work().StoreResults(batch);
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0].status().code(), absl::StatusCode::kInternal) << answers[0].status();
+  ASSERT_TRUE(answers[1].ok()) << answers[1].status();
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM samples"), 3);
+  auto job_now = store_->jobs().GetJob(job);
+  ASSERT_TRUE(job_now.ok());
+  EXPECT_EQ(job_now->state, JobState::kRunning);  // run a is still open: its agent retries
+}
+
 // The last two results of a job arrive together (two boards, two transactions). Under READ
 // COMMITTED each transaction's count of the job's open runs missed the other's uncommitted
 // run, both wrote "running", and the job never finished (seen with 20 simulated boards).

@@ -324,6 +324,12 @@ absl::StatusOr<int64_t> FakeWorkStore::StoreResult(const std::string& board, int
                                                    const std::string& attempt_id, bool succeeded,
                                                    const std::string& failure_reason,
                                                    const ResultRecord& result) {
+  std::function<void()> hook;
+  {
+    std::lock_guard lock(mu_);
+    hook = on_store_result_;
+  }
+  if (hook) hook();
   std::lock_guard lock(mu_);
   results_.push_back({board, run_id, attempt_id, succeeded, failure_reason, result});
   if (unavailable_) return Unavailable();
@@ -345,6 +351,11 @@ void FakeWorkStore::Queue(const std::string& board, WorkOrder order) {
 void FakeWorkStore::SetUnavailable(bool unavailable) {
   std::lock_guard lock(mu_);
   unavailable_ = unavailable;
+}
+
+void FakeWorkStore::OnStoreResult(std::function<void()> hook) {
+  std::lock_guard lock(mu_);
+  on_store_result_ = std::move(hook);
 }
 
 void FakeWorkStore::OnNextWork(std::function<void(const std::string&)> hook) {

@@ -116,6 +116,8 @@ class FakeWorkStore final : public WorkStore {
   void SetUnavailable(bool unavailable);
   // Runs inside NextWork before it answers (e.g. to cancel the call being served).
   void OnNextWork(std::function<void(const std::string& board)> hook);
+  // Runs at the start of each StoreResult, before it is recorded (outside the store's lock).
+  void OnStoreResult(std::function<void()> hook);
   void SetRenewLease(absl::StatusOr<bool> answer);
   void SetStoreResult(absl::StatusOr<int64_t> answer);
   void SetAbandonStatus(absl::Status status);
@@ -153,6 +155,7 @@ class FakeWorkStore final : public WorkStore {
   std::map<std::string, std::deque<WorkOrder>> queues_;
   bool unavailable_ = false;
   std::function<void(const std::string&)> on_next_work_;
+  std::function<void()> on_store_result_;
   absl::StatusOr<bool> renew_answer_ = true;
   absl::StatusOr<int64_t> store_answer_ = int64_t{1};
   absl::Status abandon_status_;

@@ -122,7 +122,8 @@ class ServicesTest : public ::testing::Test {
   FakeStores fake_{&clock_};
   Dispatcher dispatcher_{&fake_.work, &fake_.jobs, &clock_};
   // Set before Serve: the agents' calls run on them (they outlive the server).
-  std::unique_ptr<HandlerPool> board_pool_, result_pool_;
+  std::unique_ptr<HandlerPool> board_pool_;
+  std::unique_ptr<ResultPool> result_pool_;
   std::unique_ptr<JobServiceImpl> jobs_service_;
   std::unique_ptr<AgentServiceImpl> agents_service_;
   std::unique_ptr<grpc::Server> server_;
@@ -421,22 +422,42 @@ class PooledServicesTest : public ServicesTest {
  protected:
   void SetUp() override {
     board_pool_ = std::make_unique<HandlerPool>(1, 8);
-    result_pool_ = std::make_unique<HandlerPool>(1, 1);
+    result_pool_ = std::make_unique<ResultPool>(1, 1, 8, [this](std::vector<PendingResult>& batch) {
+      agents_service_->StoreReported(batch);
+    });
     Serve(nullptr);
   }
   void TearDown() override {
     gate_.Open();  // Shutdown waits for the calls on the pools
+    for (auto& call : filling_) {
+      ASSERT_EQ(call->answered.wait_for(kGuard), std::future_status::ready);
+      EXPECT_TRUE(call->answered.get().ok());
+    }
     ServicesTest::TearDown();
   }
-  // Occupies the result pool's thread and its one waiting place until gate_ opens.
+  // A ReportResult call in flight, from the client's side.
+  struct PendingReport {
+    v1::ReportResultRequest req;
+    v1::ReportResultResponse resp;
+    std::unique_ptr<grpc::ClientContext> ctx = Context();
+    std::promise<grpc::Status> done;
+    std::future<grpc::Status> answered = done.get_future();
+  };
+  void StartReport(const v1::ReportResultRequest& req) {
+    auto call = std::make_unique<PendingReport>();
+    call->req = req;
+    agents_->async()->ReportResult(call->ctx.get(), &call->req, &call->resp,
+                                   [c = call.get()](grpc::Status s) { c->done.set_value(s); });
+    filling_.push_back(std::move(call));
+  }
+  // Occupies the result pool's thread (an upload held in the store) and its one waiting
+  // place (a second upload) until gate_ opens; both are stored then.
   void FillResultPool() {
-    std::promise<void> running;
-    ASSERT_TRUE(result_pool_->Submit([&] {
-      running.set_value();
-      gate_.Wait();
-    }));
-    running.get_future().wait();
-    ASSERT_TRUE(result_pool_->Submit([this] { gate_.Wait(); }));
+    fake_.work.OnStoreResult([this] { gate_.Wait(); });
+    StartReport(Result());
+    gate_.WaitForWaiters(1);
+    StartReport(Result());
+    while (result_pool_->waiting() == 0) std::this_thread::yield();
   }
   // Occupies the board pool's one thread until gate_ opens.
   void BlockBoardPool() {
@@ -453,6 +474,7 @@ class PooledServicesTest : public ServicesTest {
     return req;
   }
   testing_support::Gate gate_;
+  std::vector<std::unique_ptr<PendingReport>> filling_;
 };
 
 TEST_F(PooledServicesTest, AgentCallsAreAnsweredFromThePools) {
@@ -489,7 +511,7 @@ TEST_F(PooledServicesTest, AFullResultPoolSaysComeBackLaterAndHeartbeatsStillPas
   while (result_pool_->waiting() > 0) std::this_thread::yield();
   grpc::Status stored = agents_->ReportResult(Context().get(), req, &resp);
   ASSERT_TRUE(stored.ok()) << stored.error_message();
-  EXPECT_EQ(fake_.work.results().size(), 1u);
+  EXPECT_EQ(fake_.work.results().size(), 3u);  // the two that filled the pool, and the retry
 }
 
 TEST_F(PooledServicesTest, AcquireWorkChecksTheBoardOnThePoolThenParks) {

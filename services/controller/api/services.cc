@@ -381,42 +381,82 @@ grpc::Status AgentServiceImpl::DoHeartbeat(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor* AgentServiceImpl::ReportResult(grpc::CallbackServerContext* ctx,
                                                          const v1::ReportResultRequest* req,
-                                                         v1::ReportResultResponse* resp) {
-  return Offload(ctx, result_pool_, "ReportResult",
-                 [this, ctx, req, resp] { return DoReportResult(ctx, req, resp); });
+                                                         v1::ReportResultResponse*) {
+  auto* reactor = ctx->DefaultReactor();
+  PendingResult call{ctx, req, reactor, RpcTimer(metrics_, "ReportResult")};
+  if (result_pool_ == nullptr) {
+    std::vector<PendingResult> one{std::move(call)};
+    StoreReported(one);
+  } else if (!result_pool_->Submit(call)) {
+    call.timer.Finish(BusyStatus().error_code());
+    reactor->Finish(BusyStatus());
+  }
+  return reactor;
 }
 
-grpc::Status AgentServiceImpl::DoReportResult(grpc::CallbackServerContext* ctx,
-                                              const v1::ReportResultRequest* req,
-                                              v1::ReportResultResponse*) {
+grpc::Status AgentServiceImpl::CheckReport(grpc::CallbackServerContext* ctx,
+                                           const v1::ReportResultRequest* req) {
   if (auto denied = auth_->RequireAgent(ctx, req->board()); !denied.ok()) return denied;
   if (req->run_id() <= 0) return Invalid("run_id: must be positive");
   if (req->attempt_id().empty()) return Invalid("attempt_id: is required");
   if (req->result().samples_size() > 4 * 3600 + 60) {
     return Invalid("result.samples: at most one per second of a 4h run");
   }
-  auto job_id =
-      stores_.work->StoreResult(req->board(), req->run_id(), req->attempt_id(), req->succeeded(),
-                                req->failure_reason(), ResultFromProto(req->result()));
+  return grpc::Status::OK;
+}
+
+void AgentServiceImpl::StoreReported(std::vector<PendingResult>& batch) {
+  std::vector<PendingResult*> checked;
+  std::vector<ResultUpload> uploads;
+  for (PendingResult& call : batch) {
+    if (grpc::Status bad = CheckReport(call.ctx, call.req); !bad.ok()) {
+      call.timer.Finish(bad.error_code());
+      call.reactor->Finish(bad);
+      continue;
+    }
+    checked.push_back(&call);
+    uploads.push_back(ResultUpload{.board = call.req->board(),
+                                   .run_id = call.req->run_id(),
+                                   .attempt_id = call.req->attempt_id(),
+                                   .succeeded = call.req->succeeded(),
+                                   .failure_reason = call.req->failure_reason(),
+                                   .result = ResultFromProto(call.req->result())});
+  }
+  if (uploads.empty()) return;
+  const std::vector<absl::StatusOr<int64_t>> answers = stores_.work->StoreResults(uploads);
+  uploads.clear();  // the samples: not kept while the calls finish
+  std::set<int64_t> changed;
+  for (size_t i = 0; i < checked.size(); ++i) {
+    const absl::StatusOr<int64_t> answer =
+        i < answers.size() ? answers[i] : absl::InternalError("no answer from the store");
+    if (answer.ok()) changed.insert(*answer);
+    const grpc::Status status = AfterStore(*checked[i]->req, answer);
+    checked[i]->timer.Finish(status.error_code());
+    checked[i]->reactor->Finish(status);
+  }
+  for (int64_t job : changed) dispatcher_->JobChanged(job);
+  if (!changed.empty()) dispatcher_->WorkAvailable();
+}
+
+grpc::Status AgentServiceImpl::AfterStore(const v1::ReportResultRequest& req,
+                                          const absl::StatusOr<int64_t>& job_id) {
   if (!job_id.ok()) {
-    log::warn("event=result_refused run={} board={} error=\"{}\"", req->run_id(), req->board(),
+    log::warn("event=result_refused run={} board={} error=\"{}\"", req.run_id(), req.board(),
               std::string(job_id.status().message()));
     return ToGrpc(job_id.status());
   }
   if (metrics_ != nullptr) {
     // A killed workload printed nothing: take the benchmark from the job.
-    std::string benchmark = req->result().benchmark();
+    std::string benchmark = req.result().benchmark();
     if (benchmark.empty()) {
       auto job = stores_.jobs->GetJob(*job_id);
       benchmark = job.ok() ? job->benchmark : "unknown";
     }
-    metrics_->ObserveRunFinished(benchmark, req->succeeded(),
-                                 req->result().duration_seconds() + req->result().warmup_seconds());
+    metrics_->ObserveRunFinished(benchmark, req.succeeded(),
+                                 req.result().duration_seconds() + req.result().warmup_seconds());
   }
-  log::info("event=result_stored run={} board={} succeeded={} throughput={:.2f}", req->run_id(),
-            req->board(), req->succeeded(), req->result().throughput_rounds_per_second());
-  dispatcher_->JobChanged(*job_id);
-  dispatcher_->WorkAvailable();
+  log::info("event=result_stored run={} board={} succeeded={} throughput={:.2f}", req.run_id(),
+            req.board(), req.succeeded(), req.result().throughput_rounds_per_second());
   return grpc::Status::OK;
 }
 

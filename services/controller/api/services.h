@@ -14,6 +14,16 @@
 
 namespace faultline::controller {
 
+// A ReportResult call waiting for its transaction (AgentServiceImpl::StoreReported).
+struct PendingResult {
+  grpc::CallbackServerContext* ctx;
+  const v1::ReportResultRequest* req;
+  grpc::ServerUnaryReactor* reactor;
+  RpcTimer timer;
+};
+// ReportResult's threads: the results that queued up meanwhile go into one transaction.
+using ResultPool = BatchPool<PendingResult>;
+
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
   JobServiceImpl(const Stores& stores, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr,
@@ -94,13 +104,16 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   static constexpr uint32_t kHeartbeatIntervalSeconds = 10;
 
   // Hello, Heartbeat and AcquireWork (its checks, before it parks) do their database work
-  // on `boards`, ReportResult on `results` (not
-  // on gRPC's callback threads; a burst of results does not hold heartbeats back); a full
-  // pool answers UNAVAILABLE at once. Without pools (tests): inline.
-  void SetHandlerPools(HandlerPool* boards, HandlerPool* results) {
+  // on `boards`, ReportResult on `results` (not on gRPC's callback threads; a burst of
+  // results does not hold heartbeats back); a full pool answers UNAVAILABLE at once.
+  // `results` must hand its batches to StoreReported. Without pools (tests): inline.
+  void SetHandlerPools(HandlerPool* boards, ResultPool* results) {
     board_pool_ = boards;
     result_pool_ = results;
   }
+  // Checks each waiting ReportResult call, stores the valid ones together
+  // (WorkStore::StoreResults) and finishes every call.
+  void StoreReported(std::vector<PendingResult>& batch);
 
  private:
   // Runs `body` on `pool` (or inline when it is null) and finishes the call with its status.
@@ -110,8 +123,11 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
                        v1::HelloResponse* resp);
   grpc::Status DoHeartbeat(grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* req,
                            v1::HeartbeatResponse* resp);
-  grpc::Status DoReportResult(grpc::CallbackServerContext* ctx, const v1::ReportResultRequest* req,
-                              v1::ReportResultResponse* resp);
+  // ReportResult's checks before its transaction: token, fields.
+  grpc::Status CheckReport(grpc::CallbackServerContext* ctx, const v1::ReportResultRequest* req);
+  // After its transaction: metrics and the log line; the status to answer.
+  grpc::Status AfterStore(const v1::ReportResultRequest& req,
+                          const absl::StatusOr<int64_t>& job_id);
 
   Stores stores_;
   Dispatcher* dispatcher_;
@@ -120,7 +136,7 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   Authorizer* auth_;
   const Clock* clock_;
   HandlerPool* board_pool_ = nullptr;
-  HandlerPool* result_pool_ = nullptr;
+  ResultPool* result_pool_ = nullptr;
 };
 
 }  // namespace faultline::controller

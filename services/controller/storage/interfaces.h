@@ -80,6 +80,20 @@ class WorkStore {
                                               const std::string& attempt_id, bool succeeded,
                                               const std::string& failure_reason,
                                               const ResultRecord& result) = 0;
+  // StoreResult for several uploads at once, one answer per upload in their order. A store
+  // that can commits them together (one transaction: one commit, one COPY of samples, one
+  // recount per job), which is what lets a fleet's results keep up; this default stores
+  // them one by one.
+  virtual std::vector<absl::StatusOr<int64_t>> StoreResults(
+      const std::vector<ResultUpload>& uploads) {
+    std::vector<absl::StatusOr<int64_t>> out;
+    out.reserve(uploads.size());
+    for (const auto& u : uploads) {
+      out.push_back(
+          StoreResult(u.board, u.run_id, u.attempt_id, u.succeeded, u.failure_reason, u.result));
+    }
+    return out;
+  }
   // Lapsed leases go back to the queue after a backoff, or fail as lost after the last
   // attempt (core/lifecycle.h: AfterLostAttempt); returns the jobs whose state changed.
   virtual absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases() = 0;

@@ -46,9 +46,15 @@ class PgWorkStore final : public WorkStore {
                                       const std::string& attempt_id, bool succeeded,
                                       const std::string& failure_reason,
                                       const ResultRecord& result) override;
+  std::vector<absl::StatusOr<int64_t>> StoreResults(
+      const std::vector<ResultUpload>& uploads) override;
   absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases() override;
 
  private:
+  // The whole batch in one transaction; per-upload refusals (not found, not current) are
+  // answers, a database error fails the call.
+  absl::StatusOr<std::vector<absl::StatusOr<int64_t>>> StoreBatch(
+      const std::vector<ResultUpload>& uploads);
   pg::Pool* pool_;
   const StoreOptions& options_;
 };

@@ -403,72 +403,134 @@ absl::StatusOr<int64_t> PgWorkStore::StoreResult(const std::string& board, int64
                                                  const std::string& attempt_id, bool succeeded,
                                                  const std::string& failure_reason,
                                                  const ResultRecord& result) {
-  return pool_->Query<int64_t>([&](pqxx::connection& c, int64_t& job_id) -> absl::Status {
+  std::vector<ResultUpload> one(1);
+  one[0] = ResultUpload{.board = board,
+                        .run_id = run_id,
+                        .attempt_id = attempt_id,
+                        .succeeded = succeeded,
+                        .failure_reason = failure_reason,
+                        .result = result};
+  return std::move(StoreResults(one).front());
+}
+
+std::vector<absl::StatusOr<int64_t>> PgWorkStore::StoreResults(
+    const std::vector<ResultUpload>& uploads) {
+  auto together = StoreBatch(uploads);
+  if (together.ok()) return *std::move(together);
+  std::vector<absl::StatusOr<int64_t>> out;
+  out.reserve(uploads.size());
+  if (uploads.size() == 1 || absl::IsUnavailable(together.status())) {
+    out.assign(uploads.size(), together.status());
+    return out;
+  }
+  // One upload's database error (or a deadlock with a claim) must not cost the others
+  // theirs: each on its own.
+  for (const auto& u : uploads) {
+    auto alone = StoreBatch({u});
+    out.push_back(alone.ok() ? std::move(alone->front()) : alone.status());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<int64_t>>> PgWorkStore::StoreBatch(
+    const std::vector<ResultUpload>& uploads) {
+  using Answers = std::vector<absl::StatusOr<int64_t>>;
+  return pool_->Query<Answers>([&](pqxx::connection& c, Answers& out) -> absl::Status {
+    out.assign(uploads.size(), absl::InternalError("result not handled"));
+    // Runs are locked in id order, as every other transaction that locks several does.
+    std::vector<size_t> order(uploads.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return uploads[a].run_id < uploads[b].run_id; });
     pqxx::work w(c);
-    auto rows = w.exec_params(R"sql(
-      SELECT r.state, coalesce(r.attempt_id::text, ''), coalesce(r.board, ''), r.job_id,
-             j.duration_seconds,
-             EXISTS (SELECT 1 FROM results res WHERE res.run_id = r.id AND res.attempt_id::text = $2)
-        FROM runs r JOIN jobs j ON j.id = r.job_id
-       WHERE r.id = $1
-         FOR UPDATE OF r)sql",
-                              run_id, attempt_id);
-    if (rows.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
-    std::string state = rows[0][0].as<std::string>();
-    std::string current_attempt = rows[0][1].as<std::string>();
-    std::string run_board = rows[0][2].as<std::string>();
-    job_id = rows[0][3].as<int64_t>();
-    int duration = rows[0][4].as<int>();
-    bool already_stored = rows[0][5].as<bool>();
-    if (current_attempt == attempt_id && run_board == board &&
-        (state == "succeeded" || state == "failed")) {
-      return absl::OkStatus();  // a repeated upload of the stored outcome: acknowledge
-    }
-    if (already_stored) return absl::OkStatus();
-    if (current_attempt != attempt_id || run_board != board ||
-        (state != "assigned" && state != "running")) {
-      return absl::FailedPreconditionError(absl::StrCat("run ", run_id, " attempt ", attempt_id,
-                                                        " is not current (run is ", state,
-                                                        "); result refused"));
-    }
-    bool ok = succeeded;
-    std::string reason = failure_reason;
-    if (ok) {
-      // The stored invariant: one sample per second of measured duration.
-      if (auto problem = ResultShapeProblem(result.samples, duration)) {
-        ok = false;
-        reason = *problem;
+    std::vector<size_t> with_samples;
+    std::map<int64_t, bool> jobs;  // job -> a run of it succeeded here
+    for (size_t i : order) {
+      const ResultUpload& u = uploads[i];
+      auto rows = w.exec_params(R"sql(
+        SELECT r.state, coalesce(r.attempt_id::text, ''), coalesce(r.board, ''), r.job_id,
+               j.duration_seconds,
+               EXISTS (SELECT 1 FROM results res
+                        WHERE res.run_id = r.id AND res.attempt_id::text = $2)
+          FROM runs r JOIN jobs j ON j.id = r.job_id
+         WHERE r.id = $1
+           FOR UPDATE OF r)sql",
+                                u.run_id, u.attempt_id);
+      if (rows.empty()) {
+        out[i] = absl::NotFoundError(absl::StrCat("run ", u.run_id, " not found"));
+        continue;
       }
-    }
-    if (ok) {
+      const std::string state = rows[0][0].as<std::string>();
+      const std::string current_attempt = rows[0][1].as<std::string>();
+      const std::string run_board = rows[0][2].as<std::string>();
+      const int64_t job_id = rows[0][3].as<int64_t>();
+      const int duration = rows[0][4].as<int>();
+      const bool already_stored = rows[0][5].as<bool>();
+      out[i] = job_id;
+      if (current_attempt == u.attempt_id && run_board == u.board &&
+          (state == "succeeded" || state == "failed")) {
+        continue;  // a repeated upload of the stored outcome: acknowledge
+      }
+      if (already_stored) continue;
+      if (current_attempt != u.attempt_id || run_board != u.board ||
+          (state != "assigned" && state != "running")) {
+        out[i] = absl::FailedPreconditionError(
+            absl::StrCat("run ", u.run_id, " attempt ", u.attempt_id, " is not current (run is ",
+                         state, "); result refused"));
+        continue;
+      }
+      bool ok = u.succeeded;
+      std::string reason = u.failure_reason;
+      if (ok) {
+        // The stored invariant: one sample per second of measured duration.
+        if (auto problem = ResultShapeProblem(u.result.samples, duration)) {
+          ok = false;
+          reason = *problem;
+        }
+      }
+      const ResultRecord& result = u.result;
+      if (ok) {
+        w.exec_params(R"sql(
+          INSERT INTO results (run_id, attempt_id, board, throughput, rounds, duration_seconds,
+                               warmup_seconds, counters, environment, pages, pages_per_second,
+                               too_coarse)
+          VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11, $12))sql",
+                      u.run_id, u.attempt_id, u.board, result.throughput,
+                      static_cast<int64_t>(result.rounds), result.duration_seconds,
+                      result.warmup_seconds, result.counters_json, result.environment_json,
+                      static_cast<int64_t>(result.pages), result.pages_per_second,
+                      result.too_coarse);
+        with_samples.push_back(i);
+      }
       w.exec_params(R"sql(
-        INSERT INTO results (run_id, attempt_id, board, throughput, rounds, duration_seconds,
-                             warmup_seconds, counters, environment, pages, pages_per_second,
-                             too_coarse)
-        VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11, $12))sql",
-                    run_id, attempt_id, board, result.throughput,
-                    static_cast<int64_t>(result.rounds), result.duration_seconds,
-                    result.warmup_seconds, result.counters_json, result.environment_json,
-                    static_cast<int64_t>(result.pages), result.pages_per_second, result.too_coarse);
+        UPDATE runs SET state = $2, failure_reason = NULLIF($3, ''), finished_at = now(),
+                        lease_expires_at = NULL
+         WHERE id = $1)sql",
+                    u.run_id, ok ? "succeeded" : "failed", ok ? std::string() : reason);
+      jobs[job_id] = jobs[job_id] || ok;
+    }
+    if (!with_samples.empty()) {
+      // Every stored result's samples in one COPY.
       pqxx::stream_to samples(w, "samples",
                               std::vector<std::string>{"run_id", "second", "rounds", "pages"});
-      for (size_t i = 0; i < result.samples.size(); ++i) {
-        const auto& [second, rounds] = result.samples[i];
-        const uint64_t pages = i < result.sample_pages.size() ? result.sample_pages[i] : 0;
-        samples << std::make_tuple(run_id, static_cast<int64_t>(second),
-                                   static_cast<int64_t>(rounds), static_cast<int64_t>(pages));
+      for (size_t i : with_samples) {
+        const ResultRecord& result = uploads[i].result;
+        for (size_t s = 0; s < result.samples.size(); ++s) {
+          const auto& [second, rounds] = result.samples[s];
+          const uint64_t pages = s < result.sample_pages.size() ? result.sample_pages[s] : 0;
+          samples << std::make_tuple(uploads[i].run_id, static_cast<int64_t>(second),
+                                     static_cast<int64_t>(rounds), static_cast<int64_t>(pages));
+        }
       }
       samples.complete();
     }
-    w.exec_params(R"sql(
-      UPDATE runs SET state = $2, failure_reason = NULLIF($3, ''), finished_at = now(),
-                      lease_expires_at = NULL
-       WHERE id = $1)sql",
-                  run_id, ok ? "succeeded" : "failed", ok ? std::string() : reason);
-    // Before reading the job's other runs: see pg::LockJob.
-    pg::LockJob(w, job_id);
-    if (ok) ExtendAdaptiveJob(w, job_id);
-    pg::RecomputeJobState(w, job_id);
+    // Jobs in id order, each once for the whole batch.
+    for (const auto& [job_id, succeeded] : jobs) {
+      // Before reading the job's other runs: see pg::LockJob.
+      pg::LockJob(w, job_id);
+      if (succeeded) ExtendAdaptiveJob(w, job_id);
+      pg::RecomputeJobState(w, job_id);
+    }
     w.commit();
     return absl::OkStatus();
   });

@@ -103,6 +103,16 @@ struct ResultRecord {
   std::string environment_json = "{}";
 };
 
+// One run's outcome as its board uploads it (AgentService.ReportResult).
+struct ResultUpload {
+  std::string board;
+  int64_t run_id = 0;
+  std::string attempt_id;
+  bool succeeded = false;
+  std::string failure_reason;
+  ResultRecord result;
+};
+
 // The latest median throughput of one series (study, benchmark, cell, board, kernel).
 struct SeriesPoint {
   std::string study;
