@@ -189,6 +189,47 @@ TEST_F(StoreTest, ClaimRunStoreResultExactlyOnce) {
   EXPECT_NE(done->finished_at_ms, 0);
 }
 
+// Migration 18 moves each result's per-second samples into one row (arrays); the rows a
+// database held before read back the same through the samples view.
+TEST_F(StoreTest, SamplesKeptBeforeMigration18ReadBackTheSame) {
+  const std::string url = FreshDatabase("t_samples_before_18");
+  {
+    pqxx::connection c(url);
+    pqxx::work w(c);
+    w.exec(R"sql(CREATE TABLE schema_migrations (
+        version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()))sql");
+    for (const auto& m : Migrations()) {
+      if (m.version >= 18) break;
+      w.exec(m.sql);
+      w.exec_params(
+          "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
+          m.version, m.name, m.sql);
+    }
+    w.exec("SET LOCAL session_replication_role = replica");  // rows without their parents
+    w.exec(R"sql(
+      INSERT INTO results (run_id, attempt_id, board, throughput, rounds, duration_seconds,
+                           warmup_seconds, counters, environment)
+      VALUES (7, gen_random_uuid(), 'box', 20, 60, 3, 0, '{}', '{}'),
+             (8, gen_random_uuid(), 'box', 5, 5, 1, 0, '{}', '{}'))sql");
+    w.exec(
+        "INSERT INTO samples VALUES (7, 2, 20, 200), (7, 1, 10, 100), (7, 3, 30, 300), "
+        "(8, 1, 5, 0)");
+    w.commit();
+  }
+  StoreOptions options;
+  options.database_url = url;
+  PgStore upgraded(options);
+  ASSERT_TRUE(upgraded.Migrate().ok());
+  pqxx::connection c(url);
+  pqxx::nontransaction n(c);
+  EXPECT_EQ(n.exec("SELECT string_agg(run_id || ':' || second || ':' || rounds || ':' || pages, "
+                   "' ' ORDER BY run_id, second) FROM samples")[0][0]
+                .as<std::string>(),
+            "7:1:10:100 7:2:20:200 7:3:30:300 8:1:5:0");
+  EXPECT_EQ(n.exec("SELECT count(*) FROM run_samples")[0][0].as<int>(), 2);
+}
+
 // Results that queued up together are stored in one transaction (group commit); each gets
 // the answer it would get alone: the current ones stored, a repeat of one in the same
 // batch acknowledged once, a stale attempt and an unknown run refused. The job finishes.

@@ -435,94 +435,125 @@ std::vector<absl::StatusOr<int64_t>> PgWorkStore::StoreResults(
 absl::StatusOr<std::vector<absl::StatusOr<int64_t>>> PgWorkStore::StoreBatch(
     const std::vector<ResultUpload>& uploads) {
   using Answers = std::vector<absl::StatusOr<int64_t>>;
+  // A run as this transaction sees it, updated as the batch's uploads are decided.
+  struct RunNow {
+    std::string state, attempt, board, stored_attempt;
+    int64_t job_id = 0;
+    int duration = 0;
+  };
   return pool_->Query<Answers>([&](pqxx::connection& c, Answers& out) -> absl::Status {
     out.assign(uploads.size(), absl::InternalError("result not handled"));
-    // Runs are locked in id order, as every other transaction that locks several does.
+    // In run id order: the runs are locked in that order, as every transaction that locks
+    // several does, and a run's repeated upload comes after its first.
     std::vector<size_t> order(uploads.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return uploads[a].run_id < uploads[b].run_id; });
+    std::string ids = "{";
+    for (size_t k = 0; k < order.size(); ++k) {
+      absl::StrAppend(&ids, k == 0 ? "" : ",", uploads[order[k]].run_id);
+    }
+    ids += "}";
     pqxx::work w(c);
-    std::vector<size_t> with_samples;
-    std::map<int64_t, bool> jobs;  // job -> a run of it succeeded here
+    std::map<int64_t, RunNow> runs;
+    for (const auto& r : w.exec_params(R"sql(
+        SELECT r.id, r.state, coalesce(r.attempt_id::text, ''), coalesce(r.board, ''), r.job_id,
+               j.duration_seconds, coalesce(res.attempt_id::text, '')
+          FROM runs r JOIN jobs j ON j.id = r.job_id
+          LEFT JOIN results res ON res.run_id = r.id
+         WHERE r.id = ANY ($1::bigint[])
+         ORDER BY r.id
+           FOR UPDATE OF r)sql",
+                                       ids)) {
+      runs[r[0].as<int64_t>()] = RunNow{.state = r[1].as<std::string>(),
+                                        .attempt = r[2].as<std::string>(),
+                                        .board = r[3].as<std::string>(),
+                                        .stored_attempt = r[6].as<std::string>(),
+                                        .job_id = r[4].as<int64_t>(),
+                                        .duration = r[5].as<int>()};
+    }
+    std::vector<size_t> stored;  // uploads whose result row (and samples) are written
+    nlohmann::json finished = nlohmann::json::array();  // {id, state, reason} per run
+    std::map<int64_t, bool> jobs;                       // job -> a run of it succeeded here
     for (size_t i : order) {
       const ResultUpload& u = uploads[i];
-      auto rows = w.exec_params(R"sql(
-        SELECT r.state, coalesce(r.attempt_id::text, ''), coalesce(r.board, ''), r.job_id,
-               j.duration_seconds,
-               EXISTS (SELECT 1 FROM results res
-                        WHERE res.run_id = r.id AND res.attempt_id::text = $2)
-          FROM runs r JOIN jobs j ON j.id = r.job_id
-         WHERE r.id = $1
-           FOR UPDATE OF r)sql",
-                                u.run_id, u.attempt_id);
-      if (rows.empty()) {
+      auto found = runs.find(u.run_id);
+      if (found == runs.end()) {
         out[i] = absl::NotFoundError(absl::StrCat("run ", u.run_id, " not found"));
         continue;
       }
-      const std::string state = rows[0][0].as<std::string>();
-      const std::string current_attempt = rows[0][1].as<std::string>();
-      const std::string run_board = rows[0][2].as<std::string>();
-      const int64_t job_id = rows[0][3].as<int64_t>();
-      const int duration = rows[0][4].as<int>();
-      const bool already_stored = rows[0][5].as<bool>();
-      out[i] = job_id;
-      if (current_attempt == u.attempt_id && run_board == u.board &&
-          (state == "succeeded" || state == "failed")) {
+      RunNow& run = found->second;
+      out[i] = run.job_id;
+      if (run.attempt == u.attempt_id && run.board == u.board &&
+          (run.state == "succeeded" || run.state == "failed")) {
         continue;  // a repeated upload of the stored outcome: acknowledge
       }
-      if (already_stored) continue;
-      if (current_attempt != u.attempt_id || run_board != u.board ||
-          (state != "assigned" && state != "running")) {
+      if (run.stored_attempt == u.attempt_id) continue;
+      if (run.attempt != u.attempt_id || run.board != u.board ||
+          (run.state != "assigned" && run.state != "running")) {
         out[i] = absl::FailedPreconditionError(
             absl::StrCat("run ", u.run_id, " attempt ", u.attempt_id, " is not current (run is ",
-                         state, "); result refused"));
+                         run.state, "); result refused"));
         continue;
       }
       bool ok = u.succeeded;
       std::string reason = u.failure_reason;
       if (ok) {
         // The stored invariant: one sample per second of measured duration.
-        if (auto problem = ResultShapeProblem(u.result.samples, duration)) {
+        if (auto problem = ResultShapeProblem(u.result.samples, run.duration)) {
           ok = false;
           reason = *problem;
         }
       }
-      const ResultRecord& result = u.result;
       if (ok) {
-        w.exec_params(R"sql(
-          INSERT INTO results (run_id, attempt_id, board, throughput, rounds, duration_seconds,
-                               warmup_seconds, counters, environment, pages, pages_per_second,
-                               too_coarse)
-          VALUES ($1, $2::uuid, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11, $12))sql",
-                      u.run_id, u.attempt_id, u.board, result.throughput,
-                      static_cast<int64_t>(result.rounds), result.duration_seconds,
-                      result.warmup_seconds, result.counters_json, result.environment_json,
-                      static_cast<int64_t>(result.pages), result.pages_per_second,
-                      result.too_coarse);
-        with_samples.push_back(i);
+        stored.push_back(i);
+        run.stored_attempt = u.attempt_id;
       }
-      w.exec_params(R"sql(
-        UPDATE runs SET state = $2, failure_reason = NULLIF($3, ''), finished_at = now(),
-                        lease_expires_at = NULL
-         WHERE id = $1)sql",
-                    u.run_id, ok ? "succeeded" : "failed", ok ? std::string() : reason);
-      jobs[job_id] = jobs[job_id] || ok;
+      run.state = ok ? "succeeded" : "failed";
+      finished.push_back({{"id", u.run_id}, {"state", run.state}, {"reason", ok ? "" : reason}});
+      jobs[run.job_id] = jobs[run.job_id] || ok;
     }
-    if (!with_samples.empty()) {
-      // Every stored result's samples in one COPY.
-      pqxx::stream_to samples(w, "samples",
-                              std::vector<std::string>{"run_id", "second", "rounds", "pages"});
-      for (size_t i : with_samples) {
-        const ResultRecord& result = uploads[i].result;
-        for (size_t s = 0; s < result.samples.size(); ++s) {
-          const auto& [second, rounds] = result.samples[s];
-          const uint64_t pages = s < result.sample_pages.size() ? result.sample_pages[s] : 0;
-          samples << std::make_tuple(uploads[i].run_id, static_cast<int64_t>(second),
-                                     static_cast<int64_t>(rounds), static_cast<int64_t>(pages));
+    if (!stored.empty()) {
+      // The results, then every result's samples (one row each, migration 18): two COPYs.
+      pqxx::stream_to results(
+          w, "results",
+          std::vector<std::string>{"run_id", "attempt_id", "board", "throughput", "rounds",
+                                   "duration_seconds", "warmup_seconds", "counters", "environment",
+                                   "pages", "pages_per_second", "too_coarse"});
+      for (size_t i : stored) {
+        const ResultUpload& u = uploads[i];
+        const ResultRecord& r = u.result;
+        results << std::make_tuple(u.run_id, u.attempt_id, u.board, r.throughput,
+                                   static_cast<int64_t>(r.rounds), r.duration_seconds,
+                                   r.warmup_seconds, r.counters_json, r.environment_json,
+                                   static_cast<int64_t>(r.pages), r.pages_per_second, r.too_coarse);
+      }
+      results.complete();
+      pqxx::stream_to samples(w, "run_samples",
+                              std::vector<std::string>{"run_id", "rounds", "pages"});
+      std::string rounds, pages;
+      for (size_t i : stored) {
+        const ResultRecord& r = uploads[i].result;
+        rounds.assign("{");
+        pages.assign("{");
+        for (size_t s = 0; s < r.samples.size(); ++s) {
+          const char* sep = s == 0 ? "" : ",";
+          absl::StrAppend(&rounds, sep, r.samples[s].second);
+          absl::StrAppend(&pages, sep, s < r.sample_pages.size() ? r.sample_pages[s] : 0);
         }
+        rounds += '}';
+        pages += '}';
+        samples << std::make_tuple(uploads[i].run_id, rounds, pages);
       }
       samples.complete();
+    }
+    if (!finished.empty()) {
+      w.exec_params(R"sql(
+        UPDATE runs r SET state = v.state, failure_reason = NULLIF(v.reason, ''),
+                          finished_at = now(), lease_expires_at = NULL
+          FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, state text, reason text)
+         WHERE r.id = v.id)sql",
+                    finished.dump());
     }
     // Jobs in id order, each once for the whole batch.
     for (const auto& [job_id, succeeded] : jobs) {
