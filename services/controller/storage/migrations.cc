@@ -333,6 +333,11 @@ CREATE VIEW samples AS
 SELECT s.run_id, u.second::integer AS second, u.rounds, u.pages
   FROM run_samples s, unnest(s.rounds, s.pages) WITH ORDINALITY AS u(rounds, pages, second);
 )sql"},
+      {19, "drop runs_job: runs_job_cell_kernel_repetition_boards leads with job_id", R"sql(
+-- Every change of a run's state writes a new row version into each of the table's indexes;
+-- this one answered nothing the unique index on (job_id, ...) does not.
+DROP INDEX runs_job;
+)sql"},
   };
   return kMigrations;
 }
