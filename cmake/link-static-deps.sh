@@ -50,8 +50,10 @@ for a in "$@"; do
 done
 extra=()
 for name in "${names[@]}"; do
+  found="-l$name"  # no archive: the shared library, as the shared objects had it
   for dir in "${libdirs[@]}"; do
-    if [ -f "$dir/lib$name.a" ]; then extra+=("$dir/lib$name.a"); break; fi
+    if [ -f "$dir/lib$name.a" ]; then found="$dir/lib$name.a"; break; fi
   done
+  extra+=("$found")
 done
 exec "${args[@]}" -Wl,--start-group "${archives[@]}" "${extra[@]}" -Wl,--end-group -ldl -pthread
