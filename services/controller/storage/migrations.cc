@@ -324,6 +324,18 @@ CREATE TABLE run_samples (
   pages  bigint[] NOT NULL,
   CHECK (cardinality(rounds) = cardinality(pages))
 );
+-- lz4 where the server has it: pglz compressing the arrays took 3x the rest of the COPY
+-- (1.1M random samples: 1.44 s with pglz, 0.44 s with lz4, 0.39 s uncompressed; lz4 kept
+-- them in 9.8 MB, pglz 8.0 MB). Also the results' counters and environment.
+DO $$
+BEGIN
+  ALTER TABLE run_samples ALTER COLUMN rounds SET COMPRESSION lz4,
+                          ALTER COLUMN pages SET COMPRESSION lz4;
+  ALTER TABLE results ALTER COLUMN counters SET COMPRESSION lz4,
+                      ALTER COLUMN environment SET COMPRESSION lz4;
+EXCEPTION WHEN feature_not_supported THEN
+  RAISE NOTICE 'no lz4 in this server: samples compressed with pglz';
+END $$;
 INSERT INTO run_samples
 SELECT run_id, array_agg(rounds ORDER BY second), array_agg(pages ORDER BY second)
   FROM samples GROUP BY run_id;
