@@ -116,6 +116,15 @@ class StoreTest : public ::testing::Test {
     return n.exec(sql)[0][0].as<std::string>();
   }
 
+  // The job finished, succeeded, with `runs` runs succeeded.
+  void ExpectSucceeded(int64_t job_id, uint32_t runs) {
+    auto done = store_->jobs().GetJob(job_id);
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_EQ(done->state, JobState::kSucceeded);
+    EXPECT_EQ(done->counts.succeeded, runs);
+    EXPECT_NE(done->finished_at_ms, 0);
+  }
+
   std::string url_;
   std::unique_ptr<PgStore> store_;
 };
@@ -182,11 +191,7 @@ TEST_F(StoreTest, ClaimRunStoreResultExactlyOnce) {
       store_->work()
           .StoreResult("box", (*second)->run_id, (*second)->attempt_id, true, "", GoodResult(3))
           .ok());
-  auto done = store_->jobs().GetJob(job);
-  ASSERT_TRUE(done.ok());
-  EXPECT_EQ(done->state, JobState::kSucceeded);
-  EXPECT_EQ(done->counts.succeeded, 2u);
-  EXPECT_NE(done->finished_at_ms, 0);
+  ExpectSucceeded(job, 2);
 }
 
 // Migration 18 moves each result's per-second samples into one row (arrays); the rows a
@@ -284,11 +289,7 @@ TEST_F(StoreTest, ABatchOfResultsAnswersEachAsAloneAndFinishesTheJob) {
   EXPECT_EQ(Count("SELECT count(*) FROM samples"), 6);
   EXPECT_EQ(Count("SELECT count(*) FROM samples WHERE run_id = " + std::to_string((*a)->run_id)),
             3);
-  auto done = store_->jobs().GetJob(job);
-  ASSERT_TRUE(done.ok());
-  EXPECT_EQ(done->state, JobState::kSucceeded);
-  EXPECT_EQ(done->counts.succeeded, 2u);
-  EXPECT_NE(done->finished_at_ms, 0);
+  ExpectSucceeded(job, 2);
 }
 
 // A database error on one upload (here its counters are not JSON) fails the batch's

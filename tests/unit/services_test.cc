@@ -92,14 +92,16 @@ class ServicesTest : public ::testing::Test {
     return ctx;
   }
 
-  // An AcquireWork call in flight, from the client's side.
-  struct PendingAcquire {
-    v1::AcquireWorkRequest req;
-    v1::AcquireWorkResponse resp;
+  // An asynchronous call in flight, from the client's side.
+  template <typename Request, typename Response>
+  struct PendingCall {
+    Request req;
+    Response resp;
     std::unique_ptr<grpc::ClientContext> ctx = Context();
     std::promise<grpc::Status> done;
     std::future<grpc::Status> answered = done.get_future();
   };
+  using PendingAcquire = PendingCall<v1::AcquireWorkRequest, v1::AcquireWorkResponse>;
   std::unique_ptr<PendingAcquire> StartAcquire(const std::string& board, uint32_t wait_seconds) {
     auto call = std::make_unique<PendingAcquire>();
     call->req.set_board(board);
@@ -435,14 +437,7 @@ class PooledServicesTest : public ServicesTest {
     }
     ServicesTest::TearDown();
   }
-  // A ReportResult call in flight, from the client's side.
-  struct PendingReport {
-    v1::ReportResultRequest req;
-    v1::ReportResultResponse resp;
-    std::unique_ptr<grpc::ClientContext> ctx = Context();
-    std::promise<grpc::Status> done;
-    std::future<grpc::Status> answered = done.get_future();
-  };
+  using PendingReport = PendingCall<v1::ReportResultRequest, v1::ReportResultResponse>;
   void StartReport(const v1::ReportResultRequest& req) {
     auto call = std::make_unique<PendingReport>();
     call->req = req;

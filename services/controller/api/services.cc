@@ -276,13 +276,17 @@ grpc::Status BusyStatus() {
 
 // Runs `task` on `pool` (inline without one). A full pool refuses the call at once: it ends
 // UNAVAILABLE, counted in the RPC metrics, and `task` never runs.
+void RefuseBusy(RpcTimer& timer, grpc::ServerUnaryReactor* reactor) {
+  timer.Finish(BusyStatus().error_code());
+  reactor->Finish(BusyStatus());
+}
+
 void RunOrRefuse(HandlerPool* pool, std::function<void()> task, RpcTimer& timer,
                  grpc::ServerUnaryReactor* reactor) {
   if (pool == nullptr) {
     task();
   } else if (!pool->Submit(std::move(task))) {
-    timer.Finish(BusyStatus().error_code());
-    reactor->Finish(BusyStatus());
+    RefuseBusy(timer, reactor);
   }
 }
 
@@ -388,8 +392,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportResult(grpc::CallbackServerCon
     std::vector<PendingResult> one{std::move(call)};
     StoreReported(one);
   } else if (!result_pool_->Submit(call)) {
-    call.timer.Finish(BusyStatus().error_code());
-    reactor->Finish(BusyStatus());
+    RefuseBusy(call.timer, reactor);
   }
   return reactor;
 }
