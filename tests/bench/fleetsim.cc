@@ -29,6 +29,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -86,6 +87,7 @@ struct Options {
   double settle_seconds = 2.0;      // after every board parked, before the first submit
   double idle_seconds = 0;          // boards stay parked this long (controller idle figures)
   std::string ready_file;           // created once every board parked and settled
+  std::string go_file;              // if set: the users submit once it exists (after the idle)
   int heartbeat_seconds = 0;        // 0: the interval the controller's Hello answers
   int acquire_wait_seconds = 30;
   double deadline_seconds = 300;
@@ -418,6 +420,68 @@ struct Board {
   int report_failures = 0;
 };
 
+// The counters of a simulated result: vmstat deltas, rusage and memcg events.
+const char* const kCounterNames[] = {"vmstat.pgfault",
+                                     "vmstat.pgmajfault",
+                                     "vmstat.pgpgin",
+                                     "vmstat.pgpgout",
+                                     "vmstat.pswpin",
+                                     "vmstat.pswpout",
+                                     "vmstat.pgalloc_normal",
+                                     "vmstat.pgfree",
+                                     "vmstat.pgactivate",
+                                     "vmstat.pgdeactivate",
+                                     "vmstat.pglazyfree",
+                                     "vmstat.pgrefill",
+                                     "vmstat.pgreuse",
+                                     "vmstat.pgsteal_kswapd",
+                                     "vmstat.pgsteal_direct",
+                                     "vmstat.pgscan_kswapd",
+                                     "vmstat.pgscan_direct",
+                                     "vmstat.pginodesteal",
+                                     "vmstat.kswapd_inodesteal",
+                                     "vmstat.pageoutrun",
+                                     "vmstat.pgrotated",
+                                     "vmstat.workingset_refault_anon",
+                                     "vmstat.workingset_refault_file",
+                                     "vmstat.workingset_activate_anon",
+                                     "vmstat.workingset_activate_file",
+                                     "vmstat.workingset_restore_anon",
+                                     "vmstat.workingset_restore_file",
+                                     "vmstat.nr_dirtied",
+                                     "vmstat.nr_written",
+                                     "vmstat.thp_fault_alloc",
+                                     "vmstat.thp_fault_fallback",
+                                     "vmstat.compact_stall",
+                                     "vmstat.compact_fail",
+                                     "vmstat.compact_success",
+                                     "vmstat.allocstall_normal",
+                                     "vmstat.allocstall_movable",
+                                     "vmstat.unevictable_pgs_culled",
+                                     "vmstat.drop_pagecache",
+                                     "vmstat.retry_mmap_drop",
+                                     "vmstat.pgmigrate_success",
+                                     "rusage.minflt",
+                                     "rusage.majflt",
+                                     "rusage.nvcsw",
+                                     "rusage.nivcsw",
+                                     "rusage.utime_seconds",
+                                     "rusage.stime_seconds",
+                                     "cpu_seconds",
+                                     "helper.munmap_rounds",
+                                     "helper.pageout_rounds",
+                                     "perf.sw:page-faults",
+                                     "memcg.pgscan",
+                                     "memcg.pgsteal",
+                                     "memcg.pgfault",
+                                     "memcg.pgmajfault",
+                                     "memcg.workingset_refault_file",
+                                     "memcg.thp_fault_alloc",
+                                     "memcg_event.low",
+                                     "memcg_event.high",
+                                     "memcg_event.max",
+                                     "memcg_event.oom"};
+
 struct Fleet {
   Options opt;
   Stats stats;
@@ -437,6 +501,11 @@ struct Fleet {
   void Notify() {
     std::lock_guard lock(mu);
     cv.notify_all();
+  }
+  // A call's callback is over. The main thread waits on `inflight` only at the stop: waking
+  // it on every callback would cost each one a lock and a wakeup.
+  void CallEnded() {
+    if (inflight.fetch_sub(1) == 1 || stopping) Notify();
   }
 
   void Authorize(Board& b, grpc::ClientContext* ctx) {
@@ -496,8 +565,7 @@ struct Fleet {
       timers.After(std::chrono::seconds(1), [this, &b] { Hello(b); });
     }
     if (first) ConnectNext();  // a failing board does not hold the ramp
-    inflight--;
-    Notify();
+    CallEnded();
   }
 
   void Acquire(Board& b) {
@@ -519,6 +587,7 @@ struct Fleet {
     if (!b.parked_once) {
       b.parked_once = true;
       parked_once++;
+      Notify();
     }
     b.stub->async()->AcquireWork(ctx, &b.acquire_req, &b.acquire_resp,
                                  [this, &b](grpc::Status s) { OnAcquire(b, s); });
@@ -540,7 +609,9 @@ struct Fleet {
     } else if (b.acquire_resp.has_assignment()) {
       const v1::Assignment& a = b.acquire_resp.assignment();
       stats.Assigned({a.job_id(), a.run_id(), b.index, now, sent});
-      StartRun(b, a);
+      // The run starts on the timer thread: building its result here would hold up the
+      // callbacks of the boards answered after this one, and so their figures.
+      timers.After(Clock::duration::zero(), [this, &b, a] { StartRun(b, a); });
     } else if (b.acquire_resp.has_switch_kernel()) {
       stats.Problem("board " + b.name + " was ordered to switch to " +
                     b.acquire_resp.switch_kernel().label() + ": simulated boards do not switch");
@@ -548,8 +619,7 @@ struct Fleet {
     } else {
       Acquire(b);  // nothing yet: ask again
     }
-    inflight--;
-    Notify();
+    CallEnded();
   }
 
   // The run is over for this board (reported, or abandoned at the stop).
@@ -609,23 +679,27 @@ struct Fleet {
                                      }
                                    }
                                    ScheduleHeartbeat(b, serial);
-                                   inflight--;
-                                   Notify();
+                                   CallEnded();
                                  });
     });
   }
 
   // A result shaped like a real one: one sample per second of the measured interval, about
-  // 60 counters (vmstat deltas, rusage, memcg events) and 30 environment entries.
+  // 60 counters (vmstat deltas, rusage, memcg events) and 30 environment entries. A board's
+  // counters and environment keep their names from run to run: after its first result only
+  // their values are drawn again, so a run starts in microseconds and the simulator's own
+  // work does not crowd the controller it measures.
   void BuildReport(Board& b, const v1::Assignment& a) {
     v1::ReportResultRequest& r = b.report_req;
-    r.Clear();
+    const bool reuse = r.has_result() && r.result().counters_size() > 0;
     r.set_board(b.name);
     r.set_run_id(a.run_id());
     r.set_attempt_id(a.attempt_id());
     r.set_succeeded(true);
+    r.clear_failure_reason();
     v1::WorkloadResult* w = r.mutable_result();
     w->set_benchmark(a.benchmark());
+    w->clear_samples();
     std::normal_distribution<double> noise(1.0, 0.02);
     const double kernel_factor = a.kernel() == "patched" ? 1.05 : 1.0;
     uint64_t rounds = 0, pages = 0;
@@ -646,71 +720,37 @@ struct Fleet {
     w->set_pages(pages);
     w->set_pages_per_second(duration > 0 ? static_cast<double>(pages) / duration : 0);
     w->set_too_coarse(rounds < 5);
+    w->mutable_params()->clear();
     for (const auto& [k, v] : a.params()) (*w->mutable_params())[k] = v;
-    static const char* kVmstat[] = {"pgfault",
-                                    "pgmajfault",
-                                    "pgpgin",
-                                    "pgpgout",
-                                    "pswpin",
-                                    "pswpout",
-                                    "pgalloc_normal",
-                                    "pgfree",
-                                    "pgactivate",
-                                    "pgdeactivate",
-                                    "pglazyfree",
-                                    "pgrefill",
-                                    "pgreuse",
-                                    "pgsteal_kswapd",
-                                    "pgsteal_direct",
-                                    "pgscan_kswapd",
-                                    "pgscan_direct",
-                                    "pginodesteal",
-                                    "kswapd_inodesteal",
-                                    "pageoutrun",
-                                    "pgrotated",
-                                    "workingset_refault_anon",
-                                    "workingset_refault_file",
-                                    "workingset_activate_anon",
-                                    "workingset_activate_file",
-                                    "workingset_restore_anon",
-                                    "workingset_restore_file",
-                                    "nr_dirtied",
-                                    "nr_written",
-                                    "thp_fault_alloc",
-                                    "thp_fault_fallback",
-                                    "compact_stall",
-                                    "compact_fail",
-                                    "compact_success",
-                                    "allocstall_normal",
-                                    "allocstall_movable",
-                                    "unevictable_pgs_culled",
-                                    "drop_pagecache",
-                                    "retry_mmap_drop",
-                                    "pgmigrate_success"};
     std::uniform_real_distribution<double> count(1e3, 1e7);
-    for (const char* name : kVmstat) {
-      (*w->mutable_counters())[std::string("vmstat.") + name] = std::floor(count(b.rng));
-    }
-    for (const char* name :
-         {"rusage.minflt", "rusage.majflt", "rusage.nvcsw", "rusage.nivcsw", "rusage.utime_seconds",
-          "rusage.stime_seconds", "cpu_seconds", "helper.munmap_rounds", "helper.pageout_rounds",
-          "perf.sw:page-faults"}) {
-      (*w->mutable_counters())[name] = std::floor(count(b.rng));
-    }
-    for (const char* name :
-         {"memcg.pgscan", "memcg.pgsteal", "memcg.pgfault", "memcg.pgmajfault",
-          "memcg.workingset_refault_file", "memcg.thp_fault_alloc", "memcg_event.low",
-          "memcg_event.high", "memcg_event.max", "memcg_event.oom"}) {
-      (*w->mutable_counters())[name] = std::floor(count(b.rng));
-    }
     auto& env = *w->mutable_environment();
+    if (reuse) {
+      for (auto& [name, value] : *w->mutable_counters()) value = std::floor(count(b.rng));
+    } else {
+      for (const char* name : kCounterNames) {
+        (*w->mutable_counters())[name] = std::floor(count(b.rng));
+      }
+      SetBoardEnvironment(b, env);
+    }
     env["kernel.label"] = a.kernel();
-    env["kernel.release"] = "6.1.0-fleetsim";
-    env["kernel_release"] = "6.1.0-fleetsim";
-    env["cgroup.version"] = "2";
     env["memcg.memory.max"] = a.memcg().memory_max();
     env["memcg.memory.high"] = a.memcg().memory_high().empty() ? "max" : a.memcg().memory_high();
     env["memcg.memory.swap.max"] = a.memcg().swap_max().empty() ? "max" : a.memcg().swap_max();
+  }
+
+  // The names of a board's counters and environment, set before its first run.
+  static void PrepareReport(Board& b) {
+    v1::WorkloadResult* w = b.report_req.mutable_result();
+    for (const char* name : kCounterNames) (*w->mutable_counters())[name] = 0;
+    SetBoardEnvironment(b, *w->mutable_environment());
+  }
+
+  // What a result's environment says about its board (the same for every run).
+  static void SetBoardEnvironment(const Board& b,
+                                  google::protobuf::Map<std::string, std::string>& env) {
+    env["kernel.release"] = "6.1.0-fleetsim";
+    env["kernel_release"] = "6.1.0-fleetsim";
+    env["cgroup.version"] = "2";
     env["vmstat.keys"] = "180";
     env["board"] = b.name;
     env["arch"] = b.facts.arch();
@@ -788,8 +828,7 @@ struct Fleet {
       EndRun(b);
       Acquire(b);
     }
-    inflight--;
-    Notify();
+    CallEnded();
   }
 
   // Ends every parked call; chains see `stopping` and end. TryCancel runs outside the
@@ -1158,6 +1197,7 @@ int Simulate(const Options& opt) {
     b->facts = MakeFacts(opt, i, b->name);
     b->rng.seed(static_cast<uint64_t>(i) * 7919 + 17);
     b->base_rounds = 200.0 + 50.0 * (i % 7);
+    Fleet::PrepareReport(*b);
     fleet->boards.push_back(std::move(b));
     fleet->to_connect.push_back(i);
   }
@@ -1194,6 +1234,19 @@ int Simulate(const Options& opt) {
                                         std::chrono::duration<double>(opt.idle_seconds))),
             [] { return false; })) {
       if (Clock::now() >= hard_deadline) timed_out = true;
+    }
+  }
+  if (!timed_out && !opt.go_file.empty()) {
+    // The driver samples the idle controller first: its sampling processes must not share
+    // the CPUs with the dispatch being measured.
+    log("waiting for " + opt.go_file);
+    std::unique_lock lock(fleet->mu);
+    while (!std::filesystem::exists(opt.go_file)) {
+      if (Clock::now() >= hard_deadline) {
+        timed_out = true;
+        break;
+      }
+      fleet->cv.wait_for(lock, std::chrono::milliseconds(20));
     }
   }
 
@@ -1502,6 +1555,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
   app.add_option("--ready-file", opt.ready_file, "created once every board is parked and settled");
+  app.add_option("--go-file", opt.go_file,
+                 "the users submit only once this file exists (after --idle-seconds)");
   app.add_option("--heartbeat-seconds", opt.heartbeat_seconds,
                  "heartbeat interval during runs (0: what the controller says)")
       ->check(CLI::Range(0, 3600))

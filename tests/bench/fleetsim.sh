@@ -91,6 +91,7 @@ cleanup() {
   fl_stop_pid "${FL_CONTROLLER_PID:-}"
   for p in "${MORE_PIDS[@]}"; do fl_stop_pid "$p"; done
   fl_stop_pid "${KILLER_PID:-}"
+  [ "$KEEP" = 1 ] && cp "$FL_STATE/pg/server.log" "$FL_STATE/postgres.log" 2>/dev/null
   "$ROOT/scripts/pg-throwaway.sh" stop "$FL_STATE/pg" >/dev/null 2>&1
   if [ "$KEEP" = 1 ]; then echo "state kept in $FL_STATE" >&2; else rm -rf "$FL_STATE"; fi
 }
@@ -201,7 +202,7 @@ SETTLE=2
 "$FLEETSIM_BIN" --controller "$BOARD_CONTROLLER" --token-file "$FL_STATE/boards.tokens" \
   --user-token-file "$FL_STATE/user.token" --boards "$BOARDS" --runs "$RUNS" \
   --run-seconds "$RUN_SECONDS" --users "$USERS" --readers "$READERS" --settle "$SETTLE" \
-  --idle-seconds "$IDLE" --ready-file "$FL_STATE/ready" --deadline "$DEADLINE" \
+  --idle-seconds "$IDLE" --ready-file "$FL_STATE/ready" --go-file "$FL_STATE/go" --deadline "$DEADLINE" \
   --json "$FL_STATE/fleetsim.json" "${EXTRA[@]}" >"$FL_STATE/fleetsim.out" 2>"$FL_STATE/fleetsim.err" &
 FLEETSIM_PID=$!
 if [ "$KILL_AT" -gt 0 ]; then
@@ -254,15 +255,18 @@ if [ "$IDLE" != 0 ]; then
   echo "controller while idle: $(echo "$idle_json" | jq -c .)" >&2
 fi
 
-# Work: until fleetsim ends by itself (it has its own deadline; ours is a backstop).
+# Work: until fleetsim ends by itself (it has its own deadline; ours is a backstop). The
+# users submit only once the go file exists, after the samples above and the first below:
+# the processes this script forks to sample must not compete with the dispatch measured.
 tw1=$(now); cw1=$(cpu_of "$CPID"); pw1=$(cpu_of "$PG_PID" tree)
-max_conns=0
+max_conns=$(pg_connections 2>/dev/null || echo 0)
+touch "$FL_STATE/go"
 backstop=$(( $(date +%s) + ${DEADLINE%.*} + 30 ))
 while kill -0 "$FLEETSIM_PID" 2>/dev/null; do
+  sleep 1
   c=$(pg_connections 2>/dev/null || echo 0)
   [ "$c" -gt "$max_conns" ] && max_conns=$c
   [ "$(date +%s)" -lt "$backstop" ] || { fl_stop_pid "$FLEETSIM_PID"; break; }
-  sleep 1
 done
 rc=0
 wait "$FLEETSIM_PID" || rc=$?
