@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "services/controller/core/validation.h"
 #include "services/controller/storage/migrations.h"
 #include "services/controller/storage/pg_pool.h"
@@ -428,6 +429,43 @@ TEST_F(StoreTest, ManyWaitingBoardsAreServedInOnePass) {
   EXPECT_NE(by_board["boot"].kernel_switch->reason.find(
                 "run " + std::to_string(by_board["aa2"].run->run_id) + " "),
             std::string::npos);
+}
+
+// A pass over more boards than one claim transaction takes: the orders come in groups, each
+// delivered once committed, every board served once and every run claimed once.
+TEST_F(StoreTest, APassOverManyBoardsIsClaimedAndDeliveredInGroups) {
+  std::vector<std::string> boards = {"box"};
+  for (int i = 0; i < 299; ++i) {
+    boards.push_back(absl::StrCat("g", i));
+    UpsertAABoard(boards.back());
+  }
+  const int64_t job = Submit(150);  // 2 cells x 150: a run for each of the 300 boards
+  std::vector<size_t> group_sizes;
+  std::map<std::string, int64_t> run_of;
+  size_t delivered = 0;
+  auto status = store_->work().DecideWorkForBoards(boards, [&](WorkStore::BoardOrders&& group) {
+    group_sizes.push_back(group.size());
+    delivered += group.size();
+    // Delivered once committed: another connection sees every claim delivered so far.
+    EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE state = 'assigned'"),
+              static_cast<int64_t>(delivered));
+    for (auto& [board, order] : group) {
+      ASSERT_TRUE(order.run.has_value()) << board;
+      EXPECT_TRUE(run_of.emplace(board, order.run->run_id).second) << board << " served twice";
+    }
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_GE(group_sizes.size(), 3u);
+  for (size_t n : group_sizes) EXPECT_GT(n, 0u);
+  EXPECT_EQ(run_of.size(), 300u);
+  std::set<int64_t> runs;
+  for (const auto& [board, run] : run_of) runs.insert(run);
+  EXPECT_EQ(runs.size(), 300u);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE state = 'assigned' AND board IS NOT NULL"), 300);
+  EXPECT_EQ(store_->jobs().GetJob(job)->state, JobState::kRunning);
+  auto again = store_->work().NextWorkForBoards(boards);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());  // every board is busy
 }
 
 // The duty lease: one holder at a time, renewed by its holder, taken over once lapsed (the

@@ -299,6 +299,30 @@ absl::StatusOr<WorkOrder> FakeWorkStore::NextWork(const std::string& board) {
   return order;
 }
 
+absl::Status FakeWorkStore::DecideWorkForBoards(const std::vector<std::string>& boards,
+                                                const OrderSink& deliver) {
+  bool alone;
+  {
+    std::lock_guard lock(mu_);
+    alone = deliver_alone_;
+  }
+  if (!alone) return WorkStore::DecideWorkForBoards(boards, deliver);
+  for (const auto& board : boards) {
+    auto next = NextWork(board);
+    if (!next.ok()) return next.status();
+    if (!next->run && !next->kernel_switch) continue;
+    BoardOrders group;
+    group.emplace_back(board, *std::move(next));
+    deliver(std::move(group));
+  }
+  return absl::OkStatus();
+}
+
+void FakeWorkStore::DeliverEachBoardAlone(bool alone) {
+  std::lock_guard lock(mu_);
+  deliver_alone_ = alone;
+}
+
 absl::Status FakeWorkStore::AbandonKernelSwitch(const std::string& board) {
   std::lock_guard lock(mu_);
   abandoned_.push_back(board);

@@ -100,6 +100,10 @@ class FakeJobStore final : public JobStore {
 class FakeWorkStore final : public WorkStore {
  public:
   absl::StatusOr<WorkOrder> NextWork(const std::string& board) override;
+  // As WorkStore's, or (DeliverEachBoardAlone) one group per board with orders, in the order
+  // the boards asked, as the PostgreSQL store delivers its groups.
+  absl::Status DecideWorkForBoards(const std::vector<std::string>& boards,
+                                   const OrderSink& deliver) override;
   absl::Status AbandonKernelSwitch(const std::string& board) override;
   absl::StatusOr<std::vector<std::string>> ExpireKernelSwitches() override;
   absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,
@@ -112,6 +116,7 @@ class FakeWorkStore final : public WorkStore {
 
   // Scripting.
   void Queue(const std::string& board, WorkOrder order);
+  void DeliverEachBoardAlone(bool alone);
   // Every call fails with UNAVAILABLE (the database is down) until told otherwise.
   void SetUnavailable(bool unavailable);
   // Runs inside NextWork before it answers (e.g. to cancel the call being served).
@@ -154,6 +159,7 @@ class FakeWorkStore final : public WorkStore {
   std::condition_variable cv_;
   std::map<std::string, std::deque<WorkOrder>> queues_;
   bool unavailable_ = false;
+  bool deliver_alone_ = false;
   std::function<void(const std::string&)> on_next_work_;
   std::function<void()> on_store_result_;
   absl::StatusOr<bool> renew_answer_ = true;

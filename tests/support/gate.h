@@ -18,6 +18,11 @@ class Gate {
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(5), [&] { return waiting_ >= n; });
   }
+  // Waits until the gate is open, at most `timeout` (which only guards against a hung test).
+  bool WaitFor(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return open_; });
+  }
   void Open() {
     std::lock_guard lock(mu_);
     open_ = true;

@@ -10,6 +10,7 @@
 
 #include "services/controller/api/duties.h"
 #include "tests/support/fake_stores.h"
+#include "tests/support/gate.h"
 
 namespace faultline::controller {
 namespace {
@@ -19,6 +20,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+using testing_support::Gate;
 
 const std::chrono::system_clock::time_point kStart{seconds(1'700'000'000)};
 
@@ -28,15 +30,19 @@ class FakeCall final : public ParkedCall {
       : board_(std::move(board)), deadline_(deadline) {}
   const std::string& board() const override { return board_; }
   std::chrono::system_clock::time_point deadline() const override { return deadline_; }
+  // Answers come from the dispatcher's answerer thread: `answered` lets a test wait for one.
   void Answer(const WorkOrder& order) override {
     EXPECT_FALSE(ended()) << "a call was ended twice";
     answer = order;
+    answered.Open();
   }
   void Fail(const grpc::Status& status) override {
     EXPECT_FALSE(ended()) << "a call was ended twice";
     failure = status;
   }
   bool ended() const { return answer.has_value() || failure.has_value(); }
+
+  Gate answered;
 
   std::optional<WorkOrder> answer;
   std::optional<grpc::Status> failure;
@@ -155,6 +161,57 @@ TEST_F(DispatcherTest, KernelSwitchOrderIsDelivered) {
   EXPECT_EQ(call.answer->kernel_switch->deadline_seconds, 900u);
   EXPECT_FALSE(call.answer->run.has_value());
   EXPECT_THAT(fake_.work.abandoned(), IsEmpty());
+}
+
+// The orders of a pass come in groups (one transaction each): a group's calls are answered
+// while the store is still claiming the next group, and the pass ends with every answer sent.
+TEST_F(DispatcherTest, AGroupIsAnsweredWhileTheNextIsClaimed) {
+  const int64_t job = AddJob(fake_, 3);
+  fake_.work.DeliverEachBoardAlone(true);
+  FakeCall b1("b1", kStart + seconds(30)), b2("b2", kStart + seconds(30)),
+      b3("b3", kStart + seconds(30));
+  fake_.work.Queue("b1", RunOrder(1, job));
+  fake_.work.Queue("b2", RunOrder(2, job));
+  fake_.work.Queue("b3", SwitchOrder("patched"));
+  dispatcher_.Park(&b1);
+  dispatcher_.Park(&b2);
+  dispatcher_.Park(&b3);
+  bool b1_answered_during_b2 = false, b2_answered_during_b3 = false;
+  fake_.work.OnNextWork([&](const std::string& board) {
+    // Bounded waits: they only keep a broken dispatcher from hanging the test.
+    if (board == "b2") b1_answered_during_b2 = b1.answered.WaitFor(std::chrono::seconds(30));
+    if (board == "b3") b2_answered_during_b3 = b2.answered.WaitFor(std::chrono::seconds(30));
+  });
+  dispatcher_.Step(false);
+  EXPECT_TRUE(b1_answered_during_b2);
+  EXPECT_TRUE(b2_answered_during_b3);
+  ASSERT_TRUE(b3.answer.has_value()) << "Step returned before the last group was answered";
+  ASSERT_TRUE(b3.answer->kernel_switch.has_value());
+  ASSERT_TRUE(b1.answer.has_value() && b1.answer->run.has_value());
+  EXPECT_EQ(b1.answer->run->run_id, 1);
+  ASSERT_TRUE(b2.answer.has_value() && b2.answer->run.has_value());
+  EXPECT_EQ(b2.answer->run->run_id, 2);
+  EXPECT_EQ(dispatcher_.parked(), 0u);
+}
+
+// A call that goes away after the first group was answered loses only its own order.
+TEST_F(DispatcherTest, ACallCancelledBetweenGroupsLosesOnlyItsOrder) {
+  const int64_t job = AddJob(fake_, 2);
+  fake_.work.DeliverEachBoardAlone(true);
+  FakeCall b1("b1", kStart + seconds(30)), b2("b2", kStart + seconds(30));
+  fake_.work.Queue("b1", RunOrder(1, job));
+  fake_.work.Queue("b2", SwitchOrder("patched"));
+  dispatcher_.Park(&b1);
+  dispatcher_.Park(&b2);
+  fake_.work.OnNextWork([&](const std::string& board) {
+    if (board == "b2") dispatcher_.Unpark(&b2);
+  });
+  dispatcher_.Step(false);
+  ASSERT_TRUE(b1.answer.has_value() && b1.answer->run.has_value());
+  ASSERT_TRUE(b2.failure.has_value());
+  EXPECT_EQ(b2.failure->error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_FALSE(b2.answer.has_value());
+  EXPECT_THAT(fake_.work.abandoned(), ElementsAre("b2"));
 }
 
 TEST_F(DispatcherTest, SwitchForACallCancelledWhileClaimingIsAbandoned) {

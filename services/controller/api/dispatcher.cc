@@ -128,9 +128,67 @@ void WatchReactor::OnDone() {
   delete this;
 }
 
+Answerer::Answerer(std::function<void(int64_t)> job_changed)
+    : job_changed_(std::move(job_changed)), thread_([this] { Loop(); }) {}
+
+Answerer::~Answerer() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();  // answers every group still queued first: each holds a live gRPC call
+}
+
+void Answerer::Post(std::vector<Answer> group) {
+  {
+    std::lock_guard lock(mu_);
+    groups_.push_back(std::move(group));
+  }
+  cv_.notify_all();
+}
+
+void Answerer::WaitIdle() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return groups_.empty() && !busy_; });
+}
+
+void Answerer::Loop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !groups_.empty(); });
+    if (groups_.empty()) return;  // stopping, nothing left
+    std::vector<Answer> group = std::move(groups_.front());
+    groups_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    // The answers first (each may write to its connection), then the log and the watchers.
+    for (auto& a : group) a.call->Answer(a.order);
+    std::set<int64_t> jobs;
+    for (const auto& a : group) {
+      if (a.order.kernel_switch) {
+        const KernelSwitchOrder& order = *a.order.kernel_switch;
+        log::info("event=kernel_switch_ordered board={} label={} reason=\"{}\"", a.board,
+                  order.label, order.reason);
+      } else if (a.order.run) {
+        const Assignment& r = *a.order.run;
+        log::info("event=run_assigned run={} job={} board={} kernel={} attempt_id={}", r.run_id,
+                  r.job_id, a.board, r.kernel, r.attempt_id);
+        jobs.insert(r.job_id);
+      }
+    }
+    for (int64_t job : jobs) job_changed_(job);
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
 Dispatcher::Dispatcher(WorkStore* work, JobStore* jobs, const Clock* clock,
                        BackgroundDuties* duties)
-    : work_(work), jobs_(jobs), clock_(clock), duties_(duties) {}
+    : work_(work), jobs_(jobs), clock_(clock), duties_(duties), answerer_([this](int64_t job_id) {
+        JobChanged(job_id);
+      }) {}
 
 Dispatcher::~Dispatcher() { Stop(); }
 
@@ -269,26 +327,40 @@ void Dispatcher::ServeParked() {
     }
   }
   if (boards.empty()) return;
-  // One pass for all of them (one read of the queue, one transaction).
+  // One pass for all of them: one read of the queue, claims in groups, each group answered
+  // (on the answerer's thread) while the next is claimed.
   const auto pass_start = std::chrono::steady_clock::now();
-  auto orders = work_->NextWorkForBoards(boards);
-  const auto decided = std::chrono::steady_clock::now();
-  if (!orders.ok()) {
-    log::warn("event=claim_failed boards={} error=\"{}\"", boards.size(),
-              std::string(orders.status().message()));
-    return;
+  size_t orders = 0;
+  auto decided = work_->DecideWorkForBoards(boards, [&](WorkStore::BoardOrders&& group) {
+    orders += group.size();
+    Deliver(std::move(group));
+  });
+  const auto claimed = std::chrono::steady_clock::now();
+  answerer_.WaitIdle();  // the pass ends with its answers sent
+  if (!decided.ok()) {
+    log::warn("event=claim_failed boards={} orders={} error=\"{}\"", boards.size(), orders,
+              std::string(decided.message()));
   }
+  if (orders > 0) {
+    const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    log::info("event=dispatch_pass waiting={} orders={} claim_ms={:.1f} answered_ms={:.1f}",
+              boards.size(), orders, ms(claimed - pass_start),
+              ms(std::chrono::steady_clock::now() - pass_start));
+  }
+}
+
+void Dispatcher::Deliver(WorkStore::BoardOrders&& orders) {
   // Each order goes to its board's oldest call, if that board still waits. Only a call still
   // parked may be answered: OnCancel may have taken it meanwhile (and the reactor may be
   // deleted once Unpark has taken it).
-  std::vector<ParkedCall*> callers(orders->size(), nullptr);
+  std::vector<ParkedCall*> callers(orders.size(), nullptr);
   {
     std::lock_guard lock(mu_);
     std::map<std::string, ParkedCall*> oldest;
     for (auto* call : parked_) oldest.emplace(call->board(), call);
     std::set<ParkedCall*> taken;
-    for (size_t i = 0; i < orders->size(); ++i) {
-      auto it = oldest.find((*orders)[i].first);
+    for (size_t i = 0; i < orders.size(); ++i) {
+      auto it = oldest.find(orders[i].first);
       if (it == oldest.end()) continue;
       callers[i] = it->second;
       taken.insert(it->second);
@@ -298,47 +370,32 @@ void Dispatcher::ServeParked() {
                                  [&](ParkedCall* call) { return taken.count(call) > 0; }),
                   parked_.end());
   }
-  for (size_t i = 0; i < orders->size(); ++i) {
-    const std::string& board = (*orders)[i].first;
-    WorkOrder& next = (*orders)[i].second;
+  std::vector<Answerer::Answer> answers;
+  answers.reserve(orders.size());
+  for (size_t i = 0; i < orders.size(); ++i) {
+    const std::string& board = orders[i].first;
+    WorkOrder& next = orders[i].second;
     ParkedCall* call = callers[i];
-    if (next.kernel_switch) {
-      const KernelSwitchOrder& order = *next.kernel_switch;
-      if (call == nullptr) {
-        // The agent went away before hearing it: the order never happened.
-        log::warn("event=kernel_switch_undelivered board={} label={}", board, order.label);
-        auto abandoned = work_->AbandonKernelSwitch(board);
-        if (!abandoned.ok()) {
-          log::warn("event=kernel_switch_abandon_failed board={} error=\"{}\"", board,
-                    std::string(abandoned.message()));
-        }
-        continue;
-      }
-      log::info("event=kernel_switch_ordered board={} label={} reason=\"{}\"", board, order.label,
-                order.reason);
-      call->Answer(next);
+    if (call != nullptr) {
+      if (next.run || next.kernel_switch) answers.push_back({call, board, std::move(next)});
       continue;
     }
-    if (!next.run) continue;
-    const Assignment& a = *next.run;
-    if (call == nullptr) {
+    if (next.kernel_switch) {
+      // The agent went away before hearing it: the order never happened.
+      log::warn("event=kernel_switch_undelivered board={} label={}", board,
+                next.kernel_switch->label);
+      auto abandoned = work_->AbandonKernelSwitch(board);
+      if (!abandoned.ok()) {
+        log::warn("event=kernel_switch_abandon_failed board={} error=\"{}\"", board,
+                  std::string(abandoned.message()));
+      }
+    } else if (next.run) {
       // The agent went away between claim and answer; the lease returns the run to the
       // queue when it lapses.
-      log::warn("event=assignment_undelivered run={} board={}", a.run_id, board);
-      continue;
+      log::warn("event=assignment_undelivered run={} board={}", next.run->run_id, board);
     }
-    log::info("event=run_assigned run={} job={} board={} kernel={} attempt_id={}", a.run_id,
-              a.job_id, board, a.kernel, a.attempt_id);
-    const int64_t job_id = a.job_id;
-    call->Answer(next);
-    JobChanged(job_id);
   }
-  if (!orders->empty()) {
-    const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    log::info("event=dispatch_pass waiting={} orders={} decide_ms={:.1f} answer_ms={:.1f}",
-              boards.size(), orders->size(), ms(decided - pass_start),
-              ms(std::chrono::steady_clock::now() - decided));
-  }
+  if (!answers.empty()) answerer_.Post(std::move(answers));
 }
 
 void Dispatcher::ExpireParked(std::chrono::system_clock::time_point now) {

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "faultline/v1/agent.pb.h"
 #include "faultline/v1/job.pb.h"
@@ -102,6 +103,34 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobProgress>, public Pr
   v1::JobProgress current_, pending_, last_;
 };
 
+// Ends parked calls with their orders on a thread of its own, so that the dispatcher can
+// claim the next group of runs while gRPC writes the answers of the last one. The run log
+// lines and watcher updates of a group follow its answers.
+class Answerer {
+ public:
+  struct Answer {
+    ParkedCall* call = nullptr;  // may be deleted once answered
+    std::string board;
+    WorkOrder order;
+  };
+  // `job_changed` is called once per job of each group, after its answers.
+  explicit Answerer(std::function<void(int64_t)> job_changed);
+  ~Answerer();
+  void Post(std::vector<Answer> group);
+  // Returns once every group posted so far is answered.
+  void WaitIdle();
+
+ private:
+  void Loop();
+  std::function<void(int64_t)> job_changed_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::vector<Answer>> groups_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 class Dispatcher {
  public:
   // `duties` may be null (nothing runs on ticks but parked-call expiry).
@@ -139,6 +168,8 @@ class Dispatcher {
  private:
   void Loop();
   void ServeParked();
+  // Hands one group of decided orders to their boards' oldest parked calls.
+  void Deliver(WorkStore::BoardOrders&& orders);
   void ExpireParked(std::chrono::system_clock::time_point now);
   void UpdateWatchers(const std::set<int64_t>& jobs, bool all);
 
@@ -153,6 +184,7 @@ class Dispatcher {
   std::set<int64_t> changed_jobs_;
   std::deque<ParkedCall*> parked_;
   std::set<ProgressWatcher*> watchers_;
+  Answerer answerer_;  // after the state it may use (JobChanged), before the thread
   std::thread thread_;
 };
 

@@ -66,6 +66,18 @@ class WorkStore {
     }
     return out;
   }
+  // NextWorkForBoards, delivered as it is decided: `deliver` gets each group of orders once
+  // its transaction committed (on the calling thread), so the first boards hear their orders
+  // while the rest are still being claimed. The error of a group that could not be taken ends
+  // the call; the groups delivered before it stand.
+  using OrderSink = std::function<void(BoardOrders&&)>;
+  virtual absl::Status DecideWorkForBoards(const std::vector<std::string>& boards,
+                                           const OrderSink& deliver) {
+    auto orders = NextWorkForBoards(boards);
+    if (!orders.ok()) return orders.status();
+    if (!orders->empty()) deliver(*std::move(orders));
+    return absl::OkStatus();
+  }
   // An ordered switch that never reached the agent: the board is back to ok.
   virtual absl::Status AbandonKernelSwitch(const std::string& board) = 0;
   // Boards whose switch deadline passed without a hello become needs-check; returns them.

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 
 namespace faultline::controller::pg {
@@ -92,6 +93,14 @@ void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id) {
       !IsFinal(ParseEnumOr(ParseJobState(before), JobState::kFailed))) {
     KeepJobSeries(t, job_id);
   }
+}
+
+void MarkJobsRunning(pqxx::transaction_base& t, const std::set<int64_t>& job_ids) {
+  if (job_ids.empty()) return;
+  ExecPrepared(t, "mark_jobs_running", R"sql(
+    UPDATE jobs SET state = 'running', finished_at = NULL
+     WHERE id = ANY($1::bigint[]) AND state NOT IN ('running', 'cancelled'))sql",
+               absl::StrCat("{", absl::StrJoin(job_ids, ","), "}"));
 }
 
 std::string LeaseExpirySql(int grace_param) {

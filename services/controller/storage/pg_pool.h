@@ -10,7 +10,9 @@
 #include <mutex>
 #include <optional>
 #include <pqxx/pqxx>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -66,6 +68,21 @@ std::string LockJob(pqxx::transaction_base& t, int64_t job_id);
 // LockJob first, so its count sees every run change committed before it. When the job
 // finishes here, KeepJobSeries runs in the same transaction.
 void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id);
+// Runs `sql` as the connection's prepared statement `name` (prepared on first use on each
+// connection): the statements every dispatch pass runs are parsed and planned once instead
+// of on every pass.
+template <typename... Args>
+pqxx::result ExecPrepared(pqxx::transaction_base& t, const std::string& name,
+                          const std::string& sql, Args&&... args) {
+  t.conn().prepare(name, sql);  // the same definition again is a no-op
+  return t.exec_prepared(name, std::forward<Args>(args)...);
+}
+
+// The jobs some of whose runs were just claimed: such a job has a run open and started, so by
+// JobStateFromRuns it is running (unless cancelled). One statement, and no lock on a job row
+// that is running already: the runs of a job are claimed in groups, each in its own
+// transaction, and results of the job lock its row meanwhile.
+void MarkJobsRunning(pqxx::transaction_base& t, const std::set<int64_t>& job_ids);
 
 // Writes the finished job's per-series medians (job_series_medians) and moves each series'
 // newest job (series_latest), so /metrics and the change-point scan never aggregate a

@@ -38,6 +38,8 @@ class PgWorkStore final : public WorkStore {
   PgWorkStore(pg::Pool* pool, const StoreOptions& options) : pool_(pool), options_(options) {}
   absl::StatusOr<WorkOrder> NextWork(const std::string& board) override;
   absl::StatusOr<BoardOrders> NextWorkForBoards(const std::vector<std::string>& boards) override;
+  absl::Status DecideWorkForBoards(const std::vector<std::string>& boards,
+                                   const OrderSink& deliver) override;
   absl::Status AbandonKernelSwitch(const std::string& board) override;
   absl::StatusOr<std::vector<std::string>> ExpireKernelSwitches() override;
   absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,

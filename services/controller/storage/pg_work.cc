@@ -180,7 +180,7 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
                               board, options_.lease_grace_seconds, run_id);
     if (rows.empty()) return absl::OkStatus();
     Assignment a = AssignmentFromRow(rows[0]);
-    pg::RecomputeJobState(w, a.job_id);
+    pg::MarkJobsRunning(w, {a.job_id});
     w.exec_params("UPDATE boards SET last_seen = now() WHERE name = $1", board);
     w.commit();
     out.run = std::move(a);
@@ -189,147 +189,192 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
 }
 
 absl::StatusOr<WorkStore::BoardOrders> PgWorkStore::NextWorkForBoards(
-    const std::vector<std::string>& asking) {
+    const std::vector<std::string>& boards) {
   BoardOrders result;
-  std::vector<std::string> boards = asking;
-  // Several controllers serving at once read the same head of the queue; a claim another
-  // controller made first is skipped (state no longer queued). The boards that lost theirs
-  // try again at once, up to 3 rounds, instead of waiting for the next tick.
-  for (int round = 0; round < 3 && !boards.empty(); ++round) {
-    bool window_full = false;
-    std::vector<std::string> unmatched;
-    size_t lost = 0;
-    auto decided = pool_->Query<BoardOrders>([&](pqxx::connection& c,
-                                                 BoardOrders& out) -> absl::Status {
-      out.clear();
-      unmatched.clear();
-      lost = 0;
-      pqxx::work w(c);
-      // The queue's head first (no locks: a claim below re-checks that its run is still queued).
-      auto queued = w.exec_params(R"sql(
+  absl::Status status = DecideWorkForBoards(boards, [&](BoardOrders&& decided) {
+    for (auto& order : decided) result.push_back(std::move(order));
+  });
+  if (!status.ok() && result.empty()) return status;
+  return result;  // the orders already taken must reach their boards
+}
+
+namespace {
+
+// What one read of the queue decided, before anything is locked or claimed.
+struct WorkPlan {
+  std::vector<QueuedRun> runs;
+  std::vector<FreeBoard> free;
+  std::vector<BoardStep> steps;
+  std::vector<std::string> unmatched;  // free boards the plan gives nothing
+  bool window_full = false;
+};
+
+// The queue's head and the asking boards that are healthy and idle (in the order they asked),
+// matched by core/matching.h. Nothing is locked: each claim re-checks its run and board.
+absl::Status ReadWorkPlan(pqxx::connection& c, const std::vector<std::string>& boards,
+                          WorkPlan& plan) {
+  plan = WorkPlan{};
+  pqxx::read_transaction w(c);
+  const int window = QueueWindow(boards.size());
+  auto queued = pg::ExecPrepared(w, "dispatch_queue_head", R"sql(
       SELECT r.id, r.job_id, r.kernel, r.arches::text, r.boards::text, j.memory_max
         FROM runs r JOIN jobs j ON j.id = r.job_id
        WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())
        ORDER BY r.job_id, r.sequence, r.id
        LIMIT $1)sql",
-                                  QueueWindow(boards.size()));
-      if (queued.empty()) return absl::OkStatus();
-      window_full = static_cast<int>(queued.size()) == QueueWindow(boards.size());
-      std::vector<QueuedRun> runs;
-      runs.reserve(queued.size());
-      for (const auto& r : queued) {
-        runs.push_back(QueuedRun{.id = r[0].as<int64_t>(),
-                                 .job_id = r[1].as<int64_t>(),
-                                 .kernel = r[2].as<std::string>(),
-                                 .arches = JsonStrings(r[3].as<std::string>()),
-                                 .boards = JsonStrings(r[4].as<std::string>()),
-                                 .memory_max = r[5].as<uint64_t>()});
-      }
-      // The asking boards that are healthy and idle, in the order they asked.
-      auto free_rows = w.exec_params(R"sql(
+                                 window);
+  if (queued.empty()) return absl::OkStatus();
+  plan.window_full = static_cast<int>(queued.size()) == window;
+  plan.runs.reserve(queued.size());
+  for (const auto& r : queued) {
+    plan.runs.push_back(QueuedRun{.id = r[0].as<int64_t>(),
+                                  .job_id = r[1].as<int64_t>(),
+                                  .kernel = r[2].as<std::string>(),
+                                  .arches = JsonStrings(r[3].as<std::string>()),
+                                  .boards = JsonStrings(r[4].as<std::string>()),
+                                  .memory_max = r[5].as<uint64_t>()});
+  }
+  auto free_rows = pg::ExecPrepared(w, "dispatch_free_boards", R"sql(
       SELECT b.name, b.arch, b.memory_bytes, b.running_kernel_labels::text,
              b.bootable_kernel_labels::text
         FROM boards b
        WHERE b.name IN (SELECT jsonb_array_elements_text($1::jsonb)) AND b.health = 'ok'
          AND NOT EXISTS (SELECT 1 FROM runs busy
                           WHERE busy.board = b.name AND busy.state IN ('assigned', 'running')))sql",
-                                     nlohmann::json(boards).dump());
-      std::map<std::string, FreeBoard> by_name;
-      for (const auto& r : free_rows) {
-        FreeBoard b{.name = r[0].as<std::string>(),
-                    .arch = r[1].as<std::string>(),
-                    .memory_bytes = r[2].as<uint64_t>(),
-                    .running_kernels = JsonStrings(r[3].as<std::string>()),
-                    .bootable_kernels = JsonStrings(r[4].as<std::string>())};
-        by_name.emplace(b.name, std::move(b));
-      }
-      std::vector<FreeBoard> free;
-      for (const auto& name : boards) {
-        auto it = by_name.find(name);
-        if (it == by_name.end()) continue;
-        free.push_back(std::move(it->second));
-        by_name.erase(it);  // a board asking twice is served once
-      }
-      const std::vector<BoardStep> steps = MatchParkedBoards(free, runs);
-      std::vector<bool> stepped(free.size(), false);
-      for (const BoardStep& step : steps) stepped[step.board] = true;
-      for (size_t b = 0; b < free.size(); ++b) {
-        if (!stepped[b]) unmatched.push_back(free[b].name);
-      }
-      if (steps.empty()) return absl::OkStatus();
+                                    nlohmann::json(boards).dump());
+  std::map<std::string, FreeBoard> by_name;
+  for (const auto& r : free_rows) {
+    FreeBoard b{.name = r[0].as<std::string>(),
+                .arch = r[1].as<std::string>(),
+                .memory_bytes = r[2].as<uint64_t>(),
+                .running_kernels = JsonStrings(r[3].as<std::string>()),
+                .bootable_kernels = JsonStrings(r[4].as<std::string>())};
+    by_name.emplace(b.name, std::move(b));
+  }
+  for (const auto& name : boards) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) continue;
+    plan.free.push_back(std::move(it->second));
+    by_name.erase(it);  // a board asking twice is served once
+  }
+  plan.steps = MatchParkedBoards(plan.free, plan.runs);
+  std::vector<bool> stepped(plan.free.size(), false);
+  for (const BoardStep& step : plan.steps) stepped[step.board] = true;
+  for (size_t b = 0; b < plan.free.size(); ++b) {
+    if (!stepped[b]) plan.unmatched.push_back(plan.free[b].name);
+  }
+  return absl::OkStatus();
+}
 
-      // Locks in NextWork's order: boards (by name), then runs, then jobs (by id).
-      std::set<std::string> stepping;
-      for (const BoardStep& step : steps) stepping.insert(free[step.board].name);
-      std::set<std::string> locked;
-      for (const auto& r : w.exec_params(R"sql(
+// How many of a plan's steps one transaction takes. Each batch's orders reach their boards
+// while the next batch is claimed: with 1,000 boards waiting the first answers leave after
+// one batch instead of after all of them.
+constexpr size_t kClaimBatch = 128;
+
+// Takes steps [first, last) of `plan` in one transaction: the boards are locked (in NextWork's
+// order: boards by name, then runs, then jobs by id), switches ordered, runs claimed if still
+// queued. `lost` counts the claims another controller took first.
+absl::Status TakeSteps(pqxx::connection& c, const WorkPlan& plan, size_t first, size_t last,
+                       const StoreOptions& options, WorkStore::BoardOrders& out, size_t& lost) {
+  out.clear();
+  lost = 0;
+  pqxx::work w(c);
+  std::set<std::string> stepping;
+  for (size_t i = first; i < last; ++i) stepping.insert(plan.free[plan.steps[i].board].name);
+  std::set<std::string> locked;
+  for (const auto& r : pg::ExecPrepared(w, "dispatch_lock_boards", R"sql(
            SELECT b.name FROM boards b
             WHERE b.name IN (SELECT jsonb_array_elements_text($1::jsonb)) AND b.health = 'ok'
               AND NOT EXISTS (SELECT 1 FROM runs busy WHERE busy.board = b.name
                                  AND busy.state IN ('assigned', 'running'))
             ORDER BY b.name FOR UPDATE OF b)sql",
-                                         nlohmann::json(stepping).dump())) {
-        locked.insert(r[0].as<std::string>());
-      }
-      nlohmann::json claims = nlohmann::json::array();
-      for (const BoardStep& step : steps) {
-        const FreeBoard& board = free[step.board];
-        if (!locked.count(board.name)) continue;  // changed meanwhile: next pass
-        const QueuedRun& run = runs[step.run];
-        if (!step.switch_kernel) {
-          claims.push_back({{"run", run.id}, {"board", board.name}});
-          continue;
-        }
-        KernelSwitchOrder order;
-        order.label = run.kernel;
-        order.reason =
-            absl::StrCat("run ", run.id, " of job ", run.job_id, " needs kernel ", run.kernel);
-        order.deadline_seconds = static_cast<uint32_t>(options_.kernel_switch_deadline_seconds);
-        OrderKernelSwitch(w, board.name, order);
-        out.emplace_back(board.name, WorkOrder{.run = std::nullopt, .kernel_switch = order});
-      }
-      if (!claims.empty()) {
-        std::set<int64_t> jobs;
-        size_t claimed = 0;
-        for (const auto& r : w.exec_params(R"sql(
+                                        nlohmann::json(stepping).dump())) {
+    locked.insert(r[0].as<std::string>());
+  }
+  nlohmann::json claims = nlohmann::json::array();
+  for (size_t i = first; i < last; ++i) {
+    const BoardStep& step = plan.steps[i];
+    const FreeBoard& board = plan.free[step.board];
+    if (!locked.count(board.name)) continue;  // changed meanwhile: next pass
+    const QueuedRun& run = plan.runs[step.run];
+    if (!step.switch_kernel) {
+      claims.push_back({{"run", run.id}, {"board", board.name}});
+      continue;
+    }
+    KernelSwitchOrder order;
+    order.label = run.kernel;
+    order.reason =
+        absl::StrCat("run ", run.id, " of job ", run.job_id, " needs kernel ", run.kernel);
+    order.deadline_seconds = static_cast<uint32_t>(options.kernel_switch_deadline_seconds);
+    OrderKernelSwitch(w, board.name, order);
+    out.emplace_back(board.name, WorkOrder{.run = std::nullopt, .kernel_switch = order});
+  }
+  if (!claims.empty()) {
+    std::set<int64_t> jobs;
+    size_t claimed = 0;
+    static const std::string kClaim = R"sql(
              UPDATE runs r SET
                state = 'assigned', board = v.board, attempt = r.attempt + 1,
                attempt_id = gen_random_uuid(), assigned_at = now(), failure_reason = NULL,
-               lease_expires_at = )sql" + pg::LeaseExpirySql(2) +
-                                               R"sql(
+               lease_expires_at = )sql" +
+                                      pg::LeaseExpirySql(2) +
+                                      R"sql(
              FROM jobs j, jsonb_to_recordset($1::jsonb) AS v(run bigint, board text)
              WHERE r.id = v.run AND r.state = 'queued' AND j.id = r.job_id
-             RETURNING )sql" + std::string(kAssignmentColumns),
-                                           claims.dump(), options_.lease_grace_seconds)) {
-          Assignment a = AssignmentFromRow(r);
-          std::string board = r[12].as<std::string>();
-          jobs.insert(a.job_id);
-          out.emplace_back(std::move(board), WorkOrder{.run = std::move(a), .kernel_switch = {}});
-          claimed++;
-        }
-        lost = claims.size() - claimed;
-        // last_seen is not touched here: AcquireWork did when the call parked.
-        for (int64_t job : jobs) pg::RecomputeJobState(w, job);
-      }
-      w.commit();
-      return absl::OkStatus();
-    });
-    if (!decided.ok()) {
-      if (result.empty()) return decided.status();
-      return result;  // the orders already taken must reach their boards
+             RETURNING )sql" + std::string(kAssignmentColumns);
+    for (const auto& r : pg::ExecPrepared(w, "dispatch_claim", kClaim, claims.dump(),
+                                          options.lease_grace_seconds)) {
+      Assignment a = AssignmentFromRow(r);
+      std::string board = r[12].as<std::string>();
+      jobs.insert(a.job_id);
+      out.emplace_back(std::move(board), WorkOrder{.run = std::move(a), .kernel_switch = {}});
+      claimed++;
     }
-    if (window_full) {
+    lost = claims.size() - claimed;
+    // last_seen is not touched here: AcquireWork did when the call parked.
+    pg::MarkJobsRunning(w, jobs);
+  }
+  w.commit();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PgWorkStore::DecideWorkForBoards(const std::vector<std::string>& asking,
+                                              const OrderSink& deliver) {
+  std::vector<std::string> boards = asking;
+  // Several controllers serving at once read the same head of the queue; a claim another
+  // controller made first is skipped (state no longer queued). The boards that lost theirs
+  // try again at once, up to 3 rounds, instead of waiting for the next tick.
+  for (int round = 0; round < 3 && !boards.empty(); ++round) {
+    auto plan = pool_->Query<WorkPlan>(
+        [&](pqxx::connection& c, WorkPlan& p) { return ReadWorkPlan(c, boards, p); });
+    if (!plan.ok()) return plan.status();
+    std::set<std::string> served;
+    size_t lost = 0;
+    for (size_t first = 0; first < plan->steps.size(); first += kClaimBatch) {
+      const size_t last = std::min(plan->steps.size(), first + kClaimBatch);
+      size_t batch_lost = 0;
+      auto taken = pool_->Query<BoardOrders>([&](pqxx::connection& c, BoardOrders& out) {
+        return TakeSteps(c, *plan, first, last, options_, out, batch_lost);
+      });
+      if (!taken.ok()) return taken.status();
+      lost += batch_lost;
+      for (const auto& order : *taken) served.insert(order.first);
+      if (!taken->empty()) deliver(*std::move(taken));
+    }
+    if (plan->window_full) {
       // The window held only runs these boards may not serve: each looks down the whole queue.
-      for (const auto& board : unmatched) {
+      BoardOrders deep;
+      for (const auto& board : plan->unmatched) {
         auto next = NextWork(board);
         if (!next.ok()) break;
-        if (next->run || next->kernel_switch) decided->emplace_back(board, *std::move(next));
+        if (next->run || next->kernel_switch) {
+          served.insert(board);
+          deep.emplace_back(board, *std::move(next));
+        }
       }
-    }
-    std::set<std::string> served;
-    for (auto& order : *decided) {
-      served.insert(order.first);
-      result.push_back(std::move(order));
+      if (!deep.empty()) deliver(std::move(deep));
     }
     if (lost == 0) break;
     std::vector<std::string> again;
@@ -338,7 +383,7 @@ absl::StatusOr<WorkStore::BoardOrders> PgWorkStore::NextWorkForBoards(
     }
     boards.swap(again);
   }
-  return result;
+  return absl::OkStatus();
 }
 
 absl::Status PgWorkStore::AbandonKernelSwitch(const std::string& board) {
