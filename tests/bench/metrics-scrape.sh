@@ -92,11 +92,15 @@ summarize_s=$(elapsed "$inserted" "$(now)")
 echo "summarized $STUDIES studies in $summarize_s s" >&2
 
 # Timed scrapes read into /dev/null (as Prometheus reads into memory); one more is kept.
+# Also the time to the first byte: the controller's own work (reading the database, the
+# parts that change) before the body streams out.
 times=()
+first_bytes=()
 for _ in 1 2 3 4 5; do
-  t=$(curl -fsS -o /dev/null -w '%{time_total}' --max-time 60 \
-    "http://127.0.0.1:$FL_HTTP_PORT/metrics") || t=-1
-  times+=("$t")
+  t=$(curl -fsS -o /dev/null -w '%{time_total} %{time_starttransfer}' --max-time 60 \
+    "http://127.0.0.1:$FL_HTTP_PORT/metrics") || t="-1 -1"
+  times+=("${t% *}")
+  first_bytes+=("${t#* }")
 done
 curl -fsS -o "$FL_STATE/metrics.txt" --max-time 60 "http://127.0.0.1:$FL_HTTP_PORT/metrics" \
   || fail "the last scrape"
@@ -116,9 +120,11 @@ out=$(printf '%s\n' "${times[@]}" | jq -s \
   --argjson summarize "$summarize_s" --argjson series "$series" \
   --argjson throughput "$throughput_series" --argjson comparisons "$comparisons" \
   --argjson bytes "$(wc -c <"$FL_STATE/metrics.txt")" \
+  --argjson first_byte "$(printf '%s\n' "${first_bytes[@]}" | jq -s -c .)" \
   --argjson rss_kb "$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$FL_CONTROLLER_PID/status")" \
   '{boards: $boards, studies: $studies, results: $results,
-    summarize_seconds: $summarize, scrape_seconds: ., series: $series,
+    summarize_seconds: $summarize, scrape_seconds: ., first_byte_seconds: $first_byte,
+    series: $series,
     throughput_series: $throughput, comparisons: $comparisons, bytes: $bytes,
     controller_rss_kb: $rss_kb}')
 echo "$out"

@@ -291,9 +291,18 @@ absl::StatusOr<MetricsSnapshot> PgHistoryStore::Snapshot(int64_t known_series_ve
         // in place of a finished job's where they are newer. The generation is read first:
         // rows newer than it only cost a re-read on the next scrape.
         const auto generation = t.exec("SELECT n FROM series_generation")[0][0].as<int64_t>();
-        auto live = t.exec(absl::StrCat(kSeriesColumns, R"sql(
-        FROM faultline_job_medians(
-               ARRAY(SELECT id FROM jobs WHERE state IN ('queued', 'running'))))sql"));
+        // The live jobs' ids first, as a parameter: given a subquery instead, the planner
+        // cannot know how few they are, and aggregated every stored result (40 ms with
+        // 120,000 results and no job running).
+        const auto live_ids = t.exec(R"sql(
+        SELECT coalesce(array_agg(id ORDER BY id), '{}')::text FROM jobs
+         WHERE state IN ('queued', 'running'))sql")[0][0]
+                                  .as<std::string>();
+        pqxx::result live;
+        if (live_ids != "{}") {
+          live = t.exec_params(
+              absl::StrCat(kSeriesColumns, " FROM faultline_job_medians($1::bigint[])"), live_ids);
+        }
         if (live.empty()) snap.series_version = generation;
         if (!live.empty() || generation != known_series_version) {
           std::vector<int64_t> jobs;  // the job of each series
