@@ -115,6 +115,10 @@ comparisons=$(grep -c '^faultline_comparison_ratio{' "$FL_STATE/metrics.txt" || 
 [ "$throughput_series" = $((BOARDS * 2 * STUDIES)) ] \
   || fail "$throughput_series throughput series, expected $((BOARDS * 2 * STUDIES))"
 [ "$comparisons" = $((BOARDS * STUDIES)) ] || fail "$comparisons comparisons, expected $((BOARDS * STUDIES))"
+# Runs by state come from the counts finished jobs keep (every run here succeeded).
+succeeded=$(sed -n 's/^faultline_runs{state="succeeded"} //p' "$FL_STATE/metrics.txt")
+[ "$succeeded" = "$(sql "SELECT count(*) FROM runs WHERE state = 'succeeded'")" ] \
+  || fail "faultline_runs{state=\"succeeded\"} is '$succeeded'"
 out=$(printf '%s\n' "${times[@]}" | jq -s \
   --argjson boards "$BOARDS" --argjson studies "$STUDIES" --argjson results "$runs" \
   --argjson summarize "$summarize_s" --argjson series "$series" \

@@ -967,6 +967,101 @@ TEST_F(StoreTest, ComparisonsAreSummarizedOncePerJobVersion) {
   EXPECT_EQ(snap->comparison_jobs[0].job_id, newer);
 }
 
+// /metrics' runs by state: the same counts as a scan of every run, from the open runs, the
+// live jobs' runs and the counts a finished job keeps.
+TEST_F(StoreTest, RunsByStateAreExactWithoutScanningTheHistory) {
+  const auto expect_exact = [&](const char* when) {
+    auto snap = store_->history().Snapshot();
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    std::map<std::string, int64_t> scanned;
+    pqxx::connection c(url_);
+    pqxx::nontransaction n(c);
+    for (const auto& r : n.exec("SELECT state, count(*) FROM runs GROUP BY state")) {
+      scanned[r[0].as<std::string>()] = r[1].as<int64_t>();
+    }
+    std::map<std::string, int64_t> reported;
+    for (const auto& [state, count] : snap->runs_by_state) {
+      if (count != 0) reported[state] = count;
+    }
+    EXPECT_EQ(reported, scanned) << when;
+  };
+  const int64_t done = Submit(1);  // 2 runs
+  for (int i = 0; i < 2; ++i) {
+    auto a = ClaimRun("box");
+    ASSERT_TRUE(a.ok() && a->has_value());
+    ASSERT_TRUE(store_->work()
+                    .StoreResult("box", (*a)->run_id, (*a)->attempt_id, i == 0, "", GoodResult(3))
+                    .ok());
+  }
+  ASSERT_TRUE(IsFinal(store_->jobs().GetJob(done)->state));
+  expect_exact("a finished job with a success and a failure");
+  const int64_t cancelled = Submit(2);  // 4 runs, one of them claimed
+  ASSERT_TRUE(ClaimRun("box").ok());
+  ASSERT_TRUE(store_->jobs().CancelJob(cancelled).ok());
+  expect_exact("and a cancelled job");
+  Submit(2);  // live: one run succeeded, one running, two queued
+  auto a = ClaimRun("box");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  ASSERT_TRUE(store_->work()
+                  .StoreResult("box", (*a)->run_id, (*a)->attempt_id, true, "", GoodResult(3))
+                  .ok());
+  auto b = ClaimRun("box");
+  ASSERT_TRUE(b.ok() && b->has_value());
+  ASSERT_TRUE(store_->work().RenewLease("box", (*b)->run_id, (*b)->attempt_id).ok());
+  expect_exact("and a live job");
+  EXPECT_EQ(Count("SELECT runs_succeeded FROM jobs WHERE id = " + std::to_string(done)), 1);
+  EXPECT_EQ(Count("SELECT runs_failed FROM jobs WHERE id = " + std::to_string(done)), 1);
+  EXPECT_EQ(Count("SELECT runs_cancelled FROM jobs WHERE id = " + std::to_string(cancelled)), 4);
+}
+
+// Jobs finished before migration 20 get their counts from the migration.
+TEST_F(StoreTest, JobsFinishedBeforeMigration20KeepTheirRunCounts) {
+  const std::string url = FreshDatabase("t_counts_before_20");
+  {
+    pqxx::connection c(url);
+    pqxx::work w(c);
+    w.exec(R"sql(CREATE TABLE schema_migrations (
+        version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()))sql");
+    for (const auto& m : Migrations()) {
+      if (m.version >= 20) break;
+      w.exec(m.sql);
+      w.exec_params(
+          "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
+          m.version, m.name, m.sql);
+    }
+    w.exec(R"sql(
+      INSERT INTO jobs (id, benchmark, spec, matrix_keys, duration_seconds, memory_max, state)
+      VALUES (1, 'filemap-thrash', '{}', '[]', 3, 268435456, 'failed'),
+             (2, 'filemap-thrash', '{}', '[]', 3, 268435456, 'running'))sql");
+    w.exec(R"sql(
+      INSERT INTO runs (job_id, cell_index, cell, params, kernel, repetition, state, sequence)
+      VALUES (1, 0, '{}', '{}', 'vanilla', 1, 'succeeded', 0),
+             (1, 0, '{}', '{}', 'vanilla', 2, 'failed', 1),
+             (1, 0, '{}', '{}', 'vanilla', 3, 'cancelled', 2),
+             (2, 0, '{}', '{}', 'vanilla', 1, 'succeeded', 0),
+             (2, 0, '{}', '{}', 'vanilla', 2, 'queued', 1))sql");
+    w.commit();
+  }
+  StoreOptions options;
+  options.database_url = url;
+  PgStore upgraded(options);
+  ASSERT_TRUE(upgraded.Migrate().ok());
+  pqxx::connection c(url);
+  pqxx::nontransaction n(c);
+  auto kept = n.exec("SELECT runs_succeeded, runs_failed, runs_cancelled FROM jobs WHERE id = 1");
+  EXPECT_EQ(kept[0][0].as<int>(), 1);
+  EXPECT_EQ(kept[0][1].as<int>(), 1);
+  EXPECT_EQ(kept[0][2].as<int>(), 1);
+  EXPECT_TRUE(n.exec("SELECT runs_succeeded FROM jobs WHERE id = 2")[0][0].is_null());
+  auto snap = upgraded.history().Snapshot();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->runs_by_state["succeeded"], 2);
+  EXPECT_EQ(snap->runs_by_state["failed"], 1);
+  EXPECT_EQ(snap->runs_by_state["cancelled"], 1);
+  EXPECT_EQ(snap->runs_by_state["queued"], 1);
+}
+
 TEST_F(StoreTest, HelloReleasesRunsOfARestartedAgent) {
   Submit(1);
   auto a = ClaimRun("box");

@@ -350,6 +350,42 @@ SELECT s.run_id, u.second::integer AS second, u.rounds, u.pages
 -- this one answered nothing the unique index on (job_id, ...) does not.
 DROP INDEX runs_job;
 )sql"},
+      {20, "a finished job's run counts kept on the job (/metrics counts runs by state)", R"sql(
+-- A job's runs no longer change state once the job is final, so their counts are kept on it
+-- when it finishes, by the function every finishing path runs. /metrics then counts only
+-- the open runs (by their partial indexes) and the runs of live jobs: before, each scrape
+-- read the whole runs table (20-28 ms at 120,000 runs, growing with the history).
+ALTER TABLE jobs ADD COLUMN runs_succeeded integer, ADD COLUMN runs_failed integer,
+                 ADD COLUMN runs_cancelled integer;
+CREATE OR REPLACE FUNCTION faultline_keep_job_series(finished_job bigint) RETURNS void
+  LANGUAGE sql AS $$
+  DELETE FROM job_series_medians WHERE job_id = finished_job;
+  INSERT INTO job_series_medians SELECT * FROM faultline_job_medians(ARRAY[finished_job]);
+  INSERT INTO series_latest AS s
+  SELECT study, benchmark, cell, arch, board, kernel, job_id, median, last_success
+    FROM job_series_medians WHERE job_id = finished_job
+  ON CONFLICT (study, benchmark, cell, arch, board, kernel) DO UPDATE
+     SET job_id = greatest(s.job_id, excluded.job_id),
+         median = CASE WHEN excluded.job_id >= s.job_id THEN excluded.median ELSE s.median END,
+         last_success = greatest(s.last_success, excluded.last_success);
+  UPDATE series_generation SET n = n + 1;
+  UPDATE jobs j SET runs_succeeded = c.succeeded, runs_failed = c.failed,
+                    runs_cancelled = c.cancelled
+    FROM (SELECT count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+                 count(*) FILTER (WHERE state = 'failed') AS failed,
+                 count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+            FROM runs WHERE job_id = finished_job) c
+   WHERE j.id = finished_job;
+$$;
+UPDATE jobs j SET runs_succeeded = coalesce(c.succeeded, 0), runs_failed = coalesce(c.failed, 0),
+                  runs_cancelled = coalesce(c.cancelled, 0)
+  FROM jobs f LEFT JOIN (
+         SELECT job_id, count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+                count(*) FILTER (WHERE state = 'failed') AS failed,
+                count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+           FROM runs GROUP BY job_id) c ON c.job_id = f.id
+ WHERE j.id = f.id AND f.state IN ('succeeded', 'failed', 'cancelled');
+)sql"},
   };
   return kMigrations;
 }

@@ -309,7 +309,22 @@ absl::StatusOr<MetricsSnapshot> PgHistoryStore::Snapshot(int64_t known_series_ve
           FinishedSeries(t, generation, &finished_, &snap.series, &jobs);
           if (!live.empty()) MergeLiveSeries(live, &snap.series, &jobs);
         }
-        for (const auto& r : t.exec("SELECT state, count(*) FROM runs GROUP BY state")) {
+        // Open runs by their partial indexes, the finished runs of live jobs, and the counts
+        // a finished job keeps (migration 20): no scan of the whole history.
+        for (const auto& r : t.exec(R"sql(
+        SELECT state, coalesce(sum(n), 0)::bigint FROM (
+          SELECT 'queued' AS state, count(*) AS n FROM runs WHERE state = 'queued'
+          UNION ALL
+          SELECT state, count(*) FROM runs WHERE state IN ('assigned', 'running') GROUP BY state
+          UNION ALL
+          SELECT r.state, count(*) FROM jobs j JOIN runs r ON r.job_id = j.id
+           WHERE j.state IN ('queued', 'running') AND r.state IN ('succeeded', 'failed', 'cancelled')
+           GROUP BY r.state
+          UNION ALL
+          SELECT unnest(ARRAY['succeeded', 'failed', 'cancelled']),
+                 unnest(ARRAY[runs_succeeded, runs_failed, runs_cancelled])
+            FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled')) counts
+        GROUP BY state)sql")) {
           snap.runs_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
         }
         for (const auto& r : t.exec("SELECT state, count(*) FROM jobs GROUP BY state")) {
