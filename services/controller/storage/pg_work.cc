@@ -214,7 +214,7 @@ struct WorkPlan {
 absl::Status ReadWorkPlan(pqxx::connection& c, const std::vector<std::string>& boards,
                           WorkPlan& plan) {
   plan = WorkPlan{};
-  pqxx::read_transaction w(c);
+  pqxx::nontransaction w(c);  // two reads, each its own snapshot: the claims re-check
   const int window = QueueWindow(boards.size());
   auto queued = pg::ExecPrepared(w, "dispatch_queue_head", R"sql(
       SELECT r.id, r.job_id, r.kernel, r.arches::text, r.boards::text, j.memory_max
@@ -274,10 +274,62 @@ constexpr size_t kClaimBatch = 128;
 // Takes steps [first, last) of `plan` in one transaction: the boards are locked (in NextWork's
 // order: boards by name, then runs, then jobs by id), switches ordered, runs claimed if still
 // queued. `lost` counts the claims another controller took first.
+// TakeSteps for a group without kernel switches (the common case): the locks, the claims and
+// the jobs' state in one statement, committed on its own, so a group costs one round trip to
+// the database instead of five (with 1,000 boards waiting those were ~40 ms of a pass).
+// Here `lost` also counts boards that changed meanwhile (busy, unhealthy): they ask again,
+// and find nothing.
+absl::Status ClaimGroup(pqxx::connection& c, const WorkPlan& plan, size_t first, size_t last,
+                        const StoreOptions& options, WorkStore::BoardOrders& out, size_t& lost) {
+  nlohmann::json claims = nlohmann::json::array();
+  for (size_t i = first; i < last; ++i) {
+    claims.push_back(
+        {{"run", plan.runs[plan.steps[i].run].id}, {"board", plan.free[plan.steps[i].board].name}});
+  }
+  static const std::string kClaimGroup = R"sql(
+    WITH want AS MATERIALIZED (
+           SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(run bigint, board text)),
+         locked AS MATERIALIZED (
+           SELECT b.name FROM boards b
+            WHERE b.name IN (SELECT board FROM want) AND b.health = 'ok'
+              AND NOT EXISTS (SELECT 1 FROM runs busy WHERE busy.board = b.name
+                                 AND busy.state IN ('assigned', 'running'))
+            ORDER BY b.name FOR UPDATE OF b),
+         claimed AS (
+           UPDATE runs r SET
+             state = 'assigned', board = v.board, attempt = r.attempt + 1,
+             attempt_id = gen_random_uuid(), assigned_at = now(), failure_reason = NULL,
+             lease_expires_at = )sql" + pg::LeaseExpirySql(2) +
+                                         R"sql(
+             FROM jobs j, want v
+            WHERE r.id = v.run AND v.board IN (SELECT name FROM locked) AND r.state = 'queued'
+              AND j.id = r.job_id
+           RETURNING )sql" + std::string(kAssignmentColumns) +
+                                         R"sql(),
+         marked AS (
+           UPDATE jobs SET state = 'running', finished_at = NULL
+            WHERE id IN (SELECT job_id FROM claimed) AND state NOT IN ('running', 'cancelled'))
+    SELECT * FROM claimed)sql";
+  pqxx::nontransaction n(c);
+  for (const auto& r : pg::ExecPrepared(n, "dispatch_claim_group", kClaimGroup, claims.dump(),
+                                        options.lease_grace_seconds)) {
+    Assignment a = AssignmentFromRow(r);
+    std::string board = r[12].as<std::string>();
+    out.emplace_back(std::move(board), WorkOrder{.run = std::move(a), .kernel_switch = {}});
+  }
+  lost = claims.size() - out.size();
+  return absl::OkStatus();
+}
+
 absl::Status TakeSteps(pqxx::connection& c, const WorkPlan& plan, size_t first, size_t last,
                        const StoreOptions& options, WorkStore::BoardOrders& out, size_t& lost) {
   out.clear();
   lost = 0;
+  if (std::none_of(plan.steps.begin() + static_cast<std::ptrdiff_t>(first),
+                   plan.steps.begin() + static_cast<std::ptrdiff_t>(last),
+                   [](const BoardStep& step) { return step.switch_kernel; })) {
+    return ClaimGroup(c, plan, first, last, options, out, lost);
+  }
   pqxx::work w(c);
   std::set<std::string> stepping;
   for (size_t i = first; i < last; ++i) stepping.insert(plan.free[plan.steps[i].board].name);
