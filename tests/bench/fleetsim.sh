@@ -4,7 +4,8 @@
 # every simulated board (fleetsim mint) and a user token (controller `tokens create`).
 # While the boards are parked idle it samples the controller's CPU time and RSS
 # (/proc/PID/stat, /proc/PID/status) and PostgreSQL's, and counts the database connections
-# (pg_stat_activity); then the users submit the runs. Afterwards it checks in the database
+# (pg_stat_activity); then the users submit the runs, once this script has created the go
+# file after its samples (its forks must not share the CPUs with the dispatch measured). Afterwards it checks in the database
 # that every run succeeded on its first attempt with exactly one result, and writes
 # fleetsim's figures plus its own as one JSON. Everything it started is stopped by pid.
 #
