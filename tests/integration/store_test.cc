@@ -29,6 +29,20 @@ using faultline::testing::FreshDatabase;
 using faultline::testing::PgSkipReason;
 using faultline::testing::PgUrl;
 
+// A database as a controller of schema version `below` - 1 left it, for upgrade tests.
+void MigrateBelow(pqxx::work& w, int below) {
+  w.exec(R"sql(CREATE TABLE schema_migrations (
+      version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now()))sql");
+  for (const auto& m : Migrations()) {
+    if (m.version >= below) break;
+    w.exec(m.sql);
+    w.exec_params(
+        "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
+        m.version, m.name, m.sql);
+  }
+}
+
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -202,16 +216,7 @@ TEST_F(StoreTest, SamplesKeptBeforeMigration18ReadBackTheSame) {
   {
     pqxx::connection c(url);
     pqxx::work w(c);
-    w.exec(R"sql(CREATE TABLE schema_migrations (
-        version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
-        applied_at timestamptz NOT NULL DEFAULT now()))sql");
-    for (const auto& m : Migrations()) {
-      if (m.version >= 18) break;
-      w.exec(m.sql);
-      w.exec_params(
-          "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
-          m.version, m.name, m.sql);
-    }
+    MigrateBelow(w, 18);
     w.exec("SET LOCAL session_replication_role = replica");  // rows without their parents
     w.exec(R"sql(
       INSERT INTO results (run_id, attempt_id, board, throughput, rounds, duration_seconds,
@@ -1020,16 +1025,7 @@ TEST_F(StoreTest, JobsFinishedBeforeMigration20KeepTheirRunCounts) {
   {
     pqxx::connection c(url);
     pqxx::work w(c);
-    w.exec(R"sql(CREATE TABLE schema_migrations (
-        version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
-        applied_at timestamptz NOT NULL DEFAULT now()))sql");
-    for (const auto& m : Migrations()) {
-      if (m.version >= 20) break;
-      w.exec(m.sql);
-      w.exec_params(
-          "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
-          m.version, m.name, m.sql);
-    }
+    MigrateBelow(w, 20);
     w.exec(R"sql(
       INSERT INTO jobs (id, benchmark, spec, matrix_keys, duration_seconds, memory_max, state)
       VALUES (1, 'filemap-thrash', '{}', '[]', 3, 268435456, 'failed'),

@@ -271,21 +271,59 @@ absl::Status ReadWorkPlan(pqxx::connection& c, const std::vector<std::string>& b
 // one batch instead of after all of them.
 constexpr size_t kClaimBatch = 128;
 
-// Takes steps [first, last) of `plan` in one transaction: the boards are locked (in NextWork's
-// order: boards by name, then runs, then jobs by id), switches ordered, runs claimed if still
-// queued. `lost` counts the claims another controller took first.
-// TakeSteps for a group without kernel switches (the common case): the locks, the claims and
-// the jobs' state in one statement, committed on its own, so a group costs one round trip to
-// the database instead of five (with 1,000 boards waiting those were ~40 ms of a pass).
-// Here `lost` also counts boards that changed meanwhile (busy, unhealthy): they ask again,
-// and find nothing.
+// The kernel switches among steps [first, last) of `plan`, in one transaction: the boards
+// are locked (by name, as NextWork locks them), then each still healthy and idle one is
+// ordered to switch.
+absl::Status OrderSwitches(pqxx::connection& c, const WorkPlan& plan, size_t first, size_t last,
+                           const StoreOptions& options, WorkStore::BoardOrders& out) {
+  std::set<std::string> switching;
+  for (size_t i = first; i < last; ++i) {
+    if (plan.steps[i].switch_kernel) switching.insert(plan.free[plan.steps[i].board].name);
+  }
+  if (switching.empty()) return absl::OkStatus();
+  pqxx::work w(c);
+  std::set<std::string> locked;
+  for (const auto& r : pg::ExecPrepared(w, "dispatch_lock_boards", R"sql(
+           SELECT b.name FROM boards b
+            WHERE b.name IN (SELECT jsonb_array_elements_text($1::jsonb)) AND b.health = 'ok'
+              AND NOT EXISTS (SELECT 1 FROM runs busy WHERE busy.board = b.name
+                                 AND busy.state IN ('assigned', 'running'))
+            ORDER BY b.name FOR UPDATE OF b)sql",
+                                        nlohmann::json(switching).dump())) {
+    locked.insert(r[0].as<std::string>());
+  }
+  for (size_t i = first; i < last; ++i) {
+    const BoardStep& step = plan.steps[i];
+    const FreeBoard& board = plan.free[step.board];
+    if (!step.switch_kernel || !locked.count(board.name)) continue;  // changed: next pass
+    const QueuedRun& run = plan.runs[step.run];
+    KernelSwitchOrder order;
+    order.label = run.kernel;
+    order.reason =
+        absl::StrCat("run ", run.id, " of job ", run.job_id, " needs kernel ", run.kernel);
+    order.deadline_seconds = static_cast<uint32_t>(options.kernel_switch_deadline_seconds);
+    OrderKernelSwitch(w, board.name, order);
+    out.emplace_back(board.name, WorkOrder{.run = std::nullopt, .kernel_switch = order});
+  }
+  w.commit();
+  return absl::OkStatus();
+}
+
+// The claims among steps [first, last) of `plan`: the boards locked, the runs claimed if
+// still queued and their jobs marked running, in one statement committed on its own, so a
+// group costs one round trip to the database (five as a transaction: ~40 ms of a pass with
+// 1,000 boards waiting). `lost` counts the claims not taken: runs another controller took
+// first, and boards that changed meanwhile (busy, unhealthy), which ask again and find
+// nothing.
 absl::Status ClaimGroup(pqxx::connection& c, const WorkPlan& plan, size_t first, size_t last,
                         const StoreOptions& options, WorkStore::BoardOrders& out, size_t& lost) {
   nlohmann::json claims = nlohmann::json::array();
   for (size_t i = first; i < last; ++i) {
+    if (plan.steps[i].switch_kernel) continue;
     claims.push_back(
         {{"run", plan.runs[plan.steps[i].run].id}, {"board", plan.free[plan.steps[i].board].name}});
   }
+  if (claims.empty()) return absl::OkStatus();
   static const std::string kClaimGroup = R"sql(
     WITH want AS MATERIALIZED (
            SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(run bigint, board text)),
@@ -311,83 +349,26 @@ absl::Status ClaimGroup(pqxx::connection& c, const WorkPlan& plan, size_t first,
             WHERE id IN (SELECT job_id FROM claimed) AND state NOT IN ('running', 'cancelled'))
     SELECT * FROM claimed)sql";
   pqxx::nontransaction n(c);
+  size_t claimed = 0;
   for (const auto& r : pg::ExecPrepared(n, "dispatch_claim_group", kClaimGroup, claims.dump(),
                                         options.lease_grace_seconds)) {
     Assignment a = AssignmentFromRow(r);
     std::string board = r[12].as<std::string>();
     out.emplace_back(std::move(board), WorkOrder{.run = std::move(a), .kernel_switch = {}});
+    claimed++;
   }
-  lost = claims.size() - out.size();
+  lost = claims.size() - claimed;
   return absl::OkStatus();
 }
 
+// Takes steps [first, last) of `plan`: the switches (ordered first), then the claims.
 absl::Status TakeSteps(pqxx::connection& c, const WorkPlan& plan, size_t first, size_t last,
                        const StoreOptions& options, WorkStore::BoardOrders& out, size_t& lost) {
   out.clear();
   lost = 0;
-  if (std::none_of(plan.steps.begin() + static_cast<std::ptrdiff_t>(first),
-                   plan.steps.begin() + static_cast<std::ptrdiff_t>(last),
-                   [](const BoardStep& step) { return step.switch_kernel; })) {
-    return ClaimGroup(c, plan, first, last, options, out, lost);
-  }
-  pqxx::work w(c);
-  std::set<std::string> stepping;
-  for (size_t i = first; i < last; ++i) stepping.insert(plan.free[plan.steps[i].board].name);
-  std::set<std::string> locked;
-  for (const auto& r : pg::ExecPrepared(w, "dispatch_lock_boards", R"sql(
-           SELECT b.name FROM boards b
-            WHERE b.name IN (SELECT jsonb_array_elements_text($1::jsonb)) AND b.health = 'ok'
-              AND NOT EXISTS (SELECT 1 FROM runs busy WHERE busy.board = b.name
-                                 AND busy.state IN ('assigned', 'running'))
-            ORDER BY b.name FOR UPDATE OF b)sql",
-                                        nlohmann::json(stepping).dump())) {
-    locked.insert(r[0].as<std::string>());
-  }
-  nlohmann::json claims = nlohmann::json::array();
-  for (size_t i = first; i < last; ++i) {
-    const BoardStep& step = plan.steps[i];
-    const FreeBoard& board = plan.free[step.board];
-    if (!locked.count(board.name)) continue;  // changed meanwhile: next pass
-    const QueuedRun& run = plan.runs[step.run];
-    if (!step.switch_kernel) {
-      claims.push_back({{"run", run.id}, {"board", board.name}});
-      continue;
-    }
-    KernelSwitchOrder order;
-    order.label = run.kernel;
-    order.reason =
-        absl::StrCat("run ", run.id, " of job ", run.job_id, " needs kernel ", run.kernel);
-    order.deadline_seconds = static_cast<uint32_t>(options.kernel_switch_deadline_seconds);
-    OrderKernelSwitch(w, board.name, order);
-    out.emplace_back(board.name, WorkOrder{.run = std::nullopt, .kernel_switch = order});
-  }
-  if (!claims.empty()) {
-    std::set<int64_t> jobs;
-    size_t claimed = 0;
-    static const std::string kClaim = R"sql(
-             UPDATE runs r SET
-               state = 'assigned', board = v.board, attempt = r.attempt + 1,
-               attempt_id = gen_random_uuid(), assigned_at = now(), failure_reason = NULL,
-               lease_expires_at = )sql" +
-                                      pg::LeaseExpirySql(2) +
-                                      R"sql(
-             FROM jobs j, jsonb_to_recordset($1::jsonb) AS v(run bigint, board text)
-             WHERE r.id = v.run AND r.state = 'queued' AND j.id = r.job_id
-             RETURNING )sql" + std::string(kAssignmentColumns);
-    for (const auto& r : pg::ExecPrepared(w, "dispatch_claim", kClaim, claims.dump(),
-                                          options.lease_grace_seconds)) {
-      Assignment a = AssignmentFromRow(r);
-      std::string board = r[12].as<std::string>();
-      jobs.insert(a.job_id);
-      out.emplace_back(std::move(board), WorkOrder{.run = std::move(a), .kernel_switch = {}});
-      claimed++;
-    }
-    lost = claims.size() - claimed;
-    // last_seen is not touched here: AcquireWork did when the call parked.
-    pg::MarkJobsRunning(w, jobs);
-  }
-  w.commit();
-  return absl::OkStatus();
+  absl::Status switched = OrderSwitches(c, plan, first, last, options, out);
+  if (!switched.ok()) return switched;
+  return ClaimGroup(c, plan, first, last, options, out, lost);
 }
 
 }  // namespace
