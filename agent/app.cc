@@ -197,7 +197,7 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   KernelSwitcher switcher(*config, boot, boot_commands, clock);
   if (!SettleSwitch(switcher, *config, *identity)) return 2;
 
-  std::string workload = !options.workload_binary.empty() ? options.workload_binary
+  std::string workload = !options.workload_binary.empty()   ? options.workload_binary
                          : !config->workload_binary.empty() ? config->workload_binary
                                                             : DefaultWorkloadBinary(argv0);
   if (access(workload.c_str(), X_OK) != 0) {
@@ -210,15 +210,17 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   v1::Board board = BoardFromFacts(*config, facts);
   board.set_boot_id(identity->boot_id);
   if (board.running_kernel_label().empty()) {
-    log::warn("event=unknown_running_kernel release={} note=\"no configured kernel has this "
-              "release; the agent will get no runs\"",
-              facts.kernel_release);
+    log::warn(
+        "event=unknown_running_kernel release={} note=\"no configured kernel has this "
+        "release; the agent will get no runs\"",
+        facts.kernel_release);
   }
-  log::info("event=agent_starting board={} arch={} cpus={} memory={} page_size={} cgroup=v{} "
-            "kernel={} ({})",
-            board.name(), board.arch(), board.cpu_count(), FormatSize(board.memory_bytes()),
-            board.page_size(), board.cgroup_version(), board.running_kernel_label(),
-            facts.kernel_release);
+  log::info(
+      "event=agent_starting board={} arch={} cpus={} memory={} page_size={} cgroup=v{} "
+      "kernel={} ({})",
+      board.name(), board.arch(), board.cpu_count(), FormatSize(board.memory_bytes()),
+      board.page_size(), board.cgroup_version(), board.running_kernel_label(),
+      facts.kernel_release);
 
   auto token = ReadToken(config->token_file);
   if (!token) return 2;

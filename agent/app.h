@@ -6,7 +6,7 @@ namespace faultline::agent {
 struct AgentOptions {
   std::string controller = "localhost:50051";
   std::string config_path;
-  std::string workload_binary;  // overrides the config; default: next to the agent binary
+  std::string workload_binary;     // overrides the config; default: next to the agent binary
   bool clear_needs_check = false;  // clear the board's needs-check state and exit
 };
 

@@ -10,8 +10,8 @@ namespace faultline::agent {
 std::string CheckAssignment(const AssignmentFacts& a, const BoardCapacity& board) {
   const BenchmarkSpec* bench = FindBenchmark(a.benchmark);
   if (bench == nullptr) {
-    return absl::StrCat("benchmark: unknown '", a.benchmark.substr(0, 64), "' (known: ",
-                        BenchmarkNames(), ")");
+    return absl::StrCat("benchmark: unknown '", a.benchmark.substr(0, 64),
+                        "' (known: ", BenchmarkNames(), ")");
   }
   if (a.duration_seconds < 1 || a.duration_seconds > kMaxRunSeconds) {
     return absl::StrCat("duration_seconds: must be between 1 and ", kMaxRunSeconds, ", got ",
@@ -20,7 +20,8 @@ std::string CheckAssignment(const AssignmentFacts& a, const BoardCapacity& board
   auto memory_max = ParseUnsigned(a.memory_max);
   if (!memory_max || *memory_max < (16ull << 20) || *memory_max > board.memory_bytes) {
     return absl::StrCat("memcg.memory_max: must be between 16M and the board's memory (",
-                        FormatSize(board.memory_bytes), "), got '", a.memory_max.substr(0, 32), "'");
+                        FormatSize(board.memory_bytes), "), got '", a.memory_max.substr(0, 32),
+                        "'");
   }
   std::string bad_knob, why;
   auto knobs = ResolveKnobs(*bench, a.params, &bad_knob, &why);
@@ -59,7 +60,8 @@ std::string CheckAssignment(const AssignmentFacts& a, const BoardCapacity& board
   } else if (a.benchmark == "shmem-folio-fault") {
     const uint64_t bytes = number("threads") * number("shmem_size");
     if (bytes > board.memory_bytes) {
-      return too_big("params.threads x shmem_size", bytes, board.memory_bytes, "the board's memory");
+      return too_big("params.threads x shmem_size", bytes, board.memory_bytes,
+                     "the board's memory");
     }
   }
   return "";

@@ -39,8 +39,8 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("line ", e.mark.line + 1, ", column ",
-                                                   e.mark.column + 1, ": ", e.msg));
+    return absl::InvalidArgumentError(
+        absl::StrCat("line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ", e.msg));
   }
   if (!root.IsMap()) return absl::InvalidArgumentError("the config must be a YAML mapping");
   static const std::set<std::string> kKnown = {
@@ -137,13 +137,20 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
       KernelEntry e;
       for (const auto& kv : k) {
         std::string key = kv.first.as<std::string>();
-        if (key == "label") e.label = kv.second.as<std::string>();
-        else if (key == "release") e.release = kv.second.as<std::string>();
-        else if (key == "boot") e.boot = kv.second.as<std::string>();
-        else if (key == "kernel") e.kernel = kv.second.as<std::string>();
-        else if (key == "initrd") e.initrd = kv.second.as<std::string>();
-        else if (key == "cmdline") e.cmdline = kv.second.as<std::string>();
-        else if (key == "grub_entry") e.grub_entry = kv.second.as<std::string>();
+        if (key == "label")
+          e.label = kv.second.as<std::string>();
+        else if (key == "release")
+          e.release = kv.second.as<std::string>();
+        else if (key == "boot")
+          e.boot = kv.second.as<std::string>();
+        else if (key == "kernel")
+          e.kernel = kv.second.as<std::string>();
+        else if (key == "initrd")
+          e.initrd = kv.second.as<std::string>();
+        else if (key == "cmdline")
+          e.cmdline = kv.second.as<std::string>();
+        else if (key == "grub_entry")
+          e.grub_entry = kv.second.as<std::string>();
         else if (key == "kexec_exec")
           e.kexec_exec = kv.second.as<std::string>();
         else if (key == "kexec_args") {
@@ -201,8 +208,8 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
       config.kernels.push_back(std::move(e));
     }
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("line ", e.mark.line + 1, ", column ",
-                                                   e.mark.column + 1, ": ", e.msg));
+    return absl::InvalidArgumentError(
+        absl::StrCat("line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ", e.msg));
   }
   return config;
 }

@@ -40,8 +40,8 @@ struct KernelEntry {
   std::string release;
   std::string boot = "none";  // none | kexec | grub-reboot | command
   // kexec:
-  std::string kernel;          // the image (absolute path)
-  std::string initrd;          // optional
+  std::string kernel;               // the image (absolute path)
+  std::string initrd;               // optional
   std::string cmdline = "running";  // "running": reuse /proc/cmdline
   // How the loaded image is entered: "systemctl" (`systemctl kexec`: services stop
   // cleanly), "direct" (`sync`, then `kexec -e`: boards without systemd, e.g. a ramdisk
@@ -74,8 +74,8 @@ struct AgentConfig {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_server_name;  // "": TlsServerName's default
-  std::string release_file;  // tests: read the running release from here
-  std::string boot_id_file;  // tests: read the boot id from here
+  std::string release_file;     // tests: read the running release from here
+  std::string boot_id_file;     // tests: read the boot id from here
 };
 
 // The configured entry for a label, or nullptr.

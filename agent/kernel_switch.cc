@@ -39,7 +39,9 @@ std::string OneLine(std::string s) {
   return s;
 }
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) { return ReadWholeFile(path); }
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  return ReadWholeFile(path);
+}
 
 std::map<std::string, std::string> ParseLines(const std::string& text) {
   std::map<std::string, std::string> out;
@@ -188,7 +190,9 @@ absl::StatusOr<std::optional<PendingSwitch>> SwitchState::LoadPending() const {
   return std::optional<PendingSwitch>(p);
 }
 
-absl::Status SwitchState::ClearPending() { return RemoveFileDurably(dir_, kPendingFile); }
+absl::Status SwitchState::ClearPending() {
+  return RemoveFileDurably(dir_, kPendingFile);
+}
 
 absl::Status SwitchState::MarkNeedsCheck(const std::string& reason) {
   return WriteFileDurably(dir_, kNeedsCheckFile, OneLine(reason) + "\n");
@@ -201,7 +205,9 @@ std::optional<std::string> SwitchState::NeedsCheck() const {
   return reason.empty() ? std::string("needs a check (no reason recorded)") : reason;
 }
 
-absl::Status SwitchState::ClearNeedsCheck() { return RemoveFileDurably(dir_, kNeedsCheckFile); }
+absl::Status SwitchState::ClearNeedsCheck() {
+  return RemoveFileDurably(dir_, kNeedsCheckFile);
+}
 
 std::string VerifySwitch(const PendingSwitch& pending, const BootIdentity& now) {
   if (now.boot_id == pending.boot_id_before) {
@@ -221,7 +227,8 @@ absl::StatusOr<std::optional<std::string>> SettleSwitchOnStart(SwitchState& stat
   auto pending = state.LoadPending();
   if (!pending.ok()) {
     // A record that cannot be read proves nothing about this boot: needs a look.
-    std::string reason = absl::StrCat("unreadable kernel switch record: ", pending.status().message());
+    std::string reason =
+        absl::StrCat("unreadable kernel switch record: ", pending.status().message());
     if (auto s = state.MarkNeedsCheck(reason); !s.ok()) return s;
     if (auto s = state.ClearPending(); !s.ok()) return s;
     return std::optional<std::string>(reason);

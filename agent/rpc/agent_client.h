@@ -42,7 +42,7 @@ struct AgentClientOptions {
   std::chrono::milliseconds min_backoff{500};
   std::chrono::milliseconds max_backoff{10'000};
   ResultSpool* spool = nullptr;  // results waiting for the controller; null: no spool
-  std::string token;      // bearer token of this board's agent (empty: none)
+  std::string token;             // bearer token of this board's agent (empty: none)
 };
 
 class AgentClient : public ControllerLink {

@@ -14,7 +14,9 @@ constexpr char kSuffix[] = ".result";
 
 bool SafeAttempt(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-';
+  });
 }
 
 }  // namespace
@@ -34,7 +36,9 @@ absl::StatusOr<std::string> ResultSpool::Put(const v1::ReportResultRequest& resu
   return name;
 }
 
-absl::Status ResultSpool::Remove(const std::string& name) { return RemoveFileDurably(dir_, name); }
+absl::Status ResultSpool::Remove(const std::string& name) {
+  return RemoveFileDurably(dir_, name);
+}
 
 absl::StatusOr<std::vector<std::string>> ResultSpool::List() const {
   std::vector<std::string> names;
@@ -59,7 +63,8 @@ absl::StatusOr<v1::ReportResultRequest> ResultSpool::Load(const std::string& nam
   if (!result.ParseFromString(*bytes) || result.run_id() <= 0) {
     std::error_code ec;
     std::filesystem::rename(dir_ + "/" + name, dir_ + "/" + name + ".bad", ec);
-    return absl::DataLossError(absl::StrCat(dir_, "/", name, " does not hold a result (set aside as .bad)"));
+    return absl::DataLossError(
+        absl::StrCat(dir_, "/", name, " does not hold a result (set aside as .bad)"));
   }
   return result;
 }

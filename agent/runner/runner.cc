@@ -60,7 +60,9 @@ bool MoveHigh(UniqueFd* fd, std::string* error) {
   return true;
 }
 
-void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+void SetNonBlocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
 // Everything the forked child does before exec. Only async-signal-safe calls: the agent
 // is multi-threaded, and after fork() only this thread exists in the child.
@@ -108,7 +110,8 @@ bool ReadSome(int fd, std::string* into) {
 
 class ProgressLines {
  public:
-  ProgressLines(const std::function<void(const WorkloadProgress&)>& callback, Clock::time_point start)
+  ProgressLines(const std::function<void(const WorkloadProgress&)>& callback,
+                Clock::time_point start)
       : callback_(callback), start_(start) {}
   void Feed(const std::string& chunk) {
     buffer_ += chunk;
@@ -252,9 +255,8 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
   if (invocation.cancel != nullptr && invocation.cancel->load()) return SetupFailure("cancelled");
 
   std::string error;
-  auto cgroup = sys::MemoryCgroup::Create(invocation.cgroup_backend,
-                                          sys::RunCgroupName(invocation.run_id),
-                                          invocation.limits, &error);
+  auto cgroup = sys::MemoryCgroup::Create(
+      invocation.cgroup_backend, sys::RunCgroupName(invocation.run_id), invocation.limits, &error);
   if (!cgroup) return SetupFailure("cgroup: " + error);
   WorkloadOutcome outcome;
   outcome.applied_limits = cgroup->AppliedLimits();
@@ -264,11 +266,12 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   Pipe out, err, progress, exec_error;
   if (!procs || !dev_null || !MakePipe(&out, &error) || !MakePipe(&err, &error) ||
-      !MakePipe(&progress, &error) || !MakePipe(&exec_error, &error) ||
-      !MoveHigh(&procs, &error) || !MoveHigh(&dev_null, &error) ||
-      !MoveHigh(&out.write, &error) || !MoveHigh(&err.write, &error) ||
-      !MoveHigh(&progress.write, &error) || !MoveHigh(&exec_error.write, &error)) {
-    outcome.failure_reason = "setup: " + (error.empty() ? std::string(std::strerror(errno)) : error);
+      !MakePipe(&progress, &error) || !MakePipe(&exec_error, &error) || !MoveHigh(&procs, &error) ||
+      !MoveHigh(&dev_null, &error) || !MoveHigh(&out.write, &error) ||
+      !MoveHigh(&err.write, &error) || !MoveHigh(&progress.write, &error) ||
+      !MoveHigh(&exec_error.write, &error)) {
+    outcome.failure_reason =
+        "setup: " + (error.empty() ? std::string(std::strerror(errno)) : error);
     if (!cgroup->Destroy(&error)) outcome.cleanup_error = error;
     return outcome;
   }
@@ -383,7 +386,8 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
   observed.stderr_tail = stderr_text;
 
   if (exec_failed) {
-    outcome.failure_reason = "exec " + invocation.workload_binary + ": " + std::strerror(exec_errno);
+    outcome.failure_reason =
+        "exec " + invocation.workload_binary + ": " + std::strerror(exec_errno);
   } else if (stdout_overflow) {
     outcome.failure_reason = "more than " + FormatSize(kMaxStdoutBytes) + " on stdout";
   } else {

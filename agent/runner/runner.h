@@ -21,25 +21,25 @@ namespace faultline::runner {
 struct WorkloadProgress {
   enum class Phase { kStarted, kMeasuring };
   Phase phase = Phase::kStarted;
-  uint32_t second = 0;           // measured seconds completed (kMeasuring)
-  uint64_t rounds = 0;           // measured rounds so far (kMeasuring)
-  double elapsed_seconds = 0;    // since the child was started
+  uint32_t second = 0;         // measured seconds completed (kMeasuring)
+  uint64_t rounds = 0;         // measured rounds so far (kMeasuring)
+  double elapsed_seconds = 0;  // since the child was started
 };
 
 struct WorkloadInvocation {
-  std::string workload_binary;                 // path to faultline-workload
+  std::string workload_binary;  // path to faultline-workload
   std::string benchmark;
-  std::map<std::string, std::string> params;   // knob -> value text
+  std::map<std::string, std::string> params;  // knob -> value text
   uint32_t duration_seconds = 0;
-  std::vector<std::string> events;             // --events: perf events to count (none: no flag)
-  std::string work_dir;                        // --dir; empty: the workload's default
+  std::vector<std::string> events;  // --events: perf events to count (none: no flag)
+  std::string work_dir;             // --dir; empty: the workload's default
   sys::MemcgLimits limits;
   sys::CgroupBackend cgroup_backend;
-  std::string run_id;                          // the cgroup is faultline/run-<run_id>
-  uint32_t grace_seconds = 60;                 // timeout = warmup + duration + grace
-  std::atomic<bool>* cancel = nullptr;         // set by anyone to stop the run
+  std::string run_id;                                        // the cgroup is faultline/run-<run_id>
+  uint32_t grace_seconds = 60;                               // timeout = warmup + duration + grace
+  std::atomic<bool>* cancel = nullptr;                       // set by anyone to stop the run
   std::function<void(const WorkloadProgress&)> on_progress;  // called on this thread
-  std::chrono::milliseconds kill_after_term{5000};            // SIGTERM, then SIGKILL
+  std::chrono::milliseconds kill_after_term{5000};           // SIGTERM, then SIGKILL
 };
 
 struct WorkloadOutcome {
@@ -47,8 +47,8 @@ struct WorkloadOutcome {
   // "timeout", "cancelled", "oom_killed", "exit code 3: <last stderr line>",
   // "killed by signal 9", or a setup failure ("cgroup: ...", "invalid params: ...").
   std::string failure_reason;
-  std::string result_json;   // the child's stdout
-  std::string stderr_tail;   // last ~4 KiB of the child's stderr
+  std::string result_json;  // the child's stdout
+  std::string stderr_tail;  // last ~4 KiB of the child's stderr
   std::map<std::string, std::string> applied_limits;
   std::map<std::string, uint64_t> memcg_events;
   std::string cleanup_error;  // the cgroup could not be removed (reported, not fatal)
@@ -66,9 +66,9 @@ std::vector<std::string> BuildWorkloadArgv(const WorkloadInvocation& invocation)
 std::optional<WorkloadProgress> ParseProgressLine(std::string_view line);
 
 struct ChildObservations {
-  bool exited = false;        // WIFEXITED
+  bool exited = false;  // WIFEXITED
   int exit_code = 0;
-  int signal = 0;             // WTERMSIG when killed by a signal
+  int signal = 0;  // WTERMSIG when killed by a signal
   bool cancel_requested = false;
   bool timed_out = false;
   uint64_t memcg_oom_kills = 0;

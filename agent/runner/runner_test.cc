@@ -17,8 +17,7 @@ TEST(BuildWorkloadArgv, PassesKnobsDurationDirAndProgressFd) {
   EXPECT_EQ(BuildWorkloadArgv(invocation),
             (std::vector<std::string>{"/opt/faultline-workload", "filemap-thrash", "--file_size",
                                       "16M", "--threads", "40", "--duration", "60s", "--dir",
-                                      "/scratch", "--progress-fd", "3",
-                                      "--inherit-cgroup"}));
+                                      "/scratch", "--progress-fd", "3", "--inherit-cgroup"}));
 }
 
 TEST(BuildWorkloadArgv, PassesEventsAsOneCommaSeparatedFlag) {

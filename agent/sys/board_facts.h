@@ -10,11 +10,11 @@
 namespace faultline::sys {
 
 struct BoardFacts {
-  std::string arch;            // uname machine: x86_64, aarch64, riscv64
+  std::string arch;  // uname machine: x86_64, aarch64, riscv64
   std::string cpu_model;
-  uint32_t cpu_count = 0;      // online CPUs
-  uint64_t memory_bytes = 0;   // MemTotal
-  uint64_t page_size = 0;      // sysconf(_SC_PAGESIZE): 4K, 16K or 64K
+  uint32_t cpu_count = 0;     // online CPUs
+  uint64_t memory_bytes = 0;  // MemTotal
+  uint64_t page_size = 0;     // sysconf(_SC_PAGESIZE): 4K, 16K or 64K
   std::vector<SwapDevice> swap_devices;
   std::string cgroup_version;  // "1", "2", or "" when no memory cgroup is usable
   std::string kernel_release;  // uname -r

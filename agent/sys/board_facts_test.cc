@@ -28,11 +28,12 @@ TEST(ParseCpuModel, Riscv64UarchThenIsa) {
   EXPECT_EQ(ParseCpuModel("hart\t: 0\nisa\t: rv64imafdc\n", "riscv64"), "rv64imafdc");
 }
 
-TEST(ParseCpuModel, FallsBackToArch) { EXPECT_EQ(ParseCpuModel("", "riscv64"), "riscv64"); }
+TEST(ParseCpuModel, FallsBackToArch) {
+  EXPECT_EQ(ParseCpuModel("", "riscv64"), "riscv64");
+}
 
 TEST(ParseMemTotalBytes, ConvertsKib) {
-  EXPECT_EQ(ParseMemTotalBytes("MemTotal:       24615012 kB\nMemFree: 1 kB\n"),
-            24615012ull * 1024);
+  EXPECT_EQ(ParseMemTotalBytes("MemTotal:       24615012 kB\nMemFree: 1 kB\n"), 24615012ull * 1024);
   EXPECT_EQ(ParseMemTotalBytes("MemFree: 1 kB\n"), 0u);
 }
 
@@ -41,7 +42,8 @@ TEST(CollectBoardFacts, ReadsFakeProcTree) {
   std::string root = ::mkdtemp(pattern);
   std::ofstream(root + "/cpuinfo") << "model name\t: Fake CPU\n";
   std::ofstream(root + "/meminfo") << "MemTotal: 1024 kB\n";
-  std::ofstream(root + "/swaps") << "Filename Type Size Used Priority\n/dev/zram0 partition 8 0 5\n";
+  std::ofstream(root + "/swaps")
+      << "Filename Type Size Used Priority\n/dev/zram0 partition 8 0 5\n";
   std::ofstream(root + "/version") << "Linux version 6.1.0-fake (gcc) #1\n";
   BoardFactsSources sources;
   sources.proc_root = root;

@@ -69,8 +69,8 @@ bool HasMemoryController(const std::string& dir) {
 bool IsValidCgroupName(std::string_view name) {
   if (name.empty() || name == "." || name == "..") return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -91,8 +91,9 @@ bool EnableMemoryForChildren(const std::string& dir, std::string* error) {
   if (ListContainsWord(*current, "memory")) return true;
   if (!WriteToExistingFile(Join(dir, kSubtreeControl), "+memory", error)) {
     // EBUSY here is the v2 "no internal processes" rule: dir itself holds processes.
-    *error += " (a v2 parent must not hold processes itself; configure a delegated, empty "
-              "parent)";
+    *error +=
+        " (a v2 parent must not hold processes itself; configure a delegated, empty "
+        "parent)";
     return false;
   }
   return true;
@@ -196,8 +197,8 @@ std::vector<pid_t> ParseCgroupProcs(std::string_view text) {
     size_t eol = text.find('\n');
     std::string_view line = text.substr(0, eol);
     text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
-    if (auto pid = ParseUnsigned(line); pid && *pid > 0 && *pid <= static_cast<uint64_t>(
-                                                                 std::numeric_limits<pid_t>::max())) {
+    if (auto pid = ParseUnsigned(line);
+        pid && *pid > 0 && *pid <= static_cast<uint64_t>(std::numeric_limits<pid_t>::max())) {
       pids.push_back(static_cast<pid_t>(*pid));
     }
   }
@@ -313,8 +314,8 @@ bool KillAndRemoveCgroupDir(const std::string& dir, CgroupVersion version, std::
 }
 
 std::optional<MemoryCgroup> MemoryCgroup::Create(const CgroupBackend& backend,
-                                                 std::string_view name,
-                                                 const MemcgLimits& limits, std::string* error) {
+                                                 std::string_view name, const MemcgLimits& limits,
+                                                 std::string* error) {
   if (!IsValidCgroupName(name)) {
     *error = "invalid cgroup name '" + std::string(name) + "' (use letters, digits, . _ -)";
     return std::nullopt;

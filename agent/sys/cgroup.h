@@ -143,7 +143,8 @@ class MemoryCgroup {
   bool Destroy(std::string* error);
 
  private:
-  MemoryCgroup(std::string path, CgroupVersion version) : path_(std::move(path)), version_(version) {}
+  MemoryCgroup(std::string path, CgroupVersion version)
+      : path_(std::move(path)), version_(version) {}
 
   std::string path_;  // empty once destroyed or moved from
   CgroupVersion version_ = CgroupVersion::kV2;

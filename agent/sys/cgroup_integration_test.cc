@@ -46,8 +46,7 @@ TEST(MemoryCgroupIntegration, CreateLimitAddStatsDestroy) {
     EXPECT_EQ(ReadFileToString(path + "/memory.limit_in_bytes", nullptr), "268435456\n");
     EXPECT_EQ(ReadFileToString(path + "/memory.soft_limit_in_bytes", nullptr), "201326592\n");
     if (PathExists(path + "/memory.memsw.limit_in_bytes")) {
-      EXPECT_EQ(ReadFileToString(path + "/memory.memsw.limit_in_bytes", nullptr),
-                "335544320\n");
+      EXPECT_EQ(ReadFileToString(path + "/memory.memsw.limit_in_bytes", nullptr), "335544320\n");
     }
   } else {
     EXPECT_EQ(ReadFileToString(path + "/memory.max", nullptr), "268435456\n");

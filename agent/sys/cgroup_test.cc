@@ -1,7 +1,7 @@
 #include "agent/sys/cgroup.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -133,7 +133,8 @@ TEST(PlanMemcgLimits, V1CannotLimitSwapWithoutMemswOrMax) {
 }
 
 TEST(PlanMemcgLimits, V1MemswSaturatesInsteadOfOverflowing) {
-  auto plan = PlanMemcgLimits(CgroupVersion::kV1, {UINT64_MAX - 1, std::nullopt, 10}, {true, false});
+  auto plan =
+      PlanMemcgLimits(CgroupVersion::kV1, {UINT64_MAX - 1, std::nullopt, 10}, {true, false});
   ASSERT_EQ(plan.writes.size(), 2u);
   EXPECT_EQ(plan.writes[1].value, std::to_string(UINT64_MAX));
 }
@@ -153,7 +154,8 @@ TEST(ParseCgroupProcs, SkipsJunk) {
 TEST(ParseCgroupKeyValues, ReadsOomControlAndEvents) {
   auto oom = ParseCgroupKeyValues("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
   EXPECT_EQ(oom["oom_kill"], 3u);
-  auto events = ParseCgroupKeyValues("low 0\nhigh 17\nmax 2\noom 1\noom_kill 1\noom_group_kill 0\n");
+  auto events =
+      ParseCgroupKeyValues("low 0\nhigh 17\nmax 2\noom 1\noom_kill 1\noom_group_kill 0\n");
   EXPECT_EQ(events["high"], 17u);
   EXPECT_EQ(events["oom_kill"], 1u);
 }

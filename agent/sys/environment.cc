@@ -98,7 +98,8 @@ std::string Fnv1a64Hex(std::string_view data) {
   return out;
 }
 
-std::map<std::string, std::string> CollectEnvironmentFingerprint(const EnvironmentSources& sources) {
+std::map<std::string, std::string> CollectEnvironmentFingerprint(
+    const EnvironmentSources& sources) {
   std::map<std::string, std::string> env;
   BoardFactsSources board_sources;
   board_sources.proc_root = sources.proc_root;
@@ -110,8 +111,8 @@ std::map<std::string, std::string> CollectEnvironmentFingerprint(const Environme
   PutFile(&env, "kernel.cmdline", sources.proc_root + "/cmdline");
   // The plain config next to the kernel is preferred; /proc/config.gz (IKCONFIG_PROC) is
   // hashed as the compressed bytes the kernel embeds, which are fixed per build.
-  for (const auto& path : {sources.boot_dir + "/config-" + facts.kernel_release,
-                           sources.proc_root + "/config.gz"}) {
+  for (const auto& path :
+       {sources.boot_dir + "/config-" + facts.kernel_release, sources.proc_root + "/config.gz"}) {
     if (auto config = ReadFileToString(path, nullptr); config && !config->empty()) {
       env["kernel.config_fnv1a64"] = Fnv1a64Hex(*config);
       env["kernel.config_source"] = path;

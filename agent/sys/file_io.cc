@@ -12,7 +12,9 @@
 
 namespace faultline::sys {
 
-std::string ErrnoMessage(int error_number) { return std::strerror(error_number); }
+std::string ErrnoMessage(int error_number) {
+  return std::strerror(error_number);
+}
 
 std::optional<std::string> ReadFileToString(const std::string& path, std::string* error) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

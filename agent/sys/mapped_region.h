@@ -13,7 +13,8 @@ class MappedRegion {
  public:
   MappedRegion() = default;
   MappedRegion(MappedRegion&& other) noexcept
-      : address_(std::exchange(other.address_, nullptr)), length_(std::exchange(other.length_, 0)) {}
+      : address_(std::exchange(other.address_, nullptr)),
+        length_(std::exchange(other.length_, 0)) {}
   MappedRegion& operator=(MappedRegion&& other) noexcept {
     if (this != &other) {
       Unmap();

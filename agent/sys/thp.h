@@ -38,7 +38,7 @@ class ScopedSysfsChoice {
 
  private:
   ScopedSysfsChoice() = default;
-  std::string path_;      // empty: nothing to restore
+  std::string path_;  // empty: nothing to restore
   std::string previous_;
 };
 

@@ -22,8 +22,8 @@ std::string DecodeOctalEscapes(std::string_view text) {
   auto is_octal = [](char c) { return c >= '0' && c <= '7'; };
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\\' && i + 3 < text.size() && is_octal(text[i + 1]) &&
-        is_octal(text[i + 2]) && is_octal(text[i + 3])) {
+    if (text[i] == '\\' && i + 3 < text.size() && is_octal(text[i + 1]) && is_octal(text[i + 2]) &&
+        is_octal(text[i + 3])) {
       out += static_cast<char>((text[i + 1] - '0') * 64 + (text[i + 2] - '0') * 8 +
                                (text[i + 3] - '0'));
       i += 3;
@@ -36,7 +36,9 @@ std::string DecodeOctalEscapes(std::string_view text) {
 
 }  // namespace
 
-VmstatCounters ParseVmstat(std::string_view text) { return ParseKeyValueLines(text); }
+VmstatCounters ParseVmstat(std::string_view text) {
+  return ParseKeyValueLines(text);
+}
 
 std::optional<VmstatCounters> ReadVmstat(std::string* error, const std::string& path) {
   auto text = ReadFileToString(path, error);

@@ -17,8 +17,8 @@ std::optional<VmstatCounters> ReadVmstat(std::string* error = nullptr,
                                          const std::string& path = "/proc/vmstat");
 
 struct SwapDevice {
-  std::string path;   // "/dev/zram0", "/swapfile"
-  std::string type;   // "partition", "file"
+  std::string path;  // "/dev/zram0", "/swapfile"
+  std::string type;  // "partition", "file"
   uint64_t size_bytes = 0;
   uint64_t used_bytes = 0;
   int priority = 0;
@@ -39,7 +39,6 @@ struct MemoryPressure {
   uint64_t full_total_us = 0;
 };
 std::optional<MemoryPressure> ParseMemoryPressure(std::string_view text);
-std::optional<MemoryPressure> ReadMemoryPressure(
-    const std::string& path = "/proc/pressure/memory");
+std::optional<MemoryPressure> ReadMemoryPressure(const std::string& path = "/proc/pressure/memory");
 
 }  // namespace faultline::sys

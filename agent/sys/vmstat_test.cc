@@ -41,7 +41,9 @@ TEST(ParseProcSwaps, HeaderOnlyMeansNoSwap) {
   EXPECT_TRUE(ParseProcSwaps("Filename\tType\tSize\tUsed\tPriority\n").empty());
 }
 
-TEST(HasSwap, FalseForMissingFile) { EXPECT_FALSE(HasSwap("/nonexistent/swaps")); }
+TEST(HasSwap, FalseForMissingFile) {
+  EXPECT_FALSE(HasSwap("/nonexistent/swaps"));
+}
 
 TEST(ParseMemoryPressure, ReadsTotals) {
   auto psi = ParseMemoryPressure(

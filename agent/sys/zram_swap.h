@@ -10,9 +10,9 @@ namespace faultline::sys {
 
 struct ZramSwapOptions {
   uint64_t disksize_bytes = 0;
-  std::string device = "zram0";           // /dev/<device>, /sys/block/<device>
-  std::string comp_algorithm;             // "" = the kernel's default
-  int priority = 32767;                   // highest: the run uses this device first
+  std::string device = "zram0";  // /dev/<device>, /sys/block/<device>
+  std::string comp_algorithm;    // "" = the kernel's default
+  int priority = 32767;          // highest: the run uses this device first
 };
 
 class ZramSwap {

@@ -34,8 +34,8 @@ class AnonRegionWorkload : public Workload {
     int map_errno = 0;
     region_ = MappedRegion::MapAnonymous(region_bytes_, &map_errno);
     if (!region_.valid()) {
-      *error = "mmap of a " + FormatSize(region_bytes_) + " anonymous region: " +
-               sys::ErrnoMessage(map_errno);
+      *error = "mmap of a " + FormatSize(region_bytes_) +
+               " anonymous region: " + sys::ErrnoMessage(map_errno);
       return false;
     }
     return config_.nonzero_fill ? FillNonZero(interrupted, error) : FillZero(interrupted, error);

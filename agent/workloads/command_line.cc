@@ -203,8 +203,8 @@ std::string WorkloadUsage() {
   }
   out += "\npresets (--preset NAME):\n";
   for (const auto& preset : Presets()) {
-    out += "  " + preset.name + " (" + preset.benchmark + "; " + preset.seed + "): " +
-           preset.help + "\n";
+    out += "  " + preset.name + " (" + preset.benchmark + "; " + preset.seed + "): " + preset.help +
+           "\n";
   }
   return out;
 }
@@ -322,8 +322,7 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
     if (!duration_text) duration_text = std::to_string(preset->duration_seconds) + "s";
     // The preset's limits, unless the caller gave limits of its own or keeps its cgroup.
     if (!inherit_cgroup && !command.own_cgroup) {
-      auto limit = [&](const std::string& text, const char* name,
-                       std::optional<uint64_t>* out) {
+      auto limit = [&](const std::string& text, const char* name, std::optional<uint64_t>* out) {
         if (text.empty() || text == "max") return true;
         std::string why;
         auto bytes = ParseSize(text, &why);

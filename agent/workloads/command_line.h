@@ -31,8 +31,8 @@ struct WorkloadCommand {
   sys::MemcgLimits limits;
   bool own_cgroup = false;
   sys::CgroupBackendOptions cgroup;
-  int progress_fd = -1;  // where per-second progress lines go (the runner's pipe)
-  std::string preset;    // "" = none
+  int progress_fd = -1;          // where per-second progress lines go (the runner's pipe)
+  std::string preset;            // "" = none
   uint64_t zram_swap_bytes = 0;  // --zram-swap: provision zram swap for a swap benchmark
   // --events: perf events counted over the measured interval (services/common/perf_events.h
   // syntax, checked here; whether a tracepoint exists is checked when the run starts).

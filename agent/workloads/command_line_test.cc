@@ -11,8 +11,8 @@ std::optional<WorkloadCommand> Parse(std::vector<std::string> args, std::string*
 
 TEST(ParseWorkloadCommand, AcceptsDashAndUnderscoreKnobsAndFillsDefaults) {
   std::string error;
-  auto command = Parse({"filemap-thrash", "--file-size", "4M", "--munmap_threads=2",
-                        "--threads", "2", "--duration", "3s", "--dir", "/var/tmp"},
+  auto command = Parse({"filemap-thrash", "--file-size", "4M", "--munmap_threads=2", "--threads",
+                        "2", "--duration", "3s", "--dir", "/var/tmp"},
                        &error);
   ASSERT_TRUE(command) << error;
   EXPECT_EQ(command->benchmark, "filemap-thrash");
@@ -62,8 +62,8 @@ TEST(ParseWorkloadCommand, DurationIsRequiredAndWholeSeconds) {
 
 TEST(ParseWorkloadCommand, MemoryLimitsMeanOwnCgroup) {
   std::string error;
-  auto command = Parse({"swap-in", "--duration", "1s", "--memory-max", "256M", "--swap_max", "0"},
-                       &error);
+  auto command =
+      Parse({"swap-in", "--duration", "1s", "--memory-max", "256M", "--swap_max", "0"}, &error);
   ASSERT_TRUE(command) << error;
   EXPECT_TRUE(command->own_cgroup);
   EXPECT_EQ(command->limits.memory_max, 256u << 20);

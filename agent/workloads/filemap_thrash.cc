@@ -60,14 +60,15 @@ class FilemapThrash : public Workload {
 
   std::vector<ThreadGroup> ThreadGroups() override {
     std::vector<ThreadGroup> groups;
-    groups.push_back({"", threads_, [this](uint32_t index, RoundCounter& counter,
-                                           const std::atomic<bool>& stop, std::string* error) {
+    groups.push_back({"", threads_,
+                      [this](uint32_t index, RoundCounter& counter, const std::atomic<bool>& stop,
+                             std::string* error) {
                         return ReadLoop(reader_files_[index].get(), counter, stop, error);
                       }});
     if (munmap_threads_ > 0) {
       groups.push_back({"munmap_rounds", munmap_threads_,
-                        [this](uint32_t index, RoundCounter& counter,
-                               const std::atomic<bool>& stop, std::string* error) {
+                        [this](uint32_t index, RoundCounter& counter, const std::atomic<bool>& stop,
+                               std::string* error) {
                           return ChurnLoop(churn_files_[index].get(), counter, stop, error);
                         }});
     }
@@ -115,7 +116,8 @@ class FilemapThrash : public Workload {
     }
     limit.rlim_cur = needed;
     if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
-      *error = "raising RLIMIT_NOFILE to " + std::to_string(needed) + ": " + sys::ErrnoMessage(errno);
+      *error =
+          "raising RLIMIT_NOFILE to " + std::to_string(needed) + ": " + sys::ErrnoMessage(errno);
       return false;
     }
     return true;
@@ -141,7 +143,8 @@ class FilemapThrash : public Workload {
   // so the benchmark measures refaults rather than the disk's write speed.
   bool WriteOnce(int fd, const std::atomic<bool>& interrupted, std::string* error) const {
     std::vector<unsigned char> chunk(1 << 20);
-    for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<unsigned char>(i * 131 + 7) | 1;
+    for (size_t i = 0; i < chunk.size(); ++i)
+      chunk[i] = static_cast<unsigned char>(i * 131 + 7) | 1;
     for (uint64_t offset = 0; offset < file_size_;) {
       if (interrupted.load()) return Interrupted(error);
       size_t length = static_cast<size_t>(std::min<uint64_t>(chunk.size(), file_size_ - offset));

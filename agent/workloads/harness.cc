@@ -188,8 +188,9 @@ HarnessResult RunHarness(const std::vector<ThreadGroup>& groups, const SamplingP
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   long min_stack = ::sysconf(_SC_THREAD_STACK_MIN);
-  pthread_attr_setstacksize(&attr, std::max<size_t>(kWorkerStackBytes,
-                                                    min_stack > 0 ? static_cast<size_t>(min_stack) : 0));
+  pthread_attr_setstacksize(
+      &attr,
+      std::max<size_t>(kWorkerStackBytes, min_stack > 0 ? static_cast<size_t>(min_stack) : 0));
   std::string create_error;
   for (size_t i = 0; i < total_threads; ++i) {
     pthread_t thread;

@@ -25,7 +25,9 @@ struct alignas(kCounterAlignment) RoundCounter {
   std::atomic<uint64_t> pages{0};
 
   // One writer per counter, so a plain load+store is enough: no locked RMW in hot loops.
-  void Increment() { rounds.store(rounds.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  void Increment() {
+    rounds.store(rounds.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   void AddPages(uint64_t n) {
     pages.store(pages.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
@@ -44,7 +46,8 @@ using ThreadBody = std::function<bool(uint32_t index, RoundCounter& counter,
                                       const std::atomic<bool>& stop, std::string* error)>;
 
 struct ThreadGroup {
-  std::string counter_name;  // "" = the benchmark's rounds; else a helper counter ("pageout_rounds")
+  std::string
+      counter_name;  // "" = the benchmark's rounds; else a helper counter ("pageout_rounds")
   uint32_t threads = 0;
   ThreadBody body;
   // A helper that reports its progress in pages too (AddPages) names that counter here
@@ -91,21 +94,21 @@ struct SamplingPlan {
 };
 
 struct SamplingHooks {
-  std::function<Progress()> read_progress;         // cumulative benchmark rounds and pages
-  std::function<bool()> should_abort;              // a worker failed
-  std::function<void()> measurement_started;       // right after the baseline read
+  std::function<Progress()> read_progress;    // cumulative benchmark rounds and pages
+  std::function<bool()> should_abort;         // a worker failed
+  std::function<void()> measurement_started;  // right after the baseline read
   std::function<void(uint32_t second, uint64_t measured_rounds)> second_done;
-  std::function<void()> measurement_ended;         // right after the last read
+  std::function<void()> measurement_ended;  // right after the last read
 };
 
 struct SamplingOutcome {
   enum class End { kCompleted, kInterrupted, kAborted } end = End::kCompleted;
   std::vector<Sample> samples;
-  uint64_t rounds = 0;                       // sum of samples
-  uint64_t pages = 0;                        // sum of samples
-  double throughput_rounds_per_second = 0;   // rounds / seconds
-  double pages_per_second = 0;               // pages / seconds
-  bool too_coarse = false;                   // rounds < kMinRoundsToCompare
+  uint64_t rounds = 0;                           // sum of samples
+  uint64_t pages = 0;                            // sum of samples
+  double throughput_rounds_per_second = 0;       // rounds / seconds
+  double pages_per_second = 0;                   // pages / seconds
+  bool too_coarse = false;                       // rounds < kMinRoundsToCompare
   std::chrono::nanoseconds measured_elapsed{0};  // actual clock time measured
 };
 
@@ -125,7 +128,7 @@ struct HarnessResult {
   SamplingOutcome sampling;
   std::map<std::string, uint64_t> helper_rounds;  // measured-interval deltas, by counter name
   std::map<std::string, uint64_t> helper_pages;   // the same for pages_counter_name
-  uint64_t min_thread_rounds = 0;  // over the benchmark's threads, measured interval
+  uint64_t min_thread_rounds = 0;                 // over the benchmark's threads, measured interval
   uint64_t max_thread_rounds = 0;
   uint32_t threads_started = 0;
 };

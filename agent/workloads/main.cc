@@ -17,7 +17,9 @@ std::atomic<bool> g_interrupted{false};
 // "sometimes" (1) for byte atomics, which it implements lock-free with word-sized LR/SC.
 static_assert(ATOMIC_BOOL_LOCK_FREE >= 1, "used from a signal handler");
 
-void OnTerminate(int) { g_interrupted.store(true, std::memory_order_relaxed); }
+void OnTerminate(int) {
+  g_interrupted.store(true, std::memory_order_relaxed);
+}
 
 void InstallSignalHandlers() {
   struct sigaction action = {};
@@ -39,7 +41,8 @@ int main(int argc, char** argv) {
   std::string error;
   auto command = ParseWorkloadCommand(args, &error);
   if (!command) {
-    std::fprintf(stderr, "faultline-workload: %s\n(see faultline-workload --help)\n", error.c_str());
+    std::fprintf(stderr, "faultline-workload: %s\n(see faultline-workload --help)\n",
+                 error.c_str());
     return kExitUsage;
   }
   if (command->list_presets) {

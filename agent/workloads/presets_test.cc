@@ -35,8 +35,8 @@ TEST(Presets, EveryPresetResolvesAndEveryMatrixValueParses) {
       }
       EXPECT_EQ(knobs->at(name).text, ParseKnob(*spec, values.front(), &why)->text);
     }
-    for (const auto* limit : {&preset.memcg.memory_max, &preset.memcg.memory_high,
-                              &preset.memcg.swap_max}) {
+    for (const auto* limit :
+         {&preset.memcg.memory_max, &preset.memcg.memory_high, &preset.memcg.swap_max}) {
       if (!limit->empty() && *limit != "max") {
         EXPECT_TRUE(ParseSize(*limit)) << *limit;
       }
@@ -69,8 +69,8 @@ TEST(Presets, SeedValuesAreThoseOfTheMails) {
   EXPECT_EQ(v2->memcg.memory_max, "1.2G");
   EXPECT_EQ(v2->memcg.swap_max, "0");
   std::string knob, why;
-  auto knobs = ResolveKnobs(*FindBenchmark("filemap-thrash"), {{"preset", "v2-file-thrash"}},
-                            &knob, &why);
+  auto knobs =
+      ResolveKnobs(*FindBenchmark("filemap-thrash"), {{"preset", "v2-file-thrash"}}, &knob, &why);
   ASSERT_TRUE(knobs) << why;
   EXPECT_EQ(knobs->at("threads").number, 500u);
   EXPECT_EQ(knobs->at("file_size").number, 16u << 20);
@@ -111,24 +111,24 @@ TEST(PresetCommandLine, PresetAloneGivesBenchmarkDurationAndLimits) {
   EXPECT_EQ(command->preset, "v2-file-thrash-small");
   EXPECT_EQ(command->duration_seconds, FindPreset("v2-file-thrash-small")->duration_seconds);
   EXPECT_TRUE(command->own_cgroup);
-  EXPECT_EQ(command->limits.memory_max, ParseSize(FindPreset("v2-file-thrash-small")->memcg.memory_max));
+  EXPECT_EQ(command->limits.memory_max,
+            ParseSize(FindPreset("v2-file-thrash-small")->memcg.memory_max));
   EXPECT_EQ(command->limits.swap_max, 0u);
 }
 
 TEST(PresetCommandLine, InheritCgroupAndExplicitFlagsOverride) {
   std::string error;
-  auto command = ParseWorkloadCommand(
-      {"filemap-thrash", "--preset", "v5-filemap-small", "--threads", "5", "--duration", "2s",
-       "--inherit-cgroup"},
-      &error);
+  auto command = ParseWorkloadCommand({"filemap-thrash", "--preset", "v5-filemap-small",
+                                       "--threads", "5", "--duration", "2s", "--inherit-cgroup"},
+                                      &error);
   ASSERT_TRUE(command) << error;
   EXPECT_FALSE(command->own_cgroup);
   EXPECT_EQ(command->knobs.at("threads").number, 5u);
   EXPECT_EQ(command->knobs.at("munmap_threads").number, 1u);
   EXPECT_EQ(command->duration_seconds, 2u);
 
-  auto limits = ParseWorkloadCommand({"--preset", "v2-file-thrash-small", "--memory-max", "200M"},
-                                     &error);
+  auto limits =
+      ParseWorkloadCommand({"--preset", "v2-file-thrash-small", "--memory-max", "200M"}, &error);
   ASSERT_TRUE(limits) << error;
   EXPECT_EQ(limits->limits.memory_max, 200u << 20);
   EXPECT_FALSE(limits->limits.memory_high);  // the caller's limits replace the preset's
@@ -146,7 +146,8 @@ TEST(PresetCommandLine, ListingIsOneLinePerPresetWithItsMatrix) {
   EXPECT_TRUE(command->list_presets);
   const std::string listing = PresetListing();
   EXPECT_NE(listing.find("v4-swap-writers-small mmap-writer-pressure 10 small writers=0,2,4\n"),
-            std::string::npos) << listing;
+            std::string::npos)
+      << listing;
   EXPECT_NE(listing.find("v2-file-thrash filemap-thrash 600 full\n"), std::string::npos) << listing;
 }
 

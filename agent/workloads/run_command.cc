@@ -56,7 +56,9 @@ CommandOutput Fail(int exit_code, std::string error) {
 
 }  // namespace
 
-std::string FormatProgressStarted() { return "phase=started\n"; }
+std::string FormatProgressStarted() {
+  return "phase=started\n";
+}
 
 std::string FormatProgressSecond(uint32_t second, uint64_t measured_rounds) {
   return "phase=measuring second=" + std::to_string(second) +
@@ -191,7 +193,8 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   }
   if (!deltas.resets.empty()) environment["counters.reset"] = JoinStrings(deltas.resets, ",");
   environment["vmstat.keys"] = std::to_string(at_end.vmstat.size());
-  for (const auto& [name, rounds] : run.helper_rounds) result.counters[name] = static_cast<double>(rounds);
+  for (const auto& [name, rounds] : run.helper_rounds)
+    result.counters[name] = static_cast<double>(rounds);
   for (const auto& [name, pages] : run.helper_pages)
     result.counters[name] = static_cast<double>(pages);
   result.counters["rounds_per_thread_min"] = static_cast<double>(run.min_thread_rounds);

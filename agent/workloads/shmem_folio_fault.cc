@@ -31,7 +31,9 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-bool IsPowerOfTwo(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+bool IsPowerOfTwo(uint64_t x) {
+  return x != 0 && (x & (x - 1)) == 0;
+}
 
 // Maps `length` bytes of `fd` at an address aligned to `alignment` (the seed asserts the
 // 2M mapping is PMD aligned and the 64K one 64K aligned): reserve more, map over it with
@@ -128,8 +130,9 @@ class ShmemFolioFault : public Workload {
   }
 
   std::vector<ThreadGroup> ThreadGroups() override {
-    return {{"", threads_, [this](uint32_t index, RoundCounter& counter,
-                                  const std::atomic<bool>& stop, std::string* error) {
+    return {{"", threads_,
+             [this](uint32_t index, RoundCounter& counter, const std::atomic<bool>& stop,
+                    std::string* error) {
                return timing_ ? Loop<true>(index, counter, stop, error)
                               : Loop<false>(index, counter, stop, error);
              }}};
@@ -193,7 +196,8 @@ class ShmemFolioFault : public Workload {
       return false;
     }
     int map_errno = 0;
-    MappedRegion big = MapAligned(fd.get(), shmem_size_, shmem_size_, options_.page_size, &map_errno);
+    MappedRegion big =
+        MapAligned(fd.get(), shmem_size_, shmem_size_, options_.page_size, &map_errno);
     if (!big.valid()) {
       *error = "mmap of the " + FormatSize(shmem_size_) + " memfd: " + sys::ErrnoMessage(map_errno);
       return false;
@@ -205,7 +209,8 @@ class ShmemFolioFault : public Workload {
     }
     // The seed writes c[0] so the first fault allocates the whole folio; writing every page
     // also fills the page cache when the folio comes out small.
-    for (size_t offset = 0; offset < big.size(); offset += options_.page_size) big.data()[offset] = 0;
+    for (size_t offset = 0; offset < big.size(); offset += options_.page_size)
+      big.data()[offset] = 0;
     MappedRegion small = MapAligned(fd.get(), vma_size_, vma_size_, options_.page_size, &map_errno);
     if (!small.valid()) {
       *error = "mmap of the " + FormatSize(vma_size_) + " VMA: " + sys::ErrnoMessage(map_errno);

@@ -37,7 +37,8 @@ struct WorkloadOptions {
 
 using ResolvedKnobs = std::map<std::string, KnobValue>;
 
-std::unique_ptr<Workload> MakeFilemapThrash(const ResolvedKnobs& knobs, const WorkloadOptions& options);
+std::unique_ptr<Workload> MakeFilemapThrash(const ResolvedKnobs& knobs,
+                                            const WorkloadOptions& options);
 std::unique_ptr<Workload> MakeSwapIn(const ResolvedKnobs& knobs, const WorkloadOptions& options);
 std::unique_ptr<Workload> MakeMmapWriterPressure(const ResolvedKnobs& knobs,
                                                  const WorkloadOptions& options);

@@ -150,9 +150,9 @@ TEST(WorkloadBinary, FilemapThrashPrintsResultAndLeavesNoFiles) {
 
 TEST(WorkloadBinary, FilemapThrashWrittenWithMunmapChurn) {
   TempDir dir;
-  auto run = RunWorkload({"filemap-thrash", "--threads", "1", "--file-size", "1M",
-                          "--file_fill", "written", "--munmap-threads", "1", "--duration", "1s",
-                          "--dir", dir.path()});
+  auto run =
+      RunWorkload({"filemap-thrash", "--threads", "1", "--file-size", "1M", "--file_fill",
+                   "written", "--munmap-threads", "1", "--duration", "1s", "--dir", dir.path()});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto result = nlohmann::json::parse(run.out);
   ExpectConsistentResult(result, 1);
@@ -203,7 +203,8 @@ TEST(WorkloadBinary, OwnMemcgWhenLimitsGiven) {
   EXPECT_EQ(env["memcg.current"], env["memcg.path"]);
   if (backend->version == sys::CgroupVersion::kV1) {
     EXPECT_EQ(env["memcg.memory_max"], "memory.limit_in_bytes=268435456");
-    EXPECT_EQ(env["memcg.memory_high"], "memory.soft_limit_in_bytes=201326592 (v1 has no memory.high)");
+    EXPECT_EQ(env["memcg.memory_high"],
+              "memory.soft_limit_in_bytes=201326592 (v1 has no memory.high)");
   } else {
     EXPECT_EQ(env["memcg.memory_max"], "memory.max=268435456");
   }
@@ -220,8 +221,8 @@ TEST(WorkloadBinary, SwapInRefusesWithoutSwap) {
 
 TEST(WorkloadBinary, SwapInRunsWithZramSwap) {
   FAULTLINE_ZRAM_SWAP_OR_SKIP(swap, 512ull << 20);
-  auto run = RunWorkload({"swap-in", "--region-size", "64M", "--readers", "2",
-                          "--pageout-threads", "1", "--fill", "nonzero", "--duration", "2s"});
+  auto run = RunWorkload({"swap-in", "--region-size", "64M", "--readers", "2", "--pageout-threads",
+                          "1", "--fill", "nonzero", "--duration", "2s"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto result = nlohmann::json::parse(run.out);
   EXPECT_EQ(result["benchmark"], "swap-in");
@@ -303,9 +304,9 @@ TEST(WorkloadBinary, FilemapThrashUnderATightMemcgFaultsMajorOrRefaults) {
   if (::geteuid() != 0 || !backend) GTEST_SKIP() << "no usable memory cgroup: " << reason;
   TempDir dir;
   // 4 x 16M files of page cache in a 32M memcg: every pass re-reads evicted pages.
-  auto run = RunWorkload({"filemap-thrash", "--threads", "4", "--file-size", "16M",
-                          "--file-fill", "written", "--duration", "2s", "--dir", dir.path(),
-                          "--memory-max", "32M", "--swap-max", "0"});
+  auto run = RunWorkload({"filemap-thrash", "--threads", "4", "--file-size", "16M", "--file-fill",
+                          "written", "--duration", "2s", "--dir", dir.path(), "--memory-max", "32M",
+                          "--swap-max", "0"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto result = nlohmann::json::parse(run.out);
   ExpectConsistentResult(result, 2);
@@ -371,7 +372,8 @@ TEST(WorkloadBinary, ShmemFolioFaultReportsIterationsAndNanoseconds) {
       std::ifstream setting(e["shmem.enabled_path"].get<std::string>());
       std::string text((std::istreambuf_iterator<char>(setting)), std::istreambuf_iterator<char>());
       EXPECT_NE(text.find("[" + e["shmem.enabled_before_force"].get<std::string>() + "]"),
-                std::string::npos) << text;
+                std::string::npos)
+          << text;
     }
   }
 }
@@ -389,8 +391,8 @@ TEST(WorkloadBinary, EverySmallPresetRuns) {
   for (const auto& preset : Presets()) {
     if (!preset.small) continue;
     SCOPED_TRACE(preset.name);
-    auto run = RunWorkload({"--preset", preset.name, "--duration", "1s", "--warmup", "0s",
-                            "--dir", dir.path(), "--zram-swap", "512M"});
+    auto run = RunWorkload({"--preset", preset.name, "--duration", "1s", "--warmup", "0s", "--dir",
+                            dir.path(), "--zram-swap", "512M"});
     ASSERT_EQ(run.exit_code, 0) << run.err;
     auto result = nlohmann::json::parse(run.out);
     ExpectConsistentResult(result, 1);

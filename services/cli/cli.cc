@@ -103,7 +103,8 @@ std::string FormatRpcError(const grpc::Status& status, std::string_view controll
   if (out.empty()) out = "CODE_" + std::to_string(static_cast<int>(status.error_code()));
   std::string message = OneLine(status.error_message());
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    message = "cannot reach controller at " + std::string(controller) + (message.empty() ? "" : ": " + message);
+    message = "cannot reach controller at " + std::string(controller) +
+              (message.empty() ? "" : ": " + message);
   }
   if (!message.empty()) out += ": " + message;
   return out;
@@ -137,7 +138,8 @@ int SubmitCommand(JobStub& client, const CliEnv& env, const std::string& spec_pa
   }
   if (!status.ok()) return RpcFailed(env, status);
   *env.out << response.job_id() << "\n" << std::flush;
-  *env.err << "job " << response.job_id() << " submitted (" << response.runs() << " runs)\n" << std::flush;
+  *env.err << "job " << response.job_id() << " submitted (" << response.runs() << " runs)\n"
+           << std::flush;
   if (!wait) return kExitOk;
   return WatchCommand(client, env, response.job_id());
 }
@@ -198,11 +200,13 @@ int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
     v1::GetJobResponse job;
     grpc::ClientContext get_context;
     SetDeadline(&get_context, env);
-    if (grpc::Status status = client.GetJob(&get_context, get, &job); !status.ok()) return RpcFailed(env, status);
+    if (grpc::Status status = client.GetJob(&get_context, get, &job); !status.ok())
+      return RpcFailed(env, status);
     state = job.job().state();
     runs = job.job().runs();
     if (!IsFinalState(state)) {
-      PrintError(env, "watch of job " + std::to_string(job_id) + " ended while the job is " + JobStateName(state));
+      PrintError(env, "watch of job " + std::to_string(job_id) + " ended while the job is " +
+                          JobStateName(state));
       return kExitFailure;
     }
   }
@@ -235,8 +239,8 @@ int CancelCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
     return RpcFailed(env, status);
   }
   const v1::Job& job = response.job();
-  *env.out << "job " << job_id << " " << JobStateName(job.state()) << " (" << FinishedRuns(job.runs()) << "/"
-           << job.runs().total() << " runs finished)\n"
+  *env.out << "job " << job_id << " " << JobStateName(job.state()) << " ("
+           << FinishedRuns(job.runs()) << "/" << job.runs().total() << " runs finished)\n"
            << std::flush;
   return kExitOk;
 }
@@ -261,7 +265,8 @@ int ScheduleCommand(JobStub& client, const CliEnv& env, const std::string& spec_
   *env.out << response.id() << "\n" << std::flush;
   *env.err << "schedule " << response.id() << " '" << response.name() << "' (" << response.cron()
            << ") next run " << google::protobuf::util::TimeUtil::ToString(response.next_run())
-           << "\n" << std::flush;
+           << "\n"
+           << std::flush;
   return kExitOk;
 }
 
@@ -306,7 +311,8 @@ int ChangesCommand(JobStub& client, const CliEnv& env, bool all) {
   if (grpc::Status status = client.ListChangePoints(&context, request, &response); !status.ok()) {
     return RpcFailed(env, status);
   }
-  *env.out << "id\tstate\tstudy\tbenchmark\tconfig\tboard\tkernel\tfrom job\tbefore\tafter\tchange\tp\n";
+  *env.out
+      << "id\tstate\tstudy\tbenchmark\tconfig\tboard\tkernel\tfrom job\tbefore\tafter\tchange\tp\n";
   for (const auto& c : response.change_points()) {
     char change[32], p[32], before[32], after[32];
     std::snprintf(change, sizeof change, "%+.1f%%", c.relative_change() * 100);
@@ -335,7 +341,8 @@ int MarkChangeCommand(JobStub& client, const CliEnv& env, int64_t id, const std:
   v1::ChangePoint response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = client.SetChangePointState(&context, request, &response); !status.ok()) {
+  if (grpc::Status status = client.SetChangePointState(&context, request, &response);
+      !status.ok()) {
     return RpcFailed(env, status);
   }
   *env.out << "change point " << id << " is " << ChangePointStateName(response.state()) << "\n"
@@ -347,14 +354,16 @@ int AgentsCommand(JobStub& client, const CliEnv& env) {
   v1::ListAgentsResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, env);
-  if (grpc::Status status = client.ListAgents(&context, v1::ListAgentsRequest(), &response); !status.ok()) {
+  if (grpc::Status status = client.ListAgents(&context, v1::ListAgentsRequest(), &response);
+      !status.ok()) {
     return RpcFailed(env, status);
   }
   if (response.boards().empty()) {
     *env.err << "no agents\n";
     return kExitOk;
   }
-  *env.out << RenderPlainTable(AgentsTable(response, std::chrono::system_clock::now())) << std::flush;
+  *env.out << RenderPlainTable(AgentsTable(response, std::chrono::system_clock::now()))
+           << std::flush;
   return kExitOk;
 }
 
@@ -378,7 +387,8 @@ int CompareCommand(const CliEnv& env, const std::string& a_path, const std::stri
   }
   const controller::CellComparison cell =
       paired ? controller::ComparePaired(*a, *b, options) : controller::Compare(*a, *b, options);
-  *env.out << RenderOfflineComparison(ToComparison(cell, a_path, b_path), options, format) << std::flush;
+  *env.out << RenderOfflineComparison(ToComparison(cell, a_path, b_path), options, format)
+           << std::flush;
   return kExitOk;
 }
 
@@ -438,9 +448,12 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
       },
       "ID");
   auto add_job_arg = [&job_id, &job_id_check](CLI::App* sub) {
-    sub->add_option("JOB", job_id, "job id (as printed by submit)")->required()->check(job_id_check);
+    sub->add_option("JOB", job_id, "job id (as printed by submit)")
+        ->required()
+        ->check(job_id_check);
   };
-  CLI::App* watch = app.add_subcommand("watch", "follow a job's progress; exit 0 only if it succeeded");
+  CLI::App* watch =
+      app.add_subcommand("watch", "follow a job's progress; exit 0 only if it succeeded");
   add_job_arg(watch);
 
   std::string format_name = "table";
@@ -499,7 +512,9 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   compare->add_option("B", b_path, "candidate samples")->required();
   compare->add_option("--alpha", compare_options.alpha, "significance level after BH adjustment")
       ->check(CLI::Range(1e-9, 0.5));
-  compare->add_option("--min-effect", compare_options.min_effect, "smallest relative change that counts")
+  compare
+      ->add_option("--min-effect", compare_options.min_effect,
+                   "smallest relative change that counts")
       ->check(CLI::Range(0.0, 0.99));
   bool compare_paired = false;
   compare->add_flag("--paired", compare_paired,
@@ -573,7 +588,8 @@ int Main(int argc, char** argv) {
   env.out = &std::cout;
   env.err = &std::cerr;
   env.err_is_tty = isatty(STDERR_FILENO) == 1;
-  if (const char* controller = std::getenv(std::string(kControllerEnv).c_str()); controller && *controller) {
+  if (const char* controller = std::getenv(std::string(kControllerEnv).c_str());
+      controller && *controller) {
     env.controller = controller;
   }
   if (const char* token = std::getenv("FAULTLINE_TOKEN"); token && *token) env.token = token;

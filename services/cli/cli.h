@@ -43,10 +43,10 @@ struct CliEnv {
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
   bool err_is_tty = false;  // progress updates in place (\r) instead of one line per event
-  std::string controller{kDefaultController};  // named in UNAVAILABLE errors
+  std::string controller{kDefaultController};     // named in UNAVAILABLE errors
   std::chrono::milliseconds rpc_timeout{10'000};  // deadline of each unary call (not watch)
-  std::string token;   // bearer token (--token-file, $FAULTLINE_TOKEN)
-  std::string tls_ca;  // PEM file: talk TLS to the controller, trusting this CA
+  std::string token;                              // bearer token (--token-file, $FAULTLINE_TOKEN)
+  std::string tls_ca;             // PEM file: talk TLS to the controller, trusting this CA
   std::string tls_cert, tls_key;  // PEM files: a client certificate (mutual TLS)
   std::string tls_server_name;    // the certificates' name (TlsServerName); "": the default
 };

@@ -46,15 +46,18 @@ class FakeJobService final : public v1::JobService::Service {
     std::lock_guard lock(mu);
     submitted.push_back(request->spec());
     if (request->spec().duration() == "0s") {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "spec.duration: must be at least 1s, got 0s");
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "spec.duration: must be at least 1s, got 0s");
     }
     response->set_job_id(42);
     response->set_runs(6);
     return grpc::Status::OK;
   }
 
-  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request, v1::GetJobResponse* response) override {
-    if (request->job_id() != 42) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job 7\nsecond line");
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+                      v1::GetJobResponse* response) override {
+    if (request->job_id() != 42)
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job 7\nsecond line");
     response->mutable_job()->set_id(42);
     response->mutable_job()->set_state(get_job_state);
     *response->mutable_job()->mutable_runs() = Counts(6, 6, 0, 0);
@@ -83,7 +86,8 @@ class FakeJobService final : public v1::JobService::Service {
 
   grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest* request,
                         grpc::ServerWriter<v1::JobProgress>* writer) override {
-    if (request->job_id() != 42) return grpc::Status(grpc::StatusCode::NOT_FOUND, "job 7 not found");
+    if (request->job_id() != 42)
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "job 7 not found");
     if (watch_cut > 0) {  // a controller going away after the first event
       watch_cut--;
       if (!watch_events.empty()) writer->Write(watch_events.front());
@@ -229,13 +233,15 @@ class CliTest : public ::testing::Test {
     env.controller = "default:50051";
     return RunCli(static_cast<int>(argv.size()), argv.data(), env, [this](const CliEnv& env) {
       target_ = env.controller;
-      return std::unique_ptr<JobStub>(v1::JobService::NewStub(server_->InProcessChannel(grpc::ChannelArguments())));
+      return std::unique_ptr<JobStub>(
+          v1::JobService::NewStub(server_->InProcessChannel(grpc::ChannelArguments())));
     });
   }
 
   std::string WriteSpec(const std::string& text) {
     const std::string path = ::testing::TempDir() + "/faultline_cli_test_" +
-                             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".yaml";
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                             ".yaml";
     std::ofstream(path) << text;
     written_.push_back(path);
     return path;
@@ -243,7 +249,8 @@ class CliTest : public ::testing::Test {
 
   std::string WriteFile(const std::string& name, const std::string& text) {
     const std::string path = ::testing::TempDir() + "/faultline_cli_test_" +
-                             ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name;
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+                             name;
     std::ofstream(path) << text;
     written_.push_back(path);
     return path;
@@ -257,9 +264,12 @@ class CliTest : public ::testing::Test {
   std::vector<std::string> written_;  // removed after each test
 };
 
-long Lines(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
+long Lines(const std::string& text) {
+  return std::count(text.begin(), text.end(), '\n');
+}
 
-constexpr char kSpec[] = "benchmark: filemap-thrash\nduration: 5s\nrepetitions: 3\nmatrix: {threads: [4, 8]}\n";
+constexpr char kSpec[] =
+    "benchmark: filemap-thrash\nduration: 5s\nrepetitions: 3\nmatrix: {threads: [4, 8]}\n";
 
 TEST_F(CliTest, SubmitPrintsTheJobIdAlone) {
   EXPECT_EQ(Run({"submit", WriteSpec(kSpec)}), 0);
@@ -281,7 +291,8 @@ TEST_F(CliTest, ControllerFlagOverridesTheDefault) {
 TEST_F(CliTest, SpecErrorsAreUsageErrorsWithLineAndColumn) {
   const std::string path = WriteSpec("benchmark: swap-in\nduraton: 5s\n");
   EXPECT_EQ(Run({"submit", path}), 2);
-  EXPECT_THAT(err_.str(), StartsWith("faultline: " + path + ":2:1: unknown field 'duraton' in JobSpec"));
+  EXPECT_THAT(err_.str(),
+              StartsWith("faultline: " + path + ":2:1: unknown field 'duraton' in JobSpec"));
   EXPECT_EQ(Lines(err_.str()), 1);
   EXPECT_EQ(out_.str(), "");
   EXPECT_TRUE(service_.submitted.empty());
@@ -289,7 +300,8 @@ TEST_F(CliTest, SpecErrorsAreUsageErrorsWithLineAndColumn) {
 
 TEST_F(CliTest, RpcErrorsNameTheStatusCode) {
   EXPECT_EQ(Run({"submit", WriteSpec("benchmark: swap-in\nduration: 0s\n")}), 1);
-  EXPECT_EQ(err_.str(), "faultline: INVALID_ARGUMENT: spec.duration: must be at least 1s, got 0s\n");
+  EXPECT_EQ(err_.str(),
+            "faultline: INVALID_ARGUMENT: spec.duration: must be at least 1s, got 0s\n");
   EXPECT_EQ(out_.str(), "");
 }
 
@@ -378,7 +390,8 @@ TEST_F(CliTest, ReportColumnsAskForTheCountersAndPrintAPerRunTable) {
 TEST_F(CliTest, ReportCsv) {
   EXPECT_EQ(Run({"report", "42", "--format", "csv"}), 0);
   EXPECT_EQ(out_.str(),
-            "writers,kernel,board,n,median,min,max,mean,failed,baseline,ratio,ci_low,ci_high,p_value,q_value,verdict\n"
+            "writers,kernel,board,n,median,min,max,mean,failed,baseline,ratio,ci_low,ci_high,p_"
+            "value,q_value,verdict\n"
             "4,vanilla,,3,12596.234,0,0,0,0,,,,,,,\n");  // every row has every column
 }
 
@@ -393,10 +406,14 @@ TEST_F(CliTest, CompareWorksOfflineOnSampleFiles) {
   EXPECT_TRUE(target_.empty());  // offline: never connected
 
   // 10 vs 10 with +30%: an improvement.
-  const std::string base = WriteFile("base.txt", "1000\n1012\n995\n1030\n987\n1005\n1021\n978\n1010\n999\n");
-  const std::string cand = WriteFile("cand.txt", "1300\n1318\n1290\n1335\n1281\n1307\n1322\n1276\n1312\n1296\n");
+  const std::string base =
+      WriteFile("base.txt", "1000\n1012\n995\n1030\n987\n1005\n1021\n978\n1010\n999\n");
+  const std::string cand =
+      WriteFile("cand.txt", "1300\n1318\n1290\n1335\n1281\n1307\n1322\n1276\n1312\n1296\n");
   EXPECT_EQ(Run({"compare", base, cand}), 0);
-  EXPECT_THAT(out_.str(), HasSubstr("| 10  | 10  | +29.8% | [+28.0%, +31.9%] | <0.0001 | <0.0001 | improvement |"));
+  EXPECT_THAT(
+      out_.str(),
+      HasSubstr("| 10  | 10  | +29.8% | [+28.0%, +31.9%] | <0.0001 | <0.0001 | improvement |"));
   EXPECT_THAT(out_.str(), HasSubstr("\nverdict: improvement\n"));
   EXPECT_EQ(Run({"compare", cand, base}), 0);
   EXPECT_THAT(out_.str(), HasSubstr("\nverdict: regression\n"));
@@ -507,11 +524,12 @@ TEST_F(CliTest, CancelAndAgents) {
   EXPECT_EQ(Run({"cancel", "42"}), 0);
   EXPECT_EQ(out_.str(), "job 42 cancelled (3/6 runs finished)\n");
   EXPECT_EQ(Run({"agents"}), 0);
-  EXPECT_THAT(out_.str(),
-              StartsWith("NAME      ARCH     CPUS   MEMORY   PAGE   CGROUP   KERNEL   STATE    LAST SEEN   "
-                         "SWITCHES   HEALTH\n"
-                         "desk-i7   x86_64     20        -      -   -        -        online   -         "
-                         "         0   -\n"));
+  EXPECT_THAT(
+      out_.str(),
+      StartsWith("NAME      ARCH     CPUS   MEMORY   PAGE   CGROUP   KERNEL   STATE    LAST SEEN   "
+                 "SWITCHES   HEALTH\n"
+                 "desk-i7   x86_64     20        -      -   -        -        online   -         "
+                 "         0   -\n"));
 }
 
 TEST_F(CliTest, UsageErrors) {
@@ -532,9 +550,11 @@ TEST_F(CliTest, UsageErrors) {
 }
 
 TEST(RpcErrorTest, OneLineWithTheCodeName) {
-  EXPECT_EQ(FormatRpcError(grpc::Status(grpc::StatusCode::NOT_FOUND, "no job 7\nsecond line"), "c:1"),
-            "NOT_FOUND: no job 7; second line");
-  EXPECT_EQ(FormatRpcError(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, ""), "c:1"), "DEADLINE_EXCEEDED");
+  EXPECT_EQ(
+      FormatRpcError(grpc::Status(grpc::StatusCode::NOT_FOUND, "no job 7\nsecond line"), "c:1"),
+      "NOT_FOUND: no job 7; second line");
+  EXPECT_EQ(FormatRpcError(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, ""), "c:1"),
+            "DEADLINE_EXCEEDED");
   EXPECT_EQ(FormatRpcError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "failed to connect"), "c:1"),
             "UNAVAILABLE: cannot reach controller at c:1: failed to connect");
 }
@@ -548,7 +568,8 @@ TEST(RealChannelTest, UnreachableControllerIsAnRpcError) {
   env.rpc_timeout = std::chrono::seconds(5);
   const char* argv[] = {"faultline", "agents"};
   EXPECT_EQ(RunCli(2, argv, env, Connect), 1);
-  EXPECT_THAT(err.str(), StartsWith("faultline: UNAVAILABLE: cannot reach controller at 127.0.0.1:1"));
+  EXPECT_THAT(err.str(),
+              StartsWith("faultline: UNAVAILABLE: cannot reach controller at 127.0.0.1:1"));
 }
 
 }  // namespace

@@ -35,14 +35,18 @@ void AlignRight(std::vector<std::string*> cells) {
   for (std::string* s : cells) s->insert(0, width - s->size(), ' ');
 }
 
-std::string Throughput(uint32_t n, double median) { return n == 0 ? "-" : FormatThroughput(median); }
+std::string Throughput(uint32_t n, double median) {
+  return n == 0 ? "-" : FormatThroughput(median);
+}
 
 double Ratio(uint32_t n_a, double a, uint32_t n_b, double b) {
   if (n_a == 0 || n_b == 0 || !(a > 0)) return std::nan("");
   return b / a;
 }
 
-std::string Fraction(double value) { return Printf("%g", value); }
+std::string Fraction(double value) {
+  return Printf("%g", value);
+}
 
 std::string EffectText(double alpha, double min_effect) {
   if (!(alpha > 0)) alpha = controller::CompareOptions().alpha;
@@ -79,7 +83,8 @@ std::string KnobNames::Column(std::string_view value) const {
 }
 
 KnobNames NamesForKnob(std::string_view key) {
-  if (key == "writers") return {"mmap writers", "mmap writers", "mmap writer pressure", std::string(key)};
+  if (key == "writers")
+    return {"mmap writers", "mmap writers", "mmap writer pressure", std::string(key)};
   if (key == "threads") return {"Threads", "threads", "thread count", std::string(key)};
   return {std::string(key), "", std::string(key), std::string(key)};
 }
@@ -130,19 +135,22 @@ std::vector<ComparisonGroup> GroupComparisons(const v1::GetReportResponse& repor
              std::tie(c.board(), c.baseline(), c.candidate(), fixed);
     });
     if (it == groups.end()) {
-      groups.push_back(ComparisonGroup{c.board(), c.baseline(), c.candidate(), knob, std::move(fixed), {}});
+      groups.push_back(
+          ComparisonGroup{c.board(), c.baseline(), c.candidate(), knob, std::move(fixed), {}});
       it = groups.end() - 1;
     }
     it->cells.push_back(&c);
   }
   for (ComparisonGroup& g : groups) {
     if (g.knob.empty()) continue;
-    const bool numeric = std::all_of(g.cells.begin(), g.cells.end(),
-                                     [&](const v1::Comparison* c) { return Number(CellValue(*c, g.knob)).has_value(); });
-    if (!numeric) continue;
-    std::stable_sort(g.cells.begin(), g.cells.end(), [&](const v1::Comparison* x, const v1::Comparison* y) {
-      return *Number(CellValue(*x, g.knob)) < *Number(CellValue(*y, g.knob));
+    const bool numeric = std::all_of(g.cells.begin(), g.cells.end(), [&](const v1::Comparison* c) {
+      return Number(CellValue(*c, g.knob)).has_value();
     });
+    if (!numeric) continue;
+    std::stable_sort(g.cells.begin(), g.cells.end(),
+                     [&](const v1::Comparison* x, const v1::Comparison* y) {
+                       return *Number(CellValue(*x, g.knob)) < *Number(CellValue(*y, g.knob));
+                     });
   }
   return groups;
 }
@@ -157,7 +165,8 @@ Table SamePressureTable(const ComparisonGroup& group) {
   Table table;
   const bool has_knob = !group.knob.empty();
   if (has_knob) table.headers.push_back(NamesForKnob(group.knob).header);
-  for (const std::string& h : {KernelTitle(group.baseline), KernelTitle(group.candidate), std::string("Improvement")}) {
+  for (const std::string& h :
+       {KernelTitle(group.baseline), KernelTitle(group.candidate), std::string("Improvement")}) {
     table.headers.push_back(h);
   }
   table.right_align.assign(table.headers.size(), true);
@@ -166,8 +175,8 @@ Table SamePressureTable(const ComparisonGroup& group) {
     if (has_knob) row.push_back(CellValue(*c, group.knob));
     row.push_back(Throughput(c->n_baseline(), c->baseline_median()));
     row.push_back(Throughput(c->n_candidate(), c->candidate_median()));
-    row.push_back(
-        FormatChange(Ratio(c->n_baseline(), c->baseline_median(), c->n_candidate(), c->candidate_median())));
+    row.push_back(FormatChange(
+        Ratio(c->n_baseline(), c->baseline_median(), c->n_candidate(), c->candidate_median())));
     table.rows.push_back(std::move(row));
   }
   const size_t first = has_knob ? 1 : 0;
@@ -189,7 +198,8 @@ Table PressureTable(const ComparisonGroup& group) {
   table.odd_space_left = true;  // as seed 001 centres this table
   const KnobNames names = NamesForKnob(group.knob);
   table.headers.push_back("Kernel");
-  for (const v1::Comparison* c : group.cells) table.headers.push_back(names.Column(CellValue(*c, group.knob)));
+  for (const v1::Comparison* c : group.cells)
+    table.headers.push_back(names.Column(CellValue(*c, group.knob)));
   if (group.knob.empty() || group.cells.size() < 2) return table;
 
   struct Part {
@@ -231,16 +241,18 @@ Table PressureTable(const ComparisonGroup& group) {
 }
 
 std::string PressureTitle(const ComparisonGroup& group) {
-  return "Throughput under increasing " + NamesForKnob(group.knob).pressure + " (higher is better):";
+  return "Throughput under increasing " + NamesForKnob(group.knob).pressure +
+         " (higher is better):";
 }
 
 Table ComparisonStatsTable(const ComparisonGroup& group) {
   Table table;
   const bool has_knob = !group.knob.empty();
   if (has_knob) table.headers.push_back(NamesForKnob(group.knob).header);
-  for (const std::string& h : {"n " + KernelTitle(group.baseline), "n " + KernelTitle(group.candidate),
-                               std::string("Change"), std::string("95% CI"), std::string("p"), std::string("q"),
-                               std::string("Verdict")}) {
+  for (const std::string& h :
+       {"n " + KernelTitle(group.baseline), "n " + KernelTitle(group.candidate),
+        std::string("Change"), std::string("95% CI"), std::string("p"), std::string("q"),
+        std::string("Verdict")}) {
     table.headers.push_back(h);
   }
   table.right_align.assign(table.headers.size(), true);
@@ -369,7 +381,8 @@ Table CounterCsvTable(const v1::GetReportResponse& report) {
 
 std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat format,
                               bool all_counters) {
-  if (report.comparisons().empty() || format == ReportFormat::kJson || format == ReportFormat::kCsv) return "";
+  if (report.comparisons().empty() || format == ReportFormat::kJson || format == ReportFormat::kCsv)
+    return "";
   const bool markdown = format == ReportFormat::kMarkdown;
   std::string out;
   for (const ComparisonGroup& group : GroupComparisons(report)) {
@@ -377,8 +390,8 @@ std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat 
     out += "\n" + RenderSection(SamePressureTitle(group), SamePressureTable(group), format);
     const Table pressure = PressureTable(group);
     if (!pressure.rows.empty()) out += "\n" + RenderSection(PressureTitle(group), pressure, format);
-    out += "\n" + RenderSection(StatsTitle(group, report.alpha(), report.min_effect()), ComparisonStatsTable(group),
-                                format);
+    out += "\n" + RenderSection(StatsTitle(group, report.alpha(), report.min_effect()),
+                                ComparisonStatsTable(group), format);
     for (const v1::Comparison* c : group.cells) {
       if (c->counters_size() == 0) continue;
       const Table counters = CounterTable(*c, all_counters);
@@ -392,16 +405,19 @@ std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat 
   std::map<std::string, std::map<std::string, std::string>> by_board;
   for (const auto& [key, value] : report.environment_differences()) {
     std::string board, fact = key;
-    if (const size_t slash = key.find('/'); slash != std::string::npos && boards.count(key.substr(0, slash)) > 0) {
+    if (const size_t slash = key.find('/');
+        slash != std::string::npos && boards.count(key.substr(0, slash)) > 0) {
       board = key.substr(0, slash);
       fact = key.substr(slash + 1);
     }
     by_board[board][fact] = value;
   }
   for (const auto& [board, facts] : by_board) {
-    out += "\nEnvironment differences between the kernels" + (board.empty() ? "" : " on board " + board) + ":\n";
+    out += "\nEnvironment differences between the kernels" +
+           (board.empty() ? "" : " on board " + board) + ":\n";
     if (markdown) out += "\n";
-    for (const auto& [fact, value] : facts) out += (markdown ? "- `" + fact + "`: " : "  " + fact + ": ") + value + "\n";
+    for (const auto& [fact, value] : facts)
+      out += (markdown ? "- `" + fact + "`: " : "  " + fact + ": ") + value + "\n";
   }
   return out;
 }
@@ -439,8 +455,9 @@ std::string RenderCsv(const Table& table) {
 Table ReportCsvTable(const v1::GetReportResponse& report) {
   Table table;
   for (const std::string& key : report.matrix_keys()) table.headers.push_back(key);
-  for (const char* h : {"kernel", "board", "n", "median", "min", "max", "mean", "failed", "baseline", "ratio",
-                        "ci_low", "ci_high", "p_value", "q_value", "verdict"}) {
+  for (const char* h :
+       {"kernel", "board", "n", "median", "min", "max", "mean", "failed", "baseline", "ratio",
+        "ci_low", "ci_high", "p_value", "q_value", "verdict"}) {
     table.headers.push_back(h);
   }
   for (const v1::ReportRow& row : report.rows()) {
@@ -453,14 +470,18 @@ Table ReportCsvTable(const v1::GetReportResponse& report) {
     cells.push_back(row.kernel());
     cells.push_back(row.board());
     cells.push_back(std::to_string(row.n()));
-    for (double v : {row.median(), row.min(), row.max(), row.mean()}) cells.push_back(any ? CsvNumber(v) : "");
+    for (double v : {row.median(), row.min(), row.max(), row.mean()})
+      cells.push_back(any ? CsvNumber(v) : "");
     cells.push_back(std::to_string(row.failed()));
-    const auto match = std::find_if(report.comparisons().begin(), report.comparisons().end(), [&](const v1::Comparison& c) {
-      return c.board() == row.board() && c.candidate() == row.kernel() && SameCell(c.cell(), row.cell());
-    });
+    const auto match = std::find_if(
+        report.comparisons().begin(), report.comparisons().end(), [&](const v1::Comparison& c) {
+          return c.board() == row.board() && c.candidate() == row.kernel() &&
+                 SameCell(c.cell(), row.cell());
+        });
     if (match != report.comparisons().end()) {
       cells.push_back(match->baseline());
-      for (double v : {match->ratio(), match->ci_low(), match->ci_high(), match->p_value(), match->q_value()}) {
+      for (double v : {match->ratio(), match->ci_low(), match->ci_high(), match->p_value(),
+                       match->q_value()}) {
         cells.push_back(CsvNumber(v));
       }
       cells.push_back(match->verdict());
@@ -489,7 +510,8 @@ v1::Comparison ToComparison(const controller::CellComparison& cell, std::string_
   return out;
 }
 
-std::string RenderOfflineComparison(const v1::Comparison& c, const controller::CompareOptions& options,
+std::string RenderOfflineComparison(const v1::Comparison& c,
+                                    const controller::CompareOptions& options,
                                     ReportFormat format) {
   if (format == ReportFormat::kJson) {
     v1::GetReportResponse response;
@@ -500,27 +522,32 @@ std::string RenderOfflineComparison(const v1::Comparison& c, const controller::C
   }
   if (format == ReportFormat::kCsv) {
     Table table;
-    table.headers = {"baseline", "candidate", "n_baseline", "n_candidate", "baseline_median", "candidate_median",
-                     "ratio", "ci_low", "ci_high", "p_value", "q_value", "verdict", "alpha", "min_effect"};
+    table.headers = {"baseline",        "candidate",        "n_baseline", "n_candidate",
+                     "baseline_median", "candidate_median", "ratio",      "ci_low",
+                     "ci_high",         "p_value",          "q_value",    "verdict",
+                     "alpha",           "min_effect"};
     table.rows.push_back({c.baseline(), c.candidate(), std::to_string(c.n_baseline()),
                           std::to_string(c.n_candidate()), CsvNumber(c.baseline_median()),
-                          CsvNumber(c.candidate_median()), CsvNumber(c.ratio()), CsvNumber(c.ci_low()),
-                          CsvNumber(c.ci_high()), CsvNumber(c.p_value()), CsvNumber(c.q_value()), c.verdict(),
-                          CsvNumber(options.alpha), CsvNumber(options.min_effect)});
+                          CsvNumber(c.candidate_median()), CsvNumber(c.ratio()),
+                          CsvNumber(c.ci_low()), CsvNumber(c.ci_high()), CsvNumber(c.p_value()),
+                          CsvNumber(c.q_value()), c.verdict(), CsvNumber(options.alpha),
+                          CsvNumber(options.min_effect)});
     return RenderCsv(table);
   }
   const bool markdown = format == ReportFormat::kMarkdown;
   const std::string bullet = markdown ? "- " : "";
-  std::string out = bullet + "A (baseline): " + c.baseline() + ", " + std::to_string(c.n_baseline()) +
-                    " samples, median " + Throughput(c.n_baseline(), c.baseline_median()) + "\n";
+  std::string out = bullet + "A (baseline): " + c.baseline() + ", " +
+                    std::to_string(c.n_baseline()) + " samples, median " +
+                    Throughput(c.n_baseline(), c.baseline_median()) + "\n";
   out += bullet + "B (candidate): " + c.candidate() + ", " + std::to_string(c.n_candidate()) +
          " samples, median " + Throughput(c.n_candidate(), c.candidate_median()) + "\n\n";
   Table table;
-  table.headers = {"n A", "n B", "Change", Printf("%g%% CI", options.confidence * 100), "p", "q", "Verdict"};
+  table.headers = {"n A", "n B", "Change", Printf("%g%% CI", options.confidence * 100),
+                   "p",   "q",   "Verdict"};
   table.right_align = {true, true, true, true, true, true, false};
-  table.rows.push_back({std::to_string(c.n_baseline()), std::to_string(c.n_candidate()), FormatChange(c.ratio()),
-                        FormatCi(c.ci_low(), c.ci_high()), FormatPValue(c.p_value()), FormatPValue(c.q_value()),
-                        c.verdict()});
+  table.rows.push_back({std::to_string(c.n_baseline()), std::to_string(c.n_candidate()),
+                        FormatChange(c.ratio()), FormatCi(c.ci_low(), c.ci_high()),
+                        FormatPValue(c.p_value()), FormatPValue(c.q_value()), c.verdict()});
   const std::string test =
       c.paired() ? "paired (line i of A with line i of B): Hodges-Lehmann change of the "
                    "log ratios, CI and one-sided p from the exact signed-rank distribution"
@@ -529,7 +556,9 @@ std::string RenderOfflineComparison(const v1::Comparison& c, const controller::C
   out += RenderSection("B vs A: " + test + ", q (two-sided p); " +
                            EffectText(options.alpha, options.min_effect) + ":",
                        table, format);
-  out += "\n" + std::string(markdown ? "**verdict: " + c.verdict() + "**" : "verdict: " + c.verdict()) + "\n";
+  out += "\n" +
+         std::string(markdown ? "**verdict: " + c.verdict() + "**" : "verdict: " + c.verdict()) +
+         "\n";
   return out;
 }
 

@@ -86,7 +86,7 @@ std::string CsvNumber(double value);  // shortest round-trip form; "" for NaN
 // (baseline/candidate = the file names).
 v1::Comparison ToComparison(const controller::CellComparison& cell, std::string_view baseline,
                             std::string_view candidate);
-std::string RenderOfflineComparison(const v1::Comparison& comparison, const controller::CompareOptions& options,
-                                    ReportFormat format);
+std::string RenderOfflineComparison(const v1::Comparison& comparison,
+                                    const controller::CompareOptions& options, ReportFormat format);
 
 }  // namespace faultline::cli

@@ -15,7 +15,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-v1::Comparison* AddComparison(v1::GetReportResponse* report, const char* writers, double vanilla, double patched) {
+v1::Comparison* AddComparison(v1::GetReportResponse* report, const char* writers, double vanilla,
+                              double patched) {
   v1::Comparison* c = report->add_comparisons();
   (*c->mutable_cell())["writers"] = writers;
   c->set_board("i7-12700");
@@ -96,7 +97,8 @@ TEST(SeedTablesTest, Seed001TablesExactly) {
   ASSERT_EQ(groups.size(), 1u);
   const ComparisonGroup& g = groups[0];
   EXPECT_EQ(g.knob, "writers");
-  EXPECT_EQ(SamePressureTitle(g) + "\n" + RenderBoxTable(SamePressureTable(g)), kSeed001SamePressure);
+  EXPECT_EQ(SamePressureTitle(g) + "\n" + RenderBoxTable(SamePressureTable(g)),
+            kSeed001SamePressure);
   EXPECT_EQ(PressureTitle(g) + "\n" + RenderBoxTable(PressureTable(g)), kSeed001Pressure);
   // And inside the whole report, one after the other as in the seed.
   const std::string text = RenderReport(report, ReportFormat::kTable);
@@ -106,7 +108,8 @@ TEST(SeedTablesTest, Seed001TablesExactly) {
 TEST(SeedTablesTest, Seed001AfterTheSummaryTableWithStatistics) {
   v1::GetReportResponse report = Seed001Report();
   // As the controller keys them: "board/fact" -> "kernel: values | kernel: values".
-  (*report.mutable_environment_differences())["i7-12700/kernel.release"] = "patched: 6.8.0-vma+ | vanilla: 6.8.0";
+  (*report.mutable_environment_differences())["i7-12700/kernel.release"] =
+      "patched: 6.8.0-vma+ | vanilla: 6.8.0";
   (*report.mutable_environment_differences())["i7-12700/boot.cmdline"] =
       "patched: quiet mitigations=off | vanilla: quiet";
   (*report.mutable_environment_differences())["thp.enabled"] = "patched: always | vanilla: madvise";
@@ -115,12 +118,14 @@ TEST(SeedTablesTest, Seed001AfterTheSummaryTableWithStatistics) {
   EXPECT_THAT(text, HasSubstr("| writers | kernel  |  board   | n  |   median    |"));
   EXPECT_LT(text.find("| writers | kernel"), text.find("Throughput at the same"));
   EXPECT_THAT(text, HasSubstr("\nboard i7-12700: Patched vs Vanilla\n\nThroughput at the same"));
-  EXPECT_THAT(text, HasSubstr("Patched vs Vanilla: Hodges-Lehmann change, 95% CI, one-sided p, q (BH-adjusted "
-                              "two-sided p); α = 0.01, δ = 3%:\n"));
-  EXPECT_THAT(text, HasSubstr(
-      "| mmap writers | n Vanilla | n Patched | Change |      95% CI      |    p    |    q    |   Verdict   |\n"));
-  EXPECT_THAT(text, HasSubstr(
-      "|      4       |    10     |    10     | +47.1% | [+44.2%, +50.1%] | <0.0001 | <0.0001 | improvement |\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("Patched vs Vanilla: Hodges-Lehmann change, 95% CI, one-sided p, q (BH-adjusted "
+                "two-sided p); α = 0.01, δ = 3%:\n"));
+  EXPECT_THAT(text, HasSubstr("| mmap writers | n Vanilla | n Patched | Change |      95% CI      "
+                              "|    p    |    q    |   Verdict   |\n"));
+  EXPECT_THAT(text, HasSubstr("|      4       |    10     |    10     | +47.1% | [+44.2%, +50.1%] "
+                              "| <0.0001 | <0.0001 | improvement |\n"));
   EXPECT_THAT(text, HasSubstr("\nEnvironment differences between the kernels:\n"
                               "  thp.enabled: patched: always | vanilla: madvise\n"
                               "\nEnvironment differences between the kernels on board i7-12700:\n"
@@ -163,8 +168,8 @@ TEST(SeedTablesTest, ThreadsAndOtherKnobs) {
   v1::GetReportResponse report;
   report.add_matrix_keys("file_size");
   report.add_matrix_keys("threads");
-  for (auto [threads, vanilla, patched] : {std::tuple{"40", 1069.34, 1400.13}, {"60", 1038.12, 1683.37},
-                                           {"80", 1042.62, 1767.83}}) {
+  for (auto [threads, vanilla, patched] :
+       {std::tuple{"40", 1069.34, 1400.13}, {"60", 1038.12, 1683.37}, {"80", 1042.62, 1767.83}}) {
     v1::Comparison* c = AddComparison(&report, "x", vanilla, patched);
     c->mutable_cell()->clear();
     (*c->mutable_cell())["threads"] = threads;
@@ -174,7 +179,8 @@ TEST(SeedTablesTest, ThreadsAndOtherKnobs) {
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_EQ(groups[0].knob, "threads");
   EXPECT_EQ(GroupHeading(groups[0]), "board i7-12700, file_size=16M: Patched vs Vanilla");
-  EXPECT_EQ(SamePressureTitle(groups[0]), "Throughput at the same thread count (higher is better):");
+  EXPECT_EQ(SamePressureTitle(groups[0]),
+            "Throughput at the same thread count (higher is better):");
   EXPECT_EQ(RenderBoxTable(SamePressureTable(groups[0])),
             "+---------+------------+------------+-------------+\n"
             "| Threads |  Vanilla   |  Patched   | Improvement |\n"
@@ -315,15 +321,19 @@ TEST(MarkdownTest, ComparisonsInMarkdown) {
                               "| mmap writers |     Vanilla |     Patched | Improvement |\n"
                               "| -----------: | ----------: | ----------: | ----------: |\n"
                               "|            0 | 17303.09 /s | 18394.51 /s |       +6.3% |\n"));
-  EXPECT_THAT(text, HasSubstr("| Kernel  | 0 mmap writers |      2 mmap writers |       4 mmap writers |\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("| Kernel  | 0 mmap writers |      2 mmap writers |       4 mmap writers |\n"));
 }
 
 TEST(CsvTest, ReportRowsWithTheirComparison) {
   const std::string csv = RenderReport(Seed001Report(), ReportFormat::kCsv);
-  EXPECT_THAT(csv, ::testing::StartsWith(
-                       "writers,kernel,board,n,median,min,max,mean,failed,baseline,ratio,ci_low,ci_high,p_value,"
-                       "q_value,verdict\n"
-                       "4,vanilla,i7-12700,10,12596.23,"));
+  EXPECT_THAT(
+      csv,
+      ::testing::StartsWith(
+          "writers,kernel,board,n,median,min,max,mean,failed,baseline,ratio,ci_low,ci_high,p_value,"
+          "q_value,verdict\n"
+          "4,vanilla,i7-12700,10,12596.23,"));
   EXPECT_THAT(csv, HasSubstr("\n4,vanilla,i7-12700,10,12596.23,12470.2677,"));
   EXPECT_THAT(csv, HasSubstr(",12596.23,0,,,,,,,\n"));  // the baseline row has no comparison
   EXPECT_THAT(csv, HasSubstr("\n0,patched,i7-12700,10,18394.51,"));
@@ -343,7 +353,8 @@ TEST(OfflineTest, RendersEveryFormat) {
   const std::string table = RenderOfflineComparison(c, {}, ReportFormat::kTable);
   EXPECT_THAT(table, HasSubstr("A (baseline): a.txt, 2 samples, median 38.53 /s\n"
                                "B (candidate): b.txt, 2 samples, median 75.31 /s\n"));
-  EXPECT_THAT(table, HasSubstr("|  2  |  2  | +91.3% | unbounded | 0.1667 | 0.3333 | inconclusive |\n"));
+  EXPECT_THAT(table,
+              HasSubstr("|  2  |  2  | +91.3% | unbounded | 0.1667 | 0.3333 | inconclusive |\n"));
   EXPECT_THAT(table, HasSubstr("\nverdict: inconclusive\n"));
   const std::string csv = RenderOfflineComparison(c, {}, ReportFormat::kCsv);
   EXPECT_THAT(csv, HasSubstr("\na.txt,b.txt,2,2,38.535,75.31,"));
@@ -355,7 +366,8 @@ TEST(OfflineTest, RendersEveryFormat) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
   EXPECT_DOUBLE_EQ(parsed.alpha(), 0.01);
   EXPECT_EQ(parsed.comparisons(0).baseline(), "a.txt");
-  EXPECT_THAT(RenderOfflineComparison(c, {}, ReportFormat::kMarkdown), HasSubstr("**verdict: inconclusive**"));
+  EXPECT_THAT(RenderOfflineComparison(c, {}, ReportFormat::kMarkdown),
+              HasSubstr("**verdict: inconclusive**"));
 }
 
 }  // namespace

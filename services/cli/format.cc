@@ -22,7 +22,9 @@ size_t DisplayWidth(std::string_view text) {
   }));
 }
 
-std::string Spaces(size_t n) { return std::string(n, ' '); }
+std::string Spaces(size_t n) {
+  return std::string(n, ' ');
+}
 
 const std::string& Cell(const std::vector<std::string>& row, size_t column) {
   static const std::string kEmpty;
@@ -38,7 +40,8 @@ std::vector<size_t> ColumnWidths(const Table& table) {
   std::vector<size_t> widths(table.headers.size(), 0);
   for (size_t c = 0; c < table.headers.size(); ++c) widths[c] = DisplayWidth(table.headers[c]);
   for (const auto& row : table.rows) {
-    for (size_t c = 0; c < widths.size(); ++c) widths[c] = std::max(widths[c], DisplayWidth(Cell(row, c)));
+    for (size_t c = 0; c < widths.size(); ++c)
+      widths[c] = std::max(widths[c], DisplayWidth(Cell(row, c)));
   }
   return widths;
 }
@@ -70,7 +73,9 @@ std::string EscapeMarkdown(std::string_view text) {
   return out;
 }
 
-bool IsUnset(const google::protobuf::Timestamp& ts) { return ts.seconds() == 0 && ts.nanos() == 0; }
+bool IsUnset(const google::protobuf::Timestamp& ts) {
+  return ts.seconds() == 0 && ts.nanos() == 0;
+}
 
 std::string ReportNumber(const v1::ReportRow& row, double value) {
   return row.n() == 0 ? "-" : FormatThroughput(value);
@@ -86,7 +91,8 @@ std::string RenderBoxTable(const Table& table) {
   rule += "\n";
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out = "|";
-    for (size_t c = 0; c < widths.size(); ++c) out += Center(Cell(cells, c), widths[c], table.odd_space_left) + "|";
+    for (size_t c = 0; c < widths.size(); ++c)
+      out += Center(Cell(cells, c), widths[c], table.odd_space_left) + "|";
     return out + "\n";
   };
   std::string out = rule + line(table.headers) + rule;
@@ -135,17 +141,21 @@ std::string RenderPlainTable(const Table& table) {
   return out;
 }
 
-uint32_t FinishedRuns(const v1::RunCounts& runs) { return runs.succeeded() + runs.failed() + runs.cancelled(); }
+uint32_t FinishedRuns(const v1::RunCounts& runs) {
+  return runs.succeeded() + runs.failed() + runs.cancelled();
+}
 
 std::string FormatProgressBar(const v1::RunCounts& runs, int width) {
   width = std::max(width, 1);
   const uint64_t finished = FinishedRuns(runs);
   const uint64_t total = runs.total();
-  uint64_t filled = total == 0 ? 0 : std::min<uint64_t>(width, finished * static_cast<uint64_t>(width) / total);
-  std::string out = "[" + std::string(filled, '#') + std::string(static_cast<size_t>(width) - filled, '-') + "] ";
+  uint64_t filled =
+      total == 0 ? 0 : std::min<uint64_t>(width, finished * static_cast<uint64_t>(width) / total);
+  std::string out =
+      "[" + std::string(filled, '#') + std::string(static_cast<size_t>(width) - filled, '-') + "] ";
   out += std::to_string(finished) + "/" + std::to_string(total) + " runs (" +
-         std::to_string(runs.running() + runs.assigned()) + " running, " + std::to_string(runs.failed()) +
-         " failed";
+         std::to_string(runs.running() + runs.assigned()) + " running, " +
+         std::to_string(runs.failed()) + " failed";
   if (runs.cancelled() > 0) out += ", " + std::to_string(runs.cancelled()) + " cancelled";
   return out + ")";
 }
@@ -153,15 +163,18 @@ std::string FormatProgressBar(const v1::RunCounts& runs, int width) {
 std::string FormatJobOutcome(int64_t job_id, v1::JobState state, const v1::RunCounts& runs) {
   std::string out = "job " + std::to_string(job_id) + " " + JobStateName(state);
   if (runs.failed() > 0) {
-    out += " (" + std::to_string(runs.failed()) + " of " + std::to_string(runs.total()) + " runs failed)";
+    out += " (" + std::to_string(runs.failed()) + " of " + std::to_string(runs.total()) +
+           " runs failed)";
   } else {
-    out += " (" + std::to_string(runs.succeeded()) + "/" + std::to_string(runs.total()) + " runs succeeded)";
+    out += " (" + std::to_string(runs.succeeded()) + "/" + std::to_string(runs.total()) +
+           " runs succeeded)";
   }
   return out;
 }
 
 bool IsFinalState(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_CANCELLED;
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
 }
 
 namespace {
@@ -210,7 +223,9 @@ std::optional<v1::ChangePointState> ParseChangePointState(const std::string& nam
   return state;
 }
 
-std::string FormatThroughput(double rounds_per_second) { return Printf("%.2f /s", rounds_per_second); }
+std::string FormatThroughput(double rounds_per_second) {
+  return Printf("%.2f /s", rounds_per_second);
+}
 
 std::string FormatTimestamp(const google::protobuf::Timestamp& ts) {
   if (IsUnset(ts)) return "-";
@@ -222,9 +237,11 @@ std::string FormatTimestamp(const google::protobuf::Timestamp& ts) {
   return buf;
 }
 
-std::string FormatAge(const google::protobuf::Timestamp& ts, std::chrono::system_clock::time_point now) {
+std::string FormatAge(const google::protobuf::Timestamp& ts,
+                      std::chrono::system_clock::time_point now) {
   if (IsUnset(ts)) return "-";
-  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   const int64_t age = now_s - ts.seconds();
   if (age < 1) return "just now";
   if (age < 60) return std::to_string(age) + "s ago";
@@ -238,22 +255,26 @@ Table JobsTable(const v1::ListJobsResponse& response) {
   table.headers = {"ID", "STATE", "BENCHMARK", "NAME", "RUNS", "CREATED"};
   table.right_align = {true, false, false, false, true, false};
   for (const v1::Job& job : response.jobs()) {
-    table.rows.push_back({std::to_string(job.id()), JobStateName(job.state()), job.spec().benchmark(),
-                          job.spec().name().empty() ? "-" : job.spec().name(),
-                          std::to_string(FinishedRuns(job.runs())) + "/" + std::to_string(job.runs().total()),
-                          FormatTimestamp(job.created_at())});
+    table.rows.push_back(
+        {std::to_string(job.id()), JobStateName(job.state()), job.spec().benchmark(),
+         job.spec().name().empty() ? "-" : job.spec().name(),
+         std::to_string(FinishedRuns(job.runs())) + "/" + std::to_string(job.runs().total()),
+         FormatTimestamp(job.created_at())});
   }
   return table;
 }
 
-Table AgentsTable(const v1::ListAgentsResponse& response, std::chrono::system_clock::time_point now) {
+Table AgentsTable(const v1::ListAgentsResponse& response,
+                  std::chrono::system_clock::time_point now) {
   Table table;
-  table.headers = {"NAME",   "ARCH",  "CPUS",      "MEMORY", "PAGE",
-                   "CGROUP", "KERNEL", "STATE", "LAST SEEN", "SWITCHES", "HEALTH"};
+  table.headers = {"NAME",   "ARCH",  "CPUS",      "MEMORY",   "PAGE",  "CGROUP",
+                   "KERNEL", "STATE", "LAST SEEN", "SWITCHES", "HEALTH"};
   table.right_align = {false, false, true, true, true, false, false, false, false, true, false};
   for (const v1::Board& board : response.boards()) {
-    std::string kernel = board.running_kernel_release().empty() ? "-" : board.running_kernel_release();
-    if (!board.running_kernel_label().empty()) kernel = board.running_kernel_label() + " (" + kernel + ")";
+    std::string kernel =
+        board.running_kernel_release().empty() ? "-" : board.running_kernel_release();
+    if (!board.running_kernel_label().empty())
+      kernel = board.running_kernel_label() + " (" + kernel + ")";
     std::string health = BoardHealthName(board.health());
     if (board.health() != v1::BOARD_HEALTH_OK && !board.health_reason().empty()) {
       health += ": " + board.health_reason();

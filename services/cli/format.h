@@ -46,7 +46,7 @@ uint32_t FinishedRuns(const v1::RunCounts& runs);
 std::string FormatJobOutcome(int64_t job_id, v1::JobState state, const v1::RunCounts& runs);
 
 bool IsFinalState(v1::JobState state);
-std::string JobStateName(v1::JobState state);  // "succeeded"; "unspecified" for 0
+std::string JobStateName(v1::JobState state);                  // "succeeded"; "unspecified" for 0
 std::string ChangePointStateName(v1::ChangePointState state);  // "acknowledged"
 std::string BoardStateName(v1::BoardState state);              // "online"; "-" for 0
 std::string BoardHealthName(v1::BoardHealth health);           // "needs-check"; "-" for 0
@@ -56,11 +56,13 @@ std::string FormatThroughput(double rounds_per_second);  // "17303.09 /s"
 // "2024-05-01 12:34:56Z" (UTC); "-" when unset.
 std::string FormatTimestamp(const google::protobuf::Timestamp& ts);
 // "just now", "42s ago", "5m ago", "3h ago", "2d ago"; "-" when unset.
-std::string FormatAge(const google::protobuf::Timestamp& ts, std::chrono::system_clock::time_point now);
+std::string FormatAge(const google::protobuf::Timestamp& ts,
+                      std::chrono::system_clock::time_point now);
 
 // Listings.
 Table JobsTable(const v1::ListJobsResponse& response);
-Table AgentsTable(const v1::ListAgentsResponse& response, std::chrono::system_clock::time_point now);
+Table AgentsTable(const v1::ListAgentsResponse& response,
+                  std::chrono::system_clock::time_point now);
 
 // Reports: one row per (matrix cell, kernel); columns = matrix_keys, then kernel, board,
 // n, median, min, max, failed.

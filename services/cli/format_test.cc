@@ -23,15 +23,20 @@ v1::RunCounts Counts(uint32_t total, uint32_t succeeded, uint32_t failed, uint32
 }
 
 TEST(ProgressBarTest, Text) {
-  EXPECT_EQ(FormatProgressBar(Counts(6, 3, 0, 1), 10), "[#####-----] 3/6 runs (1 running, 0 failed)");
-  EXPECT_EQ(FormatProgressBar(Counts(6, 0, 0, 0), 10), "[----------] 0/6 runs (0 running, 0 failed)");
-  EXPECT_EQ(FormatProgressBar(Counts(6, 4, 2, 0), 10), "[##########] 6/6 runs (0 running, 2 failed)");
-  EXPECT_EQ(FormatProgressBar(Counts(3, 1, 0, 0, 2), 6), "[######] 3/3 runs (0 running, 0 failed, 2 cancelled)");
+  EXPECT_EQ(FormatProgressBar(Counts(6, 3, 0, 1), 10),
+            "[#####-----] 3/6 runs (1 running, 0 failed)");
+  EXPECT_EQ(FormatProgressBar(Counts(6, 0, 0, 0), 10),
+            "[----------] 0/6 runs (0 running, 0 failed)");
+  EXPECT_EQ(FormatProgressBar(Counts(6, 4, 2, 0), 10),
+            "[##########] 6/6 runs (0 running, 2 failed)");
+  EXPECT_EQ(FormatProgressBar(Counts(3, 1, 0, 0, 2), 6),
+            "[######] 3/3 runs (0 running, 0 failed, 2 cancelled)");
   EXPECT_EQ(FormatProgressBar(Counts(0, 0, 0, 0), 4), "[----] 0/0 runs (0 running, 0 failed)");
   v1::RunCounts assigned = Counts(3, 0, 0, 1);
   assigned.set_assigned(1);
   EXPECT_EQ(FormatProgressBar(assigned, 3), "[---] 0/3 runs (2 running, 0 failed)");
-  EXPECT_EQ(FormatProgressBar(Counts(3, 1, 0, 0)), "[######--------------] 1/3 runs (0 running, 0 failed)");
+  EXPECT_EQ(FormatProgressBar(Counts(3, 1, 0, 0)),
+            "[######--------------] 1/3 runs (0 running, 0 failed)");
 }
 
 TEST(JobStateTest, NamesAndOutcome) {
@@ -40,8 +45,10 @@ TEST(JobStateTest, NamesAndOutcome) {
   EXPECT_EQ(JobStateName(static_cast<v1::JobState>(99)), "state 99");
   EXPECT_TRUE(IsFinalState(v1::JOB_STATE_CANCELLED));
   EXPECT_FALSE(IsFinalState(v1::JOB_STATE_RUNNING));
-  EXPECT_EQ(FormatJobOutcome(42, v1::JOB_STATE_SUCCEEDED, Counts(6, 6, 0, 0)), "job 42 succeeded (6/6 runs succeeded)");
-  EXPECT_EQ(FormatJobOutcome(42, v1::JOB_STATE_FAILED, Counts(6, 4, 2, 0)), "job 42 failed (2 of 6 runs failed)");
+  EXPECT_EQ(FormatJobOutcome(42, v1::JOB_STATE_SUCCEEDED, Counts(6, 6, 0, 0)),
+            "job 42 succeeded (6/6 runs succeeded)");
+  EXPECT_EQ(FormatJobOutcome(42, v1::JOB_STATE_FAILED, Counts(6, 4, 2, 0)),
+            "job 42 failed (2 of 6 runs failed)");
 }
 
 TEST(FormatTest, ScalarsAndTimes) {
@@ -51,7 +58,9 @@ TEST(FormatTest, ScalarsAndTimes) {
   EXPECT_EQ(FormatTimestamp(ts), "-");
   ts.set_seconds(1714566896);  // 2024-05-01 12:34:56 UTC
   EXPECT_EQ(FormatTimestamp(ts), "2024-05-01 12:34:56Z");
-  const auto at = [](int64_t s) { return std::chrono::system_clock::time_point(std::chrono::seconds(s)); };
+  const auto at = [](int64_t s) {
+    return std::chrono::system_clock::time_point(std::chrono::seconds(s));
+  };
   EXPECT_EQ(FormatAge(ts, at(1714566896)), "just now");
   EXPECT_EQ(FormatAge(ts, at(1714566896 + 42)), "42s ago");
   EXPECT_EQ(FormatAge(ts, at(1714566896 + 300)), "5m ago");
@@ -63,7 +72,8 @@ TEST(FormatTest, ScalarsAndTimes) {
 TEST(TableTest, BoxStyleMatchesTheSeeds) {
   Table table;
   table.headers = {"mmap writers", "Vanilla", "Patched", "Improvement"};
-  table.rows = {{"0", "17303.09 /s", "18394.51 /s", "+6.3%"}, {"2", "16728.04 /s", "18591.68 /s", "+11.1%"}};
+  table.rows = {{"0", "17303.09 /s", "18394.51 /s", "+6.3%"},
+                {"2", "16728.04 /s", "18591.68 /s", "+11.1%"}};
   EXPECT_EQ(RenderBoxTable(table),
             "+--------------+-------------+-------------+-------------+\n"
             "| mmap writers |   Vanilla   |   Patched   | Improvement |\n"
@@ -106,8 +116,8 @@ v1::GetReportResponse SmallReport() {
   job->mutable_spec()->set_name("vma retry");
   *job->mutable_runs() = Counts(3, 2, 1, 0);
   report.add_matrix_keys("writers");
-  auto add = [&](const char* writers, const char* kernel, uint32_t n, double median, double min, double max,
-                 uint32_t failed) {
+  auto add = [&](const char* writers, const char* kernel, uint32_t n, double median, double min,
+                 double max, uint32_t failed) {
     v1::ReportRow* row = report.add_rows();
     (*row->mutable_cell())["writers"] = writers;
     row->set_kernel(kernel);
@@ -124,26 +134,29 @@ v1::GetReportResponse SmallReport() {
 }
 
 TEST(ReportTest, Table) {
-  EXPECT_EQ(RenderReport(SmallReport(), ReportFormat::kTable),
-            "job 42: swap-in \"vma retry\" (succeeded, 3/3 runs)\n"
-            "throughput in rounds per second (higher is better):\n"
-            "+---------+---------+----------+---+-------------+-------------+-------------+--------+\n"
-            "| writers | kernel  |  board   | n |   median    |     min     |     max     | failed |\n"
-            "+---------+---------+----------+---+-------------+-------------+-------------+--------+\n"
-            "|    0    | vanilla | i7-12700 | 2 | 17303.09 /s | 17000.50 /s | 17500.25 /s |   0    |\n"
-            "+---------+---------+----------+---+-------------+-------------+-------------+--------+\n"
-            "|    0    | patched | i7-12700 | 0 |      -      |      -      |      -      |   1    |\n"
-            "+---------+---------+----------+---+-------------+-------------+-------------+--------+\n");
+  EXPECT_EQ(
+      RenderReport(SmallReport(), ReportFormat::kTable),
+      "job 42: swap-in \"vma retry\" (succeeded, 3/3 runs)\n"
+      "throughput in rounds per second (higher is better):\n"
+      "+---------+---------+----------+---+-------------+-------------+-------------+--------+\n"
+      "| writers | kernel  |  board   | n |   median    |     min     |     max     | failed |\n"
+      "+---------+---------+----------+---+-------------+-------------+-------------+--------+\n"
+      "|    0    | vanilla | i7-12700 | 2 | 17303.09 /s | 17000.50 /s | 17500.25 /s |   0    |\n"
+      "+---------+---------+----------+---+-------------+-------------+-------------+--------+\n"
+      "|    0    | patched | i7-12700 | 0 |      -      |      -      |      -      |   1    |\n"
+      "+---------+---------+----------+---+-------------+-------------+-------------+--------+\n");
 }
 
 TEST(ReportTest, Markdown) {
-  EXPECT_EQ(RenderReport(SmallReport(), ReportFormat::kMarkdown),
-            "**job 42: swap-in \"vma retry\" (succeeded, 3/3 runs)**\n\n"
-            "Throughput in rounds per second (higher is better).\n\n"
-            "| writers | kernel  | board    |   n |      median |         min |         max | failed |\n"
-            "| ------: | ------- | -------- | --: | ----------: | ----------: | ----------: | -----: |\n"
-            "|       0 | vanilla | i7-12700 |   2 | 17303.09 /s | 17000.50 /s | 17500.25 /s |      0 |\n"
-            "|       0 | patched | i7-12700 |   0 |           - |           - |           - |      1 |\n");
+  EXPECT_EQ(
+      RenderReport(SmallReport(), ReportFormat::kMarkdown),
+      "**job 42: swap-in \"vma retry\" (succeeded, 3/3 runs)**\n\n"
+      "Throughput in rounds per second (higher is better).\n\n"
+      "| writers | kernel  | board    |   n |      median |         min |         max | failed |\n"
+      "| ------: | ------- | -------- | --: | ----------: | ----------: | ----------: | -----: |\n"
+      "|       0 | vanilla | i7-12700 |   2 | 17303.09 /s | 17000.50 /s | 17500.25 /s |      0 |\n"
+      "|       0 | patched | i7-12700 |   0 |           - |           - |           - |      1 "
+      "|\n");
 }
 
 TEST(ReportTest, JsonRoundTripsWithProtoFieldNames) {
@@ -200,11 +213,12 @@ TEST(ListingTest, JobsAndAgents) {
   stuck->set_name("rpi5b");
   stuck->set_health(v1::BOARD_HEALTH_NEEDS_CHECK);
   stuck->set_health_reason("switch to 'patched' came back running 6.7.0, expected 6.8.0-rc1");
-  const Table table = AgentsTable(agents, std::chrono::system_clock::time_point(std::chrono::seconds(1003)));
+  const Table table =
+      AgentsTable(agents, std::chrono::system_clock::time_point(std::chrono::seconds(1003)));
   ASSERT_EQ(table.rows.size(), 2u);
-  EXPECT_THAT(table.rows[0], ::testing::ElementsAre("rpi5", "aarch64", "4", "8G", "16K", "v2",
-                                                    "patched (6.8.0-rc1)", "online", "3s ago", "3",
-                                                    "ok"));
+  EXPECT_THAT(table.rows[0],
+              ::testing::ElementsAre("rpi5", "aarch64", "4", "8G", "16K", "v2",
+                                     "patched (6.8.0-rc1)", "online", "3s ago", "3", "ok"));
   EXPECT_EQ(table.rows[1].back(),
             "needs-check: switch to 'patched' came back running 6.7.0, expected 6.8.0-rc1");
 }

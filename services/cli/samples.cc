@@ -28,7 +28,8 @@ absl::StatusOr<std::vector<double>> ParseSamples(std::string_view text, std::str
     const size_t eol = text.find('\n');
     std::string_view line = text.substr(0, eol);
     text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
-    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos)
+      line = line.substr(0, hash);
     line = Trim(line);
     if (line.empty()) continue;
     const std::string where = std::string(name) + ":" + std::to_string(line_no) + ": ";
@@ -43,10 +44,12 @@ absl::StatusOr<std::vector<double>> ParseSamples(std::string_view text, std::str
                                         (has_space ? " (one number per line)" : ""));
     }
     if (!std::isfinite(value)) {
-      return absl::InvalidArgumentError(where + "'" + std::string(line) + "' is not a finite number");
+      return absl::InvalidArgumentError(where + "'" + std::string(line) +
+                                        "' is not a finite number");
     }
     if (value < 0) {
-      return absl::InvalidArgumentError(where + "'" + std::string(line) + "' is negative (throughput)");
+      return absl::InvalidArgumentError(where + "'" + std::string(line) +
+                                        "' is negative (throughput)");
     }
     samples.push_back(value);
   }

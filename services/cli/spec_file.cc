@@ -4,19 +4,19 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdint>
-#include <cstdio>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
-#include <type_traits>
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include <google/protobuf/descriptor.h>
@@ -119,11 +119,13 @@ std::optional<double> ParseDouble(std::string_view text) {
   if (!text.empty() && text.front() == '+') text.remove_prefix(1);
   if (text.empty()) return std::nullopt;
   // YAML spellings of the special values.
-  if (text == ".inf" || text == ".Inf" || text == ".INF") return std::numeric_limits<double>::infinity();
+  if (text == ".inf" || text == ".Inf" || text == ".INF")
+    return std::numeric_limits<double>::infinity();
   if (text == "-.inf" || text == "-.Inf" || text == "-.INF") {
     return -std::numeric_limits<double>::infinity();
   }
-  if (text == ".nan" || text == ".NaN" || text == ".NAN") return std::numeric_limits<double>::quiet_NaN();
+  if (text == ".nan" || text == ".NaN" || text == ".NAN")
+    return std::numeric_limits<double>::quiet_NaN();
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
@@ -148,7 +150,8 @@ class YamlToMessage {
  public:
   explicit YamlToMessage(std::string_view display_name) : display_name_(display_name) {}
 
-  absl::Status Error(const YAML::Mark& mark, std::string_view path, std::string_view problem) const {
+  absl::Status Error(const YAML::Mark& mark, std::string_view path,
+                     std::string_view problem) const {
     std::ostringstream out;
     out << display_name_;
     if (!mark.is_null()) out << ':' << mark.line + 1 << ':' << mark.column + 1;
@@ -181,8 +184,8 @@ class YamlToMessage {
       const std::string& name = key.Scalar();
       const pb::FieldDescriptor* field = descriptor->FindFieldByName(name);
       if (field == nullptr) {
-        std::string problem = "unknown field '" + name + "' in " + descriptor->name() + " (fields: " +
-                              JoinFieldNames(descriptor) + ")";
+        std::string problem = "unknown field '" + name + "' in " + descriptor->name() +
+                              " (fields: " + JoinFieldNames(descriptor) + ")";
         if (std::string guess = Suggest(descriptor, name); !guess.empty()) {
           problem += "; did you mean '" + guess + "'?";
         }
@@ -206,16 +209,18 @@ class YamlToMessage {
     return mark.is_null() ? fallback : mark;
   }
 
-  absl::Status FillField(const YAML::Node& value, pb::Message* message, const pb::FieldDescriptor* field,
-                         const std::string& path, const YAML::Mark& key_mark) const {
+  absl::Status FillField(const YAML::Node& value, pb::Message* message,
+                         const pb::FieldDescriptor* field, const std::string& path,
+                         const YAML::Mark& key_mark) const {
     if (value.IsNull()) return absl::OkStatus();  // "field:" or "field: ~" leaves it unset
     if (field->is_map()) return FillMap(value, message, field, path, key_mark);
     if (field->is_repeated()) return FillRepeated(value, message, field, path, key_mark);
     return SetValue(value, message, field, /*add=*/false, path, key_mark);
   }
 
-  absl::Status FillRepeated(const YAML::Node& value, pb::Message* message, const pb::FieldDescriptor* field,
-                            const std::string& path, const YAML::Mark& fallback) const {
+  absl::Status FillRepeated(const YAML::Node& value, pb::Message* message,
+                            const pb::FieldDescriptor* field, const std::string& path,
+                            const YAML::Mark& fallback) const {
     const YAML::Mark mark = MarkOf(value, fallback);
     // A lone scalar counts as a one-element list only inside list wrappers (ParamValues).
     if (value.IsScalar() && ListWrapperField(message->GetDescriptor()) == field) {
@@ -237,8 +242,9 @@ class YamlToMessage {
     return absl::OkStatus();
   }
 
-  absl::Status FillMap(const YAML::Node& value, pb::Message* message, const pb::FieldDescriptor* field,
-                       const std::string& path, const YAML::Mark& fallback) const {
+  absl::Status FillMap(const YAML::Node& value, pb::Message* message,
+                       const pb::FieldDescriptor* field, const std::string& path,
+                       const YAML::Mark& fallback) const {
     const YAML::Mark mark = MarkOf(value, fallback);
     if (!value.IsMap()) {
       return Error(mark, path, "expected a map (e.g. {key: value}), got " + Describe(value));
@@ -252,14 +258,16 @@ class YamlToMessage {
       const YAML::Node key = pair.first;
       const YAML::Node item = pair.second;
       const YAML::Mark key_mark = MarkOf(key, mark);
-      if (!key.IsScalar()) return Error(key_mark, path, "map keys must be scalars, got " + Describe(key));
+      if (!key.IsScalar())
+        return Error(key_mark, path, "map keys must be scalars, got " + Describe(key));
       const std::string item_path = JoinPath(path, key.Scalar());
       if (!seen.insert(key.Scalar()).second) {
         return Error(key_mark, path, "duplicate key '" + key.Scalar() + "'");
       }
       if (item.IsNull()) return Error(MarkOf(item, key_mark), item_path, "missing value");
       pb::Message* entry = reflection->AddMessage(message, field);
-      if (absl::Status status = SetValue(key, entry, key_field, /*add=*/false, path, key_mark); !status.ok()) {
+      if (absl::Status status = SetValue(key, entry, key_field, /*add=*/false, path, key_mark);
+          !status.ok()) {
         return status;
       }
       if (absl::Status status =
@@ -272,24 +280,27 @@ class YamlToMessage {
   }
 
   // Sets (or, with add, appends to) one field from one node.
-  absl::Status SetValue(const YAML::Node& node, pb::Message* message, const pb::FieldDescriptor* field,
-                        bool add, const std::string& path, const YAML::Mark& fallback) const {
+  absl::Status SetValue(const YAML::Node& node, pb::Message* message,
+                        const pb::FieldDescriptor* field, bool add, const std::string& path,
+                        const YAML::Mark& fallback) const {
     const pb::Reflection* reflection = message->GetReflection();
     const YAML::Mark mark = MarkOf(node, fallback);
     if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
-      pb::Message* sub = add ? reflection->AddMessage(message, field) : reflection->MutableMessage(message, field);
+      pb::Message* sub =
+          add ? reflection->AddMessage(message, field) : reflection->MutableMessage(message, field);
       return FillMessage(node, sub, path, mark);
     }
     if (!node.IsScalar()) {
-      return Error(mark, path, "expected a scalar (" + std::string(field->type_name()) + "), got " +
-                                   std::string(KindName(node)));
+      return Error(mark, path,
+                   "expected a scalar (" + std::string(field->type_name()) + "), got " +
+                       std::string(KindName(node)));
     }
     const std::string& text = node.Scalar();
     auto bad = [&](std::string_view expected) {
       return Error(mark, path, "expected " + std::string(expected) + ", got '" + text + "'");
     };
-    auto integer = [&]<typename T>(std::string_view expected, std::string_view type_name,
-                                   auto set, auto append) -> absl::Status {
+    auto integer = [&]<typename T>(std::string_view expected, std::string_view type_name, auto set,
+                                   auto append) -> absl::Status {
       bool out_of_range = false;
       std::optional<T> parsed = ParseInteger<T>(text, &out_of_range);
       if (out_of_range) {
@@ -318,27 +329,30 @@ class YamlToMessage {
         return integer.operator()<int64_t>("an integer", "int64", &pb::Reflection::SetInt64,
                                            &pb::Reflection::AddInt64);
       case pb::FieldDescriptor::CPPTYPE_UINT32:
-        return integer.operator()<uint32_t>("a non-negative integer", "uint32", &pb::Reflection::SetUInt32,
-                                            &pb::Reflection::AddUInt32);
+        return integer.operator()<uint32_t>("a non-negative integer", "uint32",
+                                            &pb::Reflection::SetUInt32, &pb::Reflection::AddUInt32);
       case pb::FieldDescriptor::CPPTYPE_UINT64:
-        return integer.operator()<uint64_t>("a non-negative integer", "uint64", &pb::Reflection::SetUInt64,
-                                            &pb::Reflection::AddUInt64);
+        return integer.operator()<uint64_t>("a non-negative integer", "uint64",
+                                            &pb::Reflection::SetUInt64, &pb::Reflection::AddUInt64);
       case pb::FieldDescriptor::CPPTYPE_DOUBLE:
       case pb::FieldDescriptor::CPPTYPE_FLOAT: {
         std::optional<double> parsed = ParseDouble(text);
         if (!parsed) return bad("a number");
         if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_DOUBLE) {
-          add ? reflection->AddDouble(message, field, *parsed) : reflection->SetDouble(message, field, *parsed);
+          add ? reflection->AddDouble(message, field, *parsed)
+              : reflection->SetDouble(message, field, *parsed);
         } else {
           const auto value = static_cast<float>(*parsed);
-          add ? reflection->AddFloat(message, field, value) : reflection->SetFloat(message, field, value);
+          add ? reflection->AddFloat(message, field, value)
+              : reflection->SetFloat(message, field, value);
         }
         return absl::OkStatus();
       }
       case pb::FieldDescriptor::CPPTYPE_BOOL: {
         std::optional<bool> parsed = ParseBool(text);
         if (!parsed) return bad("true or false");
-        add ? reflection->AddBool(message, field, *parsed) : reflection->SetBool(message, field, *parsed);
+        add ? reflection->AddBool(message, field, *parsed)
+            : reflection->SetBool(message, field, *parsed);
         return absl::OkStatus();
       }
       case pb::FieldDescriptor::CPPTYPE_ENUM: {
@@ -352,7 +366,8 @@ class YamlToMessage {
           }
           return bad("one of " + names);
         }
-        add ? reflection->AddEnum(message, field, value) : reflection->SetEnum(message, field, value);
+        add ? reflection->AddEnum(message, field, value)
+            : reflection->SetEnum(message, field, value);
         return absl::OkStatus();
       }
       case pb::FieldDescriptor::CPPTYPE_MESSAGE:
@@ -369,7 +384,8 @@ class YamlToMessage {
 // did not finish; so did text with NUL bytes, lone carriage returns or bytes that are not
 // UTF-8). Such text is
 // refused before yaml-cpp sees it: bytes that are not UTF-8, control characters (YAML allows
-// neither), flow collections nested deeper than 32, and a '{' or '[' never closed. The scan knows quotes, comments and block scalars.
+// neither), flow collections nested deeper than 32, and a '{' or '[' never closed. The scan knows
+// quotes, comments and block scalars.
 struct PrescanError {
   YAML::Mark mark;
   std::string message;
@@ -383,10 +399,14 @@ size_t Utf8SequenceLength(std::string_view text, size_t i) {
   if (c < 0x80) return 1;
   size_t n = 0;
   uint32_t cp = 0;
-  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-  else return 0;
+  if (c >= 0xc2 && c <= 0xdf)
+    n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef)
+    n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
   if (i + n > text.size()) return 0;
   for (size_t k = 1; k < n; ++k) {
     if ((byte(i + k) & 0xc0) != 0x80) return 0;
@@ -447,22 +467,29 @@ std::optional<PrescanError> PrescanYaml(std::string_view text) {
       for (size_t i = 0; i < line.size(); ++i) {
         const char c = line[i];
         if (double_quoted) {
-          if (c == '\\') ++i;
-          else if (c == '"') double_quoted = false;
+          if (c == '\\')
+            ++i;
+          else if (c == '"')
+            double_quoted = false;
           continue;
         }
         if (single_quoted) {
-          if (c == '\'' && i + 1 < line.size() && line[i + 1] == '\'') ++i;
-          else if (c == '\'') single_quoted = false;
+          if (c == '\'' && i + 1 < line.size() && line[i + 1] == '\'')
+            ++i;
+          else if (c == '\'')
+            single_quoted = false;
           continue;
         }
-        const bool token_start = std::string_view(" :,[{-?").find(last_token) != std::string_view::npos;
+        const bool token_start =
+            std::string_view(" :,[{-?").find(last_token) != std::string_view::npos;
         if (c == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
           content_end = i;
           break;
         }
-        if (c == '"' && token_start) double_quoted = true;
-        else if (c == '\'' && token_start) single_quoted = true;
+        if (c == '"' && token_start)
+          double_quoted = true;
+        else if (c == '\'' && token_start)
+          single_quoted = true;
         else if (c == '{' || c == '[') {
           open.push_back({line_number, static_cast<int>(i)});
           if (open.size() > 32) {
@@ -471,13 +498,14 @@ std::optional<PrescanError> PrescanYaml(std::string_view text) {
             mark.column = static_cast<int>(i);
             return PrescanError{mark, "invalid YAML: flow collections nested deeper than 32"};
           }
-        }
-        else if ((c == '}' || c == ']') && !open.empty()) open.pop_back();
+        } else if ((c == '}' || c == ']') && !open.empty())
+          open.pop_back();
         if (c != ' ' && c != '\t') last_token = c;
       }
       // "key: |" / "key: >-" starts a block scalar on the next lines.
       std::string_view content = line.substr(0, content_end);
-      while (!content.empty() && (content.back() == ' ' || content.back() == '\r' || content.back() == '\t')) {
+      while (!content.empty() &&
+             (content.back() == ' ' || content.back() == '\r' || content.back() == '\t')) {
         content.remove_suffix(1);
       }
       while (!content.empty() && (content.back() == '-' || content.back() == '+' ||
@@ -518,8 +546,8 @@ absl::Status LoadMessageFromYaml(std::string_view text, std::string_view display
       size_t end = text.find('\n', pos);
       if (end == std::string_view::npos) end = text.size();
       std::string_view line = text.substr(pos, end - pos);
-      const bool marker = line.substr(0, 3) == "---" &&
-                          (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+      const bool marker = line.substr(0, 3) == "---" && (line.size() == 3 || line[3] == ' ' ||
+                                                         line[3] == '\t' || line[3] == '\r');
       if (marker && content) {
         ++documents;
         if (first_extra_line < 0) first_extra_line = line_number;
@@ -532,7 +560,8 @@ absl::Status LoadMessageFromYaml(std::string_view text, std::string_view display
   if (documents > 1) {
     YAML::Mark second;
     second.line = first_extra_line;
-    return loader.Error(second, "", "expected one YAML document, found " + std::to_string(documents));
+    return loader.Error(second, "",
+                        "expected one YAML document, found " + std::to_string(documents));
   }
   YAML::Node document;
   try {
@@ -541,8 +570,9 @@ absl::Status LoadMessageFromYaml(std::string_view text, std::string_view display
     return loader.Error(e.mark, "", "invalid YAML: " + e.msg);
   }
   if (!document.IsDefined() || document.IsNull()) {
-    return loader.Error(start, "",
-                        "empty document; expected a map of " + message->GetDescriptor()->name() + " fields");
+    return loader.Error(
+        start, "",
+        "empty document; expected a map of " + message->GetDescriptor()->name() + " fields");
   }
   try {
     return loader.FillMessage(document, message, "", start);
@@ -551,15 +581,18 @@ absl::Status LoadMessageFromYaml(std::string_view text, std::string_view display
   }
 }
 
-absl::StatusOr<v1::JobSpec> LoadJobSpecFromString(std::string_view text, std::string_view display_name) {
+absl::StatusOr<v1::JobSpec> LoadJobSpecFromString(std::string_view text,
+                                                  std::string_view display_name) {
   v1::JobSpec spec;
-  if (absl::Status status = LoadMessageFromYaml(text, display_name, &spec); !status.ok()) return status;
+  if (absl::Status status = LoadMessageFromYaml(text, display_name, &spec); !status.ok())
+    return status;
   return spec;
 }
 
 absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return absl::InvalidArgumentError(path + ": is a directory");
+  if (std::filesystem::is_directory(path, ec))
+    return absl::InvalidArgumentError(path + ": is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InvalidArgumentError(path + ": cannot open: " + std::strerror(errno));
   std::ostringstream text;

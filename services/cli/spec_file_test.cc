@@ -107,14 +107,15 @@ matrix:
 }
 
 TEST(SpecFileTest, MatrixAcceptsTheExplicitMessageForm) {
-  absl::StatusOr<v1::JobSpec> spec =
-      LoadJobSpecFromString("benchmark: swap-in\nmatrix: {writers: {values: [4, 8]}}\n", "spec.yaml");
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFromString(
+      "benchmark: swap-in\nmatrix: {writers: {values: [4, 8]}}\n", "spec.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_THAT(Values(*spec, "writers"), ElementsAre("4", "8"));
 }
 
 TEST(SpecFileTest, NullValuesLeaveFieldsUnset) {
-  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFromString("benchmark: swap-in\nname:\nmemcg: ~\n", "x");
+  absl::StatusOr<v1::JobSpec> spec =
+      LoadJobSpecFromString("benchmark: swap-in\nname:\nmemcg: ~\n", "x");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->name(), "");
   EXPECT_FALSE(spec->has_memcg());
@@ -142,7 +143,8 @@ TEST(SpecFileTest, UnclosedFlowCollectionIsRefusedBeforeYamlCpp) {
   EXPECT_EQ(ErrorOf(fuzzed), "spec.yaml:6:7: invalid YAML: not UTF-8");
   // The same without the stray bytes: the unclosed '{' itself.
   std::string ascii = fuzzed;
-  ascii.erase(std::remove_if(ascii.begin(), ascii.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }),
+  ascii.erase(std::remove_if(ascii.begin(), ascii.end(),
+                             [](char c) { return static_cast<unsigned char>(c) >= 0x80; }),
               ascii.end());
   EXPECT_EQ(ErrorOf(ascii), "spec.yaml:6:7: invalid YAML: this '{' or '[' is never closed");
   EXPECT_EQ(ErrorOf("benchmark: swap-in\nmatrix: {writers: [0, 2\n"),
@@ -151,8 +153,10 @@ TEST(SpecFileTest, UnclosedFlowCollectionIsRefusedBeforeYamlCpp) {
             "spec.yaml:1:10: invalid YAML: control character 0x00");
   EXPECT_EQ(ErrorOf("name: caf\xc3\xa9 ok\nbenchmark: \x90\x9e\x8d\xa4w\n"),
             "spec.yaml:2:12: invalid YAML: not UTF-8");
-  EXPECT_EQ(ErrorOf("name: \xed\xa0\x80\n"), "spec.yaml:1:7: invalid YAML: not UTF-8");  // a surrogate
-  EXPECT_EQ(ErrorOf(",\r\r\r\r:\r\r\r\r\r\r"), "spec.yaml:1:2: invalid YAML: control character 0x0d");
+  EXPECT_EQ(ErrorOf("name: \xed\xa0\x80\n"),
+            "spec.yaml:1:7: invalid YAML: not UTF-8");  // a surrogate
+  EXPECT_EQ(ErrorOf(",\r\r\r\r:\r\r\r\r\r\r"),
+            "spec.yaml:1:2: invalid YAML: control character 0x0d");
   EXPECT_TRUE(LoadJobSpecFromString("benchmark: swap-in\r\nkernels: [vanilla]\r\n", "x").ok());
   // yaml-cpp's LoadAll never returned on this one; one document is read with Load.
   EXPECT_FALSE(LoadJobSpecFromString("\n,i", "x").ok());
@@ -182,9 +186,11 @@ TEST(SpecFileTest, ComparisonSettings) {
 }
 
 TEST(SpecFileTest, UnknownNestedFieldNamesThePath) {
-  EXPECT_THAT(ErrorOf("benchmark: swap-in\nmemcg:\n  memory_max: 1G\n  swapmax: 0\n"),
-              StartsWith("spec.yaml:4:3: memcg: unknown field 'swapmax' in MemcgLimits (fields: memory_max, "
-                         "memory_high, swap_max); did you mean 'swap_max'?"));
+  EXPECT_THAT(
+      ErrorOf("benchmark: swap-in\nmemcg:\n  memory_max: 1G\n  swapmax: 0\n"),
+      StartsWith(
+          "spec.yaml:4:3: memcg: unknown field 'swapmax' in MemcgLimits (fields: memory_max, "
+          "memory_high, swap_max); did you mean 'swap_max'?"));
 }
 
 TEST(SpecFileTest, NoSuggestionForUnrelatedNames) {
@@ -194,8 +200,10 @@ TEST(SpecFileTest, NoSuggestionForUnrelatedNames) {
 TEST(SpecFileTest, WrongScalarTypeGivesLineColumn) {
   EXPECT_EQ(ErrorOf("benchmark: swap-in\nrepetitions: abc\n"),
             "spec.yaml:2:14: repetitions: expected a non-negative integer, got 'abc'");
-  EXPECT_EQ(ErrorOf("repetitions: -1\n"), "spec.yaml:1:14: repetitions: expected a non-negative integer, got '-1'");
-  EXPECT_EQ(ErrorOf("repetitions: 3.5\n"), "spec.yaml:1:14: repetitions: expected a non-negative integer, got '3.5'");
+  EXPECT_EQ(ErrorOf("repetitions: -1\n"),
+            "spec.yaml:1:14: repetitions: expected a non-negative integer, got '-1'");
+  EXPECT_EQ(ErrorOf("repetitions: 3.5\n"),
+            "spec.yaml:1:14: repetitions: expected a non-negative integer, got '3.5'");
   EXPECT_EQ(ErrorOf("repetitions: 4294967296\n"),
             "spec.yaml:1:14: repetitions: '4294967296' is out of range for uint32");
 }
@@ -203,8 +211,10 @@ TEST(SpecFileTest, WrongScalarTypeGivesLineColumn) {
 TEST(SpecFileTest, WrongShapeGivesLineColumn) {
   EXPECT_EQ(ErrorOf("benchmark: swap-in\nkernels: vanilla\n"),
             "spec.yaml:2:10: kernels: expected a sequence (e.g. [a, b]), got 'vanilla'");
-  EXPECT_EQ(ErrorOf("memcg: 256M\n"), "spec.yaml:1:8: memcg: expected a map of MemcgLimits fields, got '256M'");
-  EXPECT_EQ(ErrorOf("benchmark: [a, b]\n"), "spec.yaml:1:12: benchmark: expected a scalar (string), got a sequence");
+  EXPECT_EQ(ErrorOf("memcg: 256M\n"),
+            "spec.yaml:1:8: memcg: expected a map of MemcgLimits fields, got '256M'");
+  EXPECT_EQ(ErrorOf("benchmark: [a, b]\n"),
+            "spec.yaml:1:12: benchmark: expected a scalar (string), got a sequence");
   EXPECT_EQ(ErrorOf("params: [file_size]\n"),
             "spec.yaml:1:9: params: expected a map (e.g. {key: value}), got a sequence");
   EXPECT_EQ(ErrorOf("params: {file_size: {a: 1}}\n"),
@@ -223,13 +233,16 @@ TEST(SpecFileTest, DuplicateKeysAreErrors) {
 TEST(SpecFileTest, MalformedYamlGivesLineColumn) {
   EXPECT_THAT(ErrorOf("benchmark: swap-in\nkernels: [vanilla, patched\nduration: 5s\n"),
               ::testing::MatchesRegex("spec\\.yaml:[0-9]+:[0-9]+: invalid YAML: .+"));
-  EXPECT_THAT(ErrorOf("benchmark: swap-in\n  duration: 5s\n"), StartsWith("spec.yaml:2:11: invalid YAML: "));
+  EXPECT_THAT(ErrorOf("benchmark: swap-in\n  duration: 5s\n"),
+              StartsWith("spec.yaml:2:11: invalid YAML: "));
 }
 
 TEST(SpecFileTest, TopLevelMustBeOneMap) {
   EXPECT_EQ(ErrorOf(""), "spec.yaml:1:1: empty document; expected a map of JobSpec fields");
-  EXPECT_EQ(ErrorOf("# nothing\n"), "spec.yaml:1:1: empty document; expected a map of JobSpec fields");
-  EXPECT_EQ(ErrorOf("- benchmark: x\n"), "spec.yaml:1:1: expected a map of JobSpec fields, got a sequence");
+  EXPECT_EQ(ErrorOf("# nothing\n"),
+            "spec.yaml:1:1: empty document; expected a map of JobSpec fields");
+  EXPECT_EQ(ErrorOf("- benchmark: x\n"),
+            "spec.yaml:1:1: expected a map of JobSpec fields, got a sequence");
   EXPECT_THAT(ErrorOf("benchmark: a\n---\nbenchmark: b\n"),
               HasSubstr("expected one YAML document, found 2"));
 }
@@ -258,8 +271,10 @@ runs:
             "q.yaml:1:15: include_runs: expected true or false, got 'maybe'");
   EXPECT_TRUE(LoadMessageFromYaml("include_runs: yes\njob_id: 9\n", "q.yaml", &request).ok());
   EXPECT_TRUE(request.include_runs());
-  EXPECT_THAT(std::string(LoadMessageFromYaml("job: {state: DONE}\n", "r.yaml", &response).message()),
-              StartsWith("r.yaml:1:14: job.state: expected one of JOB_STATE_UNSPECIFIED, JOB_STATE_QUEUED"));
+  EXPECT_THAT(
+      std::string(LoadMessageFromYaml("job: {state: DONE}\n", "r.yaml", &response).message()),
+      StartsWith(
+          "r.yaml:1:14: job.state: expected one of JOB_STATE_UNSPECIFIED, JOB_STATE_QUEUED"));
   EXPECT_EQ(LoadMessageFromYaml("job: {id: x1}\n", "r.yaml", &response).message(),
             "r.yaml:1:11: job.id: expected an integer, got 'x1'");
 }
@@ -272,7 +287,8 @@ TEST(SpecFileTest, LoadsFromFile) {
   }
   absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFile(path);
   ASSERT_FALSE(spec.ok());
-  EXPECT_THAT(std::string(spec.status().message()), StartsWith(path + ":2:1: unknown field 'benchmark_typo'"));
+  EXPECT_THAT(std::string(spec.status().message()),
+              StartsWith(path + ":2:1: unknown field 'benchmark_typo'"));
   std::remove(path.c_str());
 
   spec = LoadJobSpecFile(path);

@@ -18,11 +18,16 @@ KnobSpec Size(std::string name, std::string def, uint64_t min, uint64_t max, std
 }
 KnobSpec Choice(std::string name, std::string def, std::vector<std::string> choices,
                 std::string help) {
-  return {std::move(name), KnobType::kChoice, std::move(def), 0, 0, std::move(choices),
-          std::move(help)};
+  return {std::move(name),    KnobType::kChoice, std::move(def), 0, 0,
+          std::move(choices), std::move(help)};
 }
 KnobSpec Warmup() {
-  return {"warmup", KnobType::kDuration, "0s", 0, 3'600'000, {},
+  return {"warmup",
+          KnobType::kDuration,
+          "0s",
+          0,
+          3'600'000,
+          {},
           "seconds run before measuring starts (the seeds measure from the start)"};
 }
 
@@ -31,40 +36,54 @@ std::vector<PresetSpec> BuildPresets() {
   std::vector<PresetSpec> all;
   // [PATCH v2 0/5] mm: reduce mmap_lock contention ...: 500 threads x 16 MiB files under
   // systemd-run -p MemoryHigh=1G -p MemoryMax=1.2G -p MemorySwapMax=0, RUN_SECONDS 600.
-  all.push_back({"v2-file-thrash", "filemap-thrash", "[PATCH v2 0/5] (file thrash)",
-                 "500 threads, one sparse 16M file each, memcg high 1G / max 1.2G / swap 0, 600 s",
-                 {{"threads", "500"}, {"file_size", "16M"}, {"munmap_threads", "0"},
-                  {"file_fill", "sparse"}},
-                 {},
-                 {"1.2G", "1G", "0"},
-                 600,
-                 false});
+  all.push_back(
+      {"v2-file-thrash",
+       "filemap-thrash",
+       "[PATCH v2 0/5] (file thrash)",
+       "500 threads, one sparse 16M file each, memcg high 1G / max 1.2G / swap 0, 600 s",
+       {{"threads", "500"}, {"file_size", "16M"}, {"munmap_threads", "0"}, {"file_fill", "sparse"}},
+       {},
+       {"1.2G", "1G", "0"},
+       600,
+       false});
   // -small variants measure after a warm-up (2 s; 1 s for the shmem one): a 10 s run cannot
   // amortise the start (files not yet cached, a region not yet swapped out) the way the
   // seeds' 30-600 s runs do, and the first seconds dominated their run-to-run variation.
-  all.push_back({"v2-file-thrash-small", "filemap-thrash", "[PATCH v2 0/5] (file thrash)",
+  all.push_back({"v2-file-thrash-small",
+                 "filemap-thrash",
+                 "[PATCH v2 0/5] (file thrash)",
                  "16 threads x 16M files (256M of page cache) under memcg high 64M / max 96M / "
                  "swap 0, 2 s warm-up + 10 s: thrashes like the seed on 2 cores",
-                 {{"threads", "16"}, {"file_size", "16M"}, {"munmap_threads", "0"},
-                  {"file_fill", "sparse"}, {"warmup", "2s"}},
+                 {{"threads", "16"},
+                  {"file_size", "16M"},
+                  {"munmap_threads", "0"},
+                  {"file_fill", "sparse"},
+                  {"warmup", "2s"}},
                  {},
                  {"96M", "64M", "0"},
                  10,
                  true});
   // Its swap-in model: 100 MiB anonymous region (memset 0), 5 MADV_PAGEOUT threads,
   // 5 readers, 30 s, no memcg.
-  all.push_back({"v2-swap-in", "swap-in", "[PATCH v2 0/5] (swap-in model)",
-                 "100M zero-filled region, 5 pageout threads, 5 readers, 30 s",
-                 {{"region_size", "100M"}, {"pageout_threads", "5"}, {"readers", "5"},
-                  {"fill", "zero"}},
-                 {},
-                 {},
-                 30,
-                 false});
-  all.push_back({"v2-swap-in-small", "swap-in", "[PATCH v2 0/5] (swap-in model)",
+  all.push_back(
+      {"v2-swap-in",
+       "swap-in",
+       "[PATCH v2 0/5] (swap-in model)",
+       "100M zero-filled region, 5 pageout threads, 5 readers, 30 s",
+       {{"region_size", "100M"}, {"pageout_threads", "5"}, {"readers", "5"}, {"fill", "zero"}},
+       {},
+       {},
+       30,
+       false});
+  all.push_back({"v2-swap-in-small",
+                 "swap-in",
+                 "[PATCH v2 0/5] (swap-in model)",
                  "64M zero-filled region, 2 pageout threads, 2 readers, 2 s warm-up + 10 s",
-                 {{"region_size", "64M"}, {"pageout_threads", "2"}, {"readers", "2"},
-                  {"fill", "zero"}, {"warmup", "2s"}},
+                 {{"region_size", "64M"},
+                  {"pageout_threads", "2"},
+                  {"readers", "2"},
+                  {"fill", "zero"},
+                  {"warmup", "2s"}},
                  {},
                  {},
                  10,
@@ -72,25 +91,34 @@ std::vector<PresetSpec> BuildPresets() {
   // [RFC PATCH v4 3/3]: 1 pressure thread, 128 MiB non-zero region in a memcg, 12 readers,
   // 0/2/4 mmap writers, 60 s, 2 GiB swap. The memcg values are not in the mail: a limit
   // that holds the region (the table's rates need it mostly resident).
-  all.push_back({"v4-swap-writers", "mmap-writer-pressure", "[RFC PATCH v4 3/3]",
-                 "128M non-zero region, 1 pressure thread, 12 readers, 0/2/4 writers, 60 s",
-                 {{"region_size", "128M"}, {"pageout_threads", "1"}, {"readers", "12"},
-                  {"fill", "nonzero"}},
-                 Matrix{{"writers", {"0", "2", "4"}}},
-                 {"512M", "", "max"},
-                 60,
-                 false});
-  all.push_back({"v4-swap-writers-small", "mmap-writer-pressure", "[RFC PATCH v4 3/3]",
+  all.push_back(
+      {"v4-swap-writers",
+       "mmap-writer-pressure",
+       "[RFC PATCH v4 3/3]",
+       "128M non-zero region, 1 pressure thread, 12 readers, 0/2/4 writers, 60 s",
+       {{"region_size", "128M"}, {"pageout_threads", "1"}, {"readers", "12"}, {"fill", "nonzero"}},
+       Matrix{{"writers", {"0", "2", "4"}}},
+       {"512M", "", "max"},
+       60,
+       false});
+  all.push_back({"v4-swap-writers-small",
+                 "mmap-writer-pressure",
+                 "[RFC PATCH v4 3/3]",
                  "64M non-zero region, 1 pressure thread, 2 readers, 0/2/4 writers, 2 s + 10 s",
-                 {{"region_size", "64M"}, {"pageout_threads", "1"}, {"readers", "2"},
-                  {"fill", "nonzero"}, {"warmup", "2s"}},
+                 {{"region_size", "64M"},
+                  {"pageout_threads", "1"},
+                  {"readers", "2"},
+                  {"fill", "nonzero"},
+                  {"warmup", "2s"}},
                  Matrix{{"writers", {"0", "2", "4"}}},
                  {"256M", "", "max"},
                  10,
                  true});
   // [RFC PATCH v5]: filemap at 40/60/80 threads with parallel munmap (count and limits not
   // in the mail: 4 munmap threads, the v2 limits); swap-in at 0/4/8 writers.
-  all.push_back({"v5-filemap", "filemap-thrash", "[RFC PATCH v5] (filemap)",
+  all.push_back({"v5-filemap",
+                 "filemap-thrash",
+                 "[RFC PATCH v5] (filemap)",
                  "40/60/80 threads x 16M files, 4 munmap threads, memcg high 1G / max 1.2G / "
                  "swap 0, 60 s",
                  {{"file_size", "16M"}, {"munmap_threads", "4"}, {"file_fill", "sparse"}},
@@ -98,27 +126,36 @@ std::vector<PresetSpec> BuildPresets() {
                  {"1.2G", "1G", "0"},
                  60,
                  false});
-  all.push_back({"v5-filemap-small", "filemap-thrash", "[RFC PATCH v5] (filemap)",
-                 "4/6/8 threads x 16M files, 1 munmap thread, memcg high 64M / max 80M / "
-                 "swap 0, 2 s warm-up + 10 s",
-                 {{"file_size", "16M"}, {"munmap_threads", "1"}, {"file_fill", "sparse"},
-                  {"warmup", "2s"}},
-                 Matrix{{"threads", {"4", "6", "8"}}},
-                 {"80M", "64M", "0"},
-                 10,
-                 true});
-  all.push_back({"v5-swap-writers", "mmap-writer-pressure", "[RFC PATCH v5] (swap)",
-                 "128M non-zero region, 1 pressure thread, 12 readers, 0/4/8 writers, 60 s",
-                 {{"region_size", "128M"}, {"pageout_threads", "1"}, {"readers", "12"},
-                  {"fill", "nonzero"}},
-                 Matrix{{"writers", {"0", "4", "8"}}},
-                 {"512M", "", "max"},
-                 60,
-                 false});
-  all.push_back({"v5-swap-writers-small", "mmap-writer-pressure", "[RFC PATCH v5] (swap)",
+  all.push_back(
+      {"v5-filemap-small",
+       "filemap-thrash",
+       "[RFC PATCH v5] (filemap)",
+       "4/6/8 threads x 16M files, 1 munmap thread, memcg high 64M / max 80M / "
+       "swap 0, 2 s warm-up + 10 s",
+       {{"file_size", "16M"}, {"munmap_threads", "1"}, {"file_fill", "sparse"}, {"warmup", "2s"}},
+       Matrix{{"threads", {"4", "6", "8"}}},
+       {"80M", "64M", "0"},
+       10,
+       true});
+  all.push_back(
+      {"v5-swap-writers",
+       "mmap-writer-pressure",
+       "[RFC PATCH v5] (swap)",
+       "128M non-zero region, 1 pressure thread, 12 readers, 0/4/8 writers, 60 s",
+       {{"region_size", "128M"}, {"pageout_threads", "1"}, {"readers", "12"}, {"fill", "nonzero"}},
+       Matrix{{"writers", {"0", "4", "8"}}},
+       {"512M", "", "max"},
+       60,
+       false});
+  all.push_back({"v5-swap-writers-small",
+                 "mmap-writer-pressure",
+                 "[RFC PATCH v5] (swap)",
                  "64M non-zero region, 1 pressure thread, 2 readers, 0/4/8 writers, 2 s + 10 s",
-                 {{"region_size", "64M"}, {"pageout_threads", "1"}, {"readers", "2"},
-                  {"fill", "nonzero"}, {"warmup", "2s"}},
+                 {{"region_size", "64M"},
+                  {"pageout_threads", "1"},
+                  {"readers", "2"},
+                  {"fill", "nonzero"},
+                  {"warmup", "2s"}},
                  Matrix{{"writers", {"0", "4", "8"}}},
                  {"256M", "", "max"},
                  10,
@@ -126,21 +163,30 @@ std::vector<PresetSpec> BuildPresets() {
   // Re: [PATCH] mm: map maximum pages possible in finish_fault: a 2M shmem folio, a 64K
   // (and a 32K) VMA over it, write the first 8 pages (the reproducer's `j < 8` loop, for
   // both VMA sizes), MADV_DONTNEED, 1,000,000 iterations.
-  all.push_back({"finish-fault-shmem", "shmem-folio-fault",
+  all.push_back({"finish-fault-shmem",
+                 "shmem-folio-fault",
                  "Re: [PATCH] mm: map maximum pages possible in finish_fault",
                  "2M memfd as one PMD folio (shmem THP forced on), 64K/32K VMA, write its "
                  "first 8 pages, MADV_DONTNEED, 10 s",
-                 {{"threads", "1"}, {"shmem_size", "2M"}, {"thp", "force"}, {"access", "write"},
+                 {{"threads", "1"},
+                  {"shmem_size", "2M"},
+                  {"thp", "force"},
+                  {"access", "write"},
                   {"touch_pages", "8"}},
                  Matrix{{"vma_size", {"64K", "32K"}}},
                  {},
                  10,
                  false});
-  all.push_back({"finish-fault-shmem-small", "shmem-folio-fault",
+  all.push_back({"finish-fault-shmem-small",
+                 "shmem-folio-fault",
                  "Re: [PATCH] mm: map maximum pages possible in finish_fault",
                  "as finish-fault-shmem (one thread on 2M already), 1 s warm-up + 5 s",
-                 {{"threads", "1"}, {"shmem_size", "2M"}, {"thp", "force"}, {"access", "write"},
-                  {"touch_pages", "8"}, {"warmup", "1s"}},
+                 {{"threads", "1"},
+                  {"shmem_size", "2M"},
+                  {"thp", "force"},
+                  {"access", "write"},
+                  {"touch_pages", "8"},
+                  {"warmup", "1s"}},
                  Matrix{{"vma_size", {"64K", "32K"}}},
                  {},
                  5,
@@ -149,7 +195,11 @@ std::vector<PresetSpec> BuildPresets() {
 }
 
 KnobSpec PresetKnob(const std::string& benchmark, const std::vector<PresetSpec>& presets) {
-  KnobSpec knob{std::string(kPresetKnob), KnobType::kChoice, std::string(kNoPreset), 0, 0,
+  KnobSpec knob{std::string(kPresetKnob),
+                KnobType::kChoice,
+                std::string(kNoPreset),
+                0,
+                0,
                 {std::string(kNoPreset)},
                 "a seed study's knob values as defaults (explicit knobs win)"};
   for (const auto& p : presets) {
@@ -281,7 +331,8 @@ std::string BenchmarkNames() {
   return out;
 }
 
-std::optional<KnobValue> ParseKnob(const KnobSpec& knob, std::string_view text, std::string* error) {
+std::optional<KnobValue> ParseKnob(const KnobSpec& knob, std::string_view text,
+                                   std::string* error) {
   switch (knob.type) {
     case KnobType::kInteger: {
       auto v = ParseUnsigned(text);
@@ -356,7 +407,8 @@ std::optional<std::map<std::string, KnobValue>> ResolveKnobs(
   // Defaults: the catalogue's, then the preset's (fixed knobs, first matrix values).
   std::map<std::string, std::string> defaults;
   for (const auto& knob : benchmark.knobs) defaults[knob.name] = knob.default_value;
-  if (auto it = given.find(std::string(kPresetKnob)); it != given.end() && it->second != kNoPreset) {
+  if (auto it = given.find(std::string(kPresetKnob));
+      it != given.end() && it->second != kNoPreset) {
     const PresetSpec* preset = FindPreset(it->second);
     if (preset == nullptr || preset->benchmark != benchmark.name) {
       *error_knob = std::string(kPresetKnob);
@@ -364,11 +416,11 @@ std::optional<std::map<std::string, KnobValue>> ResolveKnobs(
       for (const auto& p : Presets()) {
         if (p.benchmark == benchmark.name) list += (list.empty() ? "" : ", ") + p.name;
       }
-      *error = preset == nullptr
-                   ? "unknown preset '" + it->second + "' (" + benchmark.name + " presets: " +
-                         list + ")"
-                   : "preset '" + it->second + "' is for " + preset->benchmark + ", not " +
-                         benchmark.name + " (" + benchmark.name + " presets: " + list + ")";
+      *error =
+          preset == nullptr
+              ? "unknown preset '" + it->second + "' (" + benchmark.name + " presets: " + list + ")"
+              : "preset '" + it->second + "' is for " + preset->benchmark + ", not " +
+                    benchmark.name + " (" + benchmark.name + " presets: " + list + ")";
       return std::nullopt;
     }
     for (const auto& [name, value] : preset->params) defaults[name] = value;

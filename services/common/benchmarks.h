@@ -68,8 +68,8 @@ std::string PresetNames();  // "v2-file-thrash, v2-file-thrash-small, ..."
 
 // A knob's value after parsing: integers, sizes (bytes) and durations (ms) as numbers.
 struct KnobValue {
-  std::string text;    // canonical text ("16M", "5s", "8", "nonzero")
-  uint64_t number = 0; // integer / bytes / milliseconds; 0 for choices
+  std::string text;     // canonical text ("16M", "5s", "8", "nonzero")
+  uint64_t number = 0;  // integer / bytes / milliseconds; 0 for choices
 };
 
 // Parses and bounds-checks one knob value. On failure returns nullopt and sets *error to

@@ -29,9 +29,9 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
     const ClientTlsFiles& files) {
   if (files.ca.empty()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions ssl;
-  for (auto [path, target] : {std::pair{&files.ca, &ssl.pem_root_certs},
-                              std::pair{&files.cert, &ssl.pem_cert_chain},
-                              std::pair{&files.key, &ssl.pem_private_key}}) {
+  for (auto [path, target] :
+       {std::pair{&files.ca, &ssl.pem_root_certs}, std::pair{&files.cert, &ssl.pem_cert_chain},
+        std::pair{&files.key, &ssl.pem_private_key}}) {
     if (path->empty()) continue;
     auto pem = ReadPem(*path);
     if (!pem.ok()) return pem.status();

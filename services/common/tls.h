@@ -38,7 +38,7 @@ void SetTlsServerName(const std::string& controllers, const std::string& server_
                       grpc::ChannelArguments* args);
 
 struct ServerTlsFiles {
-  std::string cert;       // empty with key: plaintext
+  std::string cert;  // empty with key: plaintext
   std::string key;
   std::string client_ca;  // set: clients must present a certificate signed by it
 };

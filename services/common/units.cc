@@ -70,11 +70,21 @@ std::optional<uint64_t> ParseSize(std::string_view text, std::string* error) {
   double mult = 1;
   if (!unit.empty()) {
     switch (std::toupper(static_cast<unsigned char>(unit.front()))) {
-      case 'B': mult = 1; break;
-      case 'K': mult = 1024.0; break;
-      case 'M': mult = 1024.0 * 1024; break;
-      case 'G': mult = 1024.0 * 1024 * 1024; break;
-      case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
+      case 'B':
+        mult = 1;
+        break;
+      case 'K':
+        mult = 1024.0;
+        break;
+      case 'M':
+        mult = 1024.0 * 1024;
+        break;
+      case 'G':
+        mult = 1024.0 * 1024 * 1024;
+        break;
+      case 'T':
+        mult = 1024.0 * 1024 * 1024 * 1024;
+        break;
       default:
         SetError(error, "'" + std::string(text) + "' has an unknown size unit (use K, M, G or T)");
         return std::nullopt;
@@ -112,7 +122,8 @@ std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text, st
     double value = 0;
     size_t n = ParseDecimal(s, &value);
     if (n == 0) {
-      SetError(error, "'" + std::string(text) + "' is not a duration (examples: 30s, 500ms, 2m, 1h30m)");
+      SetError(error,
+               "'" + std::string(text) + "' is not a duration (examples: 30s, 500ms, 2m, 1h30m)");
       return std::nullopt;
     }
     s.remove_prefix(n);
@@ -121,11 +132,16 @@ std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text, st
     std::string_view unit = s.substr(0, u);
     s.remove_prefix(u);
     double scale;
-    if (unit == "ms") scale = 1;
-    else if (unit == "s") scale = 1000;
-    else if (unit == "m" || unit == "min") scale = 60'000;
-    else if (unit == "h") scale = 3'600'000;
-    else if (unit == "d") scale = 86'400'000;
+    if (unit == "ms")
+      scale = 1;
+    else if (unit == "s")
+      scale = 1000;
+    else if (unit == "m" || unit == "min")
+      scale = 60'000;
+    else if (unit == "h")
+      scale = 3'600'000;
+    else if (unit == "d")
+      scale = 86'400'000;
     else {
       SetError(error, "'" + std::string(text) + "' has an unknown duration unit (use ms, s, m, h)");
       return std::nullopt;

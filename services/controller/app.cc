@@ -275,7 +275,7 @@ int RunController(const ControllerOptions& options) {
   work_listener.Stop();
   dispatcher.Stop();  // answers parked calls so Shutdown does not wait for them
   summarizer.Stop();
-  duties.Release();   // another controller takes the duties over on its next pass
+  duties.Release();  // another controller takes the duties over on its next pass
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   return 0;
 }

@@ -44,13 +44,15 @@ int main(int argc, char** argv) {
                  "the store's connection pool (gRPC handlers wait for a free connection)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
-  app.add_option("--requeue-backoff", options.requeue_backoff_seconds,
-                 "first wait before a run whose lease lapsed is offered again (doubles per attempt, "
-                 "at most 10 min, jittered)")
+  app.add_option(
+         "--requeue-backoff", options.requeue_backoff_seconds,
+         "first wait before a run whose lease lapsed is offered again (doubles per attempt, "
+         "at most 10 min, jittered)")
       ->check(CLI::Range(0, 600))
       ->capture_default_str();
   std::string auth = "required";
-  app.add_option("--auth", auth, "required: bearer tokens on every gRPC call; off: none (local tests)")
+  app.add_option("--auth", auth,
+                 "required: bearer tokens on every gRPC call; off: none (local tests)")
       ->check(CLI::IsMember({"required", "off"}))
       ->capture_default_str();
   app.add_option("--tls-cert", options.tls_cert, "PEM certificate for gRPC over TLS");
@@ -85,7 +87,8 @@ int main(int argc, char** argv) {
   if (create->parsed()) {
     return faultline::controller::CreateTokenCommand(options.database_url, name, role, board);
   }
-  if (revoke->parsed()) return faultline::controller::RevokeTokenCommand(options.database_url, name);
+  if (revoke->parsed())
+    return faultline::controller::RevokeTokenCommand(options.database_url, name);
   if (tokens->parsed()) return faultline::controller::ListTokensCommand(options.database_url);
   return faultline::controller::RunController(options);
 }

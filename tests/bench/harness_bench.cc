@@ -70,7 +70,8 @@ void BM_Round(benchmark::State& state) {
   benchmark::DoNotOptimize(local);
   benchmark::DoNotOptimize(counter.Read());
   if (fd >= 0) ::close(fd);
-  state.SetLabel(std::string(counted ? "harness" : "bare") + (filemap ? ", filemap round" : ", empty round"));
+  state.SetLabel(std::string(counted ? "harness" : "bare") +
+                 (filemap ? ", filemap round" : ", empty round"));
 }
 BENCHMARK(BM_Round)->ArgsProduct({{0, 1}, {0, 1}})->ArgNames({"harness", "filemap"});
 
@@ -85,16 +86,16 @@ void BM_HarnessRun(benchmark::State& state) {
     if (harness) {
       std::atomic<bool> never{false};
       RealMonotonicClock clock(&never);
-      ThreadGroup group{"", 1, [&](uint32_t, RoundCounter& c, const std::atomic<bool>& stop,
-                                   std::string*) {
-                          unsigned sum = 0;
-                          while (!stop.load(std::memory_order_relaxed)) {
-                            sum += MapTouchUnmap(fd, page);
-                            c.Increment();
-                          }
-                          benchmark::DoNotOptimize(sum);
-                          return true;
-                        }};
+      ThreadGroup group{
+          "", 1, [&](uint32_t, RoundCounter& c, const std::atomic<bool>& stop, std::string*) {
+            unsigned sum = 0;
+            while (!stop.load(std::memory_order_relaxed)) {
+              sum += MapTouchUnmap(fd, page);
+              c.Increment();
+            }
+            benchmark::DoNotOptimize(sum);
+            return true;
+          }};
       SamplingPlan plan;
       plan.seconds = 1;
       HarnessResult r = RunHarness({group}, plan, clock, {});
@@ -121,8 +122,14 @@ void BM_HarnessRun(benchmark::State& state) {
   state.counters["ns_per_round"] = rounds_per_second > 0 ? 1e9 / rounds_per_second : 0;
   state.SetLabel(harness ? "RunHarness" : "bare thread");
 }
-BENCHMARK(BM_HarnessRun)->Arg(0)->Arg(1)->ArgNames({"harness"})->Iterations(1)->Repetitions(5)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_HarnessRun)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgNames({"harness"})
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_CounterSnapshot(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(TakeCounterSnapshot("/sys/fs/cgroup/memory"));

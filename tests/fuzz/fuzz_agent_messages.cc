@@ -75,7 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       facts.duration_seconds = a.duration_seconds();
       facts.memory_max = a.memcg().memory_max();
       const std::string why = agent::CheckAssignment(facts, {8ull << 30, 100ull << 30});
-      if (why.empty() && (facts.duration_seconds == 0 || facts.duration_seconds > agent::kMaxRunSeconds)) {
+      if (why.empty() &&
+          (facts.duration_seconds == 0 || facts.duration_seconds > agent::kMaxRunSeconds)) {
         std::abort();
       }
       break;

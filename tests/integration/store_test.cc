@@ -151,7 +151,8 @@ TEST_F(StoreTest, MigrationsAreIdempotentAndChecksummed) {
   // Grafana's role reads but never writes.
   EXPECT_EQ(Count("SELECT count(*) FROM pg_roles WHERE rolname = 'faultline_grafana'"), 1);
   EXPECT_EQ(Count("SELECT count(*) FROM information_schema.role_table_grants "
-                  "WHERE grantee = 'faultline_grafana' AND privilege_type <> 'SELECT'"), 0);
+                  "WHERE grantee = 'faultline_grafana' AND privilege_type <> 'SELECT'"),
+            0);
   {
     pqxx::connection c(url_);
     pqxx::work w(c);
@@ -598,8 +599,9 @@ TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
     {
       pqxx::connection c(url_);
       pqxx::work w(c);
-      w.exec("UPDATE runs SET lease_expires_at = now() - interval '1 second' "
-             "WHERE state IN ('assigned', 'running')");
+      w.exec(
+          "UPDATE runs SET lease_expires_at = now() - interval '1 second' "
+          "WHERE state IN ('assigned', 'running')");
       w.commit();
     }
     auto reaped = store_->work().ReapExpiredLeases();
@@ -607,9 +609,11 @@ TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
     EXPECT_EQ(*reaped, std::vector<int64_t>{job});
     if (attempt == 3) break;
     // Requeued with a backoff of 30 s · 2^(attempt − 1), jittered into [50%, 100%].
-    const double wait = static_cast<double>(
-        Count("SELECT extract(epoch FROM not_before - now())::bigint * 1000 FROM runs WHERE id = " +
-              std::to_string(run_id))) / 1000;
+    const double wait =
+        static_cast<double>(Count(
+            "SELECT extract(epoch FROM not_before - now())::bigint * 1000 FROM runs WHERE id = " +
+            std::to_string(run_id))) /
+        1000;
     const double full = 30.0 * (1 << (attempt - 1));
     EXPECT_GE(wait, full / 2 - 2) << "attempt " << attempt;
     EXPECT_LE(wait, full + 1) << "attempt " << attempt;
@@ -625,7 +629,8 @@ TEST_F(StoreTest, LapsedLeaseRequeuesThenFailsAsLost) {
     {  // the backoff passes (the database's clock, moved by hand)
       pqxx::connection c(url_);
       pqxx::work w(c);
-      w.exec("UPDATE runs SET not_before = now() - interval '1 second' WHERE not_before IS NOT NULL");
+      w.exec(
+          "UPDATE runs SET not_before = now() - interval '1 second' WHERE not_before IS NOT NULL");
       w.commit();
     }
   }
@@ -664,9 +669,10 @@ TEST_F(StoreTest, RunsAreClaimedInPlannedOrderAndAALabelsShareOneKernel) {
 
 TEST_F(StoreTest, EachBoardJobsPinOneCopyOfEveryRunToEachBoard) {
   UpsertAABoard("other");
-  const int64_t job = Submit(2, {"vanilla", "patched"}, 1, {},
-                             [](JobSpecInput& s) { s.each_board = true; });
-  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE job_id = " + std::to_string(job)), 2 * 2 * 2 * 2);
+  const int64_t job =
+      Submit(2, {"vanilla", "patched"}, 1, {}, [](JobSpecInput& s) { s.each_board = true; });
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE job_id = " + std::to_string(job)),
+            2 * 2 * 2 * 2);
   // Each board drains only its own copies: box serves vanilla only (it runs no other and
   // cannot boot one), so its two vanilla runs of repetition 1 come first, then it must wait.
   for (const std::string board : {"box", "other"}) {

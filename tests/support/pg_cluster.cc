@@ -24,7 +24,8 @@ struct Cluster {
       return;
     }
     dir = tmpl;
-    std::string cmd = std::string(FAULTLINE_SOURCE_DIR) + "/scripts/pg-throwaway.sh start " + dir + " 2>&1";
+    std::string cmd =
+        std::string(FAULTLINE_SOURCE_DIR) + "/scripts/pg-throwaway.sh start " + dir + " 2>&1";
     std::array<char, 512> buf{};
     std::string out;
     FILE* p = popen(cmd.c_str(), "r");
@@ -59,10 +60,18 @@ static void RunScript(const std::string& verb) {
   ASSERT_EQ(rc, 0) << cmd;
 }
 
-const std::string& PgUrl() { return Instance().url; }
-void HaltCluster() { RunScript("halt"); }
-void ResumeCluster() { RunScript("resume"); }
-const std::string& PgSkipReason() { return Instance().skip_reason; }
+const std::string& PgUrl() {
+  return Instance().url;
+}
+void HaltCluster() {
+  RunScript("halt");
+}
+void ResumeCluster() {
+  RunScript("resume");
+}
+const std::string& PgSkipReason() {
+  return Instance().skip_reason;
+}
 
 bool PostgresInstalled() {
   std::error_code ec;

@@ -56,7 +56,8 @@ TEST(AgentConfig, ZramSwapIsOptionalAndASize) {
   auto on = ParseAgentConfig("board: b\nzram_swap: 1G\nkernels: [{label: v, release: r}]\n", "r");
   ASSERT_TRUE(on.ok()) << on.status();
   EXPECT_EQ(on->zram_swap_bytes, 1ull << 30);
-  auto bad = ParseAgentConfig("board: b\nzram_swap: lots\nkernels: [{label: v, release: r}]\n", "r");
+  auto bad =
+      ParseAgentConfig("board: b\nzram_swap: lots\nkernels: [{label: v, release: r}]\n", "r");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(std::string(bad.status().message()).find("zram_swap (line 2"), std::string::npos)
       << bad.status();

@@ -41,7 +41,8 @@ TEST(HealthAfterHello, ASwitchMustComeBackFromANewBootOnTheLabel) {
   EXPECT_EQ(wrong.reason, "switch to 'patched': the board came back running [vanilla]");
 
   HealthVerdict unknown = HealthAfterHello(s, Hello({}, "b2"));
-  EXPECT_EQ(unknown.reason, "switch to 'patched': the board came back running no configured kernel");
+  EXPECT_EQ(unknown.reason,
+            "switch to 'patched': the board came back running no configured kernel");
 
   // The agent's own finding wins over the controller's.
   HealthVerdict agent =

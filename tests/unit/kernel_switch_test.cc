@@ -48,18 +48,19 @@ kernels:
   - {label: debug, release: 6.9.0-dbg, boot: kexec, kernel: /boot/vmlinuz-dbg,
      cmdline: "root=/dev/sda1 ro debug"}
 )");
-  auto patched = BootCommands(*FindKernel(c, "patched"), "BOOT_IMAGE=/vmlinuz root=UUID=1 ro quiet\n");
+  auto patched =
+      BootCommands(*FindKernel(c, "patched"), "BOOT_IMAGE=/vmlinuz root=UUID=1 ro quiet\n");
   ASSERT_TRUE(patched.ok()) << patched.status();
-  EXPECT_EQ(*patched, (std::vector<Argv>{
-                          {"kexec", "--load", "/boot/vmlinuz-6.9.0-rc1+",
-                           "--initrd=/boot/initrd.img-6.9.0-rc1+",
-                           "--command-line=BOOT_IMAGE=/vmlinuz root=UUID=1 ro quiet"},
-                          {"systemctl", "kexec"}}));
+  EXPECT_EQ(*patched,
+            (std::vector<Argv>{{"kexec", "--load", "/boot/vmlinuz-6.9.0-rc1+",
+                                "--initrd=/boot/initrd.img-6.9.0-rc1+",
+                                "--command-line=BOOT_IMAGE=/vmlinuz root=UUID=1 ro quiet"},
+                               {"systemctl", "kexec"}}));
   auto debug = BootCommands(*FindKernel(c, "debug"), "ignored");
   ASSERT_TRUE(debug.ok());
-  EXPECT_EQ(*debug, (std::vector<Argv>{
-                        {"kexec", "--load", "/boot/vmlinuz-dbg", "--command-line=root=/dev/sda1 ro debug"},
-                        {"systemctl", "kexec"}}));
+  EXPECT_EQ(*debug, (std::vector<Argv>{{"kexec", "--load", "/boot/vmlinuz-dbg",
+                                        "--command-line=root=/dev/sda1 ro debug"},
+                                       {"systemctl", "kexec"}}));
 }
 
 TEST(BootCommands, KexecWithoutSystemdSyncsAndJumpsDirectly) {
@@ -147,7 +148,8 @@ TEST(AgentConfigSwitching, RefusesIncompleteBootEntriesNamingTheField) {
         << c.yaml << " -> " << parsed.status();
   }
   auto ok = ParseAgentConfig(
-      "board: b\nswitch_timeout: 2m\nstate_dir: /var/lib/x\nkernels: [{label: p, release: r}]\n", "r");
+      "board: b\nswitch_timeout: 2m\nstate_dir: /var/lib/x\nkernels: [{label: p, release: r}]\n",
+      "r");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->switch_timeout_seconds, 120u);
   EXPECT_EQ(ok->state_dir, "/var/lib/x");

@@ -18,7 +18,8 @@ namespace {
 
 // All C(N, m) ways to label m of the pooled ranks as B: the distribution of Σ B ranks.
 // `ranks` may contain mid-ranks (ties). Returns (P(sum ≥ observed), P(sum ≤ observed)).
-std::pair<double, double> BruteForceRankSumTails(const std::vector<double>& ranks, int m, double observed) {
+std::pair<double, double> BruteForceRankSumTails(const std::vector<double>& ranks, int m,
+                                                 double observed) {
   const int big_n = static_cast<int>(ranks.size());
   double total = 0, at_least = 0, at_most = 0;
   for (uint32_t mask = 0; mask < (1u << big_n); ++mask) {
@@ -114,7 +115,8 @@ TEST(PValueTest, ExactWithTiesUsesMidRanks) {
   const OneSidedP flat = ExactPValues({5, 5, 5}, {5, 5, 5});
   EXPECT_DOUBLE_EQ(flat.improvement, 1);
   EXPECT_DOUBLE_EQ(flat.regression, 1);
-  const OneSidedP flat_normal = NormalPValues(std::vector<double>(25, 5), std::vector<double>(25, 5));
+  const OneSidedP flat_normal =
+      NormalPValues(std::vector<double>(25, 5), std::vector<double>(25, 5));
   EXPECT_DOUBLE_EQ(flat_normal.improvement, 1);
 }
 
@@ -168,7 +170,7 @@ TEST(CompareTest, FiveVsFiveByHand) {
   EXPECT_NEAR(c.median_b, 1000 * std::exp(0.09), 1e-9);
   EXPECT_DOUBLE_EQ(c.p_improvement, 1.0 / 252);
   EXPECT_DOUBLE_EQ(c.p_value, c.p_improvement);
-  EXPECT_DOUBLE_EQ(c.q_value, 2.0 / 252);          // two-sided, one cell
+  EXPECT_DOUBLE_EQ(c.q_value, 2.0 / 252);       // two-sided, one cell
   EXPECT_EQ(c.verdict, Verdict::kImprovement);  // q = 0.008 ≤ 0.01, +7.3% ≥ 3%
 }
 
@@ -306,8 +308,10 @@ TEST(BenjaminiHochbergTest, KnownVector) {
   EXPECT_DOUBLE_EQ(q[2], 0.04);
   EXPECT_DOUBLE_EQ(q[3], 0.02);
   // R: p.adjust(c(0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205), "BH").
-  const std::vector<double> r = BenjaminiHochberg({0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205});
-  const std::vector<double> expected = {0.008, 0.032, 0.0672, 0.0672, 0.0672, 0.08, 0.0845714285714, 0.205};
+  const std::vector<double> r =
+      BenjaminiHochberg({0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205});
+  const std::vector<double> expected = {0.008,  0.032, 0.0672,          0.0672,
+                                        0.0672, 0.08,  0.0845714285714, 0.205};
   for (size_t i = 0; i < r.size(); ++i) EXPECT_NEAR(r[i], expected[i], 1e-9) << i;
   EXPECT_EQ(BenjaminiHochberg({0.5, 0.9}), (std::vector<double>{0.9, 0.9}));
   EXPECT_EQ(BenjaminiHochberg({0.7}), (std::vector<double>{0.7}));
@@ -339,7 +343,8 @@ TEST(StudyTest, SyntheticThirtyPercentIsAnImprovement) {
   std::mt19937_64 rng(2024);
   std::vector<CellComparison> cells;
   for (double effect : {1.3, 1.3, 1.0}) {
-    cells.push_back(Compare(LogNormal(rng, 10, 18000, 0.03), LogNormal(rng, 10, 18000 * effect, 0.03)));
+    cells.push_back(
+        Compare(LogNormal(rng, 10, 18000, 0.03), LogNormal(rng, 10, 18000 * effect, 0.03)));
   }
   ApplyStudyVerdicts(&cells);
   EXPECT_EQ(cells[0].verdict, Verdict::kImprovement);
@@ -355,7 +360,8 @@ TEST(FalseAlarmTest, AaComparisonsStayAtOrBelowAlpha) {
   int alarms = 0, no_change = 0;
   constexpr int kTrials = 2000;
   for (int t = 0; t < kTrials; ++t) {
-    const CellComparison c = Compare(LogNormal(rng, 10, 1000, 0.03), LogNormal(rng, 10, 1000, 0.03), options);
+    const CellComparison c =
+        Compare(LogNormal(rng, 10, 1000, 0.03), LogNormal(rng, 10, 1000, 0.03), options);
     if (c.verdict == Verdict::kImprovement || c.verdict == Verdict::kRegression) ++alarms;
     if (c.verdict == Verdict::kNoChange) ++no_change;
     EXPECT_NE(c.verdict, Verdict::kCollapse);
@@ -366,7 +372,8 @@ TEST(FalseAlarmTest, AaComparisonsStayAtOrBelowAlpha) {
   // And with tighter noise the same comparisons mostly prove no-change.
   int tight_no_change = 0;
   for (int t = 0; t < 200; ++t) {
-    const CellComparison c = Compare(LogNormal(rng, 10, 1000, 0.005), LogNormal(rng, 10, 1000, 0.005), options);
+    const CellComparison c =
+        Compare(LogNormal(rng, 10, 1000, 0.005), LogNormal(rng, 10, 1000, 0.005), options);
     if (c.verdict == Verdict::kNoChange) ++tight_no_change;
   }
   EXPECT_GE(tight_no_change, 190);

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <set>
 
-#include "services/controller/core/report.h"
 #include "services/common/benchmarks.h"
 #include "services/common/units.h"
+#include "services/controller/core/report.h"
 
 namespace faultline::controller {
 namespace {
@@ -328,12 +328,9 @@ TEST(ExpandMatrix, CartesianProductFirstKeySlowest) {
 TEST(Summarize, MedianMinMaxPerCellKernelBoard) {
   Cell four{{"threads", "4"}};
   std::vector<RunOutcome> outcomes = {
-      {four, "vanilla", "box", true, false, 10},
-      {four, "vanilla", "box", true, false, 30},
-      {four, "vanilla", "box", true, false, 20},
-      {four, "vanilla", "box", false, true, 0},
-      {four, "patched", "box", true, false, 5},
-      {four, "patched", "box", true, false, 7},
+      {four, "vanilla", "box", true, false, 10}, {four, "vanilla", "box", true, false, 30},
+      {four, "vanilla", "box", true, false, 20}, {four, "vanilla", "box", false, true, 0},
+      {four, "patched", "box", true, false, 5},  {four, "patched", "box", true, false, 7},
   };
   auto rows = Summarize(outcomes);
   ASSERT_EQ(rows.size(), 2u);

@@ -20,9 +20,9 @@ class RemoveEmptyFaultlineCgroupParent : public ::testing::Environment {
 };
 
 // Registers the cleanup from a test file: `FAULTLINE_REMOVE_EMPTY_CGROUP_PARENT_AT_EXIT();`
-#define FAULTLINE_REMOVE_EMPTY_CGROUP_PARENT_AT_EXIT()                      \
+#define FAULTLINE_REMOVE_EMPTY_CGROUP_PARENT_AT_EXIT()                            \
   [[maybe_unused]] static ::testing::Environment* const kFaultlineCgroupCleanup = \
-      ::testing::AddGlobalTestEnvironment(                                   \
+      ::testing::AddGlobalTestEnvironment(                                        \
           new ::faultline::sys::testing::RemoveEmptyFaultlineCgroupParent)
 
 }  // namespace faultline::sys::testing

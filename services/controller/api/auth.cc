@@ -45,7 +45,8 @@ std::optional<std::string> BearerToken(const std::string& authorization) {
   static const std::string kScheme = "bearer ";
   if (authorization.size() <= kScheme.size()) return std::nullopt;
   for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return std::nullopt;
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i])
+      return std::nullopt;
   }
   std::string token = authorization.substr(kScheme.size());
   if (token.size() > 256) return std::nullopt;
@@ -81,19 +82,22 @@ grpc::Status Authorizer::RequireUser(const grpc::ServerContextBase* ctx) {
   auto who = Identify(ctx);
   if (!who.ok()) return ToGrpc(who.status());
   if (who->role != TokenRole::kUser) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        absl::StrCat("token '", who->name, "' is an agent token: JobService needs a user token"));
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("token '", who->name, "' is an agent token: JobService needs a user token"));
   }
   return grpc::Status::OK;
 }
 
-grpc::Status Authorizer::RequireAgent(const grpc::ServerContextBase* ctx, const std::string& board) {
+grpc::Status Authorizer::RequireAgent(const grpc::ServerContextBase* ctx,
+                                      const std::string& board) {
   if (!required_) return grpc::Status::OK;
   auto who = Identify(ctx);
   if (!who.ok()) return ToGrpc(who.status());
   if (who->role != TokenRole::kAgent) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        absl::StrCat("token '", who->name, "' is a user token: AgentService needs an agent token"));
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("token '", who->name, "' is a user token: AgentService needs an agent token"));
   }
   if (who->board != board) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,

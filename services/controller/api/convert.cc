@@ -224,7 +224,8 @@ void AssignmentToProto(const Assignment& a, v1::Assignment* out) {
   out->set_duration_seconds(a.duration_seconds);
   for (const auto& [k, v] : a.params) (*out->mutable_params())[k] = v;
   out->mutable_memcg()->set_memory_max(std::to_string(a.memcg.memory_max));
-  if (a.memcg.memory_high) out->mutable_memcg()->set_memory_high(std::to_string(*a.memcg.memory_high));
+  if (a.memcg.memory_high)
+    out->mutable_memcg()->set_memory_high(std::to_string(*a.memcg.memory_high));
   out->mutable_memcg()->set_swap_max(a.memcg.swap_max ? std::to_string(*a.memcg.swap_max) : "max");
   out->set_lease_seconds(a.lease_seconds);
   for (const auto& event : a.events) out->add_events(event);

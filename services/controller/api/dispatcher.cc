@@ -121,7 +121,9 @@ void WatchReactor::FinishWith(const grpc::Status& status) {
   Finish(status);
 }
 
-void WatchReactor::OnCancel() { FinishWith(grpc::Status::CANCELLED); }
+void WatchReactor::OnCancel() {
+  FinishWith(grpc::Status::CANCELLED);
+}
 
 void WatchReactor::OnDone() {
   dispatcher_->RemoveWatcher(this);
@@ -190,9 +192,13 @@ Dispatcher::Dispatcher(WorkStore* work, JobStore* jobs, const Clock* clock,
         JobChanged(job_id);
       }) {}
 
-Dispatcher::~Dispatcher() { Stop(); }
+Dispatcher::~Dispatcher() {
+  Stop();
+}
 
-void Dispatcher::Start() { thread_ = std::thread([this] { Loop(); }); }
+void Dispatcher::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void Dispatcher::Stop() {
   std::deque<ParkedCall*> parked;

@@ -686,25 +686,30 @@ absl::Status HttpServer::Impl::LoadTls() {
 HttpServer::HttpServer(std::vector<HttpRoute> routes, HttpServerOptions options)
     : impl_(std::make_unique<Impl>(std::move(routes), options)) {}
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+}
 
 absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
   std::string host;
   int port = 0;
   if (!SplitHostPort(listen, &host, &port)) {
-    return absl::InvalidArgumentError(absl::StrCat("--http-listen: expected HOST:PORT, got '", listen, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-listen: expected HOST:PORT, got '", listen, "'"));
   }
   if (absl::Status s = impl_->LoadTls(); !s.ok()) return s;
   beast::error_code ec;
   auto address = asio::ip::make_address(host, ec);
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("--http-listen: bad address '", host, "'"));
+  if (ec)
+    return absl::InvalidArgumentError(absl::StrCat("--http-listen: bad address '", host, "'"));
   tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
   auto& acceptor = impl_->acceptor;
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, ": ", ec.message()));
+  if (ec)
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, ": ", ec.message()));
   int bound = acceptor.local_endpoint().port();
   impl_->workers = std::make_unique<asio::thread_pool>(std::max(1, impl_->options.worker_threads));
   if (impl_->options.authenticator) impl_->auth_pool = std::make_unique<asio::thread_pool>(1);

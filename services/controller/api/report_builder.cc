@@ -39,11 +39,10 @@ absl::Status BuildReport(JobStore* store, int64_t job_id, v1::GetReportResponse*
   // Unplaced runs should not form their own rows once their cell has a board: merge them.
   std::vector<SummaryRow> rows = Summarize(outcomes);
   for (const auto& row : rows) {
-    bool placed_twin = row.board.empty() &&
-                       std::any_of(rows.begin(), rows.end(), [&](const SummaryRow& other) {
-                         return !other.board.empty() && other.cell == row.cell &&
-                                other.kernel == row.kernel;
-                       });
+    bool placed_twin =
+        row.board.empty() && std::any_of(rows.begin(), rows.end(), [&](const SummaryRow& other) {
+          return !other.board.empty() && other.cell == row.cell && other.kernel == row.kernel;
+        });
     if (placed_twin) continue;
     auto* out = resp->add_rows();
     for (const auto& [k, v] : row.cell) (*out->mutable_cell())[k] = v;

@@ -5,14 +5,14 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
 #include "services/common/log.h"
 #include "services/controller/api/convert.h"
 #include "services/controller/api/report_builder.h"
 #include "services/controller/api/submission.h"
 #include "services/controller/core/cron.h"
-#include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/time_util.h"
 #include "services/controller/core/report.h"
 #include "services/controller/core/validation.h"
 
@@ -48,8 +48,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
   RpcTimer timer(metrics_, "SubmitJob");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   if (req->request_id().size() > kMaxNameLength) {
-    return Done(ctx, &timer, Invalid(absl::StrCat("request_id: must be at most ", kMaxNameLength,
-                                                  " characters")));
+    return Done(
+        ctx, &timer,
+        Invalid(absl::StrCat("request_id: must be at most ", kMaxNameLength, " characters")));
   }
   auto submitted = SubmitSpec(stores_.boards, stores_.jobs, req->spec(), req->request_id());
   if (!submitted.ok()) {
@@ -164,7 +165,8 @@ void ScheduleToProto(const ScheduleRecord& r, v1::Schedule* out) {
   options.ignore_unknown_fields = true;
   (void)google::protobuf::util::JsonStringToMessage(r.spec_json, out->mutable_spec(), options);
   *out->mutable_next_run() = TimeUtil::MillisecondsToTimestamp(r.next_run_ms);
-  if (r.last_run_ms != 0) *out->mutable_last_run() = TimeUtil::MillisecondsToTimestamp(r.last_run_ms);
+  if (r.last_run_ms != 0)
+    *out->mutable_last_run() = TimeUtil::MillisecondsToTimestamp(r.last_run_ms);
   out->set_last_job_id(r.last_job_id);
   out->set_last_error(r.last_error);
 }
@@ -177,7 +179,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::CreateSchedule(grpc::CallbackServerCon
   RpcTimer timer(metrics_, "CreateSchedule");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   if (req->name().empty() || req->name().size() > kMaxNameLength) {
-    return Done(ctx, &timer, Invalid(absl::StrCat("name: must be 1..", kMaxNameLength, " characters")));
+    return Done(ctx, &timer,
+                Invalid(absl::StrCat("name: must be 1..", kMaxNameLength, " characters")));
   }
   auto cron = CronSchedule::Parse(req->cron());
   if (!cron.ok()) return Done(ctx, &timer, Invalid(std::string(cron.status().message())));
@@ -190,7 +193,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::CreateSchedule(grpc::CallbackServerCon
       stores_.schedules->CreateSchedule(req->name(), req->cron(), SpecToJson(req->spec()), next_ms);
   if (!created.ok()) return Done(ctx, &timer, created.status());
   ScheduleToProto(*created, resp);
-  log::info("event=schedule_created id={} name={} cron=\"{}\"", created->id, req->name(), req->cron());
+  log::info("event=schedule_created id={} name={} cron=\"{}\"", created->id, req->name(),
+            req->cron());
   return Done(ctx, &timer, grpc::Status::OK);
 }
 

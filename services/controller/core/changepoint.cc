@@ -130,15 +130,16 @@ TTestResult WelchTTest(const double* a, size_t n_a, const double* b, size_t n_b)
   const double se2 = va + vb;
   if (!(se2 > 0)) {
     // Both sides constant: a clean step is certain, equal constants are no change.
-    result.t = mean_a == mean_b ? 0 : std::copysign(std::numeric_limits<double>::infinity(),
-                                                    mean_b - mean_a);
+    result.t = mean_a == mean_b
+                   ? 0
+                   : std::copysign(std::numeric_limits<double>::infinity(), mean_b - mean_a);
     result.df = static_cast<double>(n_a + n_b - 2);
     result.p = mean_a == mean_b ? 1 : 0;
     return result;
   }
   result.t = (mean_b - mean_a) / std::sqrt(se2);
-  result.df = se2 * se2 / (va * va / static_cast<double>(n_a - 1) +
-                           vb * vb / static_cast<double>(n_b - 1));
+  result.df =
+      se2 * se2 / (va * va / static_cast<double>(n_a - 1) + vb * vb / static_cast<double>(n_b - 1));
   result.p = StudentTwoSidedP(result.t, result.df);
   return result;
 }
@@ -153,8 +154,9 @@ TTestResult StudentTTest(const double* a, size_t n_a, const double* b, size_t n_
   result.df = static_cast<double>(n_a + n_b - 2);
   const double se2 = ss / result.df * (1 / static_cast<double>(n_a) + 1 / static_cast<double>(n_b));
   if (!(se2 > 0)) {
-    result.t = mean_a == mean_b ? 0 : std::copysign(std::numeric_limits<double>::infinity(),
-                                                    mean_b - mean_a);
+    result.t = mean_a == mean_b
+                   ? 0
+                   : std::copysign(std::numeric_limits<double>::infinity(), mean_b - mean_a);
     result.p = mean_a == mean_b ? 1 : 0;
     return result;
   }
@@ -212,8 +214,7 @@ bool EDivisiveCandidate(const std::vector<double>& series, size_t begin, size_t 
 std::vector<ChangePoint> DetectChangePoints(const std::vector<double>& series,
                                             const ChangePointOptions& options) {
   const size_t min_segment = static_cast<size_t>(std::max(2, options.min_segment));
-  const size_t window =
-      std::max(static_cast<size_t>(std::max(0, options.window)), 2 * min_segment);
+  const size_t window = std::max(static_cast<size_t>(std::max(0, options.window)), 2 * min_segment);
   const size_t n = series.size();
   if (n < 2 * min_segment) return {};
   for (double v : series) {

@@ -55,18 +55,18 @@
 namespace faultline::controller {
 
 struct ChangePointOptions {
-  int window = 50;             // split window length, in points (raised to 2 × min_segment)
-  double max_p_value = 0.001;  // a change point needs p ≤ this (two-sided, see The t-test)
-  double min_magnitude = 0.02; // ... and |mean_after / mean_before − 1| ≥ this
-  int min_segment = 2;         // fewest points a segment may have (raised to 2)
+  int window = 50;              // split window length, in points (raised to 2 × min_segment)
+  double max_p_value = 0.001;   // a change point needs p ≤ this (two-sided, see The t-test)
+  double min_magnitude = 0.02;  // ... and |mean_after / mean_before − 1| ≥ this
+  int min_segment = 2;          // fewest points a segment may have (raised to 2)
 };
 
 struct ChangePoint {
-  size_t index = 0;           // first point of the new segment (0 < index < series.size())
-  double mean_before = 0;     // mean of the segment ending at index (from the previous one)
-  double mean_after = 0;      // mean of the segment starting at index (to the next one)
-  double relative_change = 0; // mean_after / mean_before − 1 (0 when mean_before == 0)
-  double p_value = 1;         // max of Welch's and Student's two-sided p between the segments
+  size_t index = 0;            // first point of the new segment (0 < index < series.size())
+  double mean_before = 0;      // mean of the segment ending at index (from the previous one)
+  double mean_after = 0;       // mean of the segment starting at index (to the next one)
+  double relative_change = 0;  // mean_after / mean_before − 1 (0 when mean_before == 0)
+  double p_value = 1;          // max of Welch's and Student's two-sided p between the segments
 };
 
 // The change points of `series` (values in time order), sorted by index. Empty when the series
@@ -77,9 +77,9 @@ std::vector<ChangePoint> DetectChangePoints(const std::vector<double>& series,
 // ---- Building blocks (exposed for tests) ----
 
 struct TTestResult {
-  double t = 0;    // (mean_b − mean_a) / standard error
-  double df = 0;   // degrees of freedom (Welch–Satterthwaite for Welch, n_a + n_b − 2 pooled)
-  double p = 1;    // two-sided
+  double t = 0;   // (mean_b − mean_a) / standard error
+  double df = 0;  // degrees of freedom (Welch–Satterthwaite for Welch, n_a + n_b − 2 pooled)
+  double p = 1;   // two-sided
 };
 // Welch's two-sample t-test. Each side needs ≥ 2 values (else p = 1). When both sides have
 // zero variance, p = 0 if the means differ and 1 if they are equal.

@@ -22,7 +22,8 @@ absl::Status ParseField(const std::string& text, const char* name, int lo, int h
     int step = 1;
     if (auto slash = item.find('/'); slash != std::string::npos) {
       if (!absl::SimpleAtoi(item.substr(slash + 1), &step) || step < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("cron ", name, ": bad step in '", item, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("cron ", name, ": bad step in '", item, "'"));
       }
       item = item.substr(0, slash);
     }
@@ -31,7 +32,8 @@ absl::Status ParseField(const std::string& text, const char* name, int lo, int h
       auto dash = item.find('-');
       if (dash == std::string::npos) {
         if (!absl::SimpleAtoi(item, &first)) {
-          return absl::InvalidArgumentError(absl::StrCat("cron ", name, ": '", item, "' is not a number"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("cron ", name, ": '", item, "' is not a number"));
         }
         last = step > 1 ? hi : first;
       } else if (!absl::SimpleAtoi(item.substr(0, dash), &first) ||
@@ -43,7 +45,8 @@ absl::Status ParseField(const std::string& text, const char* name, int lo, int h
       return absl::InvalidArgumentError(absl::StrCat("cron ", name, ": values must be within ", lo,
                                                      "..", hi, ", got '", std::string(part), "'"));
     }
-    for (int v = first; v <= last; v += step) bits->set(static_cast<size_t>(v % static_cast<int>(N)));
+    for (int v = first; v <= last; v += step)
+      bits->set(static_cast<size_t>(v % static_cast<int>(N)));
   }
   return absl::OkStatus();
 }
@@ -52,23 +55,30 @@ absl::Status ParseField(const std::string& text, const char* name, int lo, int h
 
 absl::StatusOr<CronSchedule> CronSchedule::Parse(const std::string& expression) {
   std::string expr = expression;
-  if (expr == "@hourly") expr = "0 * * * *";
-  else if (expr == "@daily" || expr == "@nightly" || expr == "@midnight") expr = "0 0 * * *";
-  else if (expr == "@weekly") expr = "0 0 * * 0";
+  if (expr == "@hourly")
+    expr = "0 * * * *";
+  else if (expr == "@daily" || expr == "@nightly" || expr == "@midnight")
+    expr = "0 0 * * *";
+  else if (expr == "@weekly")
+    expr = "0 0 * * 0";
   std::vector<std::string> fields = absl::StrSplit(expr, ' ', absl::SkipEmpty());
   if (fields.size() != 5) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cron: expected 5 fields (minute hour day-of-month month day-of-week), got '",
-        expression.substr(0, 64), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cron: expected 5 fields (minute hour day-of-month month day-of-week), got '",
+                     expression.substr(0, 64), "'"));
   }
   CronSchedule s;
   bool unused = false;
   if (auto st = ParseField(fields[0], "minute", 0, 59, &s.minutes_, &unused); !st.ok()) return st;
   if (auto st = ParseField(fields[1], "hour", 0, 23, &s.hours_, &unused); !st.ok()) return st;
-  if (auto st = ParseField(fields[2], "day-of-month", 1, 31, &s.days_, &s.days_restricted_); !st.ok()) return st;
+  if (auto st = ParseField(fields[2], "day-of-month", 1, 31, &s.days_, &s.days_restricted_);
+      !st.ok())
+    return st;
   if (auto st = ParseField(fields[3], "month", 1, 12, &s.months_, &unused); !st.ok()) return st;
   std::bitset<8> weekdays;
-  if (auto st = ParseField(fields[4], "day-of-week", 0, 7, &weekdays, &s.weekdays_restricted_); !st.ok()) return st;
+  if (auto st = ParseField(fields[4], "day-of-week", 0, 7, &weekdays, &s.weekdays_restricted_);
+      !st.ok())
+    return st;
   for (int d = 0; d < 7; ++d) s.weekdays_[d] = weekdays[d] || (d == 0 && weekdays[7]);
   return s;
 }

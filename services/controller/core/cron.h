@@ -17,7 +17,8 @@ class CronSchedule {
 
   // The first matching minute strictly after `after` (seconds dropped). Searches up to
   // five years ahead; a schedule that never matches (Feb 30) returns time_point::max().
-  std::chrono::system_clock::time_point NextAfter(std::chrono::system_clock::time_point after) const;
+  std::chrono::system_clock::time_point NextAfter(
+      std::chrono::system_clock::time_point after) const;
 
   // Rough period between two firings, for "results are overdue" checks.
   std::chrono::seconds TypicalInterval() const;
@@ -25,9 +26,9 @@ class CronSchedule {
  private:
   std::bitset<60> minutes_;
   std::bitset<24> hours_;
-  std::bitset<32> days_;    // 1..31
-  std::bitset<13> months_;  // 1..12
-  std::bitset<7> weekdays_; // 0..6, Sunday = 0
+  std::bitset<32> days_;     // 1..31
+  std::bitset<13> months_;   // 1..12
+  std::bitset<7> weekdays_;  // 0..6, Sunday = 0
   bool days_restricted_ = false;
   bool weekdays_restricted_ = false;
 };

@@ -29,10 +29,10 @@ struct JobSpecInput {
   double alpha = 0;
   double min_effect = 0;
   std::map<std::string, std::map<std::string, std::string>> kernel_overrides;  // label -> knobs
-  uint32_t max_repetitions = 0;       // adaptive repetitions: 0 = off
-  double target_ci_half_width = 0;    // 0: min_effect
-  bool each_board = false;            // every eligible board runs the whole matrix
-  std::vector<std::string> events;    // perf events counted per run (JobSpec.events)
+  uint32_t max_repetitions = 0;     // adaptive repetitions: 0 = off
+  double target_ci_half_width = 0;  // 0: min_effect
+  bool each_board = false;          // every eligible board runs the whole matrix
+  std::vector<std::string> events;  // perf events counted per run (JobSpec.events)
 };
 
 // A board's health around kernel switches (core/board_health.h).
@@ -93,7 +93,7 @@ struct ValidatedJob {
   double target_ci_half_width = 0;
   bool each_board = false;
   std::vector<std::string> events;  // perf events counted per run, as given (checked syntax)
-  std::vector<PlannedRun> runs;  // in claim order (sequence 0, 1, …)
+  std::vector<PlannedRun> runs;     // in claim order (sequence 0, 1, …)
 };
 
 // Limits a spec must respect (bad input is refused naming the field and the limit).

@@ -12,7 +12,9 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-double Clamp(double x) { return x > kMinThroughput ? x : kMinThroughput; }
+double Clamp(double x) {
+  return x > kMinThroughput ? x : kMinThroughput;
+}
 
 std::vector<double> Finite(const std::vector<double>& values) {
   std::vector<double> out;
@@ -50,7 +52,9 @@ double UVariance(int n, int m, double tie_term) {
   return nn * mm / 12.0 * ((big_n + 1) - tie_term / (big_n * (big_n - 1)));
 }
 
-double TwoSided(double one_sided_p) { return std::min(1.0, 2 * one_sided_p); }
+double TwoSided(double one_sided_p) {
+  return std::min(1.0, 2 * one_sided_p);
+}
 
 }  // namespace
 
@@ -77,11 +81,14 @@ double MedianOf(std::vector<double> values) {
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
   const double upper = values[mid];
   if (n % 2 == 1) return upper;
-  const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
+  const double lower =
+      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
   return (lower + upper) / 2;
 }
 
-double NormalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+double NormalCdf(double x) {
+  return 0.5 * std::erfc(-x / std::sqrt(2.0));
+}
 
 double NormalQuantile(double p) {
   if (!(p > 0)) return -kInf;
@@ -105,8 +112,8 @@ std::vector<double> MannWhitneyCounts(int n, int m) {
     next[0] = {1.0};
     for (int j = 1; j <= m; ++j) {
       std::vector<double> c(static_cast<size_t>(i) * j + 1, 0.0);
-      const std::vector<double>& a_last = counts[j];     // (i − 1, j): the largest is an A
-      const std::vector<double>& b_last = next[j - 1];   // (i, j − 1): the largest is a B, +i
+      const std::vector<double>& a_last = counts[j];    // (i − 1, j): the largest is an A
+      const std::vector<double>& b_last = next[j - 1];  // (i, j − 1): the largest is a B, +i
       for (size_t u = 0; u < a_last.size(); ++u) c[u] += a_last[u];
       for (size_t u = 0; u < b_last.size(); ++u) c[u + static_cast<size_t>(i)] += b_last[u];
       next[j] = std::move(c);
@@ -152,7 +159,8 @@ OneSidedP ExactPValues(const std::vector<double>& a, const std::vector<double>& 
   }
   // dp[k][s]: number of k-subsets of the items seen so far with doubled rank sum s.
   const int max_sum = big_n * (big_n + 1);
-  std::vector<std::vector<double>> dp(static_cast<size_t>(m) + 1, std::vector<double>(max_sum + 1, 0.0));
+  std::vector<std::vector<double>> dp(static_cast<size_t>(m) + 1,
+                                      std::vector<double>(max_sum + 1, 0.0));
   dp[0][0] = 1;
   int reach = 0;
   for (int i = 0; i < big_n; ++i) {
@@ -181,7 +189,8 @@ OneSidedP NormalPValues(const std::vector<double>& a, const std::vector<double>&
   const double sd = std::sqrt(UVariance(n, m, TieTerm(std::move(pooled))));
   if (!(sd > 0)) return {};  // everything tied: no evidence either way
   const double centred = MannWhitneyU(a, b) - static_cast<double>(n) * m / 2;
-  return {std::min(1.0, NormalCdf(-(centred - 0.5) / sd)), std::min(1.0, NormalCdf((centred + 0.5) / sd))};
+  return {std::min(1.0, NormalCdf(-(centred - 0.5) / sd)),
+          std::min(1.0, NormalCdf((centred + 0.5) / sd))};
 }
 
 namespace {
@@ -246,7 +255,8 @@ int NormalCiRank(int n, int m, double confidence, double tie_term) {
   return static_cast<int>(std::min(k, static_cast<double>((n * m + 1) / 2)));
 }
 
-std::vector<double> PairwiseLogDifferences(const std::vector<double>& a, const std::vector<double>& b) {
+std::vector<double> PairwiseLogDifferences(const std::vector<double>& a,
+                                           const std::vector<double>& b) {
   std::vector<double> diffs;
   diffs.reserve(a.size() * b.size());
   for (double x : a) {
@@ -261,12 +271,14 @@ std::vector<double> BenjaminiHochberg(const std::vector<double>& p_values) {
   const size_t count = p_values.size();
   std::vector<size_t> order(count);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return p_values[x] < p_values[y]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return p_values[x] < p_values[y]; });
   std::vector<double> q(count, 1.0);
   double running = 1.0;
   for (size_t r = count; r-- > 0;) {  // from the largest p down: q_(r) = min_{j≥r} p_(j)·M/j
     const size_t i = order[r];
-    running = std::min(running, p_values[i] * static_cast<double>(count) / static_cast<double>(r + 1));
+    running =
+        std::min(running, p_values[i] * static_cast<double>(count) / static_cast<double>(r + 1));
     q[i] = std::min(1.0, running);
   }
   return q;
@@ -279,7 +291,8 @@ Verdict DecideVerdict(const CellComparison& cell, const CompareOptions& options)
     if (cell.ratio >= 1 + options.min_effect) return Verdict::kImprovement;
     if (cell.ratio <= 1 - options.min_effect) return Verdict::kRegression;
   }
-  if (cell.ci_low >= 1 - options.min_effect && cell.ci_high <= 1 + options.min_effect) return Verdict::kNoChange;
+  if (cell.ci_low >= 1 - options.min_effect && cell.ci_high <= 1 + options.min_effect)
+    return Verdict::kNoChange;
   return Verdict::kInconclusive;
 }
 
@@ -297,7 +310,8 @@ CellComparison Compare(const std::vector<double>& a_in, const std::vector<double
     return out;
   }
   const std::vector<double> a = Clamped(a_raw), b = Clamped(b_raw);
-  out.max_b_below_min_a = *std::max_element(b.begin(), b.end()) < *std::min_element(a.begin(), a.end());
+  out.max_b_below_min_a =
+      *std::max_element(b.begin(), b.end()) < *std::min_element(a.begin(), a.end());
 
   const std::vector<double> diffs = PairwiseLogDifferences(a, b);
   out.ratio = std::exp(MedianOf(diffs));
@@ -312,8 +326,9 @@ CellComparison Compare(const std::vector<double>& a_in, const std::vector<double
   // throughputs are rounding, and the shift model is a continuous one.
   std::vector<double> pooled = a;
   pooled.insert(pooled.end(), b.begin(), b.end());
-  const int k = out.exact ? ExactCiRank(out.n_a, out.n_b, options.confidence)
-                          : NormalCiRank(out.n_a, out.n_b, options.confidence, TieTerm(std::move(pooled)));
+  const int k =
+      out.exact ? ExactCiRank(out.n_a, out.n_b, options.confidence)
+                : NormalCiRank(out.n_a, out.n_b, options.confidence, TieTerm(std::move(pooled)));
   SetCi(&out, diffs, k);
   out.verdict = DecideVerdict(out, options);
   return out;

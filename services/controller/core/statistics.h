@@ -34,9 +34,9 @@ inline constexpr int kExactLimitPerSide = 20;
 inline constexpr double kMinThroughput = 1e-9;
 
 struct CompareOptions {
-  double alpha = 0.01;        // significance level of the BH-adjusted one-sided p
-  double min_effect = 0.03;   // δ: smallest relative change that counts
-  double confidence = 0.95;   // two-sided level of the ratio's confidence interval
+  double alpha = 0.01;       // significance level of the BH-adjusted one-sided p
+  double min_effect = 0.03;  // δ: smallest relative change that counts
+  double confidence = 0.95;  // two-sided level of the ratio's confidence interval
 };
 
 enum class Verdict { kInconclusive, kNoChange, kImprovement, kRegression, kCollapse };
@@ -129,7 +129,8 @@ int ExactCiRank(int n, int m, double confidence);
 int NormalCiRank(int n, int m, double confidence, double tie_term = 0);
 
 // Sorted ln b_j − ln a_i over all pairs (after clamping at kMinThroughput).
-std::vector<double> PairwiseLogDifferences(const std::vector<double>& a, const std::vector<double>& b);
+std::vector<double> PairwiseLogDifferences(const std::vector<double>& a,
+                                           const std::vector<double>& b);
 
 // Benjamini–Hochberg step-up adjusted p-values, in the input order, capped at 1.
 std::vector<double> BenjaminiHochberg(const std::vector<double>& p_values);

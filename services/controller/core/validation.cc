@@ -67,8 +67,8 @@ std::vector<PlannedRun> ReplicatePerBoard(const std::vector<PlannedRun>& runs,
 }
 
 std::vector<PlannedRun> PlanRunOrder(const std::vector<Cell>& cells,
-                                     const std::vector<std::string>& kernels,
-                                     uint32_t repetitions, uint32_t block_size, uint64_t seed) {
+                                     const std::vector<std::string>& kernels, uint32_t repetitions,
+                                     uint32_t block_size, uint64_t seed) {
   std::vector<PlannedRun> runs;
   runs.reserve(cells.size() * kernels.size() * repetitions);
   std::mt19937_64 rng(seed);
@@ -150,9 +150,8 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
     return Invalid("duration", absl::StrCat("must be positive, got ", spec.duration));
   }
   if (duration->count() % 1000 != 0) {
-    return Invalid("duration",
-                   absl::StrCat("must be whole seconds (one sample per second), got ",
-                                spec.duration));
+    return Invalid("duration", absl::StrCat("must be whole seconds (one sample per second), got ",
+                                            spec.duration));
   }
   if (*duration > limits.max_duration) {
     return Invalid("duration", absl::StrCat("must be at most ", FormatDuration(limits.max_duration),
@@ -171,8 +170,8 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
   for (size_t i = 0; i < spec.arches.size(); ++i) {
     if (!Contains(KnownArches(), spec.arches[i])) {
       return Invalid(Indexed("arches", i),
-                     absl::StrCat("unknown arch '", spec.arches[i].substr(0, 64), "' (known: ",
-                                  absl::StrJoin(KnownArches(), ", "), ")"));
+                     absl::StrCat("unknown arch '", spec.arches[i].substr(0, 64),
+                                  "' (known: ", absl::StrJoin(KnownArches(), ", "), ")"));
     }
   }
   for (size_t i = 0; i < spec.boards.size(); ++i) {
@@ -197,7 +196,8 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
     return Invalid("kernels", "at least one kernel label is required (e.g. [vanilla])");
   }
   std::set<std::string> known_labels;
-  for (const auto* b : eligible) known_labels.insert(b->kernel_labels.begin(), b->kernel_labels.end());
+  for (const auto* b : eligible)
+    known_labels.insert(b->kernel_labels.begin(), b->kernel_labels.end());
   for (size_t i = 0; i < spec.kernels.size(); ++i) {
     const std::string& label = spec.kernels[i];
     if (std::count(spec.kernels.begin(), spec.kernels.end(), label) > 1) {
@@ -207,8 +207,8 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
       std::string known = known_labels.empty()
                               ? std::string("no eligible board has registered")
                               : absl::StrCat("known: ", absl::StrJoin(known_labels, ", "));
-      return Invalid(Indexed("kernels", i),
-                     absl::StrCat("unknown kernel label '", label.substr(0, 64), "' (", known, ")"));
+      return Invalid(Indexed("kernels", i), absl::StrCat("unknown kernel label '",
+                                                         label.substr(0, 64), "' (", known, ")"));
     }
   }
   job.kernels = spec.kernels;
@@ -262,12 +262,13 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
   job.shuffle_seed = spec.shuffle_seed;
   if (spec.max_repetitions != 0) {
     if (job.kernels.size() < 2) {
-      return Invalid("max_repetitions", "adaptive repetitions need at least two kernels to compare");
+      return Invalid("max_repetitions",
+                     "adaptive repetitions need at least two kernels to compare");
     }
     if (spec.max_repetitions < job.repetitions || spec.max_repetitions > limits.max_repetitions) {
-      return Invalid("max_repetitions", absl::StrCat("must be between repetitions (", job.repetitions,
-                                                     ") and ", limits.max_repetitions, ", got ",
-                                                     spec.max_repetitions));
+      return Invalid("max_repetitions",
+                     absl::StrCat("must be between repetitions (", job.repetitions, ") and ",
+                                  limits.max_repetitions, ", got ", spec.max_repetitions));
     }
     job.max_repetitions = spec.max_repetitions;
     job.target_ci_half_width =
@@ -288,15 +289,14 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
   auto memory_max = ParseSize(spec.memory_max, &why);
   if (!memory_max) return Invalid("memcg.memory_max", why);
   if (*memory_max < limits.min_memory_max) {
-    return Invalid("memcg.memory_max", absl::StrCat("must be at least ",
-                                                    FormatSize(limits.min_memory_max), ", got ",
-                                                    spec.memory_max));
+    return Invalid("memcg.memory_max",
+                   absl::StrCat("must be at least ", FormatSize(limits.min_memory_max), ", got ",
+                                spec.memory_max));
   }
   uint64_t largest_board = 0;
   for (const auto* b : eligible) {
-    bool serves = std::any_of(spec.kernels.begin(), spec.kernels.end(), [&](const std::string& k) {
-      return Contains(b->kernel_labels, k);
-    });
+    bool serves = std::any_of(spec.kernels.begin(), spec.kernels.end(),
+                              [&](const std::string& k) { return Contains(b->kernel_labels, k); });
     if (serves) largest_board = std::max(largest_board, b->memory_bytes);
   }
   if (*memory_max > largest_board) {
@@ -336,8 +336,8 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
     if (knob_spec == nullptr) {
       std::vector<std::string> names;
       for (const auto& k : bench->knobs) names.push_back(k.name);
-      return Invalid(field, absl::StrCat("unknown knob for ", bench->name, " (knobs: ",
-                                         absl::StrJoin(names, ", "), ")"));
+      return Invalid(field, absl::StrCat("unknown knob for ", bench->name,
+                                         " (knobs: ", absl::StrJoin(names, ", "), ")"));
     }
     if (!matrix_keys.insert(knob).second) return Invalid(field, "listed twice");
     if (knob == "preset") {

@@ -18,8 +18,8 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& spec,
 // next block), and the cells of each repetition are shuffled with `seed`, so slow drift
 // (thermal, fragmentation, page cache) hits every kernel alike. Sets PlannedRun::sequence.
 std::vector<PlannedRun> PlanRunOrder(const std::vector<Cell>& cells,
-                                     const std::vector<std::string>& kernels,
-                                     uint32_t repetitions, uint32_t block_size, uint64_t seed);
+                                     const std::vector<std::string>& kernels, uint32_t repetitions,
+                                     uint32_t block_size, uint64_t seed);
 
 // each_board: every run once per board, pinned to it; the boards' copies interleave so that
 // each board's own subsequence keeps the planned order (its kernel blocks alternate).

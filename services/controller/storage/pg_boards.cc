@@ -12,28 +12,28 @@ using nlohmann::json;
 }  // namespace
 
 absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board) {
-  return pool_->Query<HealthVerdict>([&](pqxx::connection& c,
-                                         HealthVerdict& health) -> absl::Status {
-    pqxx::work w(c);
-    json labels = board.summary.kernel_labels;
-    json running = board.summary.running_kernel_labels;
-    json bootable = board.summary.bootable_kernel_labels;
-    if (running.empty() && !board.summary.running_kernel_label.empty()) {
-      running.push_back(board.summary.running_kernel_label);
-    }
-    std::optional<SwitchInFlight> in_flight;
-    auto prev = w.exec_params(
-        "SELECT switch_label, coalesce(switch_from_boot_id, '') FROM boards WHERE name = $1 "
-        "FOR UPDATE",
-        board.summary.name);
-    if (!prev.empty() && !prev[0][0].is_null()) {
-      in_flight = SwitchInFlight{prev[0][0].as<std::string>(), prev[0][1].as<std::string>()};
-    }
-    BoardSummary hello = board.summary;
-    hello.running_kernel_labels.clear();
-    for (const auto& k : running) hello.running_kernel_labels.push_back(k);
-    health = HealthAfterHello(in_flight, hello);
-    w.exec_params(R"sql(
+  return pool_->Query<HealthVerdict>(
+      [&](pqxx::connection& c, HealthVerdict& health) -> absl::Status {
+        pqxx::work w(c);
+        json labels = board.summary.kernel_labels;
+        json running = board.summary.running_kernel_labels;
+        json bootable = board.summary.bootable_kernel_labels;
+        if (running.empty() && !board.summary.running_kernel_label.empty()) {
+          running.push_back(board.summary.running_kernel_label);
+        }
+        std::optional<SwitchInFlight> in_flight;
+        auto prev = w.exec_params(
+            "SELECT switch_label, coalesce(switch_from_boot_id, '') FROM boards WHERE name = $1 "
+            "FOR UPDATE",
+            board.summary.name);
+        if (!prev.empty() && !prev[0][0].is_null()) {
+          in_flight = SwitchInFlight{prev[0][0].as<std::string>(), prev[0][1].as<std::string>()};
+        }
+        BoardSummary hello = board.summary;
+        hello.running_kernel_labels.clear();
+        for (const auto& k : running) hello.running_kernel_labels.push_back(k);
+        health = HealthAfterHello(in_flight, hello);
+        w.exec_params(R"sql(
       INSERT INTO boards (name, arch, memory_bytes, kernel_labels, running_kernel_label, facts,
                           running_kernel_labels, bootable_kernel_labels, boot_id, health,
                           health_reason)
@@ -48,14 +48,14 @@ absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board
         health_reason = EXCLUDED.health_reason,
         switch_label = NULL, switch_from_boot_id = NULL, switch_deadline = NULL,
         facts = EXCLUDED.facts, last_seen = now())sql",
-                  board.summary.name, board.summary.arch,
-                  static_cast<int64_t>(board.summary.memory_bytes), labels.dump(),
-                  board.summary.running_kernel_label, board.facts_json, running.dump(),
-                  bootable.dump(), board.summary.boot_id, std::string(ToString(health.health)),
-                  health.reason);
-    w.commit();
-    return absl::OkStatus();
-  });
+                      board.summary.name, board.summary.arch,
+                      static_cast<int64_t>(board.summary.memory_bytes), labels.dump(),
+                      board.summary.running_kernel_label, board.facts_json, running.dump(),
+                      bootable.dump(), board.summary.boot_id, std::string(ToString(health.health)),
+                      health.reason);
+        w.commit();
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<std::vector<BoardRecord>> PgBoardStore::ListBoards() {
