@@ -18,9 +18,9 @@
 #include "agent/sys/environment.h"
 #include "agent/sys/file_io.h"
 #include "agent/sys/zram_swap.h"
-#include "services/common/log.h"
-#include "services/common/tls.h"
-#include "services/common/units.h"
+#include "common/log.h"
+#include "common/tls.h"
+#include "common/units.h"
 
 namespace faultline::agent {
 namespace {

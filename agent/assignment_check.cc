@@ -1,9 +1,9 @@
 #include "agent/assignment_check.h"
 
 #include "absl/strings/str_cat.h"
-#include "services/common/benchmarks.h"
-#include "services/common/perf_events.h"
-#include "services/common/units.h"
+#include "common/benchmarks.h"
+#include "common/perf_events.h"
+#include "common/units.h"
 
 namespace faultline::agent {
 
@@ -17,11 +17,13 @@ std::string CheckAssignment(const AssignmentFacts& a, const BoardCapacity& board
     return absl::StrCat("duration_seconds: must be between 1 and ", kMaxRunSeconds, ", got ",
                         a.duration_seconds);
   }
-  auto memory_max = ParseUnsigned(a.memory_max);
-  if (!memory_max || *memory_max < (16ull << 20) || *memory_max > board.memory_bytes) {
+  if (a.memory_max == 0) {
+    return "memcg.memory_max: missing (a controller older than this agent sends the limits as "
+           "text: upgrade the controller)";
+  }
+  if (a.memory_max < (16ull << 20) || a.memory_max > board.memory_bytes) {
     return absl::StrCat("memcg.memory_max: must be between 16M and the board's memory (",
-                        FormatSize(board.memory_bytes), "), got '", a.memory_max.substr(0, 32),
-                        "'");
+                        FormatSize(board.memory_bytes), "), got ", FormatSize(a.memory_max));
   }
   std::string bad_knob, why;
   auto knobs = ResolveKnobs(*bench, a.params, &bad_knob, &why);

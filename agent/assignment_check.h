@@ -15,7 +15,7 @@ struct AssignmentFacts {
   std::string benchmark;
   std::map<std::string, std::string> params;
   uint32_t duration_seconds = 0;
-  std::string memory_max;  // bytes as text ("max" / "" are refused: every run is limited)
+  uint64_t memory_max = 0;  // bytes (0, none, is refused: every run is limited)
   // Perf events (syntax only: whether a tracepoint exists the workload finds out, and its
   // refusal, naming the event, becomes the run's failure reason).
   std::vector<std::string> events{};

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "services/common/units.h"
+#include "common/units.h"
 #include "yaml-cpp/yaml.h"
 
 namespace faultline::agent {

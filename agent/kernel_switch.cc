@@ -16,28 +16,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/durable_file.h"
-#include "services/common/log.h"
-#include "services/common/strings.h"
-#include "services/common/units.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "common/units.h"
 
 namespace faultline::agent {
 namespace {
 
 constexpr char kPendingFile[] = "kernel-switch.pending";
 constexpr char kNeedsCheckFile[] = "needs-check";
-
-std::string Trim(const std::string& s) {
-  return std::string(TrimSpace(s));
-}
-
-// One line per value: newlines inside a value (a reason from a command's output) are
-// flattened so the file stays parseable.
-std::string OneLine(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
   return ReadWholeFile(path);
@@ -66,7 +53,7 @@ absl::StatusOr<BootIdentity> ReadBootIdentity(const AgentConfig& config) {
   if (!config.release_file.empty()) {
     auto text = ReadSmallFile(config.release_file);
     if (!text.ok()) return text.status();
-    id.release = Trim(*text);
+    id.release = std::string(TrimSpace(*text));
   } else {
     struct utsname u {};
     if (::uname(&u) != 0) return Errno("uname");
@@ -76,7 +63,7 @@ absl::StatusOr<BootIdentity> ReadBootIdentity(const AgentConfig& config) {
       config.boot_id_file.empty() ? "/proc/sys/kernel/random/boot_id" : config.boot_id_file;
   auto text = ReadSmallFile(boot_id_path);
   if (!text.ok()) return text.status();
-  id.boot_id = Trim(*text);
+  id.boot_id = std::string(TrimSpace(*text));
   if (id.release.empty()) return absl::FailedPreconditionError("the running release is empty");
   if (id.boot_id.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(boot_id_path, " is empty"));
@@ -98,7 +85,8 @@ absl::StatusOr<std::vector<std::vector<std::string>>> BootCommands(
     load.insert(load.end(), entry.kexec_args.begin(), entry.kexec_args.end());
     load.push_back(entry.kernel);
     if (!entry.initrd.empty()) load.push_back("--initrd=" + entry.initrd);
-    const std::string cmdline = entry.cmdline == "running" ? Trim(running_cmdline) : entry.cmdline;
+    const std::string cmdline =
+        entry.cmdline == "running" ? std::string(TrimSpace(running_cmdline)) : entry.cmdline;
     load.push_back("--command-line=" + cmdline);
     commands.push_back(std::move(load));
     const bool direct =
@@ -201,7 +189,7 @@ absl::Status SwitchState::MarkNeedsCheck(const std::string& reason) {
 std::optional<std::string> SwitchState::NeedsCheck() const {
   auto text = ReadSmallFile(dir_ + "/" + kNeedsCheckFile);
   if (!text.ok()) return std::nullopt;
-  std::string reason = Trim(*text);
+  std::string reason = std::string(TrimSpace(*text));
   return reason.empty() ? std::string("needs a check (no reason recorded)") : reason;
 }
 

@@ -8,18 +8,13 @@
 
 #include "agent/assignment_check.h"
 #include "agent/sys/zram_swap.h"
+#include "common/benchmarks.h"
+#include "common/log.h"
+#include "common/units.h"
 #include "google/protobuf/util/json_util.h"
-#include "services/common/benchmarks.h"
-#include "services/common/log.h"
-#include "services/common/units.h"
 
 namespace faultline::agent {
 namespace {
-
-std::optional<uint64_t> LimitFromWire(const std::string& text) {
-  if (text.empty() || text == "max") return std::nullopt;
-  return ParseUnsigned(text);
-}
 
 RunReport Failed(std::string reason) {
   RunReport report;
@@ -60,12 +55,7 @@ std::unique_ptr<SwapDevice> SystemWorkloadHost::ProvisionSwap(uint64_t bytes, st
 }
 
 uint32_t LeaseBoundedGraceSeconds(const v1::Assignment& a, uint32_t grace) {
-  uint64_t warmup_ms = 0;
-  if (auto it = a.params().find("warmup"); it != a.params().end()) {
-    warmup_ms = static_cast<uint64_t>(
-        ParseDuration(it->second).value_or(std::chrono::milliseconds(0)).count());
-  }
-  const uint64_t busy = a.duration_seconds() + (warmup_ms + 999) / 1000 + 5;
+  const uint64_t busy = a.duration_seconds() + (a.warmup_ms() + 999) / 1000 + kLeaseMarginSeconds;
   if (a.lease_seconds() > busy) {
     return static_cast<uint32_t>(std::min<uint64_t>(grace, a.lease_seconds() - busy));
   }
@@ -92,7 +82,7 @@ RunReport RunExecutor::Run(const v1::Assignment& a, std::atomic<bool>* cancel) {
   facts.benchmark = a.benchmark();
   facts.params.insert(a.params().begin(), a.params().end());
   facts.duration_seconds = a.duration_seconds();
-  facts.memory_max = a.memcg().memory_max();
+  facts.memory_max = a.limits().memory_max();
   facts.events.assign(a.events().begin(), a.events().end());
   BoardCapacity capacity;
   capacity.memory_bytes = options_.memory_bytes;
@@ -108,9 +98,9 @@ RunReport RunExecutor::Run(const v1::Assignment& a, std::atomic<bool>* cancel) {
   inv.duration_seconds = a.duration_seconds();
   inv.events.assign(a.events().begin(), a.events().end());
   inv.work_dir = options_.work_dir;
-  inv.limits.memory_max = LimitFromWire(a.memcg().memory_max());
-  inv.limits.memory_high = LimitFromWire(a.memcg().memory_high());
-  inv.limits.swap_max = LimitFromWire(a.memcg().swap_max());
+  inv.limits.memory_max = a.limits().memory_max();
+  if (a.limits().has_memory_high()) inv.limits.memory_high = a.limits().memory_high();
+  if (a.limits().has_swap_max()) inv.limits.swap_max = a.limits().swap_max();
   inv.cgroup_backend = options_.cgroup_backend;
   inv.run_id = std::to_string(a.run_id());
   inv.cancel = cancel;

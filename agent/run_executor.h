@@ -99,9 +99,13 @@ class RunExecutor {
   Clock& clock_;
 };
 
+// How long before the lease the controller granted a run's hard timeout must end: the time
+// to stop the workload and report, so a run whose lease lapsed never has a twin still
+// running here.
+inline constexpr uint32_t kLeaseMarginSeconds = 5;
 // The runner's grace (timeout = warmup + duration + grace) for an assignment: at most
-// `grace`, and small enough that the hard timeout ends 5 s before the lease the controller
-// granted, so a run whose lease lapsed never has a twin still running here.
+// `grace`, and small enough that the hard timeout ends kLeaseMarginSeconds before the lease
+// (warmup_ms and lease_seconds as the controller sent them).
 uint32_t LeaseBoundedGraceSeconds(const v1::Assignment& assignment, uint32_t grace);
 
 }  // namespace faultline::agent

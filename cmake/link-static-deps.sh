@@ -8,7 +8,7 @@
 #   link-static-deps.sh ssl crypto -- /usr/bin/c++ ... -o faultline-agent ...
 # Why: an idle agent's resident memory was 16 of its 18 MiB in pages of shared libraries'
 # text (libgrpc alone 5.2 MiB), pages a static link does not map at all when the agent
-# never calls into them (README, "The agent, idle").
+# never calls into them (docs/performance.md, "The agent, idle").
 set -euo pipefail
 names=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do

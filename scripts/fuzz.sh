@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) into ${FAULTLINE_FUZZ_BUILD_DIR:-build-fuzz}
-# and runs each for --seconds (default 60) from a seed corpus (the example job specs, an
+# and runs each for --seconds (default 60), or for --runs inputs, from a seed corpus (the example job specs, an
 # agent config, a few HTTP requests). A crash, a leak or a sanitizer report fails the script and leaves the
 # reproducer in the build dir (crash-*).
-#   scripts/fuzz.sh [--seconds N] [--seed N] [--no-yaml]
-# --seed: libFuzzer's seed (CI uses a fixed one, so its bounded run is repeatable here).
-# --no-yaml (the bounded CI run): job specs as protobuf only, not as YAML text (yaml-cpp 0.7
-# has pathological inputs of its own; see tests/fuzz/fuzz_job_spec.cc).
+#   scripts/fuzz.sh [--seconds N | --runs N] [--seed N] [--no-yaml]
+# --runs: a bound by inputs, not by time (CI: --runs 10000 --seed 1, so the smoke does the
+# same work on a slow or a busy machine and is repeatable here).
+# --seed: libFuzzer's seed.
+# --no-yaml: job specs as protobuf only, not as YAML text (yaml-cpp 0.7 has pathological
+# inputs of its own; see tests/fuzz/fuzz_job_spec.cc). CI fuzzes both.
 # A longer campaign: scripts/fuzz.sh --seconds 3600 (the corpus persists in the build dir).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FAULTLINE_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=60
+runs=
 seed_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
     --no-yaml) export FAULTLINE_FUZZ_YAML=0; shift ;;
     --seed) seed_args=(-seed="$2"); shift 2 ;;
     -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
@@ -53,12 +57,14 @@ crlf 'POST /alerts HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello' seed-b
 crlf 'POST /alerts HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n' seed-chunked
 crlf 'BREW /metrics HTTP/1.1\r\nConnection: close\r\n\r\n' seed-brew
 crlf 'GET /private HTTP/1.1\r\nAuthorization: Basic b2s6b2s=\r\n\r\n' seed-auth
+bound=(-max_total_time="$seconds")
+[ -z "$runs" ] || bound=(-runs="$runs")
 for target in job_spec agent_messages http_request; do
-  echo "fuzz.sh: fuzz_$target for ${seconds}s"
+  echo "fuzz.sh: fuzz_$target for ${runs:+$runs inputs}${runs:-${seconds}s}"
   # The whole log is kept: a finding's message and stack trace come well before the final
   # stats (the last 15 lines alone once cut a crash's trace away).
   log=$build/fuzz_$target.log
-  if (cd "$build" && "./tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 \
+  if (cd "$build" && "./tests/fuzz/fuzz_$target" "${bound[@]}" -timeout=10 \
         -rss_limit_mb=2048 -print_final_stats=1 "${seed_args[@]}" "$corpus/$target" >"$log" 2>&1); then
     tail -n 15 "$log"
   else

@@ -1,6 +1,6 @@
 #include "agent/rpc/agent_client.h"
 
-#include "services/common/log.h"
+#include "common/log.h"
 
 namespace faultline::agent {
 namespace {

@@ -13,8 +13,8 @@
 #include "agent/sys/file_io.h"
 #include "agent/sys/unique_fd.h"
 #include "agent/sys/vmstat.h"
-#include "services/common/benchmarks.h"
-#include "services/common/units.h"
+#include "common/benchmarks.h"
+#include "common/units.h"
 
 extern char** environ;
 

@@ -5,15 +5,11 @@
 
 #include "agent/sys/cgroup.h"
 #include "agent/sys/file_io.h"
-#include "services/common/strings.h"
-#include "services/common/units.h"
+#include "common/strings.h"
+#include "common/units.h"
 
 namespace faultline::sys {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  return TrimSpace(s);
-}
 
 // First "key : value" line whose key is `key` (cpuinfo pads keys with tabs).
 std::string_view FindCpuinfoValue(std::string_view cpuinfo, std::string_view key) {
@@ -23,8 +19,8 @@ std::string_view FindCpuinfoValue(std::string_view cpuinfo, std::string_view key
     cpuinfo = eol == std::string_view::npos ? std::string_view() : cpuinfo.substr(eol + 1);
     size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
-    if (Trim(line.substr(0, colon)) == key) {
-      std::string_view value = Trim(line.substr(colon + 1));
+    if (TrimSpace(line.substr(0, colon)) == key) {
+      std::string_view value = TrimSpace(line.substr(colon + 1));
       if (!value.empty()) return value;
     }
   }
@@ -67,7 +63,7 @@ uint64_t ParseMemTotalBytes(std::string_view meminfo) {
     std::string_view line = meminfo.substr(0, eol);
     meminfo = eol == std::string_view::npos ? std::string_view() : meminfo.substr(eol + 1);
     if (line.substr(0, 9) != "MemTotal:") continue;
-    std::string_view value = Trim(line.substr(9));
+    std::string_view value = TrimSpace(line.substr(9));
     size_t space = value.find(' ');
     auto kib = ParseUnsigned(value.substr(0, space));  // "kB" follows; it means KiB
     return kib ? *kib * 1024 : 0;
@@ -104,7 +100,7 @@ BoardFacts CollectBoardFacts(const BoardFactsSources& sources) {
     facts.cgroup_version = std::string(CgroupVersionName(backend->version));
   }
   if (auto version = ReadFileToString(sources.proc_root + "/version", nullptr)) {
-    facts.proc_version = std::string(Trim(*version));
+    facts.proc_version = std::string(TrimSpace(*version));
   }
   return facts;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// What the agent tells the controller about its board (DESIGN §2 "Board").
+// What the agent tells the controller about its board (docs/operations.md, "Board facts").
 #include <cstdint>
 #include <string>
 #include <string_view>

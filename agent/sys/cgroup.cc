@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "agent/sys/file_io.h"
-#include "services/common/units.h"
+#include "common/units.h"
 
 namespace faultline::sys {
 namespace {

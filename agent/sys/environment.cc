@@ -11,7 +11,7 @@
 #include "agent/sys/file_io.h"
 #include "agent/sys/thp.h"
 #include "agent/sys/vmstat.h"
-#include "services/common/strings.h"
+#include "common/strings.h"
 
 namespace faultline::sys {
 namespace {

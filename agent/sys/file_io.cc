@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "agent/sys/unique_fd.h"
-#include "services/common/units.h"
+#include "common/units.h"
 
 namespace faultline::sys {
 

@@ -16,15 +16,10 @@
 #include <utility>
 
 #include "agent/sys/file_io.h"
-#include "services/common/units.h"
+#include "common/units.h"
 
 namespace faultline::sys {
 namespace {
-
-std::string Quoted(std::string_view event) {
-  constexpr size_t kShown = 64;
-  return "'" + std::string(event.substr(0, kShown)) + (event.size() > kShown ? "...'" : "'");
-}
 
 std::optional<uint64_t> SoftwareConfig(const std::string& name) {
   if (name == "page-faults") return PERF_COUNT_SW_PAGE_FAULTS;
@@ -159,7 +154,7 @@ std::optional<PerfEventName> ParseEventName(std::string_view text, std::string* 
   std::string why;
   auto parts = SplitPerfEventName(text, &why);
   if (!parts) {
-    *error = Quoted(text) + ": " + why;
+    *error = QuotedEventName(text) + ": " + why;
     return std::nullopt;
   }
   PerfEventName event;
@@ -182,8 +177,8 @@ std::optional<PerfEventName> ParseEventName(std::string_view text, std::string* 
       config = HardwareConfig(event.name);
       break;
   }
-  if (!config) {  // a name services/common knows and this table does not: a bug
-    *error = Quoted(text) + ": no perf config for this name";
+  if (!config) {  // a name common knows and this table does not: a bug
+    *error = QuotedEventName(text) + ": no perf config for this name";
     return std::nullopt;
   }
   event.config = *config;
@@ -315,13 +310,13 @@ std::optional<ResolvedPerfEvents> ResolvePerfEvents(const std::vector<std::strin
       if (event.kind != PerfEventKind::kTracepoint) continue;
       if (!tracefs) {
         error->usage = false;
-        error->message = Quoted(event.text) + ": " + why;
+        error->message = QuotedEventName(event.text) + ": " + why;
         return std::nullopt;
       }
       auto id = TracepointId(tracefs->path(), event.system, event.name, &why);
       if (!id) {
         error->usage = true;
-        error->message = Quoted(event.text) + ": " + why;
+        error->message = QuotedEventName(event.text) + ": " + why;
         return std::nullopt;
       }
       event.config = *id;
@@ -338,7 +333,7 @@ std::optional<ResolvedPerfEvents> ResolvePerfEvents(const std::vector<std::strin
         continue;
       }
       error->usage = false;
-      error->message = Quoted(event.text) + ": " + OpenErrorReason(open_errno);
+      error->message = QuotedEventName(event.text) + ": " + OpenErrorReason(open_errno);
       return std::nullopt;
     }
     resolved.events.push_back(std::move(event));
@@ -387,7 +382,7 @@ std::optional<PerfCounterSession> PerfCounterSession::Open(const std::vector<Per
       UniqueFd fd(PerfEventOpen(&attr, tids[t], -1));
       if (!fd) {
         if (errno == ESRCH) continue;  // the thread is gone: nothing of it to count
-        *error = Quoted(events[e].text) + " on thread " + std::to_string(tids[t]) + ": " +
+        *error = QuotedEventName(events[e].text) + " on thread " + std::to_string(tids[t]) + ": " +
                  OpenErrorReason(errno);
         return std::nullopt;
       }
@@ -403,7 +398,8 @@ bool PerfCounterSession::Enable(std::string* error) {
   for (size_t e = 0; e < fds_.size(); ++e) {
     for (const auto& fd : fds_[e]) {
       if (::ioctl(fd.get(), PERF_EVENT_IOC_ENABLE, 0) != 0) {
-        *error = Quoted(events_[e].text) + ": PERF_EVENT_IOC_ENABLE: " + ErrnoMessage(errno);
+        *error =
+            QuotedEventName(events_[e].text) + ": PERF_EVENT_IOC_ENABLE: " + ErrnoMessage(errno);
         return false;
       }
     }
@@ -416,7 +412,8 @@ bool PerfCounterSession::Disable(std::string* error) {
   for (size_t e = 0; e < fds_.size(); ++e) {
     for (const auto& fd : fds_[e]) {
       if (::ioctl(fd.get(), PERF_EVENT_IOC_DISABLE, 0) != 0 && ok) {
-        *error = Quoted(events_[e].text) + ": PERF_EVENT_IOC_DISABLE: " + ErrnoMessage(errno);
+        *error =
+            QuotedEventName(events_[e].text) + ": PERF_EVENT_IOC_DISABLE: " + ErrnoMessage(errno);
         ok = false;  // the others are still stopped
       }
     }
@@ -435,7 +432,7 @@ std::optional<std::vector<PerfCount>> PerfCounterSession::Read(std::string* erro
         n = ::read(fd.get(), buffer, sizeof(buffer));
       } while (n < 0 && errno == EINTR);
       if (n != static_cast<ssize_t>(sizeof(buffer))) {
-        *error = Quoted(events_[e].text) + ": reading the counter: " +
+        *error = QuotedEventName(events_[e].text) + ": reading the counter: " +
                  (n < 0 ? ErrnoMessage(errno) : "short read of " + std::to_string(n) + " bytes");
         return std::nullopt;
       }

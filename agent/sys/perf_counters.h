@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "agent/sys/unique_fd.h"
-#include "services/common/perf_events.h"
+#include "common/perf_events.h"
 
 namespace faultline::sys {
 

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "agent/sys/file_io.h"
-#include "services/common/units.h"
+#include "common/units.h"
 
 namespace faultline::sys {
 

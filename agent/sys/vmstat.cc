@@ -1,7 +1,7 @@
 #include "agent/sys/vmstat.h"
 
 #include "agent/sys/file_io.h"
-#include "services/common/units.h"
+#include "common/units.h"
 
 namespace faultline::sys {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "agent/sys/file_io.h"
 #include "agent/sys/mapped_region.h"
-#include "services/common/units.h"
+#include "common/units.h"
 
 // Older libc headers lack it; the value is the kernel's ABI (Linux 5.4+).
 #ifndef MADV_PAGEOUT

@@ -5,10 +5,10 @@
 #include <set>
 
 #include "CLI/CLI.hpp"
-#include "services/common/benchmarks.h"
-#include "services/common/perf_events.h"
-#include "services/common/strings.h"
-#include "services/common/units.h"
+#include "common/benchmarks.h"
+#include "common/perf_events.h"
+#include "common/strings.h"
+#include "common/units.h"
 
 namespace faultline::workloads {
 namespace {

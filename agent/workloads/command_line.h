@@ -9,7 +9,7 @@
 // agent's runner passes because its run cgroup already has the limits) the memcg limits.
 // Flags may use dashes or underscores (--file-size, --file_size) and "--k=v"; each may be
 // given once. --help and --list-presets stop where they stand; "--" ends the flags. Parsed
-// with CLI11 (header-only), the values checked by the catalogue (services/common).
+// with CLI11 (header-only), the values checked by the catalogue (common).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,7 +34,7 @@ struct WorkloadCommand {
   int progress_fd = -1;          // where per-second progress lines go (the runner's pipe)
   std::string preset;            // "" = none
   uint64_t zram_swap_bytes = 0;  // --zram-swap: provision zram swap for a swap benchmark
-  // --events: perf events counted over the measured interval (services/common/perf_events.h
+  // --events: perf events counted over the measured interval (common/perf_events.h
   // syntax, checked here; whether a tracepoint exists is checked when the run starts).
   std::vector<std::string> events;
 };

@@ -14,7 +14,7 @@
 #include "agent/sys/mapped_region.h"
 #include "agent/sys/unique_fd.h"
 #include "agent/workloads/workload.h"
-#include "services/common/units.h"
+#include "common/units.h"
 
 namespace faultline::workloads {
 namespace {

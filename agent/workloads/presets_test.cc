@@ -1,11 +1,11 @@
-// The preset table (services/common/benchmarks.cc) and --preset on the command line.
+// The preset table (common/benchmarks.cc) and --preset on the command line.
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "agent/workloads/command_line.h"
-#include "services/common/benchmarks.h"
-#include "services/common/units.h"
+#include "common/benchmarks.h"
+#include "common/units.h"
 
 namespace faultline::workloads {
 namespace {

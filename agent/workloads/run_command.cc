@@ -16,8 +16,8 @@
 #include "agent/workloads/perf_counting.h"
 #include "agent/workloads/result.h"
 #include "agent/workloads/workload.h"
-#include "services/common/strings.h"
-#include "services/common/units.h"
+#include "common/strings.h"
+#include "common/units.h"
 
 namespace faultline::workloads {
 namespace {

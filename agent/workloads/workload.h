@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "agent/workloads/harness.h"
-#include "services/common/benchmarks.h"
+#include "common/benchmarks.h"
 
 namespace faultline::workloads {
 

@@ -20,7 +20,7 @@
 #include "agent/sys/testing/zram_swap.h"
 #include "agent/sys/vmstat.h"
 #include "agent/workloads/harness.h"
-#include "services/common/benchmarks.h"
+#include "common/benchmarks.h"
 
 extern char** environ;
 

@@ -22,12 +22,13 @@
 #include <grpcpp/security/credentials.h>
 
 #include "absl/status/status.h"
+#include "common/strings.h"
+#include "common/tls.h"
+#include "common/units.h"
 #include "services/cli/comparison.h"
 #include "services/cli/run_table.h"
 #include "services/cli/samples.h"
 #include "services/cli/spec_file.h"
-#include "services/common/tls.h"
-#include "services/common/units.h"
 
 namespace faultline::cli {
 namespace {
@@ -50,17 +51,16 @@ void SetDeadline(grpc::ClientContext* context, const CliEnv& env) {
   Authorize(context, env);
 }
 
-std::string OneLine(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '\n') {
-      out += "; ";
-    } else if (c != '\r') {
-      out += c;
-    }
-  }
-  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
-  return out;
+// One unary call with the CLI's deadline and credentials: kExitOk, or the failure printed
+// (FormatRpcError) and its exit code.
+template <typename Request, typename Response>
+int Unary(JobStub& client, const CliEnv& env,
+          grpc::Status (JobStub::*method)(grpc::ClientContext*, const Request&, Response*),
+          const Request& request, Response* response) {
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  const grpc::Status status = (client.*method)(&context, request, response);
+  return status.ok() ? kExitOk : RpcFailed(env, status);
 }
 
 absl::StatusOr<v1::JobSpec> LoadSpec(const std::string& path) {
@@ -101,7 +101,7 @@ class ProgressPrinter {
 std::string FormatRpcError(const grpc::Status& status, std::string_view controller) {
   std::string out(absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())));
   if (out.empty()) out = "CODE_" + std::to_string(static_cast<int>(status.error_code()));
-  std::string message = OneLine(status.error_message());
+  std::string message = OneLine(status.error_message(), "; ");
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     message = "cannot reach controller at " + std::string(controller) +
               (message.empty() ? "" : ": " + message);
@@ -113,7 +113,7 @@ std::string FormatRpcError(const grpc::Status& status, std::string_view controll
 int SubmitCommand(JobStub& client, const CliEnv& env, const std::string& spec_path, bool wait) {
   absl::StatusOr<v1::JobSpec> spec = LoadSpec(spec_path);
   if (!spec.ok()) {
-    PrintError(env, OneLine(std::string(spec.status().message())));
+    PrintError(env, OneLine(std::string(spec.status().message()), "; "));
     return kExitUsage;
   }
   v1::SubmitJobRequest request;
@@ -148,10 +148,8 @@ int JobsCommand(JobStub& client, const CliEnv& env, uint32_t limit) {
   v1::ListJobsRequest request;
   request.set_limit(limit);
   v1::ListJobsResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  if (grpc::Status status = client.ListJobs(&context, request, &response); !status.ok()) {
-    return RpcFailed(env, status);
+  if (int rc = Unary(client, env, &JobStub::ListJobs, request, &response); rc != kExitOk) {
+    return rc;
   }
   if (response.jobs().empty()) {
     *env.err << "no jobs\n";
@@ -193,7 +191,7 @@ int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
 
   v1::JobState state = last ? last->state() : v1::JOB_STATE_UNSPECIFIED;
   v1::RunCounts runs = last ? last->runs() : v1::RunCounts();
-  if (!IsFinalState(state)) {
+  if (!v1::IsFinal(state)) {
     // The stream ended without a final event (e.g. a controller handing over): ask.
     v1::GetJobRequest get;
     get.set_job_id(job_id);
@@ -204,7 +202,7 @@ int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
       return RpcFailed(env, status);
     state = job.job().state();
     runs = job.job().runs();
-    if (!IsFinalState(state)) {
+    if (!v1::IsFinal(state)) {
       PrintError(env, "watch of job " + std::to_string(job_id) + " ended while the job is " +
                           JobStateName(state));
       return kExitFailure;
@@ -220,10 +218,8 @@ int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportForm
   request.set_job_id(job_id);
   for (const std::string& name : CountersOf(view.columns)) request.add_run_counters(name);
   v1::GetReportResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  if (grpc::Status status = client.GetReport(&context, request, &response); !status.ok()) {
-    return RpcFailed(env, status);
+  if (int rc = Unary(client, env, &JobStub::GetReport, request, &response); rc != kExitOk) {
+    return rc;
   }
   *env.out << RenderReport(response, format, view) << std::flush;
   return kExitOk;
@@ -233,10 +229,8 @@ int CancelCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
   v1::CancelJobRequest request;
   request.set_job_id(job_id);
   v1::CancelJobResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  if (grpc::Status status = client.CancelJob(&context, request, &response); !status.ok()) {
-    return RpcFailed(env, status);
+  if (int rc = Unary(client, env, &JobStub::CancelJob, request, &response); rc != kExitOk) {
+    return rc;
   }
   const v1::Job& job = response.job();
   *env.out << "job " << job_id << " " << JobStateName(job.state()) << " ("
@@ -249,7 +243,7 @@ int ScheduleCommand(JobStub& client, const CliEnv& env, const std::string& spec_
                     const std::string& name, const std::string& cron) {
   absl::StatusOr<v1::JobSpec> spec = LoadSpec(spec_path);
   if (!spec.ok()) {
-    PrintError(env, OneLine(std::string(spec.status().message())));
+    PrintError(env, OneLine(std::string(spec.status().message()), "; "));
     return kExitUsage;
   }
   v1::CreateScheduleRequest request;
@@ -257,10 +251,8 @@ int ScheduleCommand(JobStub& client, const CliEnv& env, const std::string& spec_
   request.set_cron(cron);
   *request.mutable_spec() = *std::move(spec);
   v1::Schedule response;
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  if (grpc::Status status = client.CreateSchedule(&context, request, &response); !status.ok()) {
-    return RpcFailed(env, status);
+  if (int rc = Unary(client, env, &JobStub::CreateSchedule, request, &response); rc != kExitOk) {
+    return rc;
   }
   *env.out << response.id() << "\n" << std::flush;
   *env.err << "schedule " << response.id() << " '" << response.name() << "' (" << response.cron()
@@ -272,11 +264,9 @@ int ScheduleCommand(JobStub& client, const CliEnv& env, const std::string& spec_
 
 int SchedulesCommand(JobStub& client, const CliEnv& env) {
   v1::ListSchedulesResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  if (grpc::Status status = client.ListSchedules(&context, v1::ListSchedulesRequest(), &response);
-      !status.ok()) {
-    return RpcFailed(env, status);
+  if (int rc = Unary(client, env, &JobStub::ListSchedules, v1::ListSchedulesRequest(), &response);
+      rc != kExitOk) {
+    return rc;
   }
   *env.out << "id\tname\tcron\tbenchmark\tnext run\tlast job\tlast error\n";
   for (const auto& s : response.schedules()) {
@@ -293,10 +283,8 @@ int UnscheduleCommand(JobStub& client, const CliEnv& env, int64_t id) {
   v1::DeleteScheduleRequest request;
   request.set_id(id);
   v1::DeleteScheduleResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  if (grpc::Status status = client.DeleteSchedule(&context, request, &response); !status.ok()) {
-    return RpcFailed(env, status);
+  if (int rc = Unary(client, env, &JobStub::DeleteSchedule, request, &response); rc != kExitOk) {
+    return rc;
   }
   *env.out << "schedule " << id << " deleted\n" << std::flush;
   return kExitOk;
@@ -306,10 +294,8 @@ int ChangesCommand(JobStub& client, const CliEnv& env, bool all) {
   v1::ListChangePointsRequest request;
   request.set_include_closed(all);
   v1::ListChangePointsResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  if (grpc::Status status = client.ListChangePoints(&context, request, &response); !status.ok()) {
-    return RpcFailed(env, status);
+  if (int rc = Unary(client, env, &JobStub::ListChangePoints, request, &response); rc != kExitOk) {
+    return rc;
   }
   *env.out
       << "id\tstate\tstudy\tbenchmark\tconfig\tboard\tkernel\tfrom job\tbefore\tafter\tchange\tp\n";
@@ -339,11 +325,9 @@ int MarkChangeCommand(JobStub& client, const CliEnv& env, int64_t id, const std:
   }
   request.set_state(*parsed);
   v1::ChangePoint response;
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  if (grpc::Status status = client.SetChangePointState(&context, request, &response);
-      !status.ok()) {
-    return RpcFailed(env, status);
+  if (int rc = Unary(client, env, &JobStub::SetChangePointState, request, &response);
+      rc != kExitOk) {
+    return rc;
   }
   *env.out << "change point " << id << " is " << ChangePointStateName(response.state()) << "\n"
            << std::flush;
@@ -352,11 +336,9 @@ int MarkChangeCommand(JobStub& client, const CliEnv& env, int64_t id, const std:
 
 int AgentsCommand(JobStub& client, const CliEnv& env) {
   v1::ListAgentsResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  if (grpc::Status status = client.ListAgents(&context, v1::ListAgentsRequest(), &response);
-      !status.ok()) {
-    return RpcFailed(env, status);
+  if (int rc = Unary(client, env, &JobStub::ListAgents, v1::ListAgentsRequest(), &response);
+      rc != kExitOk) {
+    return rc;
   }
   if (response.boards().empty()) {
     *env.err << "no agents\n";
@@ -368,15 +350,15 @@ int AgentsCommand(JobStub& client, const CliEnv& env) {
 }
 
 int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,
-                   const controller::CompareOptions& options, ReportFormat format, bool paired) {
+                   const stats::CompareOptions& options, ReportFormat format, bool paired) {
   absl::StatusOr<std::vector<double>> a = LoadSamplesFile(a_path);
   if (!a.ok()) {
-    PrintError(env, OneLine(std::string(a.status().message())));
+    PrintError(env, OneLine(std::string(a.status().message()), "; "));
     return kExitUsage;
   }
   absl::StatusOr<std::vector<double>> b = LoadSamplesFile(b_path);
   if (!b.ok()) {
-    PrintError(env, OneLine(std::string(b.status().message())));
+    PrintError(env, OneLine(std::string(b.status().message()), "; "));
     return kExitUsage;
   }
   if (paired && a->size() != b->size()) {
@@ -385,8 +367,8 @@ int CompareCommand(const CliEnv& env, const std::string& a_path, const std::stri
                         std::to_string(b->size()));
     return kExitUsage;
   }
-  const controller::CellComparison cell =
-      paired ? controller::ComparePaired(*a, *b, options) : controller::Compare(*a, *b, options);
+  const stats::CellComparison cell =
+      paired ? stats::ComparePaired(*a, *b, options) : stats::Compare(*a, *b, options);
   *env.out << RenderOfflineComparison(ToComparison(cell, a_path, b_path), options, format)
            << std::flush;
   return kExitOk;
@@ -407,17 +389,40 @@ std::unique_ptr<JobStub> Connect(const CliEnv& env) {
   return v1::JobService::NewStub(grpc::CreateCustomChannel(*target, *credentials, args));
 }
 
-int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& connect) {
-  CLI::App app("Submit and follow faultline page-fault benchmark jobs.", "faultline");
-  app.require_subcommand(1);
-  app.option_defaults()->always_capture_default();
+namespace {
+
+// What the command line asked for: the command (the subcommand CLI11 parsed) and its
+// arguments.
+struct Invocation {
+  std::string token_file;
+  std::string spec_path;
+  bool wait = false;
+  uint32_t limit = 0;
+  int64_t job_id = 0;
+  std::string format_name = "table";
+  std::string counters_view = "significant";
+  std::string columns_text;
+  std::string schedule_name, cron;
+  int64_t schedule_id = 0;
+  bool all_changes = false;
+  int64_t change_id = 0;
+  std::string change_state;
+  std::string a_path, b_path;
+  stats::CompareOptions compare_options;
+  bool compare_paired = false;
+  CLI::App *submit = nullptr, *jobs = nullptr, *watch = nullptr, *report = nullptr,
+           *cancel = nullptr, *agents = nullptr, *schedule = nullptr, *schedules = nullptr,
+           *unschedule = nullptr, *changes = nullptr, *mark = nullptr, *compare = nullptr;
+};
+
+// The controller connection's options, and the version flag.
+void AddGlobalOptions(CLI::App& app, CliEnv& env, Invocation& in) {
   app.add_option("--controller", env.controller,
                  "controller address HOST:PORT, or several IP:PORT separated by commas "
                  "(the first that answers; default: $" +
                      std::string(kControllerEnv) + " or " + std::string(kDefaultController) + ")");
   app.set_version_flag("--version", "faultline " FAULTLINE_VERSION);
-  std::string token_file;
-  app.add_option("--token-file", token_file,
+  app.add_option("--token-file", in.token_file,
                  "file holding the bearer token (default: $FAULTLINE_TOKEN)");
   app.add_option("--tls-ca", env.tls_ca, "PEM CA certificate: connect with TLS");
   app.add_option("--tls-cert", env.tls_cert, "PEM client certificate (mutual TLS)");
@@ -425,19 +430,19 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   app.add_option("--tls-server-name", env.tls_server_name,
                  "name the controllers' certificates carry (default: the address's host; for a "
                  "list of addresses the first one's)");
+}
 
-  std::string spec_path;
-  bool wait = false;
-  CLI::App* submit = app.add_subcommand("submit", "submit a job spec file; prints the job id");
-  submit->add_option("SPEC", spec_path, "YAML job spec file ('-' for stdin)")->required();
-  submit->add_flag("--wait", wait, "watch the job to completion; exit 0 only if it succeeded");
+// submit, jobs, watch, report, cancel, agents.
+void AddJobCommands(CLI::App& app, Invocation& in) {
+  in.submit = app.add_subcommand("submit", "submit a job spec file; prints the job id");
+  in.submit->add_option("SPEC", in.spec_path, "YAML job spec file ('-' for stdin)")->required();
+  in.submit->add_flag("--wait", in.wait,
+                      "watch the job to completion; exit 0 only if it succeeded");
 
-  uint32_t limit = 0;
-  CLI::App* jobs = app.add_subcommand("jobs", "list recent jobs");
-  jobs->add_option("--limit", limit, "at most N jobs (default: the controller's, 50)")
+  in.jobs = app.add_subcommand("jobs", "list recent jobs");
+  in.jobs->add_option("--limit", in.limit, "at most N jobs (default: the controller's, 50)")
       ->check(CLI::Range(1u, 100000u));
 
-  int64_t job_id = 0;
   const CLI::Validator job_id_check(
       [](std::string& text) -> std::string {
         const std::optional<uint64_t> id = ParseUnsigned(text);
@@ -447,82 +452,146 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
         return "";
       },
       "ID");
-  auto add_job_arg = [&job_id, &job_id_check](CLI::App* sub) {
-    sub->add_option("JOB", job_id, "job id (as printed by submit)")
+  auto add_job_arg = [&in, &job_id_check](CLI::App* sub) {
+    sub->add_option("JOB", in.job_id, "job id (as printed by submit)")
         ->required()
         ->check(job_id_check);
   };
-  CLI::App* watch =
-      app.add_subcommand("watch", "follow a job's progress; exit 0 only if it succeeded");
-  add_job_arg(watch);
+  in.watch = app.add_subcommand("watch", "follow a job's progress; exit 0 only if it succeeded");
+  add_job_arg(in.watch);
 
-  std::string format_name = "table";
-  CLI::App* report = app.add_subcommand("report", "per matrix cell and kernel throughput of a job");
-  add_job_arg(report);
-  report->add_option("--format", format_name, "table, markdown, csv or json")
+  in.report = app.add_subcommand("report", "per matrix cell and kernel throughput of a job");
+  add_job_arg(in.report);
+  in.report->add_option("--format", in.format_name, "table, markdown, csv or json")
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
-  std::string counters_view = "significant";
-  report
-      ->add_option("--counters", counters_view,
+  in.report
+      ->add_option("--counters", in.counters_view,
                    "significant: under each comparison, the counters that changed (q <= alpha); "
                    "all: every counter compared (with csv: the counters' table)")
       ->check(CLI::IsMember({"significant", "all"}));
-  std::string columns_text;
-  report->add_option(
-      "--columns", columns_text,
+  in.report->add_option(
+      "--columns", in.columns_text,
       "a per-run table like the seeds', with these counter columns beside the "
       "throughput: LABEL=COUNTER or LABEL=COUNTER/COUNTER[*N], comma-separated, "
       "e.g. 'Miss/Drop(%)=vmstat.retry_io_miss/vmstat.retry_mmap_drop*100'; "
       "'rounds' is the run's completed rounds (Faults/Round=perf.sw:page-faults/rounds)");
 
-  CLI::App* cancel = app.add_subcommand("cancel", "cancel a job's unfinished runs");
-  add_job_arg(cancel);
+  in.cancel = app.add_subcommand("cancel", "cancel a job's unfinished runs");
+  add_job_arg(in.cancel);
 
-  CLI::App* agents = app.add_subcommand("agents", "list the boards and their agents");
+  in.agents = app.add_subcommand("agents", "list the boards and their agents");
+}
 
-  std::string schedule_name, cron;
-  CLI::App* schedule = app.add_subcommand(
-      "schedule", "submit a spec at every cron slot (UTC), e.g. --cron '0 2 * * *' for nightly");
-  schedule->add_option("SPEC", spec_path, "YAML job spec file ('-' for stdin)")->required();
-  schedule->add_option("--cron", cron, "five-field cron expression or @daily/@hourly/@weekly")
+// schedule, schedules, unschedule, changes, mark.
+void AddHistoryCommands(CLI::App& app, Invocation& in) {
+  in.schedule = app.add_subcommand(
+      "schedule",
+      "submit a spec at every cron slot (UTC), e.g. --cron '0 2 * * *' for nightly");
+  in.schedule->add_option("SPEC", in.spec_path, "YAML job spec file ('-' for stdin)")->required();
+  in.schedule
+      ->add_option("--cron", in.cron, "five-field cron expression or @daily/@hourly/@weekly")
       ->required();
-  schedule->add_option("--name", schedule_name, "unique schedule name")->required();
-  CLI::App* schedules = app.add_subcommand("schedules", "list recurring jobs");
-  CLI::App* unschedule = app.add_subcommand("unschedule", "delete a recurring job");
-  int64_t schedule_id = 0;
-  unschedule->add_option("ID", schedule_id, "schedule id")->required()->check(CLI::PositiveNumber);
+  in.schedule->add_option("--name", in.schedule_name, "unique schedule name")->required();
+  in.schedules = app.add_subcommand("schedules", "list recurring jobs");
+  in.unschedule = app.add_subcommand("unschedule", "delete a recurring job");
+  in.unschedule->add_option("ID", in.schedule_id, "schedule id")
+      ->required()
+      ->check(CLI::PositiveNumber);
 
-  bool all_changes = false;
-  CLI::App* changes = app.add_subcommand(
+  in.changes = app.add_subcommand(
       "changes", "change points found in series histories (open and acknowledged)");
-  changes->add_flag("--all", all_changes, "also fixed and invalid ones");
-  int64_t change_id = 0;
-  std::string change_state;
-  CLI::App* mark = app.add_subcommand("mark", "set a change point's state");
-  mark->add_option("ID", change_id, "change point id")->required()->check(CLI::PositiveNumber);
-  mark->add_option("STATE", change_state, "open, acknowledged, fixed or invalid")
+  in.changes->add_flag("--all", in.all_changes, "also fixed and invalid ones");
+  in.mark = app.add_subcommand("mark", "set a change point's state");
+  in.mark->add_option("ID", in.change_id, "change point id")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  in.mark->add_option("STATE", in.change_state, "open, acknowledged, fixed or invalid")
       ->required()
       ->check(CLI::IsMember({"open", "acknowledged", "fixed", "invalid"}));
+}
 
-  std::string a_path, b_path;
-  controller::CompareOptions compare_options;
-  CLI::App* compare = app.add_subcommand(
+// compare: offline, no controller.
+void AddCompareCommand(CLI::App& app, Invocation& in) {
+  in.compare = app.add_subcommand(
       "compare", "offline A/B statistics of two files of throughput samples (one number per line)");
-  compare->add_option("A", a_path, "baseline samples")->required();
-  compare->add_option("B", b_path, "candidate samples")->required();
-  compare->add_option("--alpha", compare_options.alpha, "significance level after BH adjustment")
+  in.compare->add_option("A", in.a_path, "baseline samples")->required();
+  in.compare->add_option("B", in.b_path, "candidate samples")->required();
+  in.compare
+      ->add_option("--alpha", in.compare_options.alpha, "significance level after BH adjustment")
       ->check(CLI::Range(1e-9, 0.5));
-  compare
-      ->add_option("--min-effect", compare_options.min_effect,
+  in.compare
+      ->add_option("--min-effect", in.compare_options.min_effect,
                    "smallest relative change that counts")
       ->check(CLI::Range(0.0, 0.99));
-  bool compare_paired = false;
-  compare->add_flag("--paired", compare_paired,
-                    "line i of A and line i of B ran side by side (e.g. alternating blocks): "
-                    "Wilcoxon signed-rank statistics on the per-pair log ratios");
-  compare->add_option("--format", format_name, "table, markdown, csv or json")
+  in.compare->add_flag("--paired", in.compare_paired,
+                       "line i of A and line i of B ran side by side (e.g. alternating blocks): "
+                       "Wilcoxon signed-rank statistics on the per-pair log ratios");
+  in.compare->add_option("--format", in.format_name, "table, markdown, csv or json")
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
+}
 
+// The token file and the controller's address read, the connection made (lazily); null
+// after printing what is wrong with the options (a usage error).
+std::unique_ptr<JobStub> PrepareConnection(const Invocation& in, CliEnv& env,
+                                           const StubFactory& connect) {
+  if (!in.token_file.empty()) {
+    std::ifstream file(in.token_file);
+    if (!file || !std::getline(file, env.token) || env.token.empty()) {
+      PrintError(env, "--token-file: cannot read a token from " + in.token_file);
+      return nullptr;
+    }
+  }
+  if (auto target = ControllerTarget(env.controller); !target.ok()) {
+    PrintError(env, std::string(target.status().message()));
+    return nullptr;
+  }
+  std::unique_ptr<JobStub> client = connect(env);  // channels connect lazily
+  if (!client) PrintError(env, "--tls-ca/--tls-cert/--tls-key: cannot read the PEM files");
+  return client;
+}
+
+// The parsed command against the controller.
+int RunCommand(const Invocation& in, JobStub& client, const CliEnv& env) {
+  if (in.submit->parsed()) return SubmitCommand(client, env, in.spec_path, in.wait);
+  if (in.jobs->parsed()) return JobsCommand(client, env, in.limit);
+  if (in.watch->parsed()) return WatchCommand(client, env, in.job_id);
+  if (in.report->parsed()) {
+    ReportView view;
+    view.all_counters = in.counters_view == "all";
+    if (!in.columns_text.empty()) {
+      std::string error;
+      auto columns = ParseColumns(in.columns_text, &error);
+      if (!columns) {
+        *env.err << "faultline: " << error << "\n";
+        return kExitUsage;
+      }
+      view.columns = std::move(*columns);
+    }
+    return ReportCommand(client, env, in.job_id, *ParseReportFormat(in.format_name), view);
+  }
+  if (in.cancel->parsed()) return CancelCommand(client, env, in.job_id);
+  if (in.agents->parsed()) return AgentsCommand(client, env);
+  if (in.schedule->parsed())
+    return ScheduleCommand(client, env, in.spec_path, in.schedule_name, in.cron);
+  if (in.schedules->parsed()) return SchedulesCommand(client, env);
+  if (in.unschedule->parsed()) return UnscheduleCommand(client, env, in.schedule_id);
+  if (in.changes->parsed()) return ChangesCommand(client, env, in.all_changes);
+  if (in.mark->parsed()) return MarkChangeCommand(client, env, in.change_id, in.change_state);
+  PrintError(env, "no command given (see faultline --help)");
+  return kExitUsage;
+}
+
+}  // namespace
+
+int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& connect) {
+  CLI::App app("Submit and follow faultline page-fault benchmark jobs.", "faultline");
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+  Invocation in;
+  AddGlobalOptions(app, env, in);
+  AddJobCommands(app, in);
+  AddHistoryCommands(app, in);
+  AddCompareCommand(app, in);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -531,56 +600,16 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
       PrintError(env, "unknown command '" + app.remaining().front() + "' (see faultline --help)");
       return kExitUsage;
     }
-    PrintError(env, OneLine(e.what()) + " (see faultline --help)");
+    PrintError(env, OneLine(e.what(), "; ") + " (see faultline --help)");
     return kExitUsage;
   }
-
-  if (compare->parsed()) {  // offline: no controller
-    return CompareCommand(env, a_path, b_path, compare_options, *ParseReportFormat(format_name),
-                          compare_paired);
+  if (in.compare->parsed()) {  // offline: no controller
+    return CompareCommand(env, in.a_path, in.b_path, in.compare_options,
+                          *ParseReportFormat(in.format_name), in.compare_paired);
   }
-  if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!in || !std::getline(in, env.token) || env.token.empty()) {
-      PrintError(env, "--token-file: cannot read a token from " + token_file);
-      return kExitUsage;
-    }
-  }
-  if (auto target = ControllerTarget(env.controller); !target.ok()) {
-    PrintError(env, std::string(target.status().message()));
-    return kExitUsage;
-  }
-  std::unique_ptr<JobStub> client = connect(env);  // channels connect lazily
-  if (!client) {
-    PrintError(env, "--tls-ca/--tls-cert/--tls-key: cannot read the PEM files");
-    return kExitUsage;
-  }
-  if (submit->parsed()) return SubmitCommand(*client, env, spec_path, wait);
-  if (jobs->parsed()) return JobsCommand(*client, env, limit);
-  if (watch->parsed()) return WatchCommand(*client, env, job_id);
-  if (report->parsed()) {
-    ReportView view;
-    view.all_counters = counters_view == "all";
-    if (!columns_text.empty()) {
-      std::string error;
-      auto columns = ParseColumns(columns_text, &error);
-      if (!columns) {
-        *env.err << "faultline: " << error << "\n";
-        return kExitUsage;
-      }
-      view.columns = std::move(*columns);
-    }
-    return ReportCommand(*client, env, job_id, *ParseReportFormat(format_name), view);
-  }
-  if (cancel->parsed()) return CancelCommand(*client, env, job_id);
-  if (agents->parsed()) return AgentsCommand(*client, env);
-  if (schedule->parsed()) return ScheduleCommand(*client, env, spec_path, schedule_name, cron);
-  if (schedules->parsed()) return SchedulesCommand(*client, env);
-  if (unschedule->parsed()) return UnscheduleCommand(*client, env, schedule_id);
-  if (changes->parsed()) return ChangesCommand(*client, env, all_changes);
-  if (mark->parsed()) return MarkChangeCommand(*client, env, change_id, change_state);
-  PrintError(env, "no command given (see faultline --help)");
-  return kExitUsage;
+  std::unique_ptr<JobStub> client = PrepareConnection(in, env, connect);
+  if (!client) return kExitUsage;
+  return RunCommand(in, *client, env);
 }
 
 int Main(int argc, char** argv) {

@@ -24,8 +24,8 @@
 #include <grpcpp/support/status.h>
 
 #include "faultline/v1/job.grpc.pb.h"
-#include "services/cli/format.h"
-#include "services/controller/core/statistics.h"
+#include "services/cli/report.h"
+#include "stats/statistics.h"
 
 namespace faultline::cli {
 
@@ -66,8 +66,7 @@ int AgentsCommand(JobStub& client, const CliEnv& env);
 // A = baseline samples, B = candidate samples (samples.h); bad files are usage errors.
 // `paired`: line i of A with line i of B (unequal counts are a usage error naming both).
 int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,
-                   const controller::CompareOptions& options, ReportFormat format,
-                   bool paired = false);
+                   const stats::CompareOptions& options, ReportFormat format, bool paired = false);
 
 // Makes a client for a controller address.
 using StubFactory = std::function<std::unique_ptr<JobStub>(const CliEnv& env)>;

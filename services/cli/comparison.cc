@@ -49,8 +49,8 @@ std::string Fraction(double value) {
 }
 
 std::string EffectText(double alpha, double min_effect) {
-  if (!(alpha > 0)) alpha = controller::CompareOptions().alpha;
-  if (!(min_effect > 0)) min_effect = controller::CompareOptions().min_effect;
+  if (!(alpha > 0)) alpha = stats::CompareOptions().alpha;
+  if (!(min_effect > 0)) min_effect = stats::CompareOptions().min_effect;
   return "α = " + Fraction(alpha) + ", δ = " + Fraction(min_effect * 100) + "%";
 }
 
@@ -429,29 +429,6 @@ std::string CsvNumber(double value) {
   return ec == std::errc() ? std::string(buf, end) : Printf("%.17g", value);
 }
 
-std::string RenderCsv(const Table& table) {
-  auto field = [](const std::string& text) {
-    if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-    std::string out = "\"";
-    for (char c : text) {
-      if (c == '"') out += '"';
-      out += c;
-    }
-    return out + "\"";
-  };
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    for (size_t i = 0; i < table.headers.size(); ++i) {
-      if (i > 0) out += ",";
-      if (i < cells.size()) out += field(cells[i]);
-    }
-    return out + "\n";
-  };
-  std::string out = line(table.headers);
-  for (const auto& row : table.rows) out += line(row);
-  return out;
-}
-
 Table ReportCsvTable(const v1::GetReportResponse& report) {
   Table table;
   for (const std::string& key : report.matrix_keys()) table.headers.push_back(key);
@@ -491,7 +468,7 @@ Table ReportCsvTable(const v1::GetReportResponse& report) {
   return table;
 }
 
-v1::Comparison ToComparison(const controller::CellComparison& cell, std::string_view baseline,
+v1::Comparison ToComparison(const stats::CellComparison& cell, std::string_view baseline,
                             std::string_view candidate) {
   v1::Comparison out;
   out.set_baseline(std::string(baseline));
@@ -505,13 +482,12 @@ v1::Comparison ToComparison(const controller::CellComparison& cell, std::string_
   out.set_ci_high(cell.ci_high);
   out.set_p_value(cell.p_value);
   out.set_q_value(cell.q_value);
-  out.set_verdict(std::string(controller::ToString(cell.verdict)));
+  out.set_verdict(std::string(stats::ToString(cell.verdict)));
   out.set_paired(cell.paired);
   return out;
 }
 
-std::string RenderOfflineComparison(const v1::Comparison& c,
-                                    const controller::CompareOptions& options,
+std::string RenderOfflineComparison(const v1::Comparison& c, const stats::CompareOptions& options,
                                     ReportFormat format) {
   if (format == ReportFormat::kJson) {
     v1::GetReportResponse response;

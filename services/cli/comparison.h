@@ -10,7 +10,7 @@
 
 #include "faultline/v1/job.pb.h"
 #include "services/cli/format.h"
-#include "services/controller/core/statistics.h"
+#include "stats/statistics.h"
 
 namespace faultline::cli {
 
@@ -74,8 +74,6 @@ Table CounterTable(const v1::Comparison& comparison, bool all_counters);
 // One row per compared counter of every comparison: the CSV of `report --counters all`.
 Table CounterCsvTable(const v1::GetReportResponse& report);
 
-// RFC 4180 CSV: header line, then rows; cells with , " or newlines quoted.
-std::string RenderCsv(const Table& table);
 // `report --format csv`: one row per ReportRow (matrix keys, kernel, board, n, median, min,
 // max, mean, failed), plus the comparison of that row's kernel with the baseline when there
 // is one (baseline, ratio, ci_low, ci_high, p_value, q_value, verdict; empty otherwise).
@@ -84,9 +82,9 @@ std::string CsvNumber(double value);  // shortest round-trip form; "" for NaN
 
 // `faultline compare`: the statistics of two sample files as a Comparison message
 // (baseline/candidate = the file names).
-v1::Comparison ToComparison(const controller::CellComparison& cell, std::string_view baseline,
+v1::Comparison ToComparison(const stats::CellComparison& cell, std::string_view baseline,
                             std::string_view candidate);
 std::string RenderOfflineComparison(const v1::Comparison& comparison,
-                                    const controller::CompareOptions& options, ReportFormat format);
+                                    const stats::CompareOptions& options, ReportFormat format);
 
 }  // namespace faultline::cli

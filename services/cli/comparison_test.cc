@@ -1,5 +1,6 @@
 // A/B report formatting: snapshots against the seeds' tables.
 #include "services/cli/comparison.h"
+#include "services/cli/report.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -346,7 +347,7 @@ TEST(CsvTest, ReportRowsWithTheirComparison) {
 }
 
 TEST(OfflineTest, RendersEveryFormat) {
-  controller::CellComparison cell = controller::Compare({37.85, 39.22}, {90.71, 59.91});
+  stats::CellComparison cell = stats::Compare({37.85, 39.22}, {90.71, 59.91});
   const v1::Comparison c = ToComparison(cell, "a.txt", "b.txt");
   EXPECT_EQ(c.verdict(), "inconclusive");
   EXPECT_EQ(c.n_baseline(), 2u);

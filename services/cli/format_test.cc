@@ -1,4 +1,5 @@
 #include "services/cli/format.h"
+#include "services/cli/report.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -43,8 +44,8 @@ TEST(JobStateTest, NamesAndOutcome) {
   EXPECT_EQ(JobStateName(v1::JOB_STATE_SUCCEEDED), "succeeded");
   EXPECT_EQ(JobStateName(v1::JOB_STATE_UNSPECIFIED), "unspecified");
   EXPECT_EQ(JobStateName(static_cast<v1::JobState>(99)), "state 99");
-  EXPECT_TRUE(IsFinalState(v1::JOB_STATE_CANCELLED));
-  EXPECT_FALSE(IsFinalState(v1::JOB_STATE_RUNNING));
+  EXPECT_TRUE(v1::IsFinal(v1::JOB_STATE_CANCELLED));
+  EXPECT_FALSE(v1::IsFinal(v1::JOB_STATE_RUNNING));
   EXPECT_EQ(FormatJobOutcome(42, v1::JOB_STATE_SUCCEEDED, Counts(6, 6, 0, 0)),
             "job 42 succeeded (6/6 runs succeeded)");
   EXPECT_EQ(FormatJobOutcome(42, v1::JOB_STATE_FAILED, Counts(6, 4, 2, 0)),

@@ -8,8 +8,8 @@
 #include <set>
 #include <tuple>
 
+#include "common/strings.h"
 #include "services/cli/comparison.h"
-#include "services/common/strings.h"
 
 namespace faultline::cli {
 namespace {
@@ -19,10 +19,6 @@ bool ValidCounterName(const std::string& name) {
   return std::all_of(name.begin(), name.end(), [](unsigned char c) {
     return std::isalnum(c) || c == '_' || c == '.' || c == ':' || c == '-';
   });
-}
-
-std::string Trimmed(const std::string& s) {
-  return std::string(TrimSpace(s));
 }
 
 std::string Fixed2(double v) {
@@ -65,7 +61,7 @@ std::optional<std::vector<ColumnSpec>> ParseColumns(const std::string& text, std
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
     if (comma == std::string::npos) comma = text.size();
-    const std::string item = Trimmed(text.substr(start, comma - start));
+    const std::string item = std::string(TrimSpace(text.substr(start, comma - start)));
     start = comma + 1;
     auto fail = [&](const std::string& why) {
       *error = "--columns: '" + item + "': " + why;
@@ -79,23 +75,23 @@ std::optional<std::vector<ColumnSpec>> ParseColumns(const std::string& text, std
     std::string expr = item;
     // The label may hold '/', '(' and '%' ("Miss/Drop(%)"): it ends at the last '='.
     if (const size_t eq = item.rfind('='); eq != std::string::npos) {
-      c.label = Trimmed(item.substr(0, eq));
-      expr = Trimmed(item.substr(eq + 1));
+      c.label = std::string(TrimSpace(item.substr(0, eq)));
+      expr = std::string(TrimSpace(item.substr(eq + 1)));
       if (c.label.empty()) return fail("the label before '=' is empty");
     }
     if (const size_t star = expr.find('*'); star != std::string::npos) {
-      const std::string number = Trimmed(expr.substr(star + 1));
+      const std::string number = std::string(TrimSpace(expr.substr(star + 1)));
       char* end = nullptr;
       c.scale = std::strtod(number.c_str(), &end);
       if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(c.scale) ||
           c.scale == 0) {
         return fail("'*' must be followed by a non-zero number");
       }
-      expr = Trimmed(expr.substr(0, star));
+      expr = std::string(TrimSpace(expr.substr(0, star)));
     }
     if (const size_t slash = expr.find('/'); slash != std::string::npos) {
-      c.numerator = Trimmed(expr.substr(0, slash));
-      c.denominator = Trimmed(expr.substr(slash + 1));
+      c.numerator = std::string(TrimSpace(expr.substr(0, slash)));
+      c.denominator = std::string(TrimSpace(expr.substr(slash + 1)));
       if (!ValidCounterName(c.denominator)) {
         return fail("'" + c.denominator + "' is not a counter name (letters, digits, _ . : -)");
       }

@@ -12,6 +12,16 @@
 
 namespace faultline::cli {
 
+// One column of a seed-shaped per-run table: LABEL=EXPR or EXPR, where EXPR
+// is COUNTER, COUNTER/COUNTER, optionally followed by *NUMBER
+// (e.g. "Miss/Drop(%)=vmstat.retry_io_miss/vmstat.retry_mmap_drop*100").
+struct ColumnSpec {
+  std::string label;
+  std::string numerator;
+  std::string denominator;  // "" for a plain counter
+  double scale = 1;
+};
+
 // Comma-separated columns. nullopt with *error naming the column and what is wrong.
 std::optional<std::vector<ColumnSpec>> ParseColumns(const std::string& text, std::string* error);
 

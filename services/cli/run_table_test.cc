@@ -1,6 +1,7 @@
 // Seed-shaped per-run tables (`faultline report --columns`): a snapshot of [PATCH v2 0/5]'s
 // main table rebuilt from its published numbers, and the column syntax.
 #include "services/cli/run_table.h"
+#include "services/cli/report.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -9,16 +9,10 @@
 #include <sstream>
 
 #include "absl/status/status.h"
-#include "services/common/strings.h"
+#include "common/strings.h"
 
 namespace faultline::cli {
-namespace {
-
-std::string_view Trim(std::string_view text) {
-  return TrimSpace(text);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<std::vector<double>> ParseSamples(std::string_view text, std::string_view name) {
   std::vector<double> samples;
@@ -30,11 +24,11 @@ absl::StatusOr<std::vector<double>> ParseSamples(std::string_view text, std::str
     text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
     if (const size_t hash = line.find('#'); hash != std::string_view::npos)
       line = line.substr(0, hash);
-    line = Trim(line);
+    line = TrimSpace(line);
     if (line.empty()) continue;
     const std::string where = std::string(name) + ":" + std::to_string(line_no) + ": ";
     std::string_view number = line;
-    if (number.ends_with("/s")) number = Trim(number.substr(0, number.size() - 2));
+    if (number.ends_with("/s")) number = TrimSpace(number.substr(0, number.size() - 2));
     double value = 0;
     const char* end = number.data() + number.size();
     const auto [ptr, ec] = std::from_chars(number.data(), end, value);

@@ -7,22 +7,22 @@
 #include <sstream>
 #include <thread>
 
+#include "common/log.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "services/common/log.h"
 #include "services/controller/api/auth.h"
-#include "services/controller/api/dispatcher.h"
-#include "services/controller/api/duties.h"
-#include "services/controller/api/http_config.h"
-#include "services/controller/api/http_server.h"
-#include "services/controller/api/metrics.h"
 #include "services/controller/api/services.h"
-#include "services/controller/api/summaries.h"
+#include "services/controller/http/http_config.h"
+#include "services/controller/http/http_server.h"
+#include "services/controller/http/metrics.h"
+#include "services/controller/orchestration/dispatcher.h"
+#include "services/controller/orchestration/duties.h"
+#include "services/controller/orchestration/summaries.h"
 #include "services/controller/storage/pg_listener.h"
 #include "services/controller/storage/pg_store.h"
 
-#include "services/common/tls.h"
+#include "common/tls.h"
 
 namespace faultline::controller {
 namespace {
@@ -175,7 +175,8 @@ int RunController(const ControllerOptions& options) {
   // transaction holds a database connection: as many result threads as connections, and at
   // most 256 results waiting per thread before agents are told to come back later. (Keeping
   // one connection from them did not help heartbeats at 5,000 boards, 4.9 -> 3.1 s at p50,
-  // and cost a quarter of the result rate, 160 -> 118 runs/s: README, "Fleet simulation".)
+  // and cost a quarter of the result rate, 160 -> 118 runs/s: docs/performance.md, "The agents'
+  // calls on bounded pools".)
   const int result_threads = std::max(1, options.database_connections);
   // Board calls (hello, heartbeat, acquire's check) are one short statement each; room for
   // every board of a 5,000-board fleet to have an acquire and a heartbeat waiting at once.

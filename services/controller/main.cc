@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--http-config", options.http_config,
                  "HTTP: web config file as Prometheus exporters take it (tls_server_config, "
-                 "basic_auth_users with bcrypt hashes for /metrics); see README")
+                 "basic_auth_users with bcrypt hashes for /metrics); see docs/operations.md")
       ->check(CLI::ExistingFile);
   app.add_option("--database-url", options.database_url,
                  "PostgreSQL URL (default: env FAULTLINE_DATABASE_URL)");

@@ -8,7 +8,7 @@
 #     the run itself shortened by --time-scale) against the COPY ceiling of the same step;
 #   - /metrics with 1,000 boards x 2 kernels x 20 studies (metrics-scrape.sh);
 #   - the agent idle (agent-idle.sh): CPU and RSS (anonymous, shared-library text, PSS).
-# Writes DIR/figures.json (every step's JSON) and prints the README's table (markdown).
+# Writes DIR/figures.json (every step's JSON) and prints the table of docs/performance.md (markdown).
 # Usage: tests/bench/fleet-figures.sh [--out DIR] [--build DIR] [--agent-seconds S]
 # Takes ~6 minutes on 2 cores. Run it on a quiet machine: it measures the machine too.
 # Exit: 0 ok, 1 a step failed, 77 PostgreSQL (or psql, jq, pgbench) missing.
@@ -76,7 +76,7 @@ jq -n --arg machine "$machine" --arg commit "$(git -C "$ROOT" rev-parse --short 
     boards_1000: $b1000[0], boards_5000: $b5000[0], ingest_1000: $ingest[0],
     metrics: $metrics[0], agent_idle: $agent}' >"$OUT/figures.json"
 
-# The README's table.
+# The table of docs/performance.md.
 jq -r '
   def r(x): (x * 10 | round) / 10;
   def ms(x): if x >= 1000 then "\(r(x / 1000)) s" else "\(x | round) ms" end;

@@ -7,21 +7,9 @@
 # Usage: auth_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
-FL_BIN_CONTROLLER=$1/faultline-controller
-FL_BIN_AGENT=$2/faultline-agent
-FL_BIN_WORKLOAD=$3/faultline-workload
-FL_BIN_CLI=$4/faultline
-FL_STATE=$(mktemp -d /tmp/faultline-e2e-auth-XXXXXX)
-chmod 755 "$FL_STATE"
-source "$(dirname "$0")/../../deploy/local/stack.sh"
+source "$(dirname "$0")/lib.sh" auth "$@"
 
 PIDS=()
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$FL_STATE"/*.log; do echo "--- $f" >&2; tail -n 20 "$f" >&2 || true; done
-  exit 1
-}
-pass() { echo "ok: $*"; }
 cleanup() {
   for pid in "${PIDS[@]}"; do fl_stop_pid "$pid"; done
   fl_stop_all

@@ -11,18 +11,9 @@
 # WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
-FL_BIN_CONTROLLER=$1/faultline-controller
-FL_BIN_CLI=$4/faultline
-FL_STATE=$(mktemp -d /tmp/faultline-e2e-duties-XXXXXX)
-chmod 755 "$FL_STATE"
-source "$(dirname "$0")/../../deploy/local/stack.sh"
+source "$(dirname "$0")/lib.sh" duties "$@"
 
 declare -A PID
-fail() {
-  echo "FAIL: $*" >&2
-  for c in a b; do echo "--- controller $c" >&2; tail -n 20 "$FL_STATE/$c.log" >&2 || true; done
-  exit 1
-}
 cleanup() {
   for c in "${!PID[@]}"; do fl_stop_pid "${PID[$c]}"; done
   "$FL_ROOT/scripts/pg-throwaway.sh" stop "$FL_STATE/pg" >/dev/null 2>&1 || true

@@ -16,24 +16,12 @@
 # Usage: http_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
-FL_BIN_CONTROLLER=$1/faultline-controller
-FL_BIN_AGENT=$2/faultline-agent
-FL_BIN_WORKLOAD=$3/faultline-workload
-FL_BIN_CLI=$4/faultline
-FL_STATE=$(mktemp -d /tmp/faultline-e2e-http-XXXXXX)
-chmod 755 "$FL_STATE"
-source "$(dirname "$0")/../../deploy/local/stack.sh"
+source "$(dirname "$0")/lib.sh" http "$@"
 CLIENTS="$(dirname "$0")/http_clients.py"
 command -v python3 >/dev/null || { echo "SKIP: python3 not found"; exit 77; }
 
 PIDS=()
 STOPPED_PG=()
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$FL_STATE"/*.log; do echo "--- $f" >&2; tail -n 20 "$f" >&2 || true; done
-  exit 1
-}
-pass() { echo "ok: $*"; }
 cleanup() {
   [ ${#STOPPED_PG[@]} -eq 0 ] || kill -CONT "${STOPPED_PG[@]}" 2>/dev/null || true
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done

@@ -10,27 +10,19 @@
 # Usage: kernel_switch_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
-FL_BIN_CONTROLLER=$1/faultline-controller
-FL_BIN_AGENT=$2/faultline-agent
-FL_BIN_WORKLOAD=$3/faultline-workload
-FL_BIN_CLI=$4/faultline
-FL_STATE=$(mktemp -d /tmp/faultline-e2e-switch-XXXXXX)
-chmod 755 "$FL_STATE"
-source "$(dirname "$0")/../../deploy/local/stack.sh"
+source "$(dirname "$0")/lib.sh" switch "$@"
+E2E_LOG_LINES=60
 
 board_dir=$FL_STATE/board  # the simulated board's identity and the agent's on-disk state
 mkdir -p "$board_dir/state" "$FL_STATE/work"
 
 agent_pid() { cat "$board_dir/agent.pid" 2>/dev/null || true; }
-fail() {
-  echo "FAIL: $*" >&2
+# What fail() prints before the logs.
+e2e_diagnose() {
   sql "SELECT id, job_id, kernel, state, coalesce(board, ''), coalesce(failure_reason, '') FROM runs ORDER BY id" >&2 || true
   sql "SELECT name, health, health_reason, kernel_switches FROM boards" >&2 || true
   cat "$board_dir/boots.log" >&2 2>/dev/null || true
-  for f in controller agent; do echo "--- $f.log" >&2; tail -n 60 "$FL_STATE/$f.log" >&2 || true; done
-  exit 1
 }
-pass() { echo "ok: $*"; }
 cleanup() {
   set +e
   FL_AGENT_PID=$(agent_pid)

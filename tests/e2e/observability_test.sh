@@ -11,23 +11,14 @@
 # Usage: observability_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR WEBHOOK_BIN
 set -euo pipefail
 
-FL_BIN_CONTROLLER=$1/faultline-controller
-FL_BIN_AGENT=$2/faultline-agent
-FL_BIN_WORKLOAD=$3/faultline-workload
-FL_BIN_CLI=$4/faultline
+source "$(dirname "$0")/lib.sh" obs "$@"
 WEBHOOK_BIN=$5
-FL_STATE=$(mktemp -d /tmp/faultline-obs-XXXXXX)
-chmod 755 "$FL_STATE"
-source "$(dirname "$0")/../../deploy/local/stack.sh"
 
 PIDS=()
-fail() {
-  echo "FAIL: $*" >&2
-  for f in controller agent prometheus alertmanager; do echo "--- $f.log" >&2; tail -n 30 "$FL_STATE/$f.log" >&2 || true; done
+# What fail() prints before the logs.
+e2e_diagnose() {
   echo "--- webhook" >&2; cat "$FL_STATE/webhook.jsonl" >&2 || true
-  exit 1
 }
-pass() { echo "ok: $*"; }
 cleanup() {
   for pid in "${PIDS[@]}"; do fl_stop_pid "$pid"; done
   fl_stop_all

@@ -4,19 +4,12 @@
 # Usage: study_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
-FL_BIN_CONTROLLER=$1/faultline-controller
-FL_BIN_AGENT=$2/faultline-agent
-FL_BIN_WORKLOAD=$3/faultline-workload
-FL_BIN_CLI=$4/faultline
-FL_STATE=$(mktemp -d /tmp/faultline-e2e-XXXXXX)
-chmod 755 "$FL_STATE"
-source "$(dirname "$0")/../../deploy/local/stack.sh"
+source "$(dirname "$0")/lib.sh" study "$@"
 
-fail() {
-  echo "FAIL: $*" >&2
+# What fail() prints before the logs.
+e2e_diagnose() {
   sql "SELECT id, job_id, state, attempt, coalesce(failure_reason, '') FROM runs ORDER BY id" >&2 || true
-  for f in controller agent; do echo "--- $f.log" >&2; tail -n 40 "$FL_STATE/$f.log" >&2 || true; done; exit 1; }
-pass() { echo "ok: $*"; }
+}
 cleanup() { fl_stop_all; rm -rf "$FL_STATE"; }
 trap cleanup EXIT
 

@@ -6,7 +6,7 @@
 #include <iostream>
 #include <mutex>
 
-#include "services/controller/api/http_server.h"
+#include "services/controller/http/http_server.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       facts.benchmark = a.benchmark();
       facts.params.insert(a.params().begin(), a.params().end());
       facts.duration_seconds = a.duration_seconds();
-      facts.memory_max = a.memcg().memory_max();
+      facts.memory_max = a.limits().memory_max();
       const std::string why = agent::CheckAssignment(facts, {8ull << 30, 100ull << 30});
       if (why.empty() &&
           (facts.duration_seconds == 0 || facts.duration_seconds > agent::kMaxRunSeconds)) {

@@ -21,7 +21,7 @@
 #include <string>
 #include <thread>
 
-#include "services/controller/api/http_server.h"
+#include "services/controller/http/http_server.h"
 
 using namespace faultline::controller;
 

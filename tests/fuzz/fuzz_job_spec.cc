@@ -15,10 +15,10 @@
 using namespace faultline;
 
 namespace {
-// FAULTLINE_FUZZ_YAML=0 skips the YAML half: yaml-cpp 0.7 has pathological inputs of its
-// own (two found and guarded against in spec_file.cc's prescan); the bounded CI run sticks
-// to what reaches the controller over the network (protobuf). YAML only ever comes from
-// the user's own files.
+// FAULTLINE_FUZZ_YAML=0 (fuzz.sh --no-yaml) skips the YAML half, for a campaign on what
+// reaches the controller over the network (protobuf) alone: yaml-cpp 0.7 has pathological
+// inputs of its own (two found and guarded against in spec_file.cc's prescan), and YAML
+// only ever comes from the user's own files. The bounded CI run (fuzz_smoke) fuzzes both.
 bool FuzzYaml() {
   static const bool yaml = [] {
     const char* env = std::getenv("FAULTLINE_FUZZ_YAML");

@@ -306,7 +306,20 @@ absl::Status FakeWorkStore::DecideWorkForBoards(const std::vector<std::string>& 
     std::lock_guard lock(mu_);
     alone = deliver_alone_;
   }
-  if (!alone) return WorkStore::DecideWorkForBoards(boards, deliver);
+  if (!alone) {
+    BoardOrders all;
+    absl::Status status = absl::OkStatus();
+    for (const auto& board : boards) {
+      auto next = NextWork(board);
+      if (!next.ok()) {
+        status = next.status();
+        break;
+      }
+      if (next->run || next->kernel_switch) all.emplace_back(board, *std::move(next));
+    }
+    if (!all.empty()) deliver(std::move(all));
+    return status;
+  }
   for (const auto& board : boards) {
     auto next = NextWork(board);
     if (!next.ok()) return next.status();
@@ -344,20 +357,21 @@ absl::StatusOr<bool> FakeWorkStore::RenewLease(const std::string& board, int64_t
   return renew_answer_;
 }
 
-absl::StatusOr<int64_t> FakeWorkStore::StoreResult(const std::string& board, int64_t run_id,
-                                                   const std::string& attempt_id, bool succeeded,
-                                                   const std::string& failure_reason,
-                                                   const ResultRecord& result) {
-  std::function<void()> hook;
-  {
+std::vector<absl::StatusOr<int64_t>> FakeWorkStore::StoreResults(
+    const std::vector<ResultUpload>& uploads) {
+  std::vector<absl::StatusOr<int64_t>> answers;
+  for (const ResultUpload& u : uploads) {
+    std::function<void()> hook;
+    {
+      std::lock_guard lock(mu_);
+      hook = on_store_result_;
+    }
+    if (hook) hook();
     std::lock_guard lock(mu_);
-    hook = on_store_result_;
+    results_.push_back({u.board, u.run_id, u.attempt_id, u.succeeded, u.failure_reason, u.result});
+    answers.push_back(unavailable_ ? absl::StatusOr<int64_t>(Unavailable()) : store_answer_);
   }
-  if (hook) hook();
-  std::lock_guard lock(mu_);
-  results_.push_back({board, run_id, attempt_id, succeeded, failure_reason, result});
-  if (unavailable_) return Unavailable();
-  return store_answer_;
+  return answers;
 }
 
 absl::StatusOr<std::vector<int64_t>> FakeWorkStore::ReapExpiredLeases() {

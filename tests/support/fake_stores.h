@@ -99,19 +99,20 @@ class FakeJobStore final : public JobStore {
 // answers what the test configured.
 class FakeWorkStore final : public WorkStore {
  public:
-  absl::StatusOr<WorkOrder> NextWork(const std::string& board) override;
-  // As WorkStore's, or (DeliverEachBoardAlone) one group per board with orders, in the order
-  // the boards asked, as the PostgreSQL store delivers its groups.
+  // One board's scripted step (and the OnNextWork hook).
+  absl::StatusOr<WorkOrder> NextWork(const std::string& board);
+  // Every board's NextWork in the order they asked, delivered as one group (or, with
+  // DeliverEachBoardAlone, one group per board with orders, as the PostgreSQL store
+  // delivers its groups). An error after some orders ends the call with those delivered.
   absl::Status DecideWorkForBoards(const std::vector<std::string>& boards,
                                    const OrderSink& deliver) override;
   absl::Status AbandonKernelSwitch(const std::string& board) override;
   absl::StatusOr<std::vector<std::string>> ExpireKernelSwitches() override;
   absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,
                                   const std::string& attempt_id) override;
-  absl::StatusOr<int64_t> StoreResult(const std::string& board, int64_t run_id,
-                                      const std::string& attempt_id, bool succeeded,
-                                      const std::string& failure_reason,
-                                      const ResultRecord& result) override;
+  // Records each upload (after the OnStoreResult hook) and answers SetStoreResult's answer.
+  std::vector<absl::StatusOr<int64_t>> StoreResults(
+      const std::vector<ResultUpload>& uploads) override;
   absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases() override;
 
   // Scripting.
@@ -121,7 +122,7 @@ class FakeWorkStore final : public WorkStore {
   void SetUnavailable(bool unavailable);
   // Runs inside NextWork before it answers (e.g. to cancel the call being served).
   void OnNextWork(std::function<void(const std::string& board)> hook);
-  // Runs at the start of each StoreResult, before it is recorded (outside the store's lock).
+  // Runs before each upload is recorded (outside the store's lock).
   void OnStoreResult(std::function<void()> hook);
   void SetRenewLease(absl::StatusOr<bool> answer);
   void SetStoreResult(absl::StatusOr<int64_t> answer);

@@ -10,51 +10,49 @@ constexpr uint64_t kGiB = 1ull << 30;
 const BoardCapacity kBoard{8 * kGiB, 100 * kGiB};
 
 AssignmentFacts Thrash(std::map<std::string, std::string> params) {
-  return {"filemap-thrash", std::move(params), 10, std::to_string(256ull << 20)};
+  return {"filemap-thrash", std::move(params), 10, 256ull << 20};
 }
 
 TEST(CheckAssignment, AcceptsWhatFitsTheBoard) {
   EXPECT_EQ(CheckAssignment(Thrash({{"threads", "16"}, {"file_size", "16M"}}), kBoard), "");
+  EXPECT_EQ(CheckAssignment({"swap-in", {{"region_size", "1G"}}, 30, 2 * kGiB}, kBoard), "");
   EXPECT_EQ(
-      CheckAssignment({"swap-in", {{"region_size", "1G"}}, 30, std::to_string(2 * kGiB)}, kBoard),
+      CheckAssignment({"shmem-folio-fault", {{"preset", "finish-fault-shmem"}}, 10, 256ull << 20},
+                      kBoard),
       "");
-  EXPECT_EQ(CheckAssignment({"shmem-folio-fault",
-                             {{"preset", "finish-fault-shmem"}},
-                             10,
-                             std::to_string(256ull << 20)},
-                            kBoard),
-            "");
 }
 
 TEST(CheckAssignment, RefusesNamingTheFieldAndTheLimit) {
   EXPECT_EQ(CheckAssignment(Thrash({{"threads", "5000"}}), kBoard),
             "params.threads: must be between 1 and 4096, got 5000");
   EXPECT_EQ(CheckAssignment(Thrash({{"threds", "5"}}), kBoard).rfind("params.threds: ", 0), 0u);
-  EXPECT_EQ(CheckAssignment({"fork-bomb", {}, 10, "268435456"}, kBoard)
+  EXPECT_EQ(CheckAssignment({"fork-bomb", {}, 10, 268435456}, kBoard)
                 .rfind("benchmark: unknown 'fork-bomb'", 0),
             0u);
-  EXPECT_EQ(CheckAssignment({"filemap-thrash", {}, 5 * 3600, "268435456"}, kBoard),
+  EXPECT_EQ(CheckAssignment({"filemap-thrash", {}, 5 * 3600, 268435456}, kBoard),
             "duration_seconds: must be between 1 and 14400, got 18000");
   EXPECT_EQ(
-      CheckAssignment({"filemap-thrash", {}, 0, "268435456"}, kBoard).rfind("duration_seconds", 0),
+      CheckAssignment({"filemap-thrash", {}, 0, 268435456}, kBoard).rfind("duration_seconds", 0),
       0u);
-  EXPECT_EQ(CheckAssignment({"filemap-thrash", {}, 10, "max"}, kBoard),
-            "memcg.memory_max: must be between 16M and the board's memory (8G), got 'max'");
-  EXPECT_EQ(CheckAssignment({"filemap-thrash", {}, 10, std::to_string(16 * kGiB)}, kBoard)
-                .rfind("memcg.memory_max", 0),
-            0u);
-  EXPECT_EQ(CheckAssignment({"swap-in", {{"region_size", "16G"}}, 10, "268435456"}, kBoard),
+  EXPECT_EQ(CheckAssignment({"filemap-thrash", {}, 10, 0}, kBoard),
+            "memcg.memory_max: missing (a controller older than this agent sends the limits as "
+            "text: upgrade the controller)");
+  EXPECT_EQ(CheckAssignment({"filemap-thrash", {}, 10, 1 << 20}, kBoard),
+            "memcg.memory_max: must be between 16M and the board's memory (8G), got 1M");
+  EXPECT_EQ(
+      CheckAssignment({"filemap-thrash", {}, 10, 16 * kGiB}, kBoard).rfind("memcg.memory_max", 0),
+      0u);
+  EXPECT_EQ(CheckAssignment({"swap-in", {{"region_size", "16G"}}, 10, 268435456}, kBoard),
             "params.region_size = 16G exceeds the board's memory (8G)");
-  EXPECT_EQ(CheckAssignment({"mmap-writer-pressure",
-                             {{"writers", "1024"}, {"writer_map_size", "1G"}},
-                             10,
-                             "268435456"},
-                            kBoard),
-            "params.writers x writer_map_size = 1T exceeds the board's memory (8G)");
-  EXPECT_EQ(CheckAssignment(
-                {"shmem-folio-fault", {{"threads", "64"}, {"shmem_size", "1G"}}, 10, "268435456"},
-                kBoard),
-            "params.threads x shmem_size = 64G exceeds the board's memory (8G)");
+  EXPECT_EQ(
+      CheckAssignment(
+          {"mmap-writer-pressure", {{"writers", "1024"}, {"writer_map_size", "1G"}}, 10, 268435456},
+          kBoard),
+      "params.writers x writer_map_size = 1T exceeds the board's memory (8G)");
+  EXPECT_EQ(
+      CheckAssignment(
+          {"shmem-folio-fault", {{"threads", "64"}, {"shmem_size", "1G"}}, 10, 268435456}, kBoard),
+      "params.threads x shmem_size = 64G exceeds the board's memory (8G)");
   // 4096 threads x 4G files = 16T of files on a 100G disk.
   EXPECT_EQ(
       CheckAssignment(Thrash({{"threads", "4096"}, {"file_size", "4G"}}), kBoard),

@@ -1,6 +1,6 @@
-// Change-point detection over nightly medians (services/controller/core/changepoint.h) on
+// Change-point detection over nightly medians (stats/changepoint.h) on
 // synthetic histories with fixed seeds.
-#include "services/controller/core/changepoint.h"
+#include "stats/changepoint.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-namespace faultline::controller {
+namespace faultline::stats {
 namespace {
 
 // `levels` gives the true mean of each point; multiplicative Gaussian noise of `noise`.
@@ -237,4 +237,4 @@ TEST(DetectChangePoints, ABigStepFollowedByASmallerOneIsKept) {
   EXPECT_LT(cps[0].relative_change, -0.5);
 }
 
-}  // namespace faultline::controller
+}  // namespace faultline::stats

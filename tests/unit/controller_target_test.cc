@@ -1,7 +1,7 @@
 // ControllerTarget: one --controller value, or a list of controllers as one gRPC target.
 #include <gtest/gtest.h>
 
-#include "services/common/tls.h"
+#include "common/tls.h"
 
 namespace faultline {
 namespace {

@@ -40,7 +40,7 @@ TEST(CompareCounters, NormalisesPerRoundAndFindsTheCounterThatExplainsTheChange)
                          {"vmstat.pgfault", 640 * rb + 5 * (i % 2 ? 1 : -1) * i},
                          {"memcg.peak_bytes", 1e8}}));
   }
-  const auto all = CompareCounters(a, b, /*paired=*/false, CompareOptions{});
+  const auto all = CompareCounters(a, b, /*paired=*/false, stats::CompareOptions{});
   ASSERT_EQ(all.size(), 2u) << "memcg.peak_bytes is a level, not compared";
   const auto& miss = all.front();
   EXPECT_EQ(miss.name, "vmstat.retry_io_miss") << "the significant change comes first";
@@ -63,7 +63,7 @@ TEST(CompareCounters, ACounterOnOneSideOnlyIsNamedNotRatioed) {
                                 MakeRun(2, 100, {{"vmstat.pgfault", 1010}})};
   std::vector<RunCounters> b = {MakeRun(1, 100, {{"vmstat.pgfault", 990}, {"vmstat.new_debug", 5}}),
                                 MakeRun(2, 100, {{"vmstat.pgfault", 1000}})};
-  const auto all = CompareCounters(a, b, false, CompareOptions{});
+  const auto all = CompareCounters(a, b, false, stats::CompareOptions{});
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all.back().name, "vmstat.new_debug");
   EXPECT_EQ(all.back().only_on, "candidate");
@@ -86,7 +86,7 @@ TEST(CompareCounters, AnAALeavesEveryCounterInsignificant) {
       side->push_back(std::move(r));
     }
   }
-  const auto all = CompareCounters(a, b, false, CompareOptions{0.01});
+  const auto all = CompareCounters(a, b, false, stats::CompareOptions{0.01});
   ASSERT_EQ(all.size(), 40u);
   int significant = 0;
   for (const auto& c : all) significant += c.significant ? 1 : 0;
@@ -104,8 +104,8 @@ TEST(CompareCounters, PairedByRepetitionCancelsDrift) {
         MakeRun(i + 1, 1000, {{"vmstat.pgmajfault", 1080 * level * (1 + 0.002 * (i % 2))}}));
   }
   std::reverse(b.begin(), b.end());  // pairing goes by repetition, not by position
-  const auto unpaired = CompareCounters(a, b, false, CompareOptions{});
-  const auto paired = CompareCounters(a, b, true, CompareOptions{});
+  const auto unpaired = CompareCounters(a, b, false, stats::CompareOptions{});
+  const auto paired = CompareCounters(a, b, true, stats::CompareOptions{});
   EXPECT_FALSE(unpaired.front().significant);
   ASSERT_EQ(paired.size(), 1u);
   EXPECT_TRUE(paired.front().paired);
@@ -118,7 +118,7 @@ TEST(CompareCounters, TooFewRoundsComparesPerSecond) {
                                 MakeRun(2, 3, {{"vmstat.pswpin", 600}}, 5)};
   std::vector<RunCounters> b = {MakeRun(1, 40, {{"vmstat.pswpin", 50}}, 5),
                                 MakeRun(2, 41, {{"vmstat.pswpin", 60}}, 5)};
-  const auto all = CompareCounters(a, b, false, CompareOptions{});
+  const auto all = CompareCounters(a, b, false, stats::CompareOptions{});
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].unit, "second");
   EXPECT_DOUBLE_EQ(all[0].median_a, 110);

@@ -1,6 +1,6 @@
 // The dispatcher driven by Step on the test's thread, through fake parked calls and watchers
 // over the in-memory stores: no gRPC, no database, no waiting.
-#include "services/controller/api/dispatcher.h"
+#include "services/controller/orchestration/dispatcher.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "services/controller/api/duties.h"
+#include "services/controller/orchestration/duties.h"
 #include "tests/support/fake_stores.h"
 #include "tests/support/gate.h"
 

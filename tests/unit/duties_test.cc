@@ -1,12 +1,12 @@
 // The background duties over the in-memory stores, with time driven by a FakeClock: cron
 // slots, lease reaping and the change-point cadence in milliseconds.
-#include "services/controller/api/duties.h"
+#include "services/controller/orchestration/duties.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "services/controller/api/convert.h"
-#include "services/controller/api/submission.h"
+#include "services/controller/orchestration/submission.h"
 #include "tests/support/fake_stores.h"
 
 namespace faultline::controller {

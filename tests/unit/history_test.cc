@@ -1,5 +1,5 @@
 // Change points over series histories held by the in-memory history store.
-#include "services/controller/api/history.h"
+#include "services/controller/orchestration/history.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // --http-config: the exporter-toolkit web config subset (what is accepted, what is refused by
 // name), bcrypt hashes and the basic auth check.
-#include "services/controller/api/http_config.h"
+#include "services/controller/http/http_config.h"
 
 #include <gtest/gtest.h>
 

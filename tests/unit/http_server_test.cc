@@ -1,7 +1,7 @@
 // The HTTP server against real sockets on 127.0.0.1: routing and methods, keep-alive,
 // deadlines, size limits, the connection cap and the worker routes. Short timeouts keep it
 // fast; every wait is for an event (an answer, a close) with a generous upper bound.
-#include "services/controller/api/http_server.h"
+#include "services/controller/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

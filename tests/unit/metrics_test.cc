@@ -1,7 +1,7 @@
 // /metrics over the in-memory stores: a finished job's comparisons are summarized once per
 // job version (api/summaries.h) and exported from the summary, with the counters that changed
 // significantly beside the throughput ratio.
-#include "services/controller/api/metrics.h"
+#include "services/controller/http/metrics.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "nlohmann/json.hpp"
-#include "services/controller/api/submission.h"
-#include "services/controller/api/summaries.h"
+#include "services/controller/orchestration/submission.h"
+#include "services/controller/orchestration/summaries.h"
 #include "tests/support/fake_stores.h"
 
 namespace faultline::controller {
@@ -234,17 +234,20 @@ TEST_F(MetricsTest, LabelValuesAreEscapedAndNonFiniteValuesSpelledOut) {
 }
 
 TEST_F(MetricsTest, ASummaryKeepsNonFiniteFigures) {
-  v1::GetReportResponse report;
-  report.mutable_job()->set_id(7);
-  report.mutable_job()->mutable_spec()->set_benchmark("swap-in");
-  auto* c = report.add_comparisons();
-  c->set_board("b1");
-  c->set_baseline("vanilla");
-  c->set_candidate("patched");
-  c->set_ratio(std::numeric_limits<double>::quiet_NaN());
-  c->set_verdict("inconclusive");
-  const JobComparisons summary = SummarizeReport(report, 42);
+  JobRecord job;
+  job.id = 7;
+  job.benchmark = "swap-in";
+  JobReport report;
+  ReportComparison c;
+  c.row.board = "b1";
+  c.row.baseline = "vanilla";
+  c.row.candidate = "patched";
+  c.row.stats.ratio = std::numeric_limits<double>::quiet_NaN();
+  c.row.stats.verdict = stats::Verdict::kInconclusive;
+  report.comparisons.push_back(c);
+  const JobComparisons summary = SummarizeReport(job, report, 42);
   EXPECT_EQ(summary.study, "swap-in");  // no name: the benchmark
+  EXPECT_EQ(summary.job_id, 7);
   EXPECT_EQ(summary.finished_ms, 42);
   ASSERT_EQ(summary.comparisons.size(), 1u);
   EXPECT_TRUE(std::isnan(summary.comparisons[0].ratio));

@@ -1,6 +1,6 @@
 // The report a user reads (BuildReport over the in-memory job store): throughput statistics
 // and, under each comparison, the counters that explain the change.
-#include "services/controller/api/report_builder.h"
+#include "services/controller/orchestration/report_builder.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,8 @@
 #include <cmath>
 
 #include "nlohmann/json.hpp"
-#include "services/controller/api/submission.h"
+#include "services/controller/api/convert.h"
+#include "services/controller/orchestration/submission.h"
 #include "tests/support/fake_stores.h"
 
 namespace faultline::controller {
@@ -62,8 +63,11 @@ TEST_F(ReportBuilderTest, CountersThatExplainTheChangeComeUnderTheComparison) {
     if (patched) counters["vmstat.new_debug"] = 4;
     r.counters_json = counters.dump();
   });
+  // What GetReport answers: the built report converted at the API's edge.
+  auto built = BuildReport(&fake_.jobs, job);
+  ASSERT_TRUE(built.ok()) << built.status();
   v1::GetReportResponse report;
-  ASSERT_TRUE(BuildReport(&fake_.jobs, job, &report).ok());
+  ReportToProto(built->job, built->report, &report);
   ASSERT_EQ(report.comparisons_size(), 1);
   const v1::Comparison& c = report.comparisons(0);
   EXPECT_EQ(c.verdict(), "improvement");

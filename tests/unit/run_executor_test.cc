@@ -30,7 +30,7 @@ v1::Assignment Thrash() {
   a.set_duration_seconds(10);
   (*a.mutable_params())["threads"] = "2";
   (*a.mutable_params())["file_size"] = "4M";
-  a.mutable_memcg()->set_memory_max(std::to_string(256ull << 20));
+  a.mutable_limits()->set_memory_max(256ull << 20);
   a.set_lease_seconds(600);
   return a;
 }
@@ -96,7 +96,7 @@ TEST_F(RunExecutorTest, RunsUnderAnyLabelOfTheRunningRelease) {
 
 TEST_F(RunExecutorTest, RefusesWhatExceedsTheBoardsOwnBounds) {
   v1::Assignment a = Thrash();
-  a.mutable_memcg()->set_memory_max(std::to_string(16 * kGiB));
+  a.mutable_limits()->set_memory_max(16 * kGiB);
   auto reports = Execute(a);
   EXPECT_TRUE(host_.invocations.empty());
   ASSERT_EQ(reports.size(), 1u);
@@ -115,7 +115,8 @@ TEST_F(RunExecutorTest, RefusesWhatExceedsTheBoardsOwnBounds) {
 
 TEST_F(RunExecutorTest, HardTimeoutEndsFiveSecondsBeforeTheLease) {
   v1::Assignment a = Thrash();
-  (*a.mutable_params())["warmup"] = "2s";
+  (*a.mutable_params())["warmup"] = "2s";  // the workload's; the agent reads warmup_ms
+  a.set_warmup_ms(2000);
   a.set_lease_seconds(30);
   Execute(a);
   ASSERT_EQ(host_.invocations.size(), 1u);
@@ -132,14 +133,13 @@ TEST_F(RunExecutorTest, HardTimeoutEndsFiveSecondsBeforeTheLease) {
   EXPECT_EQ(LeaseBoundedGraceSeconds(a, 60), 60u);
   a.set_lease_seconds(18);
   EXPECT_EQ(LeaseBoundedGraceSeconds(a, 60), 1u);
-  (*a.mutable_params())["warmup"] = "1500ms";  // rounded up to whole seconds
+  a.set_warmup_ms(1500);  // rounded up to whole seconds
   EXPECT_EQ(LeaseBoundedGraceSeconds(a, 60), 1u);
 }
 
 TEST_F(RunExecutorTest, InvocationCarriesTheAssignmentAndTheBoard) {
   v1::Assignment a = Thrash();
-  a.mutable_memcg()->set_memory_high("max");
-  a.mutable_memcg()->set_swap_max("0");
+  a.mutable_limits()->set_swap_max(0);  // memory_high unset: none
   Execute(a);
   ASSERT_EQ(host_.invocations.size(), 1u);
   const auto& inv = host_.invocations[0];

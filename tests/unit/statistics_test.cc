@@ -1,6 +1,6 @@
 // A/B statistics against hand-computed values and brute-force enumeration (which shares no
 // code with the DPs under test).
-#include "services/controller/core/statistics.h"
+#include "stats/statistics.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-namespace faultline::controller {
+namespace faultline::stats {
 namespace {
 
 // All C(N, m) ways to label m of the pooled ranks as B: the distribution of Σ B ranks.
@@ -559,4 +559,4 @@ TEST(BuildingBlocksTest, NormalAndMedian) {
 }
 
 }  // namespace
-}  // namespace faultline::controller
+}  // namespace faultline::stats

@@ -1,6 +1,6 @@
 // Submitting specs over the in-memory stores: validation against the registered boards, the
 // shuffle seed, request-id idempotence; and cron slots.
-#include "services/controller/api/submission.h"
+#include "services/controller/orchestration/submission.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

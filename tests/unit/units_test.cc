@@ -1,11 +1,34 @@
-#include "services/common/units.h"
+#include "common/units.h"
 
 #include <gtest/gtest.h>
+
+#include "common/perf_events.h"
+#include "common/strings.h"
 
 namespace faultline {
 namespace {
 
 using std::chrono::milliseconds;
+
+TEST(Strings, OneLineJoinsLinesWithTheSeparatorAndDropsTrailingOnes) {
+  EXPECT_EQ(OneLine("a\nb"), "a b");
+  EXPECT_EQ(OneLine("spec.yaml:3:1: bad\r\nsee docs\n", "; "), "spec.yaml:3:1: bad; see docs");
+  EXPECT_EQ(OneLine("a\rb\n\n", "; "), "a; b");
+  EXPECT_EQ(OneLine("no break"), "no break");
+  EXPECT_EQ(OneLine("\n \n"), "");
+}
+
+TEST(Strings, TrimSpaceAndJoin) {
+  EXPECT_EQ(TrimSpace(" \t 16M \n"), "16M");
+  EXPECT_EQ(TrimSpace(""), "");
+  EXPECT_EQ(JoinStrings({"a", "b", "c"}, ", "), "a, b, c");
+}
+
+TEST(PerfEvents, AQuotedNameIsBounded) {
+  EXPECT_EQ(QuotedEventName("page-faults"), "'page-faults'");
+  const std::string quoted = QuotedEventName(std::string(1000, 'x'));
+  EXPECT_EQ(quoted, "'" + std::string(64, 'x') + "...'");
+}
 
 TEST(ParseSize, AcceptsBinaryMultiples) {
   EXPECT_EQ(ParseSize("4096"), 4096u);

@@ -1,12 +1,13 @@
 #include "services/controller/core/validation.h"
+#include "services/controller/core/lifecycle.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
-#include "services/common/benchmarks.h"
-#include "services/common/units.h"
+#include "common/benchmarks.h"
+#include "common/units.h"
 #include "services/controller/core/report.h"
 
 namespace faultline::controller {
@@ -235,6 +236,25 @@ TEST(PlanRunOrder, AlternatesKernelBlocksAndShufflesCellsReproducibly) {
   for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].cell_index, again[i].cell_index);
 }
 
+TEST(PlanRunOrder, ABlockAddedLaterIsPlannedAsTheJobsOwn) {
+  // One rule (PlanBlock): an adaptive job's extra block (repetitions 3-4, planned after 1-2
+  // ran) is ordered exactly as a job planned with 4 repetitions from the start.
+  std::vector<Cell> cells = ExpandMatrix({{"threads", {"1", "2", "3", "4", "5"}}});
+  const auto whole = PlanRunOrder(cells, {"A", "B"}, 4, 2, 7);
+  const auto extra = PlanExtraBlock({0, 1, 2, 3, 4}, {"A", "B"}, 2, 2, 4, 7, 20);
+  ASSERT_EQ(extra.size(), 20u);
+  for (size_t i = 0; i < extra.size(); ++i) {
+    const PlannedRun& w = whole[20 + i];
+    EXPECT_EQ(extra[i].cell_index, w.cell_index) << i;
+    EXPECT_EQ(extra[i].kernel, w.kernel) << i;
+    EXPECT_EQ(extra[i].repetition, w.repetition) << i;
+    EXPECT_EQ(extra[i].sequence, w.sequence) << i;
+  }
+  // Within a repetition every kernel visits the cells in the same order.
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(whole[i].cell_index, whole[10 + i].cell_index);
+  EXPECT_TRUE(PlanExtraBlock({0, 1}, {"A", "B"}, 4, 2, 4, 7, 40).empty()) << "at max";
+}
+
 TEST(ValidateJobSpec, BoundsTheNumberOfRuns) {
   auto s = Example();
   s.repetitions = 1000;
@@ -356,7 +376,7 @@ TEST(CompareKernels, CellsWithTooCoarseRunsAreComparedInPagesPerSecond) {
     outcomes.push_back({fast, "a", "box", true, false, 100.0 + i, -1, false, 25600.0 + i});
     outcomes.push_back({fast, "b", "box", true, false, 70.0 + i, -1, false, 17920.0 + i});
   }
-  CompareOptions options;
+  stats::CompareOptions options;
   options.alpha = 0.05;
   options.min_effect = 0.03;
   auto rows = CompareKernels(outcomes, "a", {"a", "b"}, options);
@@ -365,10 +385,10 @@ TEST(CompareKernels, CellsWithTooCoarseRunsAreComparedInPagesPerSecond) {
   EXPECT_EQ(rows[0].metric, "pages/s");
   EXPECT_NEAR(rows[0].stats.median_a, 1002.5, 1e-9);
   EXPECT_NEAR(rows[0].stats.ratio, 1.0, 0.01);
-  EXPECT_NE(rows[0].stats.verdict, Verdict::kImprovement);
+  EXPECT_NE(rows[0].stats.verdict, stats::Verdict::kImprovement);
   EXPECT_EQ(rows[1].metric, "rounds/s");
   EXPECT_NEAR(rows[1].stats.median_a, 102.5, 1e-9);
-  EXPECT_EQ(rows[1].stats.verdict, Verdict::kRegression);
+  EXPECT_EQ(rows[1].stats.verdict, stats::Verdict::kRegression);
 
   auto summary = Summarize(outcomes);
   ASSERT_EQ(summary.size(), 4u);
@@ -388,7 +408,7 @@ TEST(CompareKernels, EnoughPairsOfAlternatingRunsGiveThePairedVerdict) {
     outcomes.push_back({cell, "a", "box", true, false, level * wobble[i], i});
     outcomes.push_back({cell, "b", "box", true, false, level * 1.05 * wobble[9 - i], i});
   }
-  CompareOptions options;
+  stats::CompareOptions options;
   options.alpha = 0.01;
   options.min_effect = 0.03;
   EXPECT_EQ(MinPairsForAlpha(0.01), 8);
@@ -396,10 +416,10 @@ TEST(CompareKernels, EnoughPairsOfAlternatingRunsGiveThePairedVerdict) {
   auto rows = CompareKernels(outcomes, "a", {"a", "b"}, options);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_TRUE(rows[0].stats.paired);
-  EXPECT_EQ(rows[0].stats.verdict, Verdict::kImprovement);
+  EXPECT_EQ(rows[0].stats.verdict, stats::Verdict::kImprovement);
   EXPECT_NEAR(rows[0].stats.ratio, 1.05, 0.02);
   EXPECT_FALSE(rows[0].unpaired.paired);
-  EXPECT_NE(rows[0].unpaired.verdict, Verdict::kImprovement);  // drift hides it unpaired
+  EXPECT_NE(rows[0].unpaired.verdict, stats::Verdict::kImprovement);  // drift hides it unpaired
   EXPECT_GT(rows[0].unpaired.ci_high / rows[0].unpaired.ci_low,
             rows[0].stats.ci_high / rows[0].stats.ci_low);
 

@@ -127,11 +127,6 @@ std::optional<ChangePointState> FromProto(v1::ChangePointState state) {
   }
 }
 
-bool IsFinal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
-}
-
 void JobToProto(const JobRecord& job, v1::Job* out) {
   out->set_id(job.id);
   google::protobuf::util::JsonParseOptions options;
@@ -223,10 +218,10 @@ void AssignmentToProto(const Assignment& a, v1::Assignment* out) {
   out->set_kernel(a.kernel);
   out->set_duration_seconds(a.duration_seconds);
   for (const auto& [k, v] : a.params) (*out->mutable_params())[k] = v;
-  out->mutable_memcg()->set_memory_max(std::to_string(a.memcg.memory_max));
-  if (a.memcg.memory_high)
-    out->mutable_memcg()->set_memory_high(std::to_string(*a.memcg.memory_high));
-  out->mutable_memcg()->set_swap_max(a.memcg.swap_max ? std::to_string(*a.memcg.swap_max) : "max");
+  out->mutable_limits()->set_memory_max(a.memcg.memory_max);
+  if (a.memcg.memory_high) out->mutable_limits()->set_memory_high(*a.memcg.memory_high);
+  if (a.memcg.swap_max) out->mutable_limits()->set_swap_max(*a.memcg.swap_max);
+  out->set_warmup_ms(a.warmup_ms);
   out->set_lease_seconds(a.lease_seconds);
   for (const auto& event : a.events) out->add_events(event);
 }
@@ -252,6 +247,124 @@ ResultRecord ResultFromProto(const v1::WorkloadResult& result) {
   r.counters_json = counters.dump();
   r.environment_json = env.dump();
   return r;
+}
+
+void ScheduleToProto(const ScheduleRecord& r, v1::Schedule* out) {
+  out->set_id(r.id);
+  out->set_name(r.name);
+  out->set_cron(r.cron);
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  (void)google::protobuf::util::JsonStringToMessage(r.spec_json, out->mutable_spec(), options);
+  *out->mutable_next_run() = TimeUtil::MillisecondsToTimestamp(r.next_run_ms);
+  if (r.last_run_ms != 0)
+    *out->mutable_last_run() = TimeUtil::MillisecondsToTimestamp(r.last_run_ms);
+  out->set_last_job_id(r.last_job_id);
+  out->set_last_error(r.last_error);
+}
+
+void ChangePointToProto(const ChangePointRecord& c, v1::ChangePoint* out) {
+  out->set_id(c.id);
+  out->set_study(c.study);
+  out->set_benchmark(c.benchmark);
+  out->set_config(c.config);
+  out->set_arch(c.arch);
+  out->set_board(c.board);
+  out->set_kernel(c.kernel);
+  out->set_job_id(c.job_id);
+  out->set_mean_before(c.mean_before);
+  out->set_mean_after(c.mean_after);
+  out->set_relative_change(c.relative_change);
+  out->set_p_value(c.p_value);
+  out->set_state(ToProto(c.state));
+  *out->mutable_detected_at() = TimeUtil::MillisecondsToTimestamp(c.detected_at_ms);
+}
+
+namespace {
+
+// A cell (a map, or the report's ordered key/value list) into a proto map.
+template <typename Pairs, typename Map>
+void CellToProto(const Pairs& cell, Map* out) {
+  for (const auto& [k, v] : cell) (*out)[k] = v;
+}
+
+void CounterToProto(const CounterComparison& k, v1::CounterComparison* out) {
+  out->set_name(k.name);
+  out->set_unit(k.unit);
+  out->set_baseline_median(k.median_a);
+  out->set_candidate_median(k.median_b);
+  out->set_baseline_per_second(k.median_a_per_second);
+  out->set_candidate_per_second(k.median_b_per_second);
+  out->set_ratio(k.ratio);
+  out->set_ci_low(k.ci_low);
+  out->set_ci_high(k.ci_high);
+  out->set_p_value(k.p_value);
+  out->set_q_value(k.q_value);
+  out->set_significant(k.significant);
+  out->set_paired(k.paired);
+  out->set_only_on(k.only_on);
+}
+
+void ComparisonToProto(const ReportComparison& comparison, v1::Comparison* out) {
+  const ComparisonRow& c = comparison.row;
+  CellToProto(c.cell, out->mutable_cell());
+  out->set_board(c.board);
+  out->set_baseline(c.baseline);
+  out->set_candidate(c.candidate);
+  out->set_n_baseline(static_cast<uint32_t>(c.stats.n_a));
+  out->set_n_candidate(static_cast<uint32_t>(c.stats.n_b));
+  out->set_baseline_median(c.stats.median_a);
+  out->set_candidate_median(c.stats.median_b);
+  out->set_ratio(c.stats.ratio);
+  out->set_ci_low(c.stats.ci_low);
+  out->set_ci_high(c.stats.ci_high);
+  out->set_p_value(c.stats.p_value);
+  out->set_q_value(c.stats.q_value);
+  out->set_metric(c.metric);
+  out->set_paired(c.stats.paired);
+  out->set_unpaired_ratio(c.unpaired.ratio);
+  out->set_unpaired_ci_low(c.unpaired.ci_low);
+  out->set_unpaired_ci_high(c.unpaired.ci_high);
+  out->set_verdict(std::string(stats::ToString(c.stats.verdict)));
+  for (const CounterComparison& k : comparison.counters) CounterToProto(k, out->add_counters());
+}
+
+}  // namespace
+
+void ReportToProto(const JobRecord& job, const JobReport& report, v1::GetReportResponse* out) {
+  JobToProto(job, out->mutable_job());
+  for (const auto& k : report.matrix_keys) out->add_matrix_keys(k);
+  for (const SummaryRow& row : report.rows) {
+    auto* r = out->add_rows();
+    CellToProto(row.cell, r->mutable_cell());
+    r->set_kernel(row.kernel);
+    r->set_board(row.board);
+    r->set_n(row.n);
+    r->set_median(row.median);
+    r->set_min(row.min);
+    r->set_max(row.max);
+    r->set_mean(row.mean);
+    r->set_failed(row.failed);
+    r->set_too_coarse(row.too_coarse);
+    r->set_median_pages_per_second(row.median_pages_per_second);
+  }
+  for (const auto& c : report.comparisons) ComparisonToProto(c, out->add_comparisons());
+  out->set_alpha(report.alpha);
+  out->set_min_effect(report.min_effect);
+  for (const auto& [k, v] : report.environment_differences) {
+    (*out->mutable_environment_differences())[k] = v;
+  }
+  for (const auto& c : report.caveats) out->add_caveats(c);
+  for (const ReportRunResult& r : report.run_results) {
+    auto* row = out->add_run_results();
+    CellToProto(r.cell, row->mutable_cell());
+    row->set_kernel(r.kernel);
+    row->set_board(r.board);
+    row->set_repetition(static_cast<uint32_t>(r.repetition));
+    row->set_rounds(r.rounds);
+    row->set_throughput(r.throughput);
+    for (const auto& [name, value] : r.counters) (*row->mutable_counters())[name] = value;
+  }
 }
 
 grpc::Status ToGrpc(const absl::Status& status) {

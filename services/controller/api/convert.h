@@ -7,6 +7,7 @@
 #include "faultline/v1/job.pb.h"
 #include "grpcpp/support/status.h"
 #include "services/controller/core/domain.h"
+#include "services/controller/core/report.h"
 #include "services/controller/storage/records.h"
 
 namespace faultline::controller {
@@ -19,12 +20,15 @@ v1::ChangePointState ToProto(ChangePointState state);
 v1::BoardHealth ToProto(BoardHealth health);
 // nullopt for UNSPECIFIED (or a value this controller does not know).
 std::optional<ChangePointState> FromProto(v1::ChangePointState state);
-bool IsFinal(v1::JobState state);
 void JobToProto(const JobRecord& job, v1::Job* out);
 void RunToProto(const RunRecord& run, v1::Run* out);
 void BoardToProto(const BoardRecord& board, v1::Board* out);
 BoardRecord BoardFromProto(const v1::Board& board);
 void AssignmentToProto(const Assignment& a, v1::Assignment* out);
+void ScheduleToProto(const ScheduleRecord& schedule, v1::Schedule* out);
+void ChangePointToProto(const ChangePointRecord& change_point, v1::ChangePoint* out);
+// A built report (orchestration/report_builder.h) for GetReport.
+void ReportToProto(const JobRecord& job, const JobReport& report, v1::GetReportResponse* out);
 ResultRecord ResultFromProto(const v1::WorkloadResult& result);
 
 // The one place absl::Status becomes a gRPC status.

@@ -5,16 +5,16 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
-#include "services/common/log.h"
 #include "services/controller/api/convert.h"
-#include "services/controller/api/report_builder.h"
-#include "services/controller/api/submission.h"
 #include "services/controller/core/cron.h"
 #include "services/controller/core/report.h"
 #include "services/controller/core/validation.h"
+#include "services/controller/orchestration/report_builder.h"
+#include "services/controller/orchestration/submission.h"
 
 namespace faultline::controller {
 namespace {
@@ -140,7 +140,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetReport(grpc::CallbackServerContext*
     }
     options.run_counters.push_back(name);
   }
-  return Done(ctx, &timer, BuildReport(stores_.jobs, req->job_id(), resp, options));
+  auto built = BuildReport(stores_.jobs, req->job_id(), options);
+  if (!built.ok()) return Done(ctx, &timer, built.status());
+  ReportToProto(built->job, built->report, resp);
+  return Done(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListAgents(grpc::CallbackServerContext* ctx,
@@ -153,25 +156,6 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListAgents(grpc::CallbackServerContext
   for (const auto& b : *boards) BoardToProto(b, resp->add_boards());
   return Done(ctx, &timer, grpc::Status::OK);
 }
-
-namespace {
-
-void ScheduleToProto(const ScheduleRecord& r, v1::Schedule* out) {
-  using google::protobuf::util::TimeUtil;
-  out->set_id(r.id);
-  out->set_name(r.name);
-  out->set_cron(r.cron);
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  (void)google::protobuf::util::JsonStringToMessage(r.spec_json, out->mutable_spec(), options);
-  *out->mutable_next_run() = TimeUtil::MillisecondsToTimestamp(r.next_run_ms);
-  if (r.last_run_ms != 0)
-    *out->mutable_last_run() = TimeUtil::MillisecondsToTimestamp(r.last_run_ms);
-  out->set_last_job_id(r.last_job_id);
-  out->set_last_error(r.last_error);
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* JobServiceImpl::CreateSchedule(grpc::CallbackServerContext* ctx,
                                                          const v1::CreateScheduleRequest* req,
@@ -216,28 +200,6 @@ grpc::ServerUnaryReactor* JobServiceImpl::DeleteSchedule(grpc::CallbackServerCon
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
   return Done(ctx, &timer, stores_.schedules->DeleteSchedule(req->id()));
 }
-
-namespace {
-
-void ChangePointToProto(const ChangePointRecord& c, v1::ChangePoint* out) {
-  out->set_id(c.id);
-  out->set_study(c.study);
-  out->set_benchmark(c.benchmark);
-  out->set_config(c.config);
-  out->set_arch(c.arch);
-  out->set_board(c.board);
-  out->set_kernel(c.kernel);
-  out->set_job_id(c.job_id);
-  out->set_mean_before(c.mean_before);
-  out->set_mean_after(c.mean_after);
-  out->set_relative_change(c.relative_change);
-  out->set_p_value(c.p_value);
-  out->set_state(ToProto(c.state));
-  *out->mutable_detected_at() =
-      google::protobuf::util::TimeUtil::MillisecondsToTimestamp(c.detected_at_ms);
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListChangePoints(grpc::CallbackServerContext* ctx,
                                                            const v1::ListChangePointsRequest* req,

@@ -6,10 +6,10 @@
 #include "faultline/v1/agent.grpc.pb.h"
 #include "faultline/v1/job.grpc.pb.h"
 #include "services/controller/api/auth.h"
-#include "services/controller/api/dispatcher.h"
 #include "services/controller/api/handler_pool.h"
-#include "services/controller/api/metrics.h"
 #include "services/controller/core/clock.h"
+#include "services/controller/http/metrics.h"
+#include "services/controller/orchestration/dispatcher.h"
 #include "services/controller/storage/interfaces.h"
 
 namespace faultline::controller {

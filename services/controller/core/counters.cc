@@ -35,7 +35,7 @@ bool IsComparableCounter(std::string_view name) {
 
 std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a_in,
                                                const std::vector<RunCounters>& b_in, bool paired,
-                                               const CompareOptions& options) {
+                                               const stats::CompareOptions& options) {
   std::vector<RunCounters> a = a_in, b = b_in;
   if (paired) {
     // Pair i = repetition i on both sides; unmatched repetitions are dropped.
@@ -76,10 +76,10 @@ std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a
     c.n_b = static_cast<int>(b.size());
     const std::vector<double> va = PerUnit(a, name, per_second);
     const std::vector<double> vb = PerUnit(b, name, per_second);
-    c.median_a = MedianOf(va);
-    c.median_b = MedianOf(vb);
-    c.median_a_per_second = MedianOf(PerUnit(a, name, true));
-    c.median_b_per_second = MedianOf(PerUnit(b, name, true));
+    c.median_a = stats::MedianOf(va);
+    c.median_b = stats::MedianOf(vb);
+    c.median_a_per_second = stats::MedianOf(PerUnit(a, name, true));
+    c.median_b_per_second = stats::MedianOf(PerUnit(b, name, true));
     auto all_zero = [&](const std::vector<RunCounters>& runs) {
       return std::all_of(runs.begin(), runs.end(),
                          [&](const RunCounters& r) { return ValueOf(r, name) == 0; });
@@ -90,7 +90,8 @@ std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a
     } else if (all_zero(b) && !b.empty()) {
       c.only_on = "baseline";
     } else if (a.size() >= 2 && b.size() >= 2) {
-      const CellComparison s = paired ? ComparePaired(va, vb, options) : Compare(va, vb, options);
+      const stats::CellComparison s =
+          paired ? stats::ComparePaired(va, vb, options) : stats::Compare(va, vb, options);
       c.paired = s.paired;
       c.ratio = s.ratio;
       c.ci_low = s.ci_low;
@@ -102,7 +103,7 @@ std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a
   }
   std::vector<double> p;
   for (size_t i : family) p.push_back(out[i].p_value);
-  const std::vector<double> q = BenjaminiHochberg(p);
+  const std::vector<double> q = stats::BenjaminiHochberg(p);
   for (size_t k = 0; k < family.size(); ++k) {
     CounterComparison& c = out[family[k]];
     c.q_value = q[k];

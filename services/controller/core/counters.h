@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "services/controller/core/statistics.h"
+#include "stats/statistics.h"
 
 namespace faultline::controller {
 
@@ -60,6 +60,6 @@ inline constexpr double kMinRoundsPerRunForCounters = 5;
 // q, then the one-sided ones by name.
 std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a,
                                                const std::vector<RunCounters>& b, bool paired,
-                                               const CompareOptions& options);
+                                               const stats::CompareOptions& options);
 
 }  // namespace faultline::controller

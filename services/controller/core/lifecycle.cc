@@ -103,14 +103,15 @@ std::optional<std::string> ResultShapeProblem(
 
 std::vector<int> CellsNeedingMorePairs(
     const std::map<int, std::map<std::string, std::vector<double>>>& samples,
-    const std::string& baseline, const CompareOptions& options, double target, int max_pairs) {
+    const std::string& baseline, const stats::CompareOptions& options, double target,
+    int max_pairs) {
   std::vector<int> cells;
   for (const auto& [cell, by_kernel] : samples) {
     auto a = by_kernel.find(baseline);
     if (a == by_kernel.end()) continue;
     for (const auto& [kernel, b] : by_kernel) {
       if (kernel == baseline) continue;
-      if (NeedsMorePairs(Compare(a->second, b, options), target, max_pairs)) {
+      if (stats::NeedsMorePairs(Compare(a->second, b, options), target, max_pairs)) {
         cells.push_back(cell);
         break;
       }
@@ -119,22 +120,33 @@ std::vector<int> CellsNeedingMorePairs(
   return cells;
 }
 
-std::vector<ExtraRun> PlanExtraBlock(const std::vector<int>& cells,
-                                     const std::vector<std::string>& kernels, int done_repetitions,
-                                     int block_size, int max_repetitions, uint64_t seed,
-                                     int next_sequence) {
-  std::vector<ExtraRun> out;
-  if (cells.empty() || done_repetitions >= max_repetitions) return out;
-  const int last = std::min(max_repetitions, done_repetitions + std::max(1, block_size));
+std::vector<int> CellOrder(std::vector<int> cells, uint64_t seed, int repetition) {
+  std::mt19937_64 rng(seed ^ (static_cast<uint64_t>(repetition) * 0x9E3779B97F4A7C15ull));
+  std::shuffle(cells.begin(), cells.end(), rng);
+  return cells;
+}
+
+std::vector<RunSlot> PlanBlock(const std::vector<int>& cells,
+                               const std::vector<std::string>& kernels, int first, int last,
+                               uint64_t seed, int next_sequence) {
+  std::vector<RunSlot> out;
   for (const auto& kernel : kernels) {
-    for (int repetition = done_repetitions + 1; repetition <= last; ++repetition) {
-      std::vector<int> order = cells;
-      std::mt19937_64 rng(seed ^ (static_cast<uint64_t>(repetition) * 0x9E3779B97F4A7C15ull));
-      std::shuffle(order.begin(), order.end(), rng);
-      for (int cell : order) out.push_back({cell, kernel, repetition, next_sequence++});
+    for (int repetition = first; repetition <= last; ++repetition) {
+      for (int cell : CellOrder(cells, seed, repetition)) {
+        out.push_back({cell, kernel, repetition, next_sequence++});
+      }
     }
   }
   return out;
+}
+
+std::vector<RunSlot> PlanExtraBlock(const std::vector<int>& cells,
+                                    const std::vector<std::string>& kernels, int done_repetitions,
+                                    int block_size, int max_repetitions, uint64_t seed,
+                                    int next_sequence) {
+  if (cells.empty() || done_repetitions >= max_repetitions) return {};
+  const int last = std::min(max_repetitions, done_repetitions + std::max(1, block_size));
+  return PlanBlock(cells, kernels, done_repetitions + 1, last, seed, next_sequence);
 }
 
 }  // namespace faultline::controller

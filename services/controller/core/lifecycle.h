@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "services/controller/core/domain.h"
-#include "services/controller/core/statistics.h"
+#include "stats/statistics.h"
 
 namespace faultline::controller {
 
@@ -65,20 +65,33 @@ std::optional<std::string> ResultShapeProblem(
 // baseline is still wider than ±target. samples: cell -> kernel -> per-run values.
 std::vector<int> CellsNeedingMorePairs(
     const std::map<int, std::map<std::string, std::vector<double>>>& samples,
-    const std::string& baseline, const CompareOptions& options, double target, int max_pairs);
+    const std::string& baseline, const stats::CompareOptions& options, double target,
+    int max_pairs);
 
-struct ExtraRun {
+// One planned run: which cell, on which kernel, which repetition, its place in the claim order.
+struct RunSlot {
   int cell_index = 0;
   std::string kernel;
   int repetition = 0;
   int sequence = 0;
 };
-// The next block of repetitions (done+1 .. min(max, done+block_size)) for `cells`, planned
-// like the first ones (PlanRunOrder): kernel blocks in the given order, cells shuffled per
-// repetition with the job's seed; sequences continue from next_sequence.
-std::vector<ExtraRun> PlanExtraBlock(const std::vector<int>& cells,
-                                     const std::vector<std::string>& kernels, int done_repetitions,
-                                     int block_size, int max_repetitions, uint64_t seed,
-                                     int next_sequence);
+// The one planning rule, for a job's first repetitions (PlanRunOrder) and for every block an
+// adaptive job adds later (PlanExtraBlock): repetitions first..last of each kernel in turn,
+// in the given kernel order, and in each repetition the cells in the order CellOrder draws
+// from the job's seed and the repetition alone, so a block is ordered the same whenever it
+// is planned. Sequences continue from next_sequence.
+std::vector<RunSlot> PlanBlock(const std::vector<int>& cells,
+                               const std::vector<std::string>& kernels, int first, int last,
+                               uint64_t seed, int next_sequence);
+// `cells` shuffled by an RNG seeded with (seed, repetition): every kernel's run of one
+// repetition visits the cells in the same order, so drift within a repetition hits each
+// kernel's cells alike.
+std::vector<int> CellOrder(std::vector<int> cells, uint64_t seed, int repetition);
+// The next block of repetitions (done+1 .. min(max, done+block_size)) for `cells`
+// (PlanBlock).
+std::vector<RunSlot> PlanExtraBlock(const std::vector<int>& cells,
+                                    const std::vector<std::string>& kernels, int done_repetitions,
+                                    int block_size, int max_repetitions, uint64_t seed,
+                                    int next_sequence);
 
 }  // namespace faultline::controller

@@ -1,10 +1,10 @@
 #pragma once
 // Which parked board gets which queued run, decided in one pass over one read of the queue.
-// The rule is NextWork's, applied to each board in the order the boards asked: a board's
-// next step is the first queued run (the queue's order: job, planned sequence, id) that it
-// may serve with a kernel it runs or can boot and that no earlier board took in this pass.
-// When the board runs that kernel it claims the run; otherwise it is ordered to switch and
-// the run stays queued for others.
+// The rule is WorkStore::DecideWorkForBoards', applied to each board in the order the boards asked:
+// a board's next step is the first queued run (the queue's order: job, planned sequence, id) that
+// it may serve with a kernel it runs or can boot and that no earlier board took in this pass. When
+// the board runs that kernel it claims the run; otherwise it is ordered to switch and the run stays
+// queued for others.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -10,7 +10,7 @@
 namespace faultline::controller {
 
 double Median(std::vector<double> values) {
-  return MedianOf(std::move(values));
+  return stats::MedianOf(std::move(values));
 }
 
 std::vector<SummaryRow> Summarize(const std::vector<RunOutcome>& outcomes) {
@@ -56,7 +56,7 @@ int MinPairsForAlpha(double alpha) {
 std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcomes,
                                           const std::string& baseline,
                                           const std::vector<std::string>& kernels,
-                                          const CompareOptions& options) {
+                                          const stats::CompareOptions& options) {
   std::vector<Cell> cells;
   std::set<std::string> boards;
   for (const auto& o : outcomes) {
@@ -107,20 +107,20 @@ std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcome
         if (kernel == baseline) continue;
         std::vector<double> b = samples(board, cell, kernel, in_pages);
         if (a.empty() && b.empty()) continue;
-        const CellComparison unpaired = Compare(a, b, options);
+        const stats::CellComparison unpaired = stats::Compare(a, b, options);
         ComparisonRow row{
             cell, board, baseline, kernel, unpaired, in_pages ? "pages/s" : "rounds/s", unpaired};
         auto [pa, pb] = pairs(board, cell, baseline, kernel, in_pages);
         if (static_cast<int>(pa.size()) >= MinPairsForAlpha(options.alpha)) {
-          row.stats = ComparePaired(pa, pb, options);
+          row.stats = stats::ComparePaired(pa, pb, options);
         }
         rows.push_back(std::move(row));
       }
     }
   }
-  std::vector<CellComparison> stats;
+  std::vector<stats::CellComparison> stats;
   for (const auto& r : rows) stats.push_back(r.stats);
-  ApplyStudyVerdicts(&stats, options);
+  stats::ApplyStudyVerdicts(&stats, options);
   for (size_t i = 0; i < rows.size(); ++i) rows[i].stats = stats[i];
   return rows;
 }
@@ -162,6 +162,13 @@ std::map<std::string, std::string> EnvironmentDifferences(const std::vector<RunE
       out[board + "/" + key] = text;
     }
   }
+  return out;
+}
+
+std::string ConfigLabel(const std::map<std::string, std::string>& cell) {
+  if (cell.empty()) return "default";
+  std::string out;
+  for (const auto& [k, v] : cell) out += (out.empty() ? "" : ",") + k + "=" + v;
   return out;
 }
 

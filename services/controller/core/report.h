@@ -3,8 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "services/controller/core/counters.h"
 #include "services/controller/core/domain.h"
-#include "services/controller/core/statistics.h"
+#include "stats/statistics.h"
 
 namespace faultline::controller {
 
@@ -19,9 +20,9 @@ struct ComparisonRow {
   std::string board;
   std::string baseline;
   std::string candidate;
-  CellComparison stats;             // what the verdict is based on (paired or unpaired)
+  stats::CellComparison stats;      // what the verdict is based on (paired or unpaired)
   std::string metric = "rounds/s";  // "pages/s" when a run of the cell was too coarse
-  CellComparison unpaired;          // the unpaired estimate, always (equal to stats if unpaired)
+  stats::CellComparison unpaired;   // the unpaired estimate, always (equal to stats if unpaired)
 };
 
 // Smallest number of pairs with which the exact two-sided signed-rank p can reach α at
@@ -38,7 +39,7 @@ int MinPairsForAlpha(double alpha);
 std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcomes,
                                           const std::string& baseline,
                                           const std::vector<std::string>& kernels,
-                                          const CompareOptions& options);
+                                          const stats::CompareOptions& options);
 
 // One run's environment, for spotting what differs between the kernels on a board.
 struct RunEnvironment {
@@ -51,5 +52,39 @@ struct RunEnvironment {
 // "board/key" -> "kernelA: v1 | kernelB: v2". Per-run values (params, limits, labels) are
 // ignored: they differ by design.
 std::map<std::string, std::string> EnvironmentDifferences(const std::vector<RunEnvironment>& runs);
+
+// "threads=8,writers=2" (sorted keys) or "default" for a job without a matrix: how a cell
+// is named in metrics and in the history of a series.
+std::string ConfigLabel(const std::map<std::string, std::string>& cell);
+
+// One kernel against the baseline on a board and cell, with every counter compared under it.
+struct ReportComparison {
+  ComparisonRow row;
+  std::vector<CounterComparison> counters;
+};
+
+// One succeeded run's figures and the counters a report was asked for (seed-shaped tables).
+struct ReportRunResult {
+  std::map<std::string, std::string> cell;
+  std::string kernel;
+  std::string board;
+  int repetition = 0;
+  uint64_t rounds = 0;
+  double throughput = 0;
+  std::map<std::string, double> counters;  // every requested name; 0 where the run has none
+};
+
+// A job's report as the controller builds it (orchestration/report_builder.h) and reads it
+// (GetReport converts it at the API's edge; /metrics summarizes its comparisons).
+struct JobReport {
+  std::vector<std::string> matrix_keys;
+  std::vector<SummaryRow> rows;
+  std::vector<ReportComparison> comparisons;
+  double alpha = 0;
+  double min_effect = 0;
+  std::map<std::string, std::string> environment_differences;
+  std::vector<std::string> caveats;
+  std::vector<ReportRunResult> run_results;
+};
 
 }  // namespace faultline::controller

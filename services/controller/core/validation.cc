@@ -7,9 +7,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "services/common/benchmarks.h"
-#include "services/common/perf_events.h"
-#include "services/common/units.h"
+#include "common/benchmarks.h"
+#include "common/perf_events.h"
+#include "common/units.h"
+#include "services/controller/core/lifecycle.h"
 
 namespace faultline::controller {
 namespace {
@@ -71,36 +72,43 @@ std::vector<PlannedRun> PlanRunOrder(const std::vector<Cell>& cells,
                                      uint32_t block_size, uint64_t seed) {
   std::vector<PlannedRun> runs;
   runs.reserve(cells.size() * kernels.size() * repetitions);
-  std::mt19937_64 rng(seed);
-  std::vector<size_t> order(cells.size());
-  for (uint32_t first = 1; first <= repetitions; first += block_size) {
-    uint32_t last = std::min(repetitions, first + block_size - 1);
-    for (const auto& kernel : kernels) {
-      for (uint32_t rep = first; rep <= last; ++rep) {
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::shuffle(order.begin(), order.end(), rng);
-        for (size_t c : order) {
-          PlannedRun run;
-          run.cell_index = static_cast<int>(c);
-          run.cell = cells[c];
-          run.kernel = kernel;
-          run.repetition = static_cast<int>(rep);
-          run.sequence = static_cast<int>(runs.size());
-          runs.push_back(std::move(run));
-        }
-      }
+  std::vector<int> indices(cells.size());
+  for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int>(i);
+  const int blocks = static_cast<int>(std::max<uint32_t>(block_size, 1));
+  for (int first = 1; first <= static_cast<int>(repetitions); first += blocks) {
+    const int last = std::min(static_cast<int>(repetitions), first + blocks - 1);
+    for (const RunSlot& slot :
+         PlanBlock(indices, kernels, first, last, seed, static_cast<int>(runs.size()))) {
+      PlannedRun run;
+      run.cell_index = slot.cell_index;
+      run.cell = cells[static_cast<size_t>(slot.cell_index)];
+      run.kernel = slot.kernel;
+      run.repetition = slot.repetition;
+      run.sequence = slot.sequence;
+      runs.push_back(std::move(run));
     }
   }
   return runs;
 }
 
-absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
-                                             const std::vector<BoardSummary>& boards,
-                                             const SpecLimits& limits) {
+namespace {
+
+// What the steps of ValidateJobSpec share: the spec (a preset applied), the fleet and the
+// limits, the job being filled, and what one step found for the later ones.
+struct Validation {
+  const JobSpecInput& spec;
+  const std::vector<BoardSummary>& boards;
+  const SpecLimits& limits;
   ValidatedJob job;
-  // A preset (params.preset) fills what the spec leaves out: benchmark, duration, memcg
-  // limits and matrix; its knobs become defaults in ResolveKnobs. The spec always wins.
-  JobSpecInput spec = given;
+  const BenchmarkSpec* bench = nullptr;
+  std::vector<const BoardSummary*> eligible;  // boards the placement filters leave
+  std::vector<std::string> replica_boards;    // each_board: the boards that run it all
+  std::set<std::string> matrix_keys;
+};
+
+// A preset (params.preset) fills what the spec leaves out: benchmark, duration, memcg
+// limits and matrix; its knobs become defaults in ResolveKnobs. The spec always wins.
+absl::Status ApplyPreset(JobSpecInput& spec) {
   if (auto it = spec.params.find("preset"); it != spec.params.end()) {
     const PresetSpec* preset = FindPreset(it->second);
     if (preset == nullptr) {
@@ -122,85 +130,93 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  if (spec.name.size() > limits.max_string_length) {
-    return Invalid("name", absl::StrCat("must be at most ", limits.max_string_length,
-                                        " characters, got ", spec.name.size()));
+// Name, benchmark, duration (whole seconds) and repetitions.
+absl::Status CheckBasics(Validation& v) {
+  if (v.spec.name.size() > v.limits.max_string_length) {
+    return Invalid("name", absl::StrCat("must be at most ", v.limits.max_string_length,
+                                        " characters, got ", v.spec.name.size()));
   }
 
   // Benchmark.
-  if (spec.benchmark.empty()) {
+  if (v.spec.benchmark.empty()) {
     return Invalid("benchmark", absl::StrCat("is required (one of ", BenchmarkNames(), ")"));
   }
-  const BenchmarkSpec* bench = FindBenchmark(spec.benchmark);
-  if (bench == nullptr) {
-    return Invalid("benchmark", absl::StrCat("unknown benchmark '", spec.benchmark.substr(0, 64),
+  v.bench = FindBenchmark(v.spec.benchmark);
+  if (v.bench == nullptr) {
+    return Invalid("benchmark", absl::StrCat("unknown benchmark '", v.spec.benchmark.substr(0, 64),
                                              "' (known: ", BenchmarkNames(), ")"));
   }
-  job.benchmark = bench->name;
+  v.job.benchmark = v.bench->name;
 
   // Duration: whole seconds, so a result has exactly one sample per measured second.
-  if (spec.duration.empty()) {
+  if (v.spec.duration.empty()) {
     return Invalid("duration", "is required (e.g. 30s; at most 4h)");
   }
   std::string why;
-  auto duration = ParseDuration(spec.duration, &why);
+  auto duration = ParseDuration(v.spec.duration, &why);
   if (!duration) return Invalid("duration", why);
   if (duration->count() <= 0) {
-    return Invalid("duration", absl::StrCat("must be positive, got ", spec.duration));
+    return Invalid("duration", absl::StrCat("must be positive, got ", v.spec.duration));
   }
   if (duration->count() % 1000 != 0) {
     return Invalid("duration", absl::StrCat("must be whole seconds (one sample per second), got ",
-                                            spec.duration));
+                                            v.spec.duration));
   }
-  if (*duration > limits.max_duration) {
-    return Invalid("duration", absl::StrCat("must be at most ", FormatDuration(limits.max_duration),
-                                            ", got ", spec.duration));
+  if (*duration > v.limits.max_duration) {
+    return Invalid("duration",
+                   absl::StrCat("must be at most ", FormatDuration(v.limits.max_duration), ", got ",
+                                v.spec.duration));
   }
-  job.duration = std::chrono::duration_cast<std::chrono::seconds>(*duration);
+  v.job.duration = std::chrono::duration_cast<std::chrono::seconds>(*duration);
 
   // Repetitions.
-  if (spec.repetitions < 1 || spec.repetitions > limits.max_repetitions) {
-    return Invalid("repetitions", absl::StrCat("must be between 1 and ", limits.max_repetitions,
-                                               ", got ", spec.repetitions));
+  if (v.spec.repetitions < 1 || v.spec.repetitions > v.limits.max_repetitions) {
+    return Invalid("repetitions", absl::StrCat("must be between 1 and ", v.limits.max_repetitions,
+                                               ", got ", v.spec.repetitions));
   }
-  job.repetitions = spec.repetitions;
+  v.job.repetitions = v.spec.repetitions;
+  return absl::OkStatus();
+}
 
+// Arches and boards filters, the eligible boards, the kernels they know, each_board.
+absl::Status CheckPlacement(Validation& v) {
   // Placement filters.
-  for (size_t i = 0; i < spec.arches.size(); ++i) {
-    if (!Contains(KnownArches(), spec.arches[i])) {
+  for (size_t i = 0; i < v.spec.arches.size(); ++i) {
+    if (!Contains(KnownArches(), v.spec.arches[i])) {
       return Invalid(Indexed("arches", i),
-                     absl::StrCat("unknown arch '", spec.arches[i].substr(0, 64),
+                     absl::StrCat("unknown arch '", v.spec.arches[i].substr(0, 64),
                                   "' (known: ", absl::StrJoin(KnownArches(), ", "), ")"));
     }
   }
-  for (size_t i = 0; i < spec.boards.size(); ++i) {
-    bool known = std::any_of(boards.begin(), boards.end(),
-                             [&](const BoardSummary& b) { return b.name == spec.boards[i]; });
+  for (size_t i = 0; i < v.spec.boards.size(); ++i) {
+    bool known = std::any_of(v.boards.begin(), v.boards.end(),
+                             [&](const BoardSummary& b) { return b.name == v.spec.boards[i]; });
     if (!known) {
       return Invalid(Indexed("boards", i),
-                     absl::StrCat("unknown board '", spec.boards[i].substr(0, 64), "'"));
+                     absl::StrCat("unknown board '", v.spec.boards[i].substr(0, 64), "'"));
     }
   }
-  job.arches = spec.arches;
-  job.boards = spec.boards;
-  std::vector<const BoardSummary*> eligible;
-  for (const auto& b : boards) {
-    if (!spec.arches.empty() && !Contains(spec.arches, b.arch)) continue;
-    if (!spec.boards.empty() && !Contains(spec.boards, b.name)) continue;
-    eligible.push_back(&b);
+  v.job.arches = v.spec.arches;
+  v.job.boards = v.spec.boards;
+  for (const auto& b : v.boards) {
+    if (!v.spec.arches.empty() && !Contains(v.spec.arches, b.arch)) continue;
+    if (!v.spec.boards.empty() && !Contains(v.spec.boards, b.name)) continue;
+    v.eligible.push_back(&b);
   }
 
   // Kernels: labels that an eligible board can boot.
-  if (spec.kernels.empty()) {
+  if (v.spec.kernels.empty()) {
     return Invalid("kernels", "at least one kernel label is required (e.g. [vanilla])");
   }
   std::set<std::string> known_labels;
-  for (const auto* b : eligible)
+  for (const auto* b : v.eligible)
     known_labels.insert(b->kernel_labels.begin(), b->kernel_labels.end());
-  for (size_t i = 0; i < spec.kernels.size(); ++i) {
-    const std::string& label = spec.kernels[i];
-    if (std::count(spec.kernels.begin(), spec.kernels.end(), label) > 1) {
+  for (size_t i = 0; i < v.spec.kernels.size(); ++i) {
+    const std::string& label = v.spec.kernels[i];
+    if (std::count(v.spec.kernels.begin(), v.spec.kernels.end(), label) > 1) {
       return Invalid(Indexed("kernels", i), absl::StrCat("kernel '", label, "' is listed twice"));
     }
     if (!known_labels.count(label)) {
@@ -211,135 +227,151 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
                                                          label.substr(0, 64), "' (", known, ")"));
     }
   }
-  job.kernels = spec.kernels;
+  v.job.kernels = v.spec.kernels;
 
   // each_board: the boards that run the whole matrix, each on its own.
-  std::vector<std::string> replica_boards;
-  if (spec.each_board) {
-    for (const auto* b : eligible) {
-      bool boots_all = std::all_of(spec.kernels.begin(), spec.kernels.end(),
+  if (v.spec.each_board) {
+    for (const auto* b : v.eligible) {
+      bool boots_all = std::all_of(v.spec.kernels.begin(), v.spec.kernels.end(),
                                    [&](const auto& k) { return Contains(b->kernel_labels, k); });
-      if (boots_all) replica_boards.push_back(b->name);
+      if (boots_all) v.replica_boards.push_back(b->name);
     }
-    if (replica_boards.empty()) {
+    if (v.replica_boards.empty()) {
       return Invalid("each_board", absl::StrCat("no eligible board serves every kernel (",
-                                                absl::StrJoin(spec.kernels, ", "), ")"));
+                                                absl::StrJoin(v.spec.kernels, ", "), ")"));
     }
-    job.each_board = true;
+    v.job.each_board = true;
   }
+  return absl::OkStatus();
+}
 
+absl::Status CheckEvents(Validation& v) {
+  std::string why;
   // Perf events: the syntax and the known sw:/hw: names here; whether a tracepoint exists
   // only the board's kernel knows (the agent fails the run naming it).
   size_t bad_event = 0;
-  if (!CheckPerfEventList(spec.events, &bad_event, &why)) {
-    return Invalid(bad_event < spec.events.size() ? Indexed("events", bad_event) : "events", why);
+  if (!CheckPerfEventList(v.spec.events, &bad_event, &why)) {
+    return Invalid(bad_event < v.spec.events.size() ? Indexed("events", bad_event) : "events", why);
   }
-  job.events = spec.events;
+  v.job.events = v.spec.events;
+  return absl::OkStatus();
+}
 
+// Baseline (its block first), block size, alpha, min_effect, adaptive repetitions.
+absl::Status CheckAbSettings(Validation& v) {
   // A/B settings.
-  job.baseline = spec.baseline.empty() ? spec.kernels.front() : spec.baseline;
-  if (!Contains(spec.kernels, job.baseline)) {
+  v.job.baseline = v.spec.baseline.empty() ? v.spec.kernels.front() : v.spec.baseline;
+  if (!Contains(v.spec.kernels, v.job.baseline)) {
     return Invalid("baseline", absl::StrCat("must be one of the job's kernels (",
-                                            absl::StrJoin(spec.kernels, ", "), "), got '",
-                                            spec.baseline.substr(0, 64), "'"));
+                                            absl::StrJoin(v.spec.kernels, ", "), "), got '",
+                                            v.spec.baseline.substr(0, 64), "'"));
   }
   // The baseline's block comes first in every block of repetitions.
-  job.kernels.erase(std::find(job.kernels.begin(), job.kernels.end(), job.baseline));
-  job.kernels.insert(job.kernels.begin(), job.baseline);
-  job.block_size = spec.block_size == 0 ? 1 : spec.block_size;
-  if (job.block_size > job.repetitions) {
+  v.job.kernels.erase(std::find(v.job.kernels.begin(), v.job.kernels.end(), v.job.baseline));
+  v.job.kernels.insert(v.job.kernels.begin(), v.job.baseline);
+  v.job.block_size = v.spec.block_size == 0 ? 1 : v.spec.block_size;
+  if (v.job.block_size > v.job.repetitions) {
     return Invalid("block_size", absl::StrCat("must be between 1 and repetitions (",
-                                              job.repetitions, "), got ", spec.block_size));
+                                              v.job.repetitions, "), got ", v.spec.block_size));
   }
-  job.alpha = spec.alpha == 0 ? 0.01 : spec.alpha;
-  if (!(job.alpha > 0 && job.alpha <= 0.5)) {
-    return Invalid("alpha", absl::StrCat("must be in (0, 0.5], got ", spec.alpha));
+  v.job.alpha = v.spec.alpha == 0 ? 0.01 : v.spec.alpha;
+  if (!(v.job.alpha > 0 && v.job.alpha <= 0.5)) {
+    return Invalid("alpha", absl::StrCat("must be in (0, 0.5], got ", v.spec.alpha));
   }
-  job.min_effect = spec.min_effect == 0 ? 0.03 : spec.min_effect;
-  if (!(job.min_effect > 0 && job.min_effect < 1)) {
-    return Invalid("min_effect", absl::StrCat("must be in (0, 1), got ", spec.min_effect));
+  v.job.min_effect = v.spec.min_effect == 0 ? 0.03 : v.spec.min_effect;
+  if (!(v.job.min_effect > 0 && v.job.min_effect < 1)) {
+    return Invalid("min_effect", absl::StrCat("must be in (0, 1), got ", v.spec.min_effect));
   }
-  job.shuffle_seed = spec.shuffle_seed;
-  if (spec.max_repetitions != 0) {
-    if (job.kernels.size() < 2) {
+  v.job.shuffle_seed = v.spec.shuffle_seed;
+  if (v.spec.max_repetitions != 0) {
+    if (v.job.kernels.size() < 2) {
       return Invalid("max_repetitions",
                      "adaptive repetitions need at least two kernels to compare");
     }
-    if (spec.max_repetitions < job.repetitions || spec.max_repetitions > limits.max_repetitions) {
+    if (v.spec.max_repetitions < v.job.repetitions ||
+        v.spec.max_repetitions > v.limits.max_repetitions) {
       return Invalid("max_repetitions",
-                     absl::StrCat("must be between repetitions (", job.repetitions, ") and ",
-                                  limits.max_repetitions, ", got ", spec.max_repetitions));
+                     absl::StrCat("must be between repetitions (", v.job.repetitions, ") and ",
+                                  v.limits.max_repetitions, ", got ", v.spec.max_repetitions));
     }
-    job.max_repetitions = spec.max_repetitions;
-    job.target_ci_half_width =
-        spec.target_ci_half_width == 0 ? job.min_effect : spec.target_ci_half_width;
-    if (!(job.target_ci_half_width > 0 && job.target_ci_half_width < 1)) {
+    v.job.max_repetitions = v.spec.max_repetitions;
+    v.job.target_ci_half_width =
+        v.spec.target_ci_half_width == 0 ? v.job.min_effect : v.spec.target_ci_half_width;
+    if (!(v.job.target_ci_half_width > 0 && v.job.target_ci_half_width < 1)) {
       return Invalid("target_ci_half_width",
-                     absl::StrCat("must be in (0, 1), got ", spec.target_ci_half_width));
+                     absl::StrCat("must be in (0, 1), got ", v.spec.target_ci_half_width));
     }
-  } else if (spec.target_ci_half_width != 0) {
+  } else if (v.spec.target_ci_half_width != 0) {
     return Invalid("target_ci_half_width", "needs max_repetitions (adaptive repetitions)");
   }
+  return absl::OkStatus();
+}
 
+absl::Status CheckMemcg(Validation& v) {
+  std::string why;
   // Memory cgroup limits.
-  if (spec.memory_max.empty()) {
-    return Invalid("memcg.memory_max",
-                   absl::StrCat("is required (at least ", FormatSize(limits.min_memory_max), ")"));
+  if (v.spec.memory_max.empty()) {
+    return Invalid("memcg.memory_max", absl::StrCat("is required (at least ",
+                                                    FormatSize(v.limits.min_memory_max), ")"));
   }
-  auto memory_max = ParseSize(spec.memory_max, &why);
+  auto memory_max = ParseSize(v.spec.memory_max, &why);
   if (!memory_max) return Invalid("memcg.memory_max", why);
-  if (*memory_max < limits.min_memory_max) {
+  if (*memory_max < v.limits.min_memory_max) {
     return Invalid("memcg.memory_max",
-                   absl::StrCat("must be at least ", FormatSize(limits.min_memory_max), ", got ",
-                                spec.memory_max));
+                   absl::StrCat("must be at least ", FormatSize(v.limits.min_memory_max), ", got ",
+                                v.spec.memory_max));
   }
   uint64_t largest_board = 0;
-  for (const auto* b : eligible) {
-    bool serves = std::any_of(spec.kernels.begin(), spec.kernels.end(),
+  for (const auto* b : v.eligible) {
+    bool serves = std::any_of(v.spec.kernels.begin(), v.spec.kernels.end(),
                               [&](const std::string& k) { return Contains(b->kernel_labels, k); });
     if (serves) largest_board = std::max(largest_board, b->memory_bytes);
   }
   if (*memory_max > largest_board) {
     return Invalid("memcg.memory_max",
                    absl::StrCat("must not exceed the board's RAM (", FormatSize(largest_board),
-                                " on the largest eligible board), got ", spec.memory_max));
+                                " on the largest eligible board), got ", v.spec.memory_max));
   }
-  job.memcg.memory_max = *memory_max;
-  if (!spec.memory_high.empty() && spec.memory_high != "max") {
-    auto high = ParseSize(spec.memory_high, &why);
+  v.job.memcg.memory_max = *memory_max;
+  if (!v.spec.memory_high.empty() && v.spec.memory_high != "max") {
+    auto high = ParseSize(v.spec.memory_high, &why);
     if (!high) return Invalid("memcg.memory_high", why);
     if (*high == 0 || *high > *memory_max) {
       return Invalid("memcg.memory_high",
-                     absl::StrCat("must be between 1 and memory_max (", spec.memory_max, "), got ",
-                                  spec.memory_high));
+                     absl::StrCat("must be between 1 and memory_max (", v.spec.memory_max,
+                                  "), got ", v.spec.memory_high));
     }
-    job.memcg.memory_high = *high;
+    v.job.memcg.memory_high = *high;
   }
-  if (!spec.swap_max.empty() && spec.swap_max != "max") {
-    auto swap = ParseSize(spec.swap_max, &why);
+  if (!v.spec.swap_max.empty() && v.spec.swap_max != "max") {
+    auto swap = ParseSize(v.spec.swap_max, &why);
     if (!swap) return Invalid("memcg.swap_max", why);
-    job.memcg.swap_max = *swap;
+    v.job.memcg.swap_max = *swap;
   }
+  return absl::OkStatus();
+}
 
+// Fixed params and matrix axes against the catalogue; the longest warm-up of any cell.
+absl::Status CheckKnobs(Validation& v) {
+  std::string why;
   // Knobs: fixed params and matrix axes, all checked against the catalogue.
   std::map<std::string, std::string> fixed;
-  for (const auto& [knob, value] : spec.params) {
-    if (value.size() > limits.max_string_length) {
+  for (const auto& [knob, value] : v.spec.params) {
+    if (value.size() > v.limits.max_string_length) {
       return Invalid(absl::StrCat("params.", knob.substr(0, 64)), "value too long");
     }
     fixed[knob] = value;
   }
-  std::set<std::string> matrix_keys;
-  for (const auto& [knob, values] : spec.matrix) {
+  for (const auto& [knob, values] : v.spec.matrix) {
     std::string field = absl::StrCat("matrix.", knob.substr(0, 64));
-    const KnobSpec* knob_spec = bench->FindKnob(knob);
+    const KnobSpec* knob_spec = v.bench->FindKnob(knob);
     if (knob_spec == nullptr) {
       std::vector<std::string> names;
-      for (const auto& k : bench->knobs) names.push_back(k.name);
-      return Invalid(field, absl::StrCat("unknown knob for ", bench->name,
+      for (const auto& k : v.bench->knobs) names.push_back(k.name);
+      return Invalid(field, absl::StrCat("unknown knob for ", v.bench->name,
                                          " (knobs: ", absl::StrJoin(names, ", "), ")"));
     }
-    if (!matrix_keys.insert(knob).second) return Invalid(field, "listed twice");
+    if (!v.matrix_keys.insert(knob).second) return Invalid(field, "listed twice");
     if (knob == "preset") {
       return Invalid(field, "a preset sets several knobs; choose it in params, not the matrix");
     }
@@ -349,83 +381,104 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
     if (values.empty()) {
       return Invalid(field, "needs at least one value (an empty matrix axis runs nothing)");
     }
-    if (values.size() > limits.max_matrix_values) {
-      return Invalid(field, absl::StrCat("at most ", limits.max_matrix_values, " values, got ",
+    if (values.size() > v.limits.max_matrix_values) {
+      return Invalid(field, absl::StrCat("at most ", v.limits.max_matrix_values, " values, got ",
                                          values.size()));
     }
     std::vector<std::string> canonical;
     for (size_t i = 0; i < values.size(); ++i) {
-      auto v = ParseKnob(*knob_spec, values[i], &why);
-      if (!v) return Invalid(Indexed(field, i), why);
-      if (Contains(canonical, v->text)) {
-        return Invalid(Indexed(field, i), absl::StrCat("value ", v->text, " is listed twice"));
+      auto parsed = ParseKnob(*knob_spec, values[i], &why);
+      if (!parsed) return Invalid(Indexed(field, i), why);
+      if (Contains(canonical, parsed->text)) {
+        return Invalid(Indexed(field, i), absl::StrCat("value ", parsed->text, " is listed twice"));
       }
-      canonical.push_back(v->text);
+      canonical.push_back(parsed->text);
     }
-    job.matrix.emplace_back(knob, std::move(canonical));
+    v.job.matrix.emplace_back(knob, std::move(canonical));
   }
   std::string bad_knob;
-  auto resolved = ResolveKnobs(*bench, fixed, &bad_knob, &why);
+  auto resolved = ResolveKnobs(*v.bench, fixed, &bad_knob, &why);
   if (!resolved) return Invalid(absl::StrCat("params.", bad_knob.substr(0, 64)), why);
   for (const auto& [knob, value] : *resolved) {
-    if (!matrix_keys.count(knob)) job.fixed_params[knob] = value.text;
+    if (!v.matrix_keys.count(knob)) v.job.fixed_params[knob] = value.text;
   }
-  job.warmup = std::chrono::milliseconds(resolved->at("warmup").number);
-  if (matrix_keys.count("warmup")) {
+  v.job.warmup = std::chrono::milliseconds(resolved->at("warmup").number);
+  if (v.matrix_keys.count("warmup")) {
     // The lease must cover the longest warm-up of any cell.
-    for (const auto& [knob, values] : job.matrix) {
+    for (const auto& [knob, values] : v.job.matrix) {
       if (knob != "warmup") continue;
-      for (const auto& v : values) {
-        auto ms = ParseDuration(v);
-        if (ms && *ms > job.warmup) job.warmup = *ms;
+      for (const auto& value : values) {
+        auto ms = ParseDuration(value);
+        if (ms && *ms > v.job.warmup) v.job.warmup = *ms;
       }
     }
   }
+  return absl::OkStatus();
+}
 
+// The expansion's size, per-kernel overrides, and the planned runs.
+absl::Status PlanRuns(Validation& v) {
+  std::string why;
   // Expansion: cell x kernel x repetition.
-  std::vector<Cell> cells = ExpandMatrix(job.matrix);
+  std::vector<Cell> cells = ExpandMatrix(v.job.matrix);
   // Adaptive jobs may grow to max_repetitions: the limit holds for the largest they can get.
-  const uint64_t copies = std::max<uint64_t>(1, replica_boards.size());
-  uint64_t total = static_cast<uint64_t>(cells.size()) * job.kernels.size() *
-                   std::max(job.repetitions, job.max_repetitions) * copies;
-  if (total > limits.max_runs) {
-    return Invalid("matrix",
-                   absl::StrCat("the job expands to ", total, " runs (", cells.size(), " cells x ",
-                                job.kernels.size(), " kernels x ", job.repetitions, " repetitions",
-                                copies > 1 ? absl::StrCat(" x ", copies, " boards") : "",
-                                "); at most ", limits.max_runs, " are allowed"));
+  const uint64_t copies = std::max<uint64_t>(1, v.replica_boards.size());
+  uint64_t total = static_cast<uint64_t>(cells.size()) * v.job.kernels.size() *
+                   std::max(v.job.repetitions, v.job.max_repetitions) * copies;
+  if (total > v.limits.max_runs) {
+    return Invalid("matrix", absl::StrCat("the job expands to ", total, " runs (", cells.size(),
+                                          " cells x ", v.job.kernels.size(), " kernels x ",
+                                          v.job.repetitions, " repetitions",
+                                          copies > 1 ? absl::StrCat(" x ", copies, " boards") : "",
+                                          "); at most ", v.limits.max_runs, " are allowed"));
   }
   // Per-label overrides of fixed knobs (never of swept ones: the cell would lie).
   std::map<std::string, std::map<std::string, std::string>> overrides;
-  for (const auto& [label, knobs] : spec.kernel_overrides) {
+  for (const auto& [label, knobs] : v.spec.kernel_overrides) {
     std::string field = absl::StrCat("kernel_overrides.", label.substr(0, 64));
-    if (!Contains(spec.kernels, label)) {
+    if (!Contains(v.spec.kernels, label)) {
       return Invalid(field, absl::StrCat("is not one of the job's kernels (",
-                                         absl::StrJoin(spec.kernels, ", "), ")"));
+                                         absl::StrJoin(v.spec.kernels, ", "), ")"));
     }
     for (const auto& [knob, value] : knobs) {
       std::string knob_field = absl::StrCat(field, ".params.", knob.substr(0, 64));
-      const KnobSpec* knob_spec = bench->FindKnob(knob);
-      if (knob_spec == nullptr) return Invalid(knob_field, "unknown knob for " + bench->name);
-      if (matrix_keys.count(knob)) {
+      const KnobSpec* knob_spec = v.bench->FindKnob(knob);
+      if (knob_spec == nullptr) return Invalid(knob_field, "unknown knob for " + v.bench->name);
+      if (v.matrix_keys.count(knob)) {
         return Invalid(knob_field, "is swept by the matrix; override only fixed knobs");
       }
-      auto v = ParseKnob(*knob_spec, value, &why);
-      if (!v) return Invalid(knob_field, why);
-      overrides[label][knob] = v->text;
+      auto parsed = ParseKnob(*knob_spec, value, &why);
+      if (!parsed) return Invalid(knob_field, why);
+      overrides[label][knob] = parsed->text;
     }
   }
 
-  job.runs = PlanRunOrder(cells, job.kernels, job.repetitions, job.block_size, job.shuffle_seed);
-  for (auto& run : job.runs) {
-    run.params = job.fixed_params;
-    for (const auto& [k, v] : run.cell) run.params[k] = v;
+  v.job.runs =
+      PlanRunOrder(cells, v.job.kernels, v.job.repetitions, v.job.block_size, v.job.shuffle_seed);
+  for (auto& run : v.job.runs) {
+    run.params = v.job.fixed_params;
+    for (const auto& [k, value] : run.cell) run.params[k] = value;
     if (auto it = overrides.find(run.kernel); it != overrides.end()) {
-      for (const auto& [k, v] : it->second) run.params[k] = v;
+      for (const auto& [k, value] : it->second) run.params[k] = value;
     }
   }
-  if (!replica_boards.empty()) job.runs = ReplicatePerBoard(job.runs, replica_boards);
-  return job;
+  if (!v.replica_boards.empty()) v.job.runs = ReplicatePerBoard(v.job.runs, v.replica_boards);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
+                                             const std::vector<BoardSummary>& boards,
+                                             const SpecLimits& limits) {
+  JobSpecInput spec = given;
+  if (absl::Status s = ApplyPreset(spec); !s.ok()) return s;
+  Validation v{spec, boards, limits, {}};
+  for (auto step : {CheckBasics, CheckPlacement, CheckEvents, CheckAbSettings, CheckMemcg,
+                    CheckKnobs, PlanRuns}) {
+    if (absl::Status s = step(v); !s.ok()) return s;
+  }
+  return std::move(v.job);
 }
 
 }  // namespace faultline::controller

@@ -15,8 +15,9 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& spec,
 
 // Orders runs for a fair A/B comparison: repetitions are grouped in blocks of block_size;
 // within each block every kernel runs its repetitions in turn (A-block, B-block, …, then the
-// next block), and the cells of each repetition are shuffled with `seed`, so slow drift
-// (thermal, fragmentation, page cache) hits every kernel alike. Sets PlannedRun::sequence.
+// next block), and the cells of each repetition are shuffled with `seed` (PlanBlock's rule,
+// core/lifecycle.h), so slow drift (thermal, fragmentation, page cache) hits every kernel
+// alike. Sets PlannedRun::sequence.
 std::vector<PlannedRun> PlanRunOrder(const std::vector<Cell>& cells,
                                      const std::vector<std::string>& kernels, uint32_t repetitions,
                                      uint32_t block_size, uint64_t seed);

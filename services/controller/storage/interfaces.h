@@ -42,42 +42,19 @@ class JobStore {
 class WorkStore {
  public:
   virtual ~WorkStore() = default;
-  // The board's next step. The first queued run (by job, then the job's planned sequence)
-  // that the board may serve with any kernel it runs or can boot: claimed under a new
-  // attempt id and lease when the board runs its kernel; otherwise the board is ordered to
-  // switch. Boards that are switching or need a check get nothing.
-  virtual absl::StatusOr<WorkOrder> NextWork(const std::string& board) = 0;
-  // The next steps of many waiting boards (in the order they asked), each by NextWork's rule
-  // (core/matching.h); only boards that get a run or a switch order are in the answer. The
-  // PostgreSQL store decides them on one read of the queue and writes them in one
-  // transaction; this default asks NextWork board by board. If a board's step cannot be
-  // taken, the steps already taken are returned (a claim must reach its board); the error
-  // only when there are none.
+  // The next steps of the waiting boards (in the order they asked). A board's step is the
+  // first queued run (by job, then the job's planned sequence) that it may serve with any
+  // kernel it runs or can boot (core/matching.h): claimed under a new attempt id and lease
+  // when the board runs its kernel; otherwise the board is ordered to switch. Boards that
+  // are switching or need a check get nothing; only boards that get a run or a switch order
+  // are delivered. `deliver` gets each group of orders once it is committed (on the calling
+  // thread), so the first boards hear their orders while the rest are still being claimed.
+  // The error of a group that could not be taken ends the call; the groups delivered before
+  // it stand (a claim must reach its board).
   using BoardOrders = std::vector<std::pair<std::string, WorkOrder>>;
-  virtual absl::StatusOr<BoardOrders> NextWorkForBoards(const std::vector<std::string>& boards) {
-    BoardOrders out;
-    for (const auto& board : boards) {
-      auto next = NextWork(board);
-      if (!next.ok()) {
-        if (out.empty()) return next.status();
-        break;
-      }
-      if (next->run || next->kernel_switch) out.emplace_back(board, *std::move(next));
-    }
-    return out;
-  }
-  // NextWorkForBoards, delivered as it is decided: `deliver` gets each group of orders once
-  // its transaction committed (on the calling thread), so the first boards hear their orders
-  // while the rest are still being claimed. The error of a group that could not be taken ends
-  // the call; the groups delivered before it stand.
   using OrderSink = std::function<void(BoardOrders&&)>;
   virtual absl::Status DecideWorkForBoards(const std::vector<std::string>& boards,
-                                           const OrderSink& deliver) {
-    auto orders = NextWorkForBoards(boards);
-    if (!orders.ok()) return orders.status();
-    if (!orders->empty()) deliver(*std::move(orders));
-    return absl::OkStatus();
-  }
+                                           const OrderSink& deliver) = 0;
   // An ordered switch that never reached the agent: the board is back to ok.
   virtual absl::Status AbandonKernelSwitch(const std::string& board) = 0;
   // Boards whose switch deadline passed without a hello become needs-check; returns them.
@@ -86,26 +63,13 @@ class WorkStore {
   // current (cancelled, lapsed, superseded): the agent must stop it.
   virtual absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,
                                           const std::string& attempt_id) = 0;
-  // Stores a run's outcome, fenced by (run, attempt, board); a repeated upload of the same
-  // attempt's result is acknowledged without storing twice. Returns the run's job id.
-  virtual absl::StatusOr<int64_t> StoreResult(const std::string& board, int64_t run_id,
-                                              const std::string& attempt_id, bool succeeded,
-                                              const std::string& failure_reason,
-                                              const ResultRecord& result) = 0;
-  // StoreResult for several uploads at once, one answer per upload in their order. A store
-  // that can commits them together (one transaction: one commit, one COPY of samples, one
-  // recount per job), which is what lets a fleet's results keep up; this default stores
-  // them one by one.
+  // Stores runs' outcomes, one answer per upload in their order (the run's job id, or why
+  // the upload was refused). Each is fenced by (run, attempt, board); a repeated upload of
+  // the same attempt's result is acknowledged without storing twice. The PostgreSQL store
+  // commits them together (one transaction: one commit, one COPY of samples, one recount
+  // per job), which is what lets a fleet's results keep up.
   virtual std::vector<absl::StatusOr<int64_t>> StoreResults(
-      const std::vector<ResultUpload>& uploads) {
-    std::vector<absl::StatusOr<int64_t>> out;
-    out.reserve(uploads.size());
-    for (const auto& u : uploads) {
-      out.push_back(
-          StoreResult(u.board, u.run_id, u.attempt_id, u.succeeded, u.failure_reason, u.result));
-    }
-    return out;
-  }
+      const std::vector<ResultUpload>& uploads) = 0;
   // Lapsed leases go back to the queue after a backoff, or fail as lost after the last
   // attempt (core/lifecycle.h: AfterLostAttempt); returns the jobs whose state changed.
   virtual absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases() = 0;

@@ -4,7 +4,7 @@
 #include <pqxx/pqxx>
 #include <utility>
 
-#include "services/common/log.h"
+#include "common/log.h"
 
 namespace faultline::controller {
 namespace {

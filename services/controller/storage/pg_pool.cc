@@ -103,9 +103,12 @@ void MarkJobsRunning(pqxx::transaction_base& t, const std::set<int64_t>& job_ids
                absl::StrCat("{", absl::StrJoin(job_ids, ","), "}"));
 }
 
+std::string LeaseSecondsSql(int grace_param) {
+  return absl::StrCat("(j.duration_seconds + j.warmup_ms / 1000.0 + $", grace_param, ")");
+}
+
 std::string LeaseExpirySql(int grace_param) {
-  return absl::StrCat("now() + make_interval(secs => j.duration_seconds + j.warmup_ms / 1000.0 + $",
-                      grace_param, ")");
+  return absl::StrCat("now() + make_interval(secs => ", LeaseSecondsSql(grace_param), ")");
 }
 
 std::vector<int64_t> SettleLostAttempts(pqxx::transaction_base& t, const pqxx::result& lost,

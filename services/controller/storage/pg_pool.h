@@ -89,7 +89,10 @@ void MarkJobsRunning(pqxx::transaction_base& t, const std::set<int64_t>& job_ids
 // finished job's results again (SQL function faultline_keep_job_series, migration 17).
 void KeepJobSeries(pqxx::transaction_base& t, int64_t job_id);
 
-// "now() + the lease of the run's job": duration + warm-up + the grace in parameter $N.
+// A run's lease in seconds, the one place it is written: its job's duration + warm-up +
+// the grace in parameter $N (jobs aliased j).
+std::string LeaseSecondsSql(int grace_param);
+// "now() + LeaseSecondsSql": when a lease taken or renewed now lapses.
 std::string LeaseExpirySql(int grace_param);
 
 // Applies AfterLostAttempt to each (run id, job id, attempt) of `lost`: requeued after its

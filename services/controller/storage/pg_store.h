@@ -36,23 +36,20 @@ class PgJobStore final : public JobStore {
 class PgWorkStore final : public WorkStore {
  public:
   PgWorkStore(pg::Pool* pool, const StoreOptions& options) : pool_(pool), options_(options) {}
-  absl::StatusOr<WorkOrder> NextWork(const std::string& board) override;
-  absl::StatusOr<BoardOrders> NextWorkForBoards(const std::vector<std::string>& boards) override;
   absl::Status DecideWorkForBoards(const std::vector<std::string>& boards,
                                    const OrderSink& deliver) override;
   absl::Status AbandonKernelSwitch(const std::string& board) override;
   absl::StatusOr<std::vector<std::string>> ExpireKernelSwitches() override;
   absl::StatusOr<bool> RenewLease(const std::string& board, int64_t run_id,
                                   const std::string& attempt_id) override;
-  absl::StatusOr<int64_t> StoreResult(const std::string& board, int64_t run_id,
-                                      const std::string& attempt_id, bool succeeded,
-                                      const std::string& failure_reason,
-                                      const ResultRecord& result) override;
   std::vector<absl::StatusOr<int64_t>> StoreResults(
       const std::vector<ResultUpload>& uploads) override;
   absl::StatusOr<std::vector<int64_t>> ReapExpiredLeases() override;
 
  private:
+  // One board's step over the whole queue, in a transaction of its own: for the boards that
+  // found nothing in the window a pass reads (runs pinned to them far down a long queue).
+  absl::StatusOr<WorkOrder> NextWorkFromWholeQueue(const std::string& board);
   // The whole batch in one transaction; per-upload refusals (not found, not current) are
   // answers, a database error fails the call.
   absl::StatusOr<std::vector<absl::StatusOr<int64_t>>> StoreBatch(

@@ -31,7 +31,7 @@ void ExtendAdaptiveJob(pqxx::work& w, int64_t job_id) {
   const double target = job[0][1].as<double>();
   const std::string baseline = job[0][2].as<std::string>();
   const int block_size = std::max(1, job[0][3].as<int>());
-  CompareOptions options;
+  stats::CompareOptions options;
   options.alpha = job[0][4].as<double>();
   options.min_effect = job[0][5].as<double>();
   const uint64_t seed = static_cast<uint64_t>(job[0][6].as<int64_t>());
@@ -63,8 +63,8 @@ void ExtendAdaptiveJob(pqxx::work& w, int64_t job_id) {
   }
   const std::vector<int> cells =
       CellsNeedingMorePairs(samples, baseline, options, target, max_repetitions);
-  for (const ExtraRun& run : PlanExtraBlock(cells, kernels, done_repetitions, block_size,
-                                            max_repetitions, seed, sequence)) {
+  for (const RunSlot& run : PlanExtraBlock(cells, kernels, done_repetitions, block_size,
+                                           max_repetitions, seed, sequence)) {
     w.exec_params(R"sql(
       INSERT INTO runs (job_id, cell_index, cell, params, kernel, repetition, arches, boards,
                         sequence)
@@ -84,11 +84,15 @@ std::vector<std::string> JsonStrings(const std::string& text) {
 }
 
 // What a claim returns (RETURNING of an UPDATE runs r ... FROM jobs j; the lease grace in
-// parameter $2), read by AssignmentFromRow; the board is the last column.
-constexpr std::string_view kAssignmentColumns = R"sql(
+// parameter $2), read by AssignmentFromRow; the board is column 12.
+const std::string& AssignmentColumns() {
+  static const std::string columns = R"sql(
   r.id, r.attempt_id::text, r.job_id, j.benchmark, r.kernel, j.duration_seconds, r.params::text,
-  j.memory_max, j.memory_high, j.swap_max, ceil(j.duration_seconds + j.warmup_ms / 1000.0 + $2)::int,
-  j.events::text, r.board)sql";
+  j.memory_max, j.memory_high, j.swap_max, ceil()sql" +
+                                     pg::LeaseSecondsSql(2) + R"sql()::int,
+  j.events::text, r.board, j.warmup_ms)sql";
+  return columns;
+}
 
 Assignment AssignmentFromRow(const pqxx::row& r) {
   Assignment a;
@@ -104,6 +108,7 @@ Assignment AssignmentFromRow(const pqxx::row& r) {
   a.memcg.swap_max = OptionalU64(r[9]);
   a.lease_seconds = r[10].as<uint32_t>();
   a.events = JsonStrings(r[11].as<std::string>());
+  a.warmup_ms = r[13].as<uint64_t>();
   return a;
 }
 
@@ -119,16 +124,16 @@ void OrderKernelSwitch(pqxx::work& w, const std::string& board, const KernelSwit
                 static_cast<int>(order.deadline_seconds));
 }
 
-// How much of the queue one NextWorkForBoards pass reads: enough for every waiting board
-// several times over. Boards that find nothing in a full window ask NextWork on their own
-// (runs pinned to them far down a long queue).
+// How much of the queue one DecideWorkForBoards pass reads: enough for every waiting board
+// several times over. Boards that find nothing in a full window look down the whole queue
+// on their own (NextWorkFromWholeQueue: runs pinned to them far down a long queue).
 int QueueWindow(size_t boards) {
   return static_cast<int>(std::clamp<size_t>(8 * boards, 1024, 20000));
 }
 
 }  // namespace
 
-absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
+absl::StatusOr<WorkOrder> PgWorkStore::NextWorkFromWholeQueue(const std::string& board) {
   return pool_->Query<WorkOrder>([&](pqxx::connection& c, WorkOrder& out) -> absl::Status {
     pqxx::work w(c);
     // Locking the board row serialises two polls of one board: a switch is ordered once.
@@ -176,7 +181,7 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
                                   R"sql(
       FROM jobs j
       WHERE r.id = $3 AND j.id = r.job_id
-      RETURNING )sql" + std::string(kAssignmentColumns),
+      RETURNING )sql" + AssignmentColumns(),
                               board, options_.lease_grace_seconds, run_id);
     if (rows.empty()) return absl::OkStatus();
     Assignment a = AssignmentFromRow(rows[0]);
@@ -186,16 +191,6 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWork(const std::string& board) {
     out.run = std::move(a);
     return absl::OkStatus();
   });
-}
-
-absl::StatusOr<WorkStore::BoardOrders> PgWorkStore::NextWorkForBoards(
-    const std::vector<std::string>& boards) {
-  BoardOrders result;
-  absl::Status status = DecideWorkForBoards(boards, [&](BoardOrders&& decided) {
-    for (auto& order : decided) result.push_back(std::move(order));
-  });
-  if (!status.ok() && result.empty()) return status;
-  return result;  // the orders already taken must reach their boards
 }
 
 namespace {
@@ -272,8 +267,8 @@ absl::Status ReadWorkPlan(pqxx::connection& c, const std::vector<std::string>& b
 constexpr size_t kClaimBatch = 128;
 
 // The kernel switches among steps [first, last) of `plan`, in one transaction: the boards
-// are locked (by name, as NextWork locks them), then each still healthy and idle one is
-// ordered to switch.
+// are locked (by name, as NextWorkFromWholeQueue locks them), then each still healthy and
+// idle one is ordered to switch.
 absl::Status OrderSwitches(pqxx::connection& c, const WorkPlan& plan, size_t first, size_t last,
                            const StoreOptions& options, WorkStore::BoardOrders& out) {
   std::set<std::string> switching;
@@ -342,7 +337,7 @@ absl::Status ClaimGroup(pqxx::connection& c, const WorkPlan& plan, size_t first,
              FROM jobs j, want v
             WHERE r.id = v.run AND v.board IN (SELECT name FROM locked) AND r.state = 'queued'
               AND j.id = r.job_id
-           RETURNING )sql" + std::string(kAssignmentColumns) +
+           RETURNING )sql" + AssignmentColumns() +
                                          R"sql(),
          marked AS (
            UPDATE jobs SET state = 'running', finished_at = NULL
@@ -400,7 +395,7 @@ absl::Status PgWorkStore::DecideWorkForBoards(const std::vector<std::string>& as
       // The window held only runs these boards may not serve: each looks down the whole queue.
       BoardOrders deep;
       for (const auto& board : plan->unmatched) {
-        auto next = NextWork(board);
+        auto next = NextWorkFromWholeQueue(board);
         if (!next.ok()) break;
         if (next->run || next->kernel_switch) {
           served.insert(board);
@@ -475,20 +470,6 @@ absl::StatusOr<bool> PgWorkStore::RenewLease(const std::string& board, int64_t r
     w.commit();
     return absl::OkStatus();
   });
-}
-
-absl::StatusOr<int64_t> PgWorkStore::StoreResult(const std::string& board, int64_t run_id,
-                                                 const std::string& attempt_id, bool succeeded,
-                                                 const std::string& failure_reason,
-                                                 const ResultRecord& result) {
-  std::vector<ResultUpload> one(1);
-  one[0] = ResultUpload{.board = board,
-                        .run_id = run_id,
-                        .attempt_id = attempt_id,
-                        .succeeded = succeeded,
-                        .failure_reason = failure_reason,
-                        .result = result};
-  return std::move(StoreResults(one).front());
 }
 
 std::vector<absl::StatusOr<int64_t>> PgWorkStore::StoreResults(

@@ -74,6 +74,7 @@ struct Assignment {
   MemcgLimitsBytes memcg;
   uint32_t lease_seconds = 0;
   std::vector<std::string> events;  // the job's perf events
+  uint64_t warmup_ms = 0;           // params.warmup, parsed at validation
 };
 
 // The board must boot another of its kernels before it can take the next run.

@@ -1,0 +1,48 @@
+#pragma once
+// String helpers shared by every component, cross-built for boards too (so not Abseil's,
+// which the portable parts do not link).
+#include <cctype>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace faultline {
+
+// Without leading and trailing ASCII whitespace (space, \t, \n, \v, \f, \r).
+inline std::string_view TrimSpace(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// `text` on one line: each line break ("\n", "\r\n" or a lone "\r") becomes `separator`,
+// and trailing spaces and separator characters are dropped. For messages and key=value files.
+inline std::string OneLine(std::string_view text, std::string_view separator = " ") {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;  // "\r\n": one break
+    if (c == '\n' || c == '\r') {
+      out += separator;
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() &&
+         (out.back() == ' ' || separator.find(out.back()) != std::string_view::npos)) {
+    out.pop_back();
+  }
+  return out;
+}
+
+// The parts with `separator` between them ("" for none).
+inline std::string JoinStrings(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += separator;
+    out += parts[i];
+  }
+  return out;
+}
+
+}  // namespace faultline

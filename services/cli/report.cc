@@ -1,0 +1,119 @@
+#include "services/cli/report.h"
+
+#include <algorithm>
+
+#include "services/cli/comparison.h"
+#include "services/cli/run_table.h"
+
+namespace faultline::cli {
+namespace {
+
+std::string ReportNumber(const v1::ReportRow& row, double value) {
+  return row.n() == 0 ? "-" : FormatThroughput(value);
+}
+
+}  // namespace
+
+Table ReportTable(const v1::GetReportResponse& report) {
+  Table table;
+  for (const std::string& key : report.matrix_keys()) {
+    table.headers.push_back(key);
+    table.right_align.push_back(true);
+  }
+  for (const char* h : {"kernel", "board"}) {
+    table.headers.push_back(h);
+    table.right_align.push_back(false);
+  }
+  for (const char* h : {"n", "median", "min", "max", "failed"}) {
+    table.headers.push_back(h);
+    table.right_align.push_back(true);
+  }
+  // Shown only when a run completed too few rounds for rounds/s to be compared.
+  const bool any_coarse = std::any_of(report.rows().begin(), report.rows().end(),
+                                      [](const v1::ReportRow& r) { return r.too_coarse() > 0; });
+  if (any_coarse) {
+    for (const char* h : {"too coarse", "median pages/s"}) {
+      table.headers.push_back(h);
+      table.right_align.push_back(true);
+    }
+  }
+  for (const v1::ReportRow& row : report.rows()) {
+    std::vector<std::string> cells;
+    for (const std::string& key : report.matrix_keys()) {
+      auto it = row.cell().find(key);
+      cells.push_back(it == row.cell().end() ? "-" : it->second);
+    }
+    cells.push_back(row.kernel());
+    cells.push_back(row.board().empty() ? "-" : row.board());
+    cells.push_back(std::to_string(row.n()));
+    cells.push_back(ReportNumber(row, row.median()));
+    cells.push_back(ReportNumber(row, row.min()));
+    cells.push_back(ReportNumber(row, row.max()));
+    cells.push_back(std::to_string(row.failed()));
+    if (any_coarse) {
+      cells.push_back(std::to_string(row.too_coarse()));
+      cells.push_back(row.n() == 0 ? "-" : FormatThroughput(row.median_pages_per_second()));
+    }
+    table.rows.push_back(std::move(cells));
+  }
+  return table;
+}
+
+std::string ReportTitle(const v1::GetReportResponse& report) {
+  const v1::Job& job = report.job();
+  std::string out = "job " + std::to_string(job.id()) + ": " + job.spec().benchmark();
+  if (!job.spec().name().empty()) out += " \"" + job.spec().name() + "\"";
+  out += " (" + JobStateName(job.state()) + ", " + std::to_string(FinishedRuns(job.runs())) + "/" +
+         std::to_string(job.runs().total()) + " runs)";
+  return out;
+}
+
+
+namespace {
+std::string Caveats(const v1::GetReportResponse& report) {
+  std::string out;
+  for (const std::string& c : report.caveats()) out += "\nCaveat: " + c + "\n";
+  return out;
+}
+
+std::string CoarseNote(const v1::GetReportResponse& report) {
+  uint32_t coarse = 0;
+  for (const v1::ReportRow& r : report.rows()) coarse += r.too_coarse();
+  if (coarse == 0) return "";
+  return std::to_string(coarse) +
+         " run(s) completed fewer than 5 rounds: their rounds/s is too coarse to compare, so "
+         "their cells are compared in pages touched per second.\n";
+}
+}  // namespace
+
+std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format,
+                         const ReportView& view) {
+  const bool all_counters = view.all_counters;
+  if (format == ReportFormat::kJson) return MessageToJson(report);
+  if (format == ReportFormat::kCsv) {
+    if (!view.columns.empty()) return RenderCsv(RunTable(report, view.columns));
+    return RenderCsv(all_counters ? CounterCsvTable(report) : ReportCsvTable(report));
+  }
+  std::string runs;
+  if (!view.columns.empty()) {
+    const Table run_table = RunTable(report, view.columns);
+    runs = format == ReportFormat::kMarkdown ? "\nPer run:\n\n" + RenderMarkdownTable(run_table)
+                                             : "\nper run:\n" + RenderBoxTable(run_table);
+  }
+  const std::string title = ReportTitle(report);
+  const Table table = ReportTable(report);
+  if (format == ReportFormat::kMarkdown) {
+    std::string out = "**" + EscapeMarkdown(title) + "**\n\n";
+    if (table.rows.empty()) return out + "No results yet.\n";
+    return out + "Throughput in rounds per second (higher is better).\n\n" +
+           RenderMarkdownTable(table) + CoarseNote(report) + runs +
+           RenderComparisons(report, format, all_counters) + Caveats(report);
+  }
+  std::string out = title + "\n";
+  if (table.rows.empty()) return out + "no results yet\n";
+  return out + "throughput in rounds per second (higher is better):\n" + RenderBoxTable(table) +
+         CoarseNote(report) + runs + RenderComparisons(report, format, all_counters) +
+         Caveats(report);
+}
+
+}  // namespace faultline::cli

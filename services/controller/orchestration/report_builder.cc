@@ -1,0 +1,193 @@
+#include "services/controller/orchestration/report_builder.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "nlohmann/json.hpp"
+#include "services/controller/core/counters.h"
+#include "services/controller/core/report.h"
+
+namespace faultline::controller {
+namespace {
+
+// Each run as the summaries and comparisons see it, in the job's matrix-key order.
+std::vector<RunOutcome> OutcomesOf(const std::vector<RunRecord>& runs,
+                                   const std::vector<std::string>& matrix_keys) {
+  std::vector<RunOutcome> outcomes;
+  outcomes.reserve(runs.size());
+  for (const auto& r : runs) {
+    RunOutcome o;
+    for (const auto& k : matrix_keys) {
+      auto it = r.cell.find(k);
+      o.cell.emplace_back(k, it == r.cell.end() ? "" : it->second);
+    }
+    o.kernel = r.kernel;
+    // Runs not yet placed are reported with their cell; a board appears once one ran there.
+    o.board = r.has_result || r.state == RunState::kFailed ? r.board : "";
+    o.succeeded = r.state == RunState::kSucceeded && r.has_result;
+    o.failed = r.state == RunState::kFailed;
+    o.throughput = r.throughput;
+    o.repetition = r.repetition;
+    o.too_coarse = r.too_coarse;
+    o.pages_per_second = r.pages_per_second;
+    outcomes.push_back(std::move(o));
+  }
+  return outcomes;
+}
+
+// The summary rows; unplaced runs do not form their own rows once their cell has a board.
+std::vector<SummaryRow> RowsOf(const std::vector<RunOutcome>& outcomes) {
+  const std::vector<SummaryRow> all = Summarize(outcomes);
+  std::vector<SummaryRow> rows;
+  for (const auto& row : all) {
+    const bool placed_twin =
+        row.board.empty() && std::any_of(all.begin(), all.end(), [&](const SummaryRow& other) {
+          return !other.board.empty() && other.cell == row.cell && other.kernel == row.kernel;
+        });
+    if (!placed_twin) rows.push_back(row);
+  }
+  return rows;
+}
+
+// Every result's environment, parsed once: for the caveats and the differences.
+std::vector<RunEnvironment> EnvironmentsOf(const std::vector<RunRecord>& runs) {
+  std::vector<RunEnvironment> environments;
+  for (const auto& r : runs) {
+    if (!r.has_result) continue;
+    RunEnvironment e{r.board, r.kernel, {}};
+    const auto parsed = nlohmann::json::parse(r.environment_json, nullptr, false);
+    if (parsed.is_object()) {
+      for (const auto& [k, v] : parsed.items()) {
+        e.facts[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      }
+    }
+    environments.push_back(std::move(e));
+  }
+  return environments;
+}
+
+// Emulated boards: their numbers are the emulator's, never to be read as hardware's.
+std::vector<std::string> CaveatsOf(const std::vector<RunEnvironment>& environments) {
+  std::map<std::string, std::string> accel_of_board;
+  for (const auto& e : environments) {
+    auto it = e.facts.find("virt.accel");
+    if (it != e.facts.end() && it->second != "none") accel_of_board[e.board] = it->second;
+  }
+  std::vector<std::string> caveats;
+  for (const auto& [board, accel] : accel_of_board) {
+    if (accel == "tcg") {
+      caveats.push_back("board " + board +
+                        " is emulated (virt.accel=tcg): its throughputs are qemu's software "
+                        "emulation, not hardware numbers; compare its kernels only with each "
+                        "other");
+    } else {
+      caveats.push_back("board " + board + " is a virtual machine (virt.accel=" + accel + ")");
+    }
+  }
+  return caveats;
+}
+
+// One run's counters as stored, per measured second where the run says how long it measured.
+RunCounters CountersOf(const RunRecord& r) {
+  RunCounters rc;
+  rc.repetition = r.repetition;
+  rc.rounds = static_cast<double>(r.rounds);
+  rc.seconds = r.duration_seconds;
+  const auto parsed = nlohmann::json::parse(r.counters_json, nullptr, false);
+  if (parsed.is_object()) {
+    for (const auto& [k, v] : parsed.items()) {
+      if (v.is_number()) rc.values[k] = v.get<double>();
+    }
+  }
+  if (auto it = rc.values.find("measured_elapsed_seconds");
+      it != rc.values.end() && it->second > 0) {
+    rc.seconds = it->second;
+  }
+  return rc;
+}
+
+ReportRunResult RunResultOf(const RunRecord& r, const RunCounters& rc,
+                            const std::vector<std::string>& names) {
+  ReportRunResult row{r.cell, r.kernel, r.board, r.repetition, r.rounds, r.throughput, {}};
+  for (const auto& name : names) {
+    auto it = rc.values.find(name);
+    // A zero delta is not stored: a counter the run lacks is 0 (or absent on its kernel).
+    row.counters[name] = it == rc.values.end() ? 0.0 : it->second;
+  }
+  return row;
+}
+
+using CountersByRunGroup =
+    std::map<std::tuple<Cell, std::string, std::string>, std::vector<RunCounters>>;
+
+}  // namespace
+
+std::vector<std::string> SpecKernels(const std::string& spec_json) {
+  std::vector<std::string> kernels;
+  const auto spec = nlohmann::json::parse(spec_json, nullptr, false);
+  if (!spec.is_object()) return kernels;
+  auto it = spec.find("kernels");
+  if (it == spec.end() || !it->is_array()) return kernels;
+  for (const auto& k : *it) {
+    if (k.is_string()) kernels.push_back(k.get<std::string>());
+  }
+  return kernels;
+}
+
+absl::StatusOr<BuiltReport> BuildReport(JobStore* store, int64_t job_id,
+                                        const ReportOptions& report_options) {
+  auto job = store->GetJob(job_id);
+  if (!job.ok()) return job.status();
+  auto runs = store->ListRuns(job_id);
+  if (!runs.ok()) return runs.status();
+  BuiltReport built{*job, {}};
+  JobReport& report = built.report;
+  report.matrix_keys = job->matrix_keys;
+  const std::vector<RunOutcome> outcomes = OutcomesOf(*runs, job->matrix_keys);
+  report.rows = RowsOf(outcomes);
+  const std::vector<RunEnvironment> environments = EnvironmentsOf(*runs);
+  report.caveats = CaveatsOf(environments);
+
+  // A/B: every other kernel against the baseline, per board and cell.
+  const std::vector<std::string> kernels = SpecKernels(job->spec_json);
+  const std::string baseline = !job->baseline.empty() ? job->baseline
+                               : kernels.empty()      ? std::string()
+                                                      : kernels.front();
+  stats::CompareOptions options;
+  options.alpha = job->alpha;
+  options.min_effect = job->min_effect;
+  report.alpha = options.alpha;
+  report.min_effect = options.min_effect;
+
+  // Each succeeded run's counters, parsed once, by (cell, board, kernel).
+  CountersByRunGroup counters_of;
+  const bool need_counters = kernels.size() > 1 && report_options.compare_counters;
+  if (need_counters || !report_options.run_counters.empty()) {
+    for (size_t i = 0; i < runs->size(); ++i) {
+      if (!outcomes[i].succeeded) continue;
+      const RunRecord& r = (*runs)[i];
+      RunCounters rc = CountersOf(r);
+      if (!report_options.run_counters.empty()) {
+        report.run_results.push_back(RunResultOf(r, rc, report_options.run_counters));
+      }
+      if (need_counters) {
+        counters_of[{outcomes[i].cell, r.board, r.kernel}].push_back(std::move(rc));
+      }
+    }
+  }
+  if (kernels.size() < 2) return built;
+  for (auto& c : CompareKernels(outcomes, baseline, kernels, options)) {
+    ReportComparison out{std::move(c), {}};
+    if (need_counters) {
+      const auto& a = counters_of[{out.row.cell, out.row.board, out.row.baseline}];
+      const auto& b = counters_of[{out.row.cell, out.row.board, out.row.candidate}];
+      out.counters = CompareCounters(a, b, out.row.stats.paired, options);
+    }
+    report.comparisons.push_back(std::move(out));
+  }
+  report.environment_differences = EnvironmentDifferences(environments);
+  return built;
+}
+
+}  // namespace faultline::controller

@@ -1,0 +1,308 @@
+// One contract, two implementations: every test here runs against the PostgreSQL stores
+// (pg_*.cc, a fresh database on the throwaway cluster) and against the in-memory fakes the
+// unit tests use (tests/support/fake_stores.h), so a fake cannot drift from the rules the
+// real store keeps (storage/interfaces.h: NOT_FOUND for unknown ids, ALREADY_EXISTS for
+// taken names, FAILED_PRECONDITION for stale writes, request-id idempotence, ...).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "services/controller/core/validation.h"
+#include "services/controller/storage/pg_store.h"
+#include "tests/support/fake_stores.h"
+#include "tests/support/pg_cluster.h"
+
+namespace faultline::controller {
+namespace {
+
+// The stores under test, as the controller is wired.
+class PgStores {
+ public:
+  static constexpr const char* kName = "pg";
+  void SetUp(const std::string& test) {
+    StoreOptions options;
+    options.database_url = faultline::testing::FreshDatabase("c_" + test);
+    store_ = std::make_unique<PgStore>(options);
+    ASSERT_TRUE(store_->Migrate().ok());
+  }
+  JobStore& jobs() { return store_->jobs(); }
+  BoardStore& boards() { return store_->boards(); }
+  ScheduleStore& schedules() { return store_->schedules(); }
+  HistoryStore& history() { return store_->history(); }
+  TokenStore& tokens() { return store_->tokens(); }
+
+ private:
+  std::unique_ptr<PgStore> store_;
+};
+
+class FakeStores {
+ public:
+  static constexpr const char* kName = "fake";
+  FakeStores() : fakes_(&clock_) {}
+  void SetUp(const std::string&) {}
+  JobStore& jobs() { return fakes_.jobs; }
+  BoardStore& boards() { return fakes_.boards; }
+  ScheduleStore& schedules() { return fakes_.schedules; }
+  HistoryStore& history() { return fakes_.history; }
+  TokenStore& tokens() { return fakes_.tokens; }
+
+ private:
+  SystemClock clock_;  // the fakes' timestamps, as the database's now() gives PostgreSQL's
+  fakes::FakeStores fakes_;
+};
+
+template <typename Impl>
+class StoreContract : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(Impl::kName) == "pg") FAULTLINE_REQUIRE_PG();
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = info->name();
+    std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(c); }, '_');
+    impl_.SetUp(std::string(Impl::kName) + "_" + name);
+  }
+
+  // A valid job: filemap-thrash, 2 repetitions of one kernel (2 runs).
+  static ValidatedJob Job(uint32_t repetitions = 2) {
+    JobSpecInput spec;
+    spec.benchmark = "filemap-thrash";
+    spec.duration = "1s";
+    spec.repetitions = repetitions;
+    spec.kernels = {"vanilla"};
+    spec.memory_max = "256M";
+    spec.params = {{"threads", "2"}, {"file_size", "4M"}};
+    spec.shuffle_seed = 1;
+    auto job = ValidateJobSpec(spec, {fakes::VanillaBoard("box", {"vanilla"})});
+    EXPECT_TRUE(job.ok()) << job.status();
+    return *job;
+  }
+  static std::string SpecJson(uint32_t repetitions = 2) {
+    return R"({"benchmark":"filemap-thrash","duration":"1s","repetitions":)" +
+           std::to_string(repetitions) + R"(,"kernels":["vanilla"]})";
+  }
+  int64_t CreateJob(const std::string& request_id = "") {
+    auto created = impl_.jobs().CreateJob(Job(), "study", SpecJson(), request_id);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? created->job_id : 0;
+  }
+
+  Impl impl_;
+};
+
+using Implementations = ::testing::Types<PgStores, FakeStores>;
+class ImplName {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    return T::kName;
+  }
+};
+TYPED_TEST_SUITE(StoreContract, Implementations, ImplName);
+
+TYPED_TEST(StoreContract, ANewJobIsQueuedWithEveryRun) {
+  const int64_t id = this->CreateJob();
+  auto job = this->impl_.jobs().GetJob(id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state, JobState::kQueued);
+  EXPECT_EQ(job->counts.total, 2u);
+  EXPECT_EQ(job->counts.queued, 2u);
+  EXPECT_EQ(job->benchmark, "filemap-thrash");
+  EXPECT_EQ(job->name, "study");
+  auto runs = this->impl_.jobs().ListRuns(id);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 2u);
+  for (const RunRecord& r : *runs) {
+    EXPECT_EQ(r.state, RunState::kQueued);
+    EXPECT_EQ(r.kernel, "vanilla");
+    EXPECT_FALSE(r.has_result);
+  }
+}
+
+TYPED_TEST(StoreContract, ARetryUnderTheSameRequestIdReturnsTheFirstJob) {
+  auto& jobs = this->impl_.jobs();
+  auto first = jobs.CreateJob(this->Job(), "study", this->SpecJson(), "req-1");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->created);
+  auto again = jobs.CreateJob(this->Job(), "study", this->SpecJson(), "req-1");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->job_id, first->job_id);
+  EXPECT_FALSE(again->created);
+  auto other = jobs.CreateJob(this->Job(3), "study", this->SpecJson(3), "req-1");
+  EXPECT_TRUE(absl::IsAlreadyExists(other.status())) << other.status();
+  auto listed = jobs.ListJobs(10);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 1u) << "nothing stored twice, nothing half-stored";
+}
+
+TYPED_TEST(StoreContract, UnknownJobsAreNotFound) {
+  EXPECT_TRUE(absl::IsNotFound(this->impl_.jobs().GetJob(4242).status()));
+  EXPECT_TRUE(absl::IsNotFound(this->impl_.jobs().CancelJob(4242).status()));
+}
+
+TYPED_TEST(StoreContract, JobsAreListedNewestFirstUpToTheLimit) {
+  const int64_t a = this->CreateJob(), b = this->CreateJob(), c = this->CreateJob();
+  auto two = this->impl_.jobs().ListJobs(2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[0].id, c);
+  EXPECT_EQ((*two)[1].id, b);
+  EXPECT_LT(a, b);
+}
+
+TYPED_TEST(StoreContract, ACancelledJobIsFinalAndCannotBeCancelledAgain) {
+  const int64_t id = this->CreateJob();
+  auto cancelled = this->impl_.jobs().CancelJob(id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state, JobState::kCancelled);
+  EXPECT_EQ(cancelled->counts.cancelled, 2u);
+  EXPECT_EQ(cancelled->counts.queued, 0u);
+  EXPECT_NE(cancelled->finished_at_ms, 0);
+  auto again = this->impl_.jobs().CancelJob(id);
+  EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
+  auto runs = this->impl_.jobs().ListRuns(id);
+  ASSERT_TRUE(runs.ok());
+  for (const RunRecord& r : *runs) EXPECT_EQ(r.state, RunState::kCancelled);
+}
+
+TYPED_TEST(StoreContract, AHelloRegistersTheBoardOnceAndTouchNeedsOne) {
+  auto& boards = this->impl_.boards();
+  EXPECT_TRUE(absl::IsFailedPrecondition(boards.TouchBoard("box")));
+  BoardRecord hello;
+  hello.summary = fakes::VanillaBoard("box", {"vanilla", "patched"});
+  hello.facts_json = R"({"name":"box","arch":"x86_64"})";
+  auto verdict = boards.UpsertBoard(hello);
+  ASSERT_TRUE(verdict.ok()) << verdict.status();
+  EXPECT_EQ(verdict->health, BoardHealth::kOk);
+  hello.summary.kernel_labels = {"vanilla"};
+  ASSERT_TRUE(boards.UpsertBoard(hello).ok());
+  auto listed = boards.ListBoards();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  const BoardSummary& b = (*listed)[0].summary;
+  EXPECT_EQ(b.name, "box");
+  EXPECT_EQ(b.arch, "x86_64");
+  EXPECT_EQ(b.memory_bytes, 8ull << 30);
+  EXPECT_EQ(b.kernel_labels, (std::vector<std::string>{"vanilla"})) << "the latest hello wins";
+  EXPECT_TRUE((*listed)[0].online);
+  EXPECT_TRUE(boards.TouchBoard("box").ok());
+  auto released = boards.ReleaseBoardRuns("box");
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(*released, 0) << "nothing assigned";
+}
+
+TYPED_TEST(StoreContract, SchedulesHaveUniqueNamesAndUnknownOnesAreNotFound) {
+  auto& schedules = this->impl_.schedules();
+  auto created = schedules.CreateSchedule("nightly", "0 3 * * *", this->SpecJson(), 1000);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->name, "nightly");
+  EXPECT_EQ(created->next_run_ms, 1000);
+  auto twice = schedules.CreateSchedule("nightly", "0 4 * * *", this->SpecJson(), 2000);
+  EXPECT_TRUE(absl::IsAlreadyExists(twice.status())) << twice.status();
+  EXPECT_TRUE(absl::IsNotFound(schedules.DeleteSchedule(created->id + 100)));
+  auto listed = schedules.ListSchedules();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].cron, "0 3 * * *");
+  EXPECT_TRUE(schedules.DeleteSchedule(created->id).ok());
+  listed = schedules.ListSchedules();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+}
+
+TYPED_TEST(StoreContract, ADueScheduleFiresOncePerSlotAndMovesOn) {
+  auto& schedules = this->impl_.schedules();
+  auto due = schedules.CreateSchedule("due", "0 3 * * *", this->SpecJson(), 1000);
+  auto later = schedules.CreateSchedule("later", "0 3 * * *", this->SpecJson(), 9000);
+  ASSERT_TRUE(due.ok() && later.ok());
+  std::vector<std::string> fired;
+  auto fire = [&](const ScheduleRecord& s) -> absl::StatusOr<int64_t> {
+    fired.push_back(s.name);
+    return this->CreateJob();
+  };
+  auto next = [](const ScheduleRecord& s) { return s.next_run_ms + 86'400'000; };
+  auto n = schedules.FireDueSchedules(5000, fire, next);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(fired, (std::vector<std::string>{"due"}));
+  n = schedules.FireDueSchedules(5000, fire, next);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0) << "the slot fired once";
+  auto listed = schedules.ListSchedules();
+  ASSERT_TRUE(listed.ok());
+  for (const auto& s : *listed) {
+    if (s.name == "due") {
+      EXPECT_EQ(s.next_run_ms, 1000 + 86'400'000);
+      EXPECT_NE(s.last_job_id, 0);
+    }
+    if (s.name == "later") EXPECT_EQ(s.next_run_ms, 9000);
+  }
+}
+
+TYPED_TEST(StoreContract, ATokenIsFoundByItsHashUntilRevoked) {
+  auto& tokens = this->impl_.tokens();
+  const std::string hash(64, 'a');
+  ASSERT_TRUE(tokens.CreateToken("lab-01-agent", TokenRole::kAgent, "lab-01", hash).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(
+      tokens.CreateToken("lab-01-agent", TokenRole::kUser, "", std::string(64, 'b'))));
+  auto found = tokens.FindToken(hash);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->name, "lab-01-agent");
+  EXPECT_EQ((*found)->role, TokenRole::kAgent);
+  EXPECT_EQ((*found)->board, "lab-01");
+  auto none = tokens.FindToken(std::string(64, 'c'));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  auto revoked = tokens.RevokeToken("lab-01-agent");
+  ASSERT_TRUE(revoked.ok());
+  EXPECT_TRUE(*revoked);
+  found = tokens.FindToken(hash);
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE(found->has_value()) << "a revoked token lets nobody in";
+  revoked = tokens.RevokeToken("nobody");
+  ASSERT_TRUE(revoked.ok());
+  EXPECT_FALSE(*revoked);
+}
+
+TYPED_TEST(StoreContract, AChangePointIsStoredOnceAndTrackedByState) {
+  const int64_t job = this->CreateJob();
+  ChangePointRecord c;
+  c.study = "study";
+  c.benchmark = "filemap-thrash";
+  c.config = "default";
+  c.arch = "x86_64";
+  c.board = "box";
+  c.kernel = "vanilla";
+  c.job_id = job;
+  c.mean_before = 100;
+  c.mean_after = 80;
+  c.relative_change = -0.2;
+  c.p_value = 1e-4;
+  auto& history = this->impl_.history();
+  auto added = history.RecordChangePoints({c});
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(*added, 1);
+  added = history.RecordChangePoints({c});
+  ASSERT_TRUE(added.ok());
+  EXPECT_EQ(*added, 0) << "known change points are left as they are";
+  auto open = history.ListChangePoints(false);
+  ASSERT_TRUE(open.ok());
+  ASSERT_EQ(open->size(), 1u);
+  EXPECT_EQ((*open)[0].state, ChangePointState::kOpen);
+  auto fixed = history.SetChangePointState((*open)[0].id, ChangePointState::kFixed);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ(fixed->state, ChangePointState::kFixed);
+  open = history.ListChangePoints(false);
+  ASSERT_TRUE(open.ok());
+  EXPECT_TRUE(open->empty()) << "fixed is closed";
+  auto all = history.ListChangePoints(true);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 1u);
+  EXPECT_TRUE(absl::IsNotFound(
+      history.SetChangePointState((*all)[0].id + 100, ChangePointState::kOpen).status()));
+}
+
+}  // namespace
+}  // namespace faultline::controller
