@@ -485,11 +485,9 @@ void AddJobCommands(CLI::App& app, Invocation& in) {
 // schedule, schedules, unschedule, changes, mark.
 void AddHistoryCommands(CLI::App& app, Invocation& in) {
   in.schedule = app.add_subcommand(
-      "schedule",
-      "submit a spec at every cron slot (UTC), e.g. --cron '0 2 * * *' for nightly");
+      "schedule", "submit a spec at every cron slot (UTC), e.g. --cron '0 2 * * *' for nightly");
   in.schedule->add_option("SPEC", in.spec_path, "YAML job spec file ('-' for stdin)")->required();
-  in.schedule
-      ->add_option("--cron", in.cron, "five-field cron expression or @daily/@hourly/@weekly")
+  in.schedule->add_option("--cron", in.cron, "five-field cron expression or @daily/@hourly/@weekly")
       ->required();
   in.schedule->add_option("--name", in.schedule_name, "unique schedule name")->required();
   in.schedules = app.add_subcommand("schedules", "list recurring jobs");

@@ -68,7 +68,6 @@ std::string ReportTitle(const v1::GetReportResponse& report) {
   return out;
 }
 
-
 namespace {
 std::string Caveats(const v1::GetReportResponse& report) {
   std::string out;

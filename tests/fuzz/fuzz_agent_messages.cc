@@ -14,7 +14,7 @@
 #include "agent/config.h"
 #include "agent/kernel_switch.h"
 #include "faultline/v1/agent.pb.h"
-#include "services/controller/api/convert.h"
+#include "services/controller/convert/convert.h"
 #include "services/controller/core/board_health.h"
 
 using namespace faultline;

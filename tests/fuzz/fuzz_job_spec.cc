@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "services/cli/spec_file.h"
-#include "services/controller/api/convert.h"
+#include "services/controller/convert/convert.h"
 #include "services/controller/core/validation.h"
 
 using namespace faultline;

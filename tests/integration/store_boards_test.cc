@@ -1,4 +1,5 @@
-// PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): Boards and kernel switches (pg_boards.cc, the switch orders of pg_work.cc).
+// PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): Boards and kernel
+// switches (pg_boards.cc, the switch orders of pg_work.cc).
 #include "tests/integration/store_fixture.h"
 
 namespace faultline::controller {

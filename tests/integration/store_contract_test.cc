@@ -60,7 +60,8 @@ class StoreContract : public ::testing::Test {
     if (std::string(Impl::kName) == "pg") FAULTLINE_REQUIRE_PG();
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     std::string name = info->name();
-    std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(c); }, '_');
+    std::replace_if(
+        name.begin(), name.end(), [](char c) { return !std::isalnum(c); }, '_');
     impl_.SetUp(std::string(Impl::kName) + "_" + name);
   }
 

@@ -1,4 +1,5 @@
-// PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): History and metrics (pg_history.cc): change points, scrapes, comparison summaries.
+// PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): History and metrics
+// (pg_history.cc): change points, scrapes, comparison summaries.
 #include "tests/integration/store_fixture.h"
 
 namespace faultline::controller {

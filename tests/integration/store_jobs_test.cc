@@ -1,4 +1,6 @@
-// PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): Jobs, schedules, the duty lease and the queue's notifications (pg_jobs.cc, pg_schedules.cc, pg_duty_lease.cc, pg_listener.cc).
+// PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): Jobs, schedules, the
+// duty lease and the queue's notifications (pg_jobs.cc, pg_schedules.cc, pg_duty_lease.cc,
+// pg_listener.cc).
 #include "tests/integration/store_fixture.h"
 
 namespace faultline::controller {

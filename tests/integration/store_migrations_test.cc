@@ -1,4 +1,5 @@
-// PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): Migrations, the schema's upgrades and the database going away.
+// PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): Migrations, the
+// schema's upgrades and the database going away.
 #include "tests/integration/store_fixture.h"
 
 namespace faultline::controller {

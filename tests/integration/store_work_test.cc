@@ -1,4 +1,5 @@
-// PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): PgWorkStore (pg_work.cc): claims, leases, results, cancellation, adaptive blocks.
+// PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): PgWorkStore
+// (pg_work.cc): claims, leases, results, cancellation, adaptive blocks.
 #include "tests/integration/store_fixture.h"
 
 namespace faultline::controller {

@@ -1,5 +1,5 @@
-// Proto <-> domain conversion (api/convert.h): what goes out and comes back is what went in.
-#include "services/controller/api/convert.h"
+// Proto <-> domain conversion (convert/convert.h): what goes out and comes back is what went in.
+#include "services/controller/convert/convert.h"
 
 #include <gtest/gtest.h>
 

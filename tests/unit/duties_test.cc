@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "services/controller/api/convert.h"
+#include "services/controller/convert/convert.h"
 #include "services/controller/orchestration/submission.h"
 #include "tests/support/fake_stores.h"
 

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "nlohmann/json.hpp"
-#include "services/controller/api/convert.h"
+#include "services/controller/convert/convert.h"
 #include "services/controller/orchestration/submission.h"
 #include "tests/support/fake_stores.h"
 

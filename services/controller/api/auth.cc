@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "services/controller/api/convert.h"
+#include "services/controller/convert/convert.h"
 
 namespace faultline::controller {
 namespace {

@@ -9,7 +9,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
-#include "services/controller/api/convert.h"
+#include "services/controller/convert/convert.h"
 #include "services/controller/core/cron.h"
 #include "services/controller/core/report.h"
 #include "services/controller/core/validation.h"

@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "faultline/v1/job_states.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "services/controller/api/convert.h"
+#include "services/controller/convert/convert.h"
 #include "services/controller/orchestration/duties.h"
 
 namespace faultline::controller {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
-#include "services/controller/api/convert.h"
+#include "services/controller/convert/convert.h"
 #include "services/controller/core/cron.h"
 #include "services/controller/core/validation.h"
 

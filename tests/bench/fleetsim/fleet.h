@@ -1,5 +1,6 @@
 #pragma once
-// faultline-fleetsim (tests/bench/fleetsim.cc): the simulated boards (one state machine each, on gRPC's callback API).
+// faultline-fleetsim (tests/bench/fleetsim.cc): the simulated boards (one state machine each, on
+// gRPC's callback API).
 #include "tests/bench/fleetsim/support.h"
 
 namespace faultline::fleetsim {
@@ -506,6 +507,5 @@ inline v1::Board MakeFacts(const Options& opt, int index, const std::string& nam
   (*f.mutable_labels())["flavor"] = labels.size() == 1 ? labels.front() : "vanilla+patched";
   return f;
 }
-
 
 }  // namespace faultline::fleetsim

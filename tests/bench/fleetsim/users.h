@@ -1,5 +1,6 @@
 #pragma once
-// faultline-fleetsim (tests/bench/fleetsim.cc): the simulated users (submit, watch, report) and the agent tokens they mint.
+// faultline-fleetsim (tests/bench/fleetsim.cc): the simulated users (submit, watch, report) and the
+// agent tokens they mint.
 #include "tests/bench/fleetsim/support.h"
 
 namespace faultline::fleetsim {
@@ -208,7 +209,7 @@ struct Users {
 // `tokens create` writes them, in one go ----
 
 inline int Mint(const std::string& database_url, int boards, const std::string& prefix,
-         const std::string& out, const std::string& user_out) {
+                const std::string& out, const std::string& user_out) {
   using namespace faultline::controller;
   StoreOptions options;
   options.database_url = database_url;
@@ -247,6 +248,5 @@ inline int Mint(const std::string& database_url, int boards, const std::string& 
   }
   return tokens.good() ? 0 : 1;
 }
-
 
 }  // namespace faultline::fleetsim

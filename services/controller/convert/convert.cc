@@ -1,4 +1,4 @@
-#include "services/controller/api/convert.h"
+#include "services/controller/convert/convert.h"
 
 #include <algorithm>
 
