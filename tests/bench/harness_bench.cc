@@ -56,7 +56,7 @@ void BM_Round(benchmark::State& state) {
   RoundCounter counter;
   uint64_t local = 0;
   unsigned sum = 0;
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop idiom
     if (stop.load(std::memory_order_relaxed)) break;
     if (filemap) sum += MapTouchUnmap(fd, page);
     benchmark::ClobberMemory();
@@ -82,7 +82,7 @@ void BM_HarnessRun(benchmark::State& state) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const int fd = OpenTestFile();
   double rounds_per_second = 0;
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop idiom
     if (harness) {
       std::atomic<bool> never{false};
       RealMonotonicClock clock(&never);
@@ -132,13 +132,15 @@ BENCHMARK(BM_HarnessRun)
     ->UseRealTime();
 
 void BM_CounterSnapshot(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(TakeCounterSnapshot("/sys/fs/cgroup/memory"));
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop idiom
+    benchmark::DoNotOptimize(TakeCounterSnapshot("/sys/fs/cgroup/memory"));
+  }
 }
 BENCHMARK(BM_CounterSnapshot)->Unit(benchmark::kMicrosecond);
 
 void BM_SampleRead(benchmark::State& state) {
   std::vector<RoundCounter> counters(static_cast<size_t>(state.range(0)));
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop idiom
     uint64_t sum = 0;
     for (const auto& c : counters) sum += c.Read();
     benchmark::DoNotOptimize(sum);
