@@ -276,8 +276,8 @@ for cpu in "${cpus[@]}"; do
     -DFAULTLINE_CROSS_TRIPLE="$triple" -DFAULTLINE_SYSROOT="$sysroot" \
     -DGTest_DIR="$gtest_prefix/lib/cmake/GTest" -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' >"$build/configure.log" 2>&1 ||
     { tail -30 "$build/configure.log" >&2; die "configure failed (full log: $build/configure.log)"; }
-  # Everything the agent-only tree has: the agent, both workloads, every unit test. The
-  # portable parts are compiled once per target, here (no separate static build).
+  # Everything the agent-only tree has: the agent, the workload(s), every unit test. For
+  # aarch64 the portable parts are compiled only here (the static workload links them too).
   log "$triple: build"
   ninja -C "$build" -j "$jobs"
 

@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --no-yaml) export FAULTLINE_FUZZ_YAML=0; shift ;;
     --seed) seed_args=(-seed="$2"); shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -306,29 +306,20 @@ absl::Status FakeWorkStore::DecideWorkForBoards(const std::vector<std::string>& 
     std::lock_guard lock(mu_);
     alone = deliver_alone_;
   }
-  if (!alone) {
-    BoardOrders all;
-    absl::Status status = absl::OkStatus();
-    for (const auto& board : boards) {
-      auto next = NextWork(board);
-      if (!next.ok()) {
-        status = next.status();
-        break;
-      }
-      if (next->run || next->kernel_switch) all.emplace_back(board, *std::move(next));
-    }
-    if (!all.empty()) deliver(std::move(all));
-    return status;
-  }
+  BoardOrders group;
+  absl::Status status = absl::OkStatus();
   for (const auto& board : boards) {
     auto next = NextWork(board);
-    if (!next.ok()) return next.status();
+    if (!next.ok()) {
+      status = next.status();
+      break;
+    }
     if (!next->run && !next->kernel_switch) continue;
-    BoardOrders group;
     group.emplace_back(board, *std::move(next));
-    deliver(std::move(group));
+    if (alone) deliver(std::exchange(group, {}));
   }
-  return absl::OkStatus();
+  if (!group.empty()) deliver(std::move(group));
+  return status;
 }
 
 void FakeWorkStore::DeliverEachBoardAlone(bool alone) {

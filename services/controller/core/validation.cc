@@ -74,9 +74,9 @@ std::vector<PlannedRun> PlanRunOrder(const std::vector<Cell>& cells,
   runs.reserve(cells.size() * kernels.size() * repetitions);
   std::vector<int> indices(cells.size());
   for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int>(i);
-  const int blocks = static_cast<int>(std::max<uint32_t>(block_size, 1));
-  for (int first = 1; first <= static_cast<int>(repetitions); first += blocks) {
-    const int last = std::min(static_cast<int>(repetitions), first + blocks - 1);
+  const int block = static_cast<int>(std::max<uint32_t>(block_size, 1));
+  for (int first = 1; first <= static_cast<int>(repetitions); first += block) {
+    const int last = std::min(static_cast<int>(repetitions), first + block - 1);
     for (const RunSlot& slot :
          PlanBlock(indices, kernels, first, last, seed, static_cast<int>(runs.size()))) {
       PlannedRun run;

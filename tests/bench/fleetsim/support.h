@@ -36,7 +36,6 @@
 
 namespace faultline::fleetsim {
 
-namespace v1 = faultline::v1;
 using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 using nlohmann::json;
