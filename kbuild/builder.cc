@@ -1,0 +1,459 @@
+#include "kbuild/builder.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/strings.h"
+#include "kbuild/kconfig.h"
+#include "kbuild/process.h"
+
+namespace faultline::kbuild {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr char kMetaFile[] = "artifact.meta";
+
+std::string Hex(const unsigned char* data, unsigned size) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < size; ++i) {
+    out += digits[data[i] >> 4];
+    out += digits[data[i] & 15];
+  }
+  return out;
+}
+
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
+  ~Sha256() { EVP_MD_CTX_free(ctx_); }
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(absl::string_view data) { EVP_DigestUpdate(ctx_, data.data(), data.size()); }
+  std::string Hex() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned size = 0;
+    EVP_DigestFinal_ex(ctx_, digest, &size);
+    return kbuild::Hex(digest, size);
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+std::string Sha256Of(absl::string_view data) {
+  Sha256 h;
+  h.Update(data);
+  return h.Hex();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+absl::Status WriteFile(const std::string& path, absl::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path, uint64_t* bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  Sha256 h;
+  std::vector<char> buffer(1 << 20);
+  *bytes = 0;
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const std::streamsize n = in.gcount();
+    if (n <= 0) break;
+    h.Update(absl::string_view(buffer.data(), static_cast<size_t>(n)));
+    *bytes += static_cast<uint64_t>(n);
+  }
+  return h.Hex();
+}
+
+// An exclusive flock held for a scope (other builders on the same cache wait).
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+// A file or directory name from free text ("gcc (Debian 12.2.0-14) 12.2.0" ->
+// "gcc-debian-12.2.0-14-12.2.0").
+std::string Slug(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const bool keep = absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_';
+    if (keep) {
+      out += absl::ascii_tolower(static_cast<unsigned char>(c));
+    } else if (!out.empty() && out.back() != '-') {
+      out += '-';
+    }
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> BuildEnv() {
+  // Reproducible: the same sources, config and compiler give the same image (and let
+  // ccache hit across trees).
+  return {{"KBUILD_BUILD_TIMESTAMP", "@0"},
+          {"KBUILD_BUILD_USER", "faultline"},
+          {"KBUILD_BUILD_HOST", "faultline"},
+          {"LC_ALL", "C"}};
+}
+
+bool HaveCcache() {
+  for (absl::string_view dir : absl::StrSplit(getenv("PATH") ? getenv("PATH") : "", ':')) {
+    if (!dir.empty() && ::access(absl::StrCat(dir, "/ccache").c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+std::string WriteMeta(const Artifact& a) {
+  std::string out;
+  auto line = [&](absl::string_view k, absl::string_view v) {
+    absl::StrAppend(&out, k, "=", v, "\n");
+  };
+  line("key", a.key);
+  line("arch", a.arch);
+  line("base_commit", a.base_commit);
+  line("tree_hash", a.tree_hash);
+  line("config_sha256", a.config_sha256);
+  line("compiler", a.compiler);
+  line("release", a.release);
+  line("image", fs::path(a.image).filename().string());
+  line("image_sha256", a.image_sha256);
+  line("image_bytes", absl::StrCat(a.image_bytes));
+  line("build_seconds", absl::StrCat(a.build_seconds));
+  for (const std::string& s : a.series) line("patch", OneLine(s));
+  for (const std::string& w : a.warnings) line("warning", OneLine(w));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ArchInfo> ArchFor(const std::string& arch) {
+  const bool native_x86 = fs::exists("/usr/bin/x86_64-linux-gnu-gcc") && sizeof(void*) == 8 &&
+#if defined(__x86_64__)
+                          true;
+#else
+                          false;
+#endif
+  if (arch == "x86_64") {
+    return ArchInfo{"x86_64", native_x86 ? "" : "x86_64-linux-gnu-", "bzImage",
+                    "arch/x86/boot/bzImage"};
+  }
+  if (arch == "aarch64")
+    return ArchInfo{"arm64", "aarch64-linux-gnu-", "Image", "arch/arm64/boot/Image"};
+  if (arch == "riscv64")
+    return ArchInfo{"riscv", "riscv64-linux-gnu-", "Image", "arch/riscv/boot/Image"};
+  return absl::InvalidArgumentError(
+      absl::StrCat("arch: '", arch, "' is not one faultline builds (x86_64, aarch64, riscv64)"));
+}
+
+absl::StatusOr<Artifact> ReadArtifact(const std::string& dir) {
+  absl::StatusOr<std::string> meta = ReadFile(dir + "/" + kMetaFile);
+  if (!meta.ok()) return absl::NotFoundError(absl::StrCat("no built kernel in ", dir));
+  Artifact a;
+  a.dir = dir;
+  a.config = dir + "/config";
+  a.log = dir + "/build.log";
+  for (absl::string_view line : absl::StrSplit(*meta, '\n', absl::SkipEmpty())) {
+    const size_t eq = line.find('=');
+    if (eq == absl::string_view::npos) continue;
+    const absl::string_view k = line.substr(0, eq);
+    const std::string v(line.substr(eq + 1));
+    if (k == "key") a.key = v;
+    if (k == "arch") a.arch = v;
+    if (k == "base_commit") a.base_commit = v;
+    if (k == "tree_hash") a.tree_hash = v;
+    if (k == "config_sha256") a.config_sha256 = v;
+    if (k == "compiler") a.compiler = v;
+    if (k == "release") a.release = v;
+    if (k == "image") a.image = dir + "/" + v;
+    if (k == "image_sha256") a.image_sha256 = v;
+    if (k == "image_bytes" && !absl::SimpleAtoi(v, &a.image_bytes)) a.image_bytes = 0;
+    if (k == "build_seconds" && !absl::SimpleAtod(v, &a.build_seconds)) a.build_seconds = 0;
+    if (k == "patch") a.series.push_back(v);
+    if (k == "warning") a.warnings.push_back(v);
+  }
+  return a;
+}
+
+Builder::Builder(std::string cache) : cache_(std::move(cache)) {}
+
+absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
+                                        const std::function<void(const std::string&)>& progress) {
+  const auto started = std::chrono::steady_clock::now();
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  absl::StatusOr<ArchInfo> arch = ArchFor(request.arch);
+  if (!arch.ok()) return arch.status();
+  static const std::string kConfigTargetChars = "abcdefghijklmnopqrstuvwxyz0123456789_.-";
+  if (!absl::EndsWith(request.config_base, "config") ||
+      request.config_base.find_first_not_of(kConfigTargetChars) != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.base: '", request.config_base,
+                     "' is not a config make target (tinyconfig, defconfig, allnoconfig, ...)"));
+  }
+  std::error_code ec;
+  const std::string tree = fs::absolute(request.tree, ec).lexically_normal().string();
+  if (!fs::exists(tree)) {
+    return absl::InvalidArgumentError(absl::StrCat("tree: ", request.tree, " does not exist"));
+  }
+
+  // The series first: a malformed mbox fails before anything is touched.
+  std::vector<Patch> patches;
+  for (const NamedText& mbox : request.series) {
+    absl::StatusOr<std::vector<Patch>> split =
+        SplitMbox(mbox.text, mbox.name, static_cast<int>(patches.size()) + 1);
+    if (!split.ok()) return split.status();
+    for (Patch& p : *split) patches.push_back(std::move(p));
+  }
+
+  absl::StatusOr<std::string> commit = RunForOutput(
+      {{"git", "-C", tree, "rev-parse", "--verify", "--quiet", request.ref + "^{commit}"}});
+  if (!commit.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ref: '", request.ref, "' is not a commit in ", request.tree));
+  }
+  const std::string base_commit(absl::StripAsciiWhitespace(*commit));
+
+  const std::string tree_id = Sha256Of(tree).substr(0, 12);
+  for (const char* d : {"src", "obj", "kernels", "logs", "locks", "cfg"}) {
+    fs::create_directories(fs::path(cache_) / d, ec);
+  }
+  const std::string src = absl::StrCat(cache_, "/src/", tree_id, "-", request.arch);
+  FileLock tree_lock(absl::StrCat(cache_, "/locks/", tree_id, "-", request.arch, ".lock"));
+  if (!tree_lock.ok()) return absl::InternalError(absl::StrCat("cannot lock in ", cache_));
+
+  // The worktree at the base commit; files that do not change keep their mtimes.
+  say(absl::StrCat("checkout ", request.ref, " (", base_commit.substr(0, 12), ")"));
+  if (!fs::exists(src + "/.git")) {
+    fs::remove_all(src, ec);
+    RunForOutput({{"git", "-C", tree, "worktree", "prune"}}).IgnoreError();
+    absl::StatusOr<std::string> added = RunForOutput(
+        {{"git", "-C", tree, "worktree", "add", "--detach", "--force", src, base_commit}});
+    if (!added.ok()) return added.status();
+  } else {
+    for (std::vector<std::string> argv :
+         {std::vector<std::string>{"git", "-C", src, "reset", "-q", "--hard"},
+          std::vector<std::string>{"git", "-C", src, "checkout", "-q", "-f", "--detach",
+                                   base_commit},
+          std::vector<std::string>{"git", "-C", src, "reset", "-q", "--hard"},
+          std::vector<std::string>{"git", "-C", src, "clean", "-q", "-fdx"}}) {
+      absl::StatusOr<std::string> done = RunForOutput({argv});
+      if (!done.ok()) return done.status();
+    }
+  }
+
+  // The series, patch by patch, into the index (so write-tree sees it).
+  int applied = 0;
+  std::vector<std::string> subjects;
+  for (const Patch& patch : patches) {
+    subjects.push_back(patch.subject);
+    const std::vector<std::string> files = IncludedFiles(patch, request.include);
+    if (files.empty()) {
+      say(absl::StrCat("patch ", patch.index, " touches no included path: skipped"));
+      continue;
+    }
+    const std::string file = absl::StrCat(cache_, "/locks/", tree_id, "-", request.arch, ".patch");
+    if (absl::Status s = WriteFile(file, patch.text); !s.ok()) return s;
+    std::vector<std::string> argv = {"git", "-C", src, "apply", "--index"};
+    for (const std::string& glob : request.include) argv.push_back("--include=" + glob);
+    argv.push_back(file);
+    absl::StatusOr<Finished> run = Run({argv});
+    if (!run.ok()) return run.status();
+    if (run->exit_code != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("series: ", DescribeApplyFailure(patch, run->output)));
+    }
+    ++applied;
+    say(absl::StrCat("applied patch ", patch.index, " \"", patch.subject, "\" (", files.size(),
+                     " of ", patch.files.size(), " files)"));
+  }
+  if (!patches.empty() && applied == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("series: `include` (", absl::StrJoin(request.include, ", "),
+                     ") selects no file of any patch: nothing would be applied"));
+  }
+  absl::StatusOr<std::string> tree_hash_out = RunForOutput({{"git", "-C", src, "write-tree"}});
+  if (!tree_hash_out.ok()) return tree_hash_out.status();
+  const std::string tree_hash(absl::StripAsciiWhitespace(*tree_hash_out));
+
+  // The config: base target, fragments, olddefconfig, in a scratch object directory.
+  const std::string cross = arch->cross_compile;
+  const std::string cfg = absl::StrCat(cache_, "/cfg/", tree_id, "-", request.arch);
+  fs::remove_all(cfg, ec);
+  fs::create_directories(cfg + "/fragments", ec);
+  auto make_argv = [&](const std::string& objdir, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {"make", "-C", src, "O=" + objdir, "ARCH=" + arch->make_arch};
+    if (!cross.empty()) argv.push_back("CROSS_COMPILE=" + cross);
+    for (auto& e : extra) argv.push_back(std::move(e));
+    return argv;
+  };
+  say(absl::StrCat("config ", request.config_base, " + ", request.fragments.size(),
+                   " fragment(s)"));
+  if (absl::StatusOr<std::string> r =
+          RunForOutput({make_argv(cfg, {"-s", request.config_base}), "", BuildEnv()});
+      !r.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.base: ", r.status().message()));
+  }
+  std::map<std::string, std::string> asked;
+  std::vector<std::string> merge = {src + "/scripts/kconfig/merge_config.sh", "-m", "-O", cfg,
+                                    cfg + "/.config"};
+  for (size_t i = 0; i < request.fragments.size(); ++i) {
+    const NamedText& fragment = request.fragments[i];
+    const std::string path = absl::StrCat(cfg, "/fragments/", i, "-", Slug(fragment.name));
+    if (absl::Status s = WriteFile(path, fragment.text); !s.ok()) return s;
+    for (auto& [k, v] : ParseConfig(fragment.text)) asked[k] = v;
+    merge.push_back(path);
+  }
+  if (!request.fragments.empty()) {
+    if (absl::StatusOr<std::string> r = RunForOutput({merge, cfg, BuildEnv()}); !r.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("config.fragments: ", r.status().message()));
+    }
+  }
+  if (absl::StatusOr<std::string> r =
+          RunForOutput({make_argv(cfg, {"-s", "olddefconfig"}), "", BuildEnv()});
+      !r.ok()) {
+    return r.status();
+  }
+  absl::StatusOr<std::string> config_text = ReadFile(cfg + "/.config");
+  if (!config_text.ok()) return config_text.status();
+  const std::map<std::string, std::string> config = ParseConfig(*config_text);
+  absl::StatusOr<std::string> kconfig_debug = ReadFile(src + "/mm/Kconfig.debug");
+  const bool has_vma_stats =
+      kconfig_debug.ok() && absl::StrContains(*kconfig_debug, "config PER_VMA_LOCK_STATS");
+  const std::vector<std::string> missing = MissingOptions(config, BoardRequirements(has_vma_stats));
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config: the final .config (", request.arch, ", ", request.config_base,
+                     " + fragments, after olddefconfig) lacks what a faultline board needs: ",
+                     absl::StrJoin(missing, "; ")));
+  }
+  const std::string config_sha = Sha256Of(*config_text);
+
+  absl::StatusOr<std::string> cc_version = RunForOutput({{cross + "gcc", "--version"}});
+  if (!cc_version.ok()) return cc_version.status();
+  const std::string compiler(
+      absl::StripAsciiWhitespace(absl::string_view(*cc_version).substr(0, cc_version->find('\n'))));
+
+  const std::string key =
+      Sha256Of(absl::StrCat("faultline-kbuild/1\n", tree_hash, "\n", request.arch, "\n", compiler,
+                            "\n", config_sha, "\n"));
+  const std::string final_dir = absl::StrCat(cache_, "/kernels/", request.arch, "/", Slug(compiler),
+                                             "/", config_sha, "/", tree_hash);
+  if (absl::StatusOr<Artifact> found = ReadArtifact(final_dir); found.ok()) {
+    found->cached = true;
+    found->seconds = elapsed();
+    say(absl::StrCat("cached: ", found->release, " (key ", key.substr(0, 12), ")"));
+    return found;
+  }
+
+  // The object directory of (tree, arch, config): kept, so the next build is incremental.
+  const std::string obj =
+      absl::StrCat(cache_, "/obj/", tree_id, "-", request.arch, "-", config_sha.substr(0, 16));
+  fs::create_directories(obj, ec);
+  absl::StatusOr<std::string> obj_config = ReadFile(obj + "/.config");
+  if (!obj_config.ok() || *obj_config != *config_text) {
+    if (absl::Status s = WriteFile(obj + "/.config", *config_text); !s.ok()) return s;
+  }
+  const std::string localversion = "-fl" + key.substr(0, 10);
+  const std::string log = absl::StrCat(cache_, "/logs/", key.substr(0, 16), ".log");
+  fs::remove(log, ec);
+  const int jobs =
+      request.jobs > 0 ? request.jobs : static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<std::string> extra = {"LOCALVERSION=" + localversion, absl::StrCat("-j", jobs),
+                                    arch->image_target};
+  if (HaveCcache()) extra.push_back("CC=ccache " + cross + "gcc");
+  say(absl::StrCat("make ", arch->image_target, " -j", jobs, " (log ", log, ")"));
+  const auto build_started = std::chrono::steady_clock::now();
+  absl::StatusOr<Finished> made = Run({make_argv(obj, extra), "", BuildEnv(), log});
+  if (!made.ok()) return made.status();
+  const double build_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - build_started).count();
+  if (made->exit_code != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("build: make ", arch->image_target, " failed (exit ", made->exit_code,
+                     ") after ", static_cast<int>(build_seconds), " s; log kept at ", log,
+                     "; last lines:\n", TailFile(log, 20)));
+  }
+  absl::StatusOr<std::string> release_out = RunForOutput(
+      {make_argv(obj, {"-s", "LOCALVERSION=" + localversion, "kernelrelease"}), "", BuildEnv()});
+  if (!release_out.ok()) return release_out.status();
+
+  // The artifact, whole or not at all.
+  Artifact a;
+  a.key = key;
+  a.arch = request.arch;
+  a.base_commit = base_commit;
+  a.tree_hash = tree_hash;
+  a.config_sha256 = config_sha;
+  a.compiler = compiler;
+  a.release = std::string(absl::StripAsciiWhitespace(*release_out));
+  a.build_seconds = build_seconds;
+  a.series = subjects;
+  a.warnings = DroppedFragmentOptions(asked, config);
+  const std::string tmp = absl::StrCat(final_dir, ".tmp-", ::getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  const std::string image_name = fs::path(arch->image_path).filename().string() + "-" + a.release;
+  fs::copy_file(obj + "/" + arch->image_path, tmp + "/" + image_name, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot copy the image: ", ec.message()));
+  fs::copy_file(obj + "/.config", tmp + "/config", ec);
+  fs::copy_file(log, tmp + "/build.log", ec);
+  absl::StatusOr<std::string> image_sha = Sha256OfFile(tmp + "/" + image_name, &a.image_bytes);
+  if (!image_sha.ok()) return image_sha.status();
+  a.image_sha256 = *image_sha;
+  a.image = final_dir + "/" + image_name;
+  if (absl::Status s = WriteFile(tmp + "/" + kMetaFile, WriteMeta(a)); !s.ok()) return s;
+  fs::rename(tmp, final_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot store the artifact: ", ec.message()));
+  absl::StatusOr<Artifact> stored = ReadArtifact(final_dir);
+  if (!stored.ok()) return stored.status();
+  stored->seconds = elapsed();
+  say(absl::StrCat("built ", stored->release, " in ", static_cast<int>(build_seconds), " s: ",
+                   stored->image_bytes, " bytes, sha256 ", stored->image_sha256.substr(0, 12)));
+  return stored;
+}
+
+}  // namespace faultline::kbuild

@@ -1,0 +1,164 @@
+#include "kbuild/series.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/strings.h"
+
+namespace faultline::kbuild {
+namespace {
+
+// The Subject header, folded lines joined.
+std::string SubjectOf(absl::string_view mail) {
+  std::vector<absl::string_view> lines = absl::StrSplit(mail, '\n');
+  std::string subject;
+  bool in_subject = false;
+  for (absl::string_view line : lines) {
+    if (line.empty()) break;  // end of headers
+    if (in_subject && (line.front() == ' ' || line.front() == '\t')) {
+      subject += " ";
+      absl::StrAppend(&subject, absl::StripAsciiWhitespace(line));
+      continue;
+    }
+    in_subject = false;
+    if (absl::StartsWithIgnoreCase(line, "Subject:")) {
+      subject = std::string(absl::StripAsciiWhitespace(line.substr(8)));
+      in_subject = true;
+    }
+  }
+  return subject;
+}
+
+std::vector<std::string> FilesOf(absl::string_view mail) {
+  std::vector<std::string> files;
+  for (absl::string_view line : absl::StrSplit(mail, '\n')) {
+    if (!absl::ConsumePrefix(&line, "diff --git ")) continue;
+    const size_t b = line.rfind(" b/");
+    if (b == absl::string_view::npos) continue;
+    files.emplace_back(absl::StripAsciiWhitespace(line.substr(b + 3)));
+  }
+  return files;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Patch>> SplitMbox(absl::string_view mbox, const std::string& source,
+                                             int first_index) {
+  std::vector<absl::string_view> mails;
+  size_t start = absl::string_view::npos;
+  size_t pos = 0;
+  while (pos < mbox.size()) {
+    const size_t eol = mbox.find('\n', pos);
+    const size_t next = eol == absl::string_view::npos ? mbox.size() : eol + 1;
+    if (mbox.compare(pos, 5, "From ") == 0) {
+      if (start != absl::string_view::npos) mails.push_back(mbox.substr(start, pos - start));
+      start = pos;
+    }
+    pos = next;
+  }
+  if (start != absl::string_view::npos) mails.push_back(mbox.substr(start));
+  if (mails.empty() && absl::StrContains(mbox, "\ndiff --git ")) mails.push_back(mbox);
+  std::vector<Patch> patches;
+  for (absl::string_view mail : mails) {
+    std::vector<std::string> files = FilesOf(mail);
+    if (files.empty()) continue;  // a cover letter
+    Patch patch;
+    patch.source = source;
+    patch.index = first_index + static_cast<int>(patches.size());
+    patch.subject = SubjectOf(mail);
+    patch.text = std::string(mail);
+    patch.files = std::move(files);
+    patches.push_back(std::move(patch));
+  }
+  if (patches.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("series ", source, ": no patch in it (no mail with a `diff --git`)"));
+  }
+  return patches;
+}
+
+bool GlobMatches(absl::string_view glob, absl::string_view path) {
+  // Iterative wildcard match with one backtrack point for the last '*'.
+  size_t g = 0, p = 0, star = absl::string_view::npos, mark = 0;
+  while (p < path.size()) {
+    if (g < glob.size() && (glob[g] == '?' || glob[g] == path[p])) {
+      ++g;
+      ++p;
+    } else if (g < glob.size() && glob[g] == '*') {
+      star = g++;
+      mark = p;
+    } else if (star != absl::string_view::npos) {
+      g = star + 1;
+      p = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (g < glob.size() && glob[g] == '*') ++g;
+  return g == glob.size();
+}
+
+std::vector<std::string> IncludedFiles(const Patch& patch,
+                                       const std::vector<std::string>& include) {
+  if (include.empty()) return patch.files;
+  std::vector<std::string> out;
+  for (const std::string& file : patch.files) {
+    for (const std::string& glob : include) {
+      if (GlobMatches(glob, file)) {
+        out.push_back(file);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string DescribeApplyFailure(const Patch& patch, const std::string& git_output) {
+  std::string file;
+  int line = 0;
+  for (absl::string_view l : absl::StrSplit(git_output, '\n')) {
+    absl::string_view rest = l;
+    if (absl::ConsumePrefix(&rest, "error: patch failed: ")) {
+      const size_t colon = rest.rfind(':');
+      if (colon != absl::string_view::npos) {
+        file = std::string(rest.substr(0, colon));
+        if (!absl::SimpleAtoi(rest.substr(colon + 1), &line)) line = 0;
+      }
+      break;
+    }
+    if (absl::ConsumePrefix(&rest, "error: ") && file.empty()) {
+      // "error: FILE: does not exist in index" / "error: FILE: patch does not apply"
+      const size_t colon = rest.find(": ");
+      if (colon != absl::string_view::npos) file = std::string(rest.substr(0, colon));
+    }
+  }
+  std::string where = file.empty() ? "" : file;
+  if (!file.empty() && line > 0) {
+    // The hunk of `file` whose old range starts at `line`.
+    bool in_file = false;
+    for (absl::string_view l : absl::StrSplit(patch.text, '\n')) {
+      if (absl::StartsWith(l, "diff --git ")) in_file = absl::EndsWith(l, " b/" + file);
+      if (!in_file || !absl::StartsWith(l, "@@ -")) continue;
+      absl::string_view range = l.substr(4);
+      const size_t end = range.find_first_of(", ");
+      int start = 0;
+      if (absl::SimpleAtoi(range.substr(0, end), &start) && start == line) {
+        const size_t close = l.find(" @@", 3);
+        where +=
+            ", hunk " + std::string(close == absl::string_view::npos ? l : l.substr(0, close + 3));
+        break;
+      }
+    }
+  }
+  std::string reason = absl::StrCat("patch ", patch.index, " \"", patch.subject, "\" (",
+                                    patch.source, ") does not apply");
+  if (!where.empty()) absl::StrAppend(&reason, ": ", where);
+  absl::StrAppend(&reason, " (apply only some paths with the series' `include`)");
+  if (file.empty()) absl::StrAppend(&reason, ": ", OneLine(git_output, "; "));
+  return reason;
+}
+
+}  // namespace faultline::kbuild

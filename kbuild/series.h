@@ -1,0 +1,39 @@
+#pragma once
+// A patch series as mm developers send it: one or more mbox files, each holding one or
+// more mails (`git format-patch` / `b4 am` output). Pure: no git, no files.
+#include <string>
+#include <vector>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+
+namespace faultline::kbuild {
+
+struct Patch {
+  std::string source;   // the mbox it came from ("rfc-v5.mbox")
+  int index = 0;        // 1-based within the series (all mboxes, in order)
+  std::string subject;  // "[RFC PATCH v5] mm: retry page faults once under the per-VMA lock"
+  std::string text;     // the whole mail, as `git apply` reads it
+  std::vector<std::string> files;  // files the diff touches (b/ side), in order
+};
+
+// Splits the mails of one mbox ("From " lines at column 0 separate them). A mail without
+// a diff (a cover letter) is skipped; an mbox without any diff is INVALID_ARGUMENT naming
+// `source`. `first_index` numbers the patches.
+absl::StatusOr<std::vector<Patch>> SplitMbox(absl::string_view mbox, const std::string& source,
+                                             int first_index = 1);
+
+// Whether `path` matches a `git apply --include` style glob ("arch/x86/*", "mm/*.c"): `*`
+// matches anything, `/` included; `?` one character.
+bool GlobMatches(absl::string_view glob, absl::string_view path);
+
+// The files of `patch` that `include` selects (all when `include` is empty).
+std::vector<std::string> IncludedFiles(const Patch& patch, const std::vector<std::string>& include);
+
+// A readable reason from `git apply`'s error output for `patch`: the file, and the hunk
+// whose context was not found ("@@ -560,7 +560,12 @@ ..."), e.g.
+//   patch 1 "[RFC PATCH v5] mm: ..." (rfc-v5.mbox) does not apply: arch/arm/mm/fault.c,
+//   hunk @@ -560,7 +560,12 @@ (apply only some paths with `include`)
+std::string DescribeApplyFailure(const Patch& patch, const std::string& git_output);
+
+}  // namespace faultline::kbuild
