@@ -7,10 +7,13 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "agent/artifact_cache.h"
 #include "agent/clock.h"
 #include "agent/config.h"
 #include "agent/kernel_switch.h"
 #include "agent/rpc/agent_client.h"
+#include "agent/rpc/build_client.h"
 #include "agent/rpc/result_spool.h"
 #include "agent/run_executor.h"
 #include "agent/sys/board_facts.h"
@@ -186,6 +189,17 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
     if (!config.ok()) return 2;
   }
 
+  // Kernels jobs brought that this board fetched earlier: bootable (and recognised when
+  // running) like configured ones.
+  std::optional<ArtifactCache> built_cache;
+  if (config->built_kernels.enabled) {
+    built_cache.emplace(config->built_kernels.dir, config->built_kernels.max_bytes);
+    for (const CachedArtifact& a : built_cache->List()) {
+      if (FindKernel(*config, a.label) != nullptr) continue;
+      config->kernels.push_back(BuiltKernelEntry(*config, a.label, a.release, a.path));
+    }
+  }
+
   SystemClock clock;
   SwitchContext boot;
   boot.identity = *identity;
@@ -209,6 +223,8 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
 
   v1::Board board = BoardFromFacts(*config, facts);
   board.set_boot_id(identity->boot_id);
+  board.set_boots_built_kernels(config->built_kernels.enabled);
+  for (const auto& arch : config->builder.arches) board.add_build_arches(arch);
   if (board.running_kernel_label().empty()) {
     log::warn(
         "event=unknown_running_kernel release={} note=\"no configured kernel has this "
@@ -250,19 +266,56 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   handlers.run = [&](const v1::Assignment& a, const std::atomic<bool>& stopping) {
     executor.Execute(a, stopping);
   };
+  BuildClient build_client(channel, *token);
   handlers.kernel_switch = [&](const v1::KernelSwitch& order, const std::atomic<bool>& stopping) {
+    if (order.has_built() && FindKernel(*config, order.label()) == nullptr) {
+      if (!built_cache) return std::string("this board does not boot built kernels");
+      // Fetched (resumed across attempts and agent lives), verified, then bootable.
+      const v1::BuiltKernel& built = order.built();
+      BuildClient::Source source(&build_client);
+      absl::StatusOr<CachedArtifact> fetched = absl::UnavailableError("not tried");
+      const auto started = std::chrono::steady_clock::now();
+      for (int attempt = 1; attempt <= 5 && !stopping; ++attempt) {
+        fetched = built_cache->Fetch(built.image_sha256(), built.image_bytes(), built.release(),
+                                     order.label(), source);
+        if (fetched.ok() || fetched.status().code() == absl::StatusCode::kInvalidArgument) break;
+        log::warn("event=kernel_fetch_retry label={} attempt={} error=\"{}\"", order.label(),
+                  attempt, std::string(fetched.status().message()));
+        std::this_thread::sleep_for(std::chrono::seconds(attempt));
+      }
+      if (stopping) return std::string();
+      if (!fetched.ok()) {
+        return absl::StrCat("fetching kernel ", order.label(), " (build ", built.build_id(),
+                            ") failed: ", fetched.status().message());
+      }
+      log::info("event=kernel_fetched label={} release={} bytes={} seconds={:.1f}", order.label(),
+                built.release(), fetched->bytes,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      config->kernels.push_back(
+          BuiltKernelEntry(*config, order.label(), built.release(), fetched->path));
+    }
     return switcher.Switch(order.label(), stopping);
   };
   handlers.health = [&] { return switcher.Health(); };
 
+  std::atomic<bool> builder_stop{false};
+  std::optional<std::thread> builder;
+  if (!config->builder.arches.empty()) {
+    builder.emplace([&] {
+      RunBuilder(config->board, config->builder.arches, config->builder.cache, config->builder.jobs,
+                 build_client, builder_stop);
+    });
+  }
   std::thread signals([&] {
     int signal = 0;
     sigwait(&stop_signals, &signal);
     log::info("event=agent_stopping signal={}", signal);
+    builder_stop = true;
     client.Stop();
   });
   int rc = client.Serve(handlers);
   signals.join();
+  if (builder) builder->join();
   return rc;
 }
 

@@ -46,7 +46,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
   static const std::set<std::string> kKnown = {
       "board",   "labels",    "work_dir",       "workload_binary", "cgroup_parent", "zram_swap",
       "kernels", "state_dir", "switch_timeout", "release_file",    "boot_id_file",  "token_file",
-      "tls_ca",  "tls_cert",  "tls_key",        "tls_server_name"};
+      "tls_ca",  "tls_cert",  "tls_key",        "tls_server_name", "built_kernels", "builder"};
   AgentConfig config;
   try {
     for (const auto& kv : root) {
@@ -55,7 +55,8 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
         return Bad(kv.first, key,
                    "unknown field (fields: board, labels, work_dir, workload_binary, "
                    "cgroup_parent, zram_swap, kernels, state_dir, switch_timeout, release_file, "
-                   "boot_id_file, token_file, tls_ca, tls_cert, tls_key, tls_server_name)");
+                   "boot_id_file, token_file, tls_ca, tls_cert, tls_key, tls_server_name, "
+                   "built_kernels, builder)");
       }
     }
     if (!root["board"] || !ValidLabel(root["board"].as<std::string>())) {
@@ -123,6 +124,92 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
                    "must be a duration between 10s and 4h, got " + text);
       }
       config.switch_timeout_seconds = static_cast<uint32_t>(seconds);
+    }
+    if (const YAML::Node built = root["built_kernels"]) {
+      if (!built.IsMap()) return Bad(built, "built_kernels", "must be a mapping");
+      BuiltKernelsConfig& b = config.built_kernels;
+      b.enabled = true;
+      b.boot.boot = "kexec";
+      for (const auto& kv : built) {
+        const std::string key = kv.first.as<std::string>();
+        const std::string field = "built_kernels." + key;
+        if (key == "dir") {
+          b.dir = kv.second.as<std::string>();
+          if (b.dir.empty() || b.dir.front() != '/')
+            return Bad(kv.second, field, "must be an absolute path");
+        } else if (key == "max_size") {
+          auto bytes = ParseSize(kv.second.as<std::string>());
+          if (!bytes || *bytes < (64ull << 20)) {
+            return Bad(kv.second, field, "must be a size of at least 64M, e.g. 2G");
+          }
+          b.max_bytes = *bytes;
+        } else if (key == "initrd") {
+          b.boot.initrd = kv.second.as<std::string>();
+          if (b.boot.initrd.front() != '/')
+            return Bad(kv.second, field, "must be an absolute path");
+        } else if (key == "cmdline") {
+          b.boot.cmdline = kv.second.as<std::string>();
+        } else if (key == "boot") {
+          b.boot.boot = kv.second.as<std::string>();
+          if (b.boot.boot != "kexec" && b.boot.boot != "command") {
+            return Bad(kv.second, field, "must be kexec or command");
+          }
+        } else if (key == "command") {
+          if (!kv.second.IsSequence() || kv.second.size() == 0) {
+            return Bad(kv.second, field, "must be a non-empty list: the program and its arguments");
+          }
+          for (const auto& arg : kv.second) b.boot.command.push_back(arg.as<std::string>());
+        } else if (key == "kexec_exec") {
+          b.boot.kexec_exec = kv.second.as<std::string>();
+          if (b.boot.kexec_exec != "auto" && b.boot.kexec_exec != "systemctl" &&
+              b.boot.kexec_exec != "direct") {
+            return Bad(kv.second, field, "must be one of auto, systemctl, direct");
+          }
+        } else if (key == "kexec_args") {
+          if (!kv.second.IsSequence()) return Bad(kv.second, field, "must be a list, e.g. [-i]");
+          for (const auto& arg : kv.second) b.boot.kexec_args.push_back(arg.as<std::string>());
+        } else {
+          return Bad(kv.first, field,
+                     "unknown field (dir, max_size, boot, command, initrd, cmdline, kexec_exec, "
+                     "kexec_args)");
+        }
+      }
+      if (b.boot.boot == "command" && b.boot.command.empty()) {
+        return Bad(built, "built_kernels.command", "boot: command needs the command to run");
+      }
+    }
+    if (const YAML::Node builder = root["builder"]) {
+      if (!builder.IsMap()) return Bad(builder, "builder", "must be a mapping");
+      static const std::set<std::string> kArches = {"x86_64", "aarch64", "riscv64"};
+      for (const auto& kv : builder) {
+        const std::string key = kv.first.as<std::string>();
+        const std::string field = "builder." + key;
+        if (key == "arches") {
+          if (!kv.second.IsSequence() || kv.second.size() == 0) {
+            return Bad(kv.second, field, "must be a non-empty list, e.g. [x86_64]");
+          }
+          for (const auto& a : kv.second) {
+            const std::string arch = a.as<std::string>();
+            if (!kArches.count(arch)) {
+              return Bad(a, field, "'" + arch + "' is not one of x86_64, aarch64, riscv64");
+            }
+            config.builder.arches.push_back(arch);
+          }
+        } else if (key == "cache") {
+          config.builder.cache = kv.second.as<std::string>();
+          if (config.builder.cache.empty() || config.builder.cache.front() != '/') {
+            return Bad(kv.second, field, "must be an absolute path");
+          }
+        } else if (key == "jobs") {
+          config.builder.jobs = kv.second.as<int>();
+          if (config.builder.jobs < 0 || config.builder.jobs > 1024) {
+            return Bad(kv.second, field, "must be 0 (the CPUs) .. 1024");
+          }
+        } else {
+          return Bad(kv.first, field, "unknown field (arches, cache, jobs)");
+        }
+      }
+      if (config.builder.arches.empty()) return Bad(builder, "builder.arches", "is required");
     }
     const YAML::Node kernels = root["kernels"];
     if (!kernels || !kernels.IsSequence() || kernels.size() == 0) {
@@ -248,6 +335,15 @@ std::vector<std::string> RunningKernelLabels(const AgentConfig& config,
     if (k.release == running_release) labels.push_back(k.label);
   }
   return labels;
+}
+
+KernelEntry BuiltKernelEntry(const AgentConfig& config, const std::string& label,
+                             const std::string& release, const std::string& path) {
+  KernelEntry e = config.built_kernels.boot;
+  e.label = label;
+  e.release = release;
+  e.kernel = path;  // kexec loads it; a `command` gets it as FAULTLINE_KERNEL_IMAGE
+  return e;
 }
 
 }  // namespace faultline::agent

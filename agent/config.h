@@ -57,6 +57,23 @@ struct KernelEntry {
   std::vector<std::string> command;
 };
 
+// Kernels that jobs bring (agent.yaml built_kernels): fetched from the controller into a
+// bounded cache under `dir` and booted with kexec by this template (its kernel and release
+// come with each order).
+struct BuiltKernelsConfig {
+  bool enabled = false;
+  std::string dir = "/var/lib/faultline-agent/kernels";
+  uint64_t max_bytes = 2ull << 30;
+  KernelEntry boot;  // boot: kexec; initrd, cmdline, kexec_exec, kexec_args
+};
+
+// A builder (agent.yaml builder): builds kernels for these arches with kbuild.
+struct BuilderConfig {
+  std::vector<std::string> arches;  // empty: not a builder
+  std::string cache = "/var/cache/faultline-kbuild";
+  int jobs = 0;  // make -j; 0: the CPUs
+};
+
 struct AgentConfig {
   std::string board;
   std::map<std::string, std::string> labels;
@@ -76,7 +93,14 @@ struct AgentConfig {
   std::string tls_server_name;  // "": TlsServerName's default
   std::string release_file;     // tests: read the running release from here
   std::string boot_id_file;     // tests: read the boot id from here
+  BuiltKernelsConfig built_kernels;
+  BuilderConfig builder;
 };
+
+// The kexec entry that boots a fetched image (`path`, `release`) by the built_kernels
+// template, under `label`.
+KernelEntry BuiltKernelEntry(const AgentConfig& config, const std::string& label,
+                             const std::string& release, const std::string& path);
 
 // The configured entry for a label, or nullptr.
 const KernelEntry* FindKernel(const AgentConfig& config, const std::string& label);

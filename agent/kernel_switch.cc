@@ -273,11 +273,13 @@ std::string KernelSwitcher::Switch(const std::string& label, const std::atomic<b
   if (absl::Status s = state_.SavePending(pending); !s.ok()) {
     return NeedsCheck(absl::StrCat("recording the switch to '", entry->label, "': ", s.message()));
   }
-  const std::vector<std::pair<std::string, std::string>> env = {
+  std::vector<std::pair<std::string, std::string>> env = {
       {"FAULTLINE_BOARD", config_.board},
       {"FAULTLINE_KERNEL_LABEL", entry->label},
       {"FAULTLINE_KERNEL_RELEASE", entry->release},
       {"FAULTLINE_AGENT_PID", std::to_string(context_.agent_pid)}};
+  // A kernel a job brought, booted by a `command`: the script gets the fetched image.
+  if (!entry->kernel.empty()) env.emplace_back("FAULTLINE_KERNEL_IMAGE", entry->kernel);
   for (const auto& argv : *commands) {
     std::string joined;
     for (const auto& a : argv) joined += (joined.empty() ? "" : " ") + a;

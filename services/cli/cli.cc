@@ -26,6 +26,7 @@
 #include "common/tls.h"
 #include "common/units.h"
 #include "services/cli/comparison.h"
+#include "services/cli/format.h"
 #include "services/cli/run_table.h"
 #include "services/cli/samples.h"
 #include "services/cli/spec_file.h"
@@ -349,6 +350,22 @@ int AgentsCommand(JobStub& client, const CliEnv& env) {
   return kExitOk;
 }
 
+int KernelsCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
+  v1::ListBuildsRequest request;
+  request.set_job_id(job_id);
+  v1::ListBuildsResponse response;
+  if (int rc = Unary(client, env, &JobStub::ListBuilds, request, &response); rc != kExitOk) {
+    return rc;
+  }
+  if (response.builds().empty()) {
+    *env.err << (job_id == 0 ? std::string("no kernel builds\n")
+                             : "no kernel builds for job " + std::to_string(job_id) + "\n");
+    return kExitOk;
+  }
+  *env.out << FormatBuilds(response) << std::flush;
+  return kExitOk;
+}
+
 int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,
                    const stats::CompareOptions& options, ReportFormat format, bool paired) {
   absl::StatusOr<std::vector<double>> a = LoadSamplesFile(a_path);
@@ -399,6 +416,7 @@ struct Invocation {
   bool wait = false;
   uint32_t limit = 0;
   int64_t job_id = 0;
+  int64_t builds_job_id = 0;  // kernels --job: 0 for every job's
   std::string format_name = "table";
   std::string counters_view = "significant";
   std::string columns_text;
@@ -412,7 +430,8 @@ struct Invocation {
   bool compare_paired = false;
   CLI::App *submit = nullptr, *jobs = nullptr, *watch = nullptr, *report = nullptr,
            *cancel = nullptr, *agents = nullptr, *schedule = nullptr, *schedules = nullptr,
-           *unschedule = nullptr, *changes = nullptr, *mark = nullptr, *compare = nullptr;
+           *unschedule = nullptr, *changes = nullptr, *mark = nullptr, *compare = nullptr,
+           *kernels = nullptr;
 };
 
 // The controller connection's options, and the version flag.
@@ -432,7 +451,7 @@ void AddGlobalOptions(CLI::App& app, CliEnv& env, Invocation& in) {
                  "list of addresses the first one's)");
 }
 
-// submit, jobs, watch, report, cancel, agents.
+// submit, jobs, watch, report, cancel, agents, kernels.
 void AddJobCommands(CLI::App& app, Invocation& in) {
   in.submit = app.add_subcommand("submit", "submit a job spec file; prints the job id");
   in.submit->add_option("SPEC", in.spec_path, "YAML job spec file ('-' for stdin)")->required();
@@ -480,6 +499,10 @@ void AddJobCommands(CLI::App& app, Invocation& in) {
   add_job_arg(in.cancel);
 
   in.agents = app.add_subcommand("agents", "list the boards and their agents");
+
+  in.kernels = app.add_subcommand("kernels", "list the kernels built for jobs (ListBuilds)");
+  in.kernels->add_option("--job", in.builds_job_id, "only the builds of this job")
+      ->check(job_id_check);
 }
 
 // schedule, schedules, unschedule, changes, mark.
@@ -569,6 +592,7 @@ int RunCommand(const Invocation& in, JobStub& client, const CliEnv& env) {
   }
   if (in.cancel->parsed()) return CancelCommand(client, env, in.job_id);
   if (in.agents->parsed()) return AgentsCommand(client, env);
+  if (in.kernels->parsed()) return KernelsCommand(client, env, in.builds_job_id);
   if (in.schedule->parsed())
     return ScheduleCommand(client, env, in.spec_path, in.schedule_name, in.cron);
   if (in.schedules->parsed()) return SchedulesCommand(client, env);

@@ -7,6 +7,7 @@
 //                                      report JOB [--format table|markdown|csv|json]
 //                                      cancel JOB
 //                                      agents
+//                                      kernels [--job JOB]
 //           faultline compare A.txt B.txt [--alpha 0.01] [--min-effect 0.03]
 //                                         [--format table|markdown|csv|json]
 //
@@ -63,6 +64,8 @@ int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportForm
                   const ReportView& view = {});
 int CancelCommand(JobStub& client, const CliEnv& env, int64_t job_id);
 int AgentsCommand(JobStub& client, const CliEnv& env);
+// The kernels built for jobs (ListBuilds), all or one job's (job_id 0: all).
+int KernelsCommand(JobStub& client, const CliEnv& env, int64_t job_id);
 // A = baseline samples, B = candidate samples (samples.h); bad files are usage errors.
 // `paired`: line i of A with line i of B (unequal counts are a usage error naming both).
 int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,

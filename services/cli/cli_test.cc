@@ -198,7 +198,48 @@ class FakeJobService final : public v1::JobService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status ListBuilds(grpc::ServerContext*, const v1::ListBuildsRequest* request,
+                          v1::ListBuildsResponse* response) override {
+    last_builds_job_id = request->job_id();
+    if (request->job_id() == 9) return grpc::Status::OK;  // a job without builds
+    if (request->job_id() == 8) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job 8");
+    v1::Build* done = response->add_builds();
+    done->set_id(3);
+    done->set_label("patched@3f9c2a1b04de");
+    done->set_arch("x86_64");
+    done->set_state("done");
+    done->set_release("6.12.117-fl-3f9c2a1b");
+    done->set_key("8d1c0b7e5a4f3e2d1c0b9a8f7e6d5c4b3a29180706f5e4d3c2b1a09f8e7d6c5b");
+    done->set_base_commit("a1b2c3d4e5f60718293a4b5c6d7e8f9012345678");
+    done->add_series("mm: add foo");
+    done->add_series("mm: use foo");
+    done->set_config_sha256("c0ffee00112233445566778899aabbccddeeff00112233445566778899aabbcc");
+    done->set_compiler("gcc 14.2.0");
+    done->set_build_seconds(62.4);
+    done->set_image_bytes(12'900'000);
+    v1::Build* cached = response->add_builds();
+    *cached = *done;
+    cached->set_id(4);
+    cached->set_arch("aarch64");
+    cached->set_cached(true);
+    cached->set_image_bytes(870'400);
+    v1::Build* failed = response->add_builds();
+    failed->set_id(5);
+    failed->set_label("next@0123456789ab");
+    failed->set_arch("x86_64");
+    failed->set_state("failed");
+    failed->set_error("\ngit am: patch 2/2 does not apply (mm/filemap.c)\nmore log");
+    failed->set_build_seconds(3);
+    v1::Build* queued = response->add_builds();
+    queued->set_id(6);
+    queued->set_label("next@0123456789ab");
+    queued->set_arch("aarch64");
+    queued->set_state("queued");
+    return grpc::Status::OK;
+  }
+
   std::mutex mu;
+  int64_t last_builds_job_id = -1;
   std::vector<v1::CreateScheduleRequest> schedule_requests;
   bool last_include_closed = false;
   std::vector<v1::JobSpec> submitted;
@@ -530,6 +571,57 @@ TEST_F(CliTest, CancelAndAgents) {
                  "SWITCHES   HEALTH\n"
                  "desk-i7   x86_64     20        -      -   -        -        online   -         "
                  "         0   -\n"));
+}
+
+TEST_F(CliTest, KernelsListsTheBuilds) {
+  EXPECT_EQ(Run({"kernels"}), 0);
+  EXPECT_EQ(service_.last_builds_job_id, 0);  // every job's
+  EXPECT_EQ(out_.str(),
+            "ID   LABEL                  ARCH      STATE    RELEASE                KEY            "
+            "BASE           SERIES   CONFIG         COMPILER       TIME       SIZE\n"
+            " 3   patched@3f9c2a1b04de   x86_64    done     6.12.117-fl-3f9c2a1b   8d1c0b7e5a4f   "
+            "a1b2c3d4e5f6        2   c0ffee001122   gcc 14.2.0   1m 02s   12.3 MiB\n"
+            " 4   patched@3f9c2a1b04de   aarch64   done     6.12.117-fl-3f9c2a1b   8d1c0b7e5a4f   "
+            "a1b2c3d4e5f6        2   c0ffee001122   gcc 14.2.0   cached    850 KiB\n"
+            " 5   next@0123456789ab      x86_64    failed   -                      -              "
+            "-                   0   -              -                3s          -\n"
+            " 6   next@0123456789ab      aarch64   queued   -                      -              "
+            "-                   0   -              -                 -          -\n"
+            "build 5 (next@0123456789ab, x86_64) failed: git am: patch 2/2 does not apply "
+            "(mm/filemap.c)\n");
+  EXPECT_EQ(err_.str(), "");
+
+  EXPECT_EQ(Run({"kernels", "--job", "42"}), 0);
+  EXPECT_EQ(service_.last_builds_job_id, 42);
+  EXPECT_EQ(Run({"kernels", "--job", "9"}), 0);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(err_.str(), "no kernel builds for job 9\n");
+  EXPECT_EQ(Run({"kernels", "--job", "8"}), 1);  // the RPC's error, as every command's
+  EXPECT_EQ(err_.str(), "faultline: NOT_FOUND: no job 8\n");
+  EXPECT_EQ(Run({"kernels", "--job", "x"}), 2);
+  EXPECT_EQ(err_.str(), "faultline: --job: 'x' is not a job id (see faultline --help)\n");
+}
+
+TEST(FormatBuildsTest, TimesAndSizes) {
+  EXPECT_EQ(FormatBuildTime(0), "-");
+  EXPECT_EQ(FormatBuildTime(0.4), "0s");
+  EXPECT_EQ(FormatBuildTime(59.4), "59s");
+  EXPECT_EQ(FormatBuildTime(62), "1m 02s");
+  EXPECT_EQ(FormatBuildTime(3599), "59m 59s");
+  EXPECT_EQ(FormatBuildTime(3900), "1h 05m");
+  EXPECT_EQ(FormatImageSize(0), "-");
+  EXPECT_EQ(FormatImageSize(812), "812 B");
+  EXPECT_EQ(FormatImageSize(870'400), "850 KiB");
+  EXPECT_EQ(FormatImageSize(12'900'000), "12.3 MiB");
+  // A failed build without an error still gets its line.
+  v1::ListBuildsResponse response;
+  v1::Build* build = response.add_builds();
+  build->set_id(1);
+  build->set_label("a@000000000000");
+  build->set_arch("x86_64");
+  build->set_state("failed");
+  EXPECT_THAT(FormatBuilds(response),
+              ::testing::EndsWith("\nbuild 1 (a@000000000000, x86_64) failed\n"));
 }
 
 TEST_F(CliTest, UsageErrors) {

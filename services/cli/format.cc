@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 
+#include "common/strings.h"
 #include "common/units.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -162,6 +164,77 @@ Table AgentsTable(const v1::ListAgentsResponse& response,
          std::to_string(board.kernel_switches()), health});
   }
   return table;
+}
+
+std::string FormatBuildTime(double seconds) {
+  if (!(seconds > 0)) return "-";
+  const auto total = static_cast<int64_t>(std::llround(seconds));
+  if (total < 60) return std::to_string(total) + "s";
+  if (total < 3600)
+    return Printf("%lldm %02llds", static_cast<long long>(total / 60),
+                  static_cast<long long>(total % 60));
+  return Printf("%lldh %02lldm", static_cast<long long>(total / 3600),
+                static_cast<long long>(total % 3600 / 60));
+}
+
+std::string FormatImageSize(uint64_t bytes) {
+  if (bytes == 0) return "-";
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  if (bytes < (1u << 20)) return Printf("%.0f KiB", static_cast<double>(bytes) / 1024);
+  return Printf("%.1f MiB", static_cast<double>(bytes) / (1u << 20));
+}
+
+namespace {
+
+// The first 12 characters of a hash; "-" when unset.
+std::string ShortHash(const std::string& hash) {
+  return hash.empty() ? "-" : hash.substr(0, 12);
+}
+
+std::string OrDash(const std::string& text) {
+  return text.empty() ? "-" : text;
+}
+
+}  // namespace
+
+Table BuildsTable(const v1::ListBuildsResponse& response) {
+  Table table;
+  table.headers = {"ID",   "LABEL",  "ARCH",   "STATE",    "RELEASE", "KEY",
+                   "BASE", "SERIES", "CONFIG", "COMPILER", "TIME",    "SIZE"};
+  table.right_align = {true,  false, false, false, false, false,
+                       false, true,  false, false, true,  true};
+  for (const v1::Build& build : response.builds()) {
+    table.rows.push_back({std::to_string(build.id()), OrDash(build.label()), OrDash(build.arch()),
+                          OrDash(build.state()), OrDash(build.release()), ShortHash(build.key()),
+                          ShortHash(build.base_commit()), std::to_string(build.series_size()),
+                          ShortHash(build.config_sha256()), OrDash(build.compiler()),
+                          build.cached() ? "cached" : FormatBuildTime(build.build_seconds()),
+                          FormatImageSize(build.image_bytes())});
+  }
+  return table;
+}
+
+std::string FormatBuilds(const v1::ListBuildsResponse& response) {
+  std::string out = RenderPlainTable(BuildsTable(response));
+  for (const v1::Build& build : response.builds()) {
+    if (build.state() != "failed") continue;
+    out += "build " + std::to_string(build.id()) + " (" + OrDash(build.label()) + ", " +
+           OrDash(build.arch()) + ") failed";
+    // The first line that says something (a log tail may start with blank lines).
+    std::string_view error = build.error();
+    while (!error.empty()) {
+      const size_t end = error.find('\n');
+      const std::string_view line = TrimSpace(error.substr(0, end));
+      if (!line.empty()) {
+        out += ": " + std::string(line);
+        break;
+      }
+      if (end == std::string_view::npos) break;
+      error.remove_prefix(end + 1);
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 std::string MessageToJson(const google::protobuf::Message& message) {

@@ -45,4 +45,13 @@ Table JobsTable(const v1::ListJobsResponse& response);
 Table AgentsTable(const v1::ListAgentsResponse& response,
                   std::chrono::system_clock::time_point now);
 
+// Kernel builds: "45s", "1m 02s", "1h 05m"; "-" for 0 (not built yet).
+std::string FormatBuildTime(double seconds);
+// Image sizes: "812 B", "850 KiB", "12.3 MiB"; "-" for 0.
+std::string FormatImageSize(uint64_t bytes);
+Table BuildsTable(const v1::ListBuildsResponse& response);
+// `faultline kernels`: the builds' table (RenderPlainTable), then one line per failed build,
+// "build 7 (patched@3f9c2a1b04de, x86_64) failed: <the error's first line>".
+std::string FormatBuilds(const v1::ListBuildsResponse& response);
+
 }  // namespace faultline::cli

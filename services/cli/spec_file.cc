@@ -19,6 +19,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
@@ -146,9 +148,41 @@ std::string JoinPath(std::string_view parent, std::string_view child) {
   return std::string(parent) + "." + std::string(child);
 }
 
+// "812 bytes", "3.4 KiB", "3.2 MiB": sizes in messages about spec files.
+std::string FormatFileSize(uint64_t bytes) {
+  char buf[48];
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  } else if (bytes < (1u << 20)) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1u << 20));
+  }
+  return buf;
+}
+
+// A size over `limit`, in bytes when rounding would show it as the limit itself.
+std::string FormatSizeOver(uint64_t bytes, uint64_t limit) {
+  std::string text = FormatFileSize(bytes);
+  if (text == FormatFileSize(limit)) text = std::to_string(bytes) + " bytes";
+  return text;
+}
+
+std::string FormatLimit(uint64_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
+}
+
+// The keys of one entry of `kernels` written as a map, and of its `config`.
+constexpr std::string_view kKernelSourceKeys =
+    "tree, ref, config, from, series, include, image, sha256, release";
+constexpr std::string_view kKernelConfigKeys = "base, fragments";
+
 class YamlToMessage {
  public:
-  explicit YamlToMessage(std::string_view display_name) : display_name_(display_name) {}
+  // `base_dir`: where files named by relative paths in the spec are ("": the current
+  // directory).
+  YamlToMessage(std::string_view display_name, std::filesystem::path base_dir = {})
+      : display_name_(display_name), base_dir_(std::move(base_dir)) {}
 
   absl::Status Error(const YAML::Mark& mark, std::string_view path,
                      std::string_view problem) const {
@@ -174,6 +208,10 @@ class YamlToMessage {
                    "expected a map of " + descriptor->name() + " fields, got " + Describe(node));
     }
     std::set<int> seen;
+    // JobSpec: `kernels` as a map of sources (FillKernels) fills kernel_sources too.
+    auto* job_spec =
+        descriptor == v1::JobSpec::descriptor() ? dynamic_cast<v1::JobSpec*>(message) : nullptr;
+    bool kernels_as_map = false;
     for (const auto& pair : node) {  // by value: yaml-cpp iterators yield temporaries
       const YAML::Node key = pair.first;
       const YAML::Node value = pair.second;
@@ -193,6 +231,25 @@ class YamlToMessage {
       }
       if (!seen.insert(field->number()).second) {
         return Error(key_mark, path, "duplicate field '" + name + "'");
+      }
+      if (job_spec != nullptr && field->number() == v1::JobSpec::kKernelsFieldNumber &&
+          value.IsMap()) {
+        if (!job_spec->kernel_sources().empty()) {
+          return Error(key_mark, JoinPath(path, name),
+                       "a map of kernel sources, but kernel_sources is given too: give the "
+                       "sources in one place");
+        }
+        kernels_as_map = true;
+        if (absl::Status status = FillKernels(value, job_spec, JoinPath(path, name), key_mark);
+            !status.ok()) {
+          return status;
+        }
+        continue;
+      }
+      if (kernels_as_map && field->number() == v1::JobSpec::kKernelSourcesFieldNumber &&
+          !value.IsNull()) {
+        return Error(key_mark, JoinPath(path, name),
+                     "kernels is a map of kernel sources already: give the sources in one place");
       }
       if (absl::Status status = FillField(value, message, field, JoinPath(path, name), key_mark);
           !status.ok()) {
@@ -276,6 +333,236 @@ class YamlToMessage {
         return status;
       }
     }
+    return absl::OkStatus();
+  }
+
+  // `kernels` as a map: label -> source (a map), `installed` or nothing (a kernel the
+  // boards have). The labels go into spec->kernels in file order.
+  absl::Status FillKernels(const YAML::Node& value, v1::JobSpec* spec, const std::string& path,
+                           const YAML::Mark& fallback) const {
+    const YAML::Mark mark = MarkOf(value, fallback);
+    std::set<std::string> seen;
+    uint64_t job_bytes = 0;  // of every label's files so far
+    for (const auto& pair : value) {
+      const YAML::Node key = pair.first;
+      const YAML::Node item = pair.second;
+      const YAML::Mark key_mark = MarkOf(key, mark);
+      if (!key.IsScalar()) {
+        return Error(key_mark, path, "kernel labels must be scalars, got " + Describe(key));
+      }
+      const std::string& label = key.Scalar();
+      if (!seen.insert(label).second) {
+        return Error(key_mark, path, "duplicate key '" + label + "'");
+      }
+      spec->add_kernels(label);
+      const std::string label_path = JoinPath(path, label);
+      if (item.IsNull() || (item.IsScalar() && item.Scalar() == "installed") ||
+          (item.IsMap() && item.size() == 0)) {
+        continue;  // installed on the boards: a label only
+      }
+      if (!item.IsMap()) {
+        return Error(MarkOf(item, key_mark), label_path,
+                     "expected a map of the kernel's source (" + std::string(kKernelSourceKeys) +
+                         ") or 'installed', got " + Describe(item));
+      }
+      v1::KernelSource source;
+      if (absl::Status status = FillKernelSource(item, &source, label_path, key_mark, &job_bytes);
+          !status.ok()) {
+        return status;
+      }
+      (*spec->mutable_kernel_sources())[label] = std::move(source);
+    }
+    return absl::OkStatus();
+  }
+
+  // A file named in a kernel's source, read once the whole entry is checked.
+  struct PendingFile {
+    std::string path;  // field path, "kernels.patched.series[0]"
+    std::string written;
+    YAML::Mark mark;
+    pb::RepeatedPtrField<v1::SourceFile>* into;
+  };
+
+  absl::Status FillKernelSource(const YAML::Node& item, v1::KernelSource* source,
+                                const std::string& path, const YAML::Mark& fallback,
+                                uint64_t* job_bytes) const {
+    const YAML::Mark mark = MarkOf(item, fallback);
+    std::set<std::string> seen;
+    std::vector<PendingFile> files;
+    for (const auto& pair : item) {
+      const YAML::Node key = pair.first;
+      const YAML::Node value = pair.second;
+      const YAML::Mark key_mark = MarkOf(key, mark);
+      if (!key.IsScalar()) {
+        return Error(key_mark, path, "keys must be scalars, got " + Describe(key));
+      }
+      const std::string& name = key.Scalar();
+      if (!seen.insert(name).second) return Error(key_mark, path, "duplicate key '" + name + "'");
+      const std::string key_path = JoinPath(path, name);
+      const YAML::Mark value_mark = MarkOf(value, key_mark);
+      std::string* text = name == "tree"      ? source->mutable_tree()
+                          : name == "ref"     ? source->mutable_ref()
+                          : name == "from"    ? source->mutable_from()
+                          : name == "image"   ? source->mutable_image()
+                          : name == "sha256"  ? source->mutable_image_sha256()
+                          : name == "release" ? source->mutable_image_release()
+                                              : nullptr;
+      if (text == nullptr && name != "config" && name != "series" && name != "include") {
+        return Error(key_mark, path,
+                     "unknown key '" + name + "' (" + std::string(kKernelSourceKeys) + ")");
+      }
+      absl::Status status;
+      if (value.IsNull()) {
+        // "key:" or "key: ~" leaves it unset, as for every other field
+      } else if (text != nullptr) {
+        status = ScalarText(value, key_path, value_mark, text);
+      } else if (name == "config") {
+        status = FillKernelConfig(value, source, key_path, value_mark, &files);
+      } else if (name == "series") {
+        std::vector<std::pair<std::string, YAML::Mark>> paths;
+        status = ScalarList(value, key_path, value_mark, &paths);
+        for (size_t i = 0; status.ok() && i < paths.size(); ++i) {
+          files.push_back({key_path + "[" + std::to_string(i) + "]", paths[i].first,
+                           paths[i].second, source->mutable_series()});
+        }
+      } else if (name == "include") {
+        std::vector<std::pair<std::string, YAML::Mark>> patterns;
+        status = ScalarList(value, key_path, value_mark, &patterns);
+        for (auto& pattern : patterns) source->add_include(std::move(pattern.first));
+      }
+      if (!status.ok()) return status;
+    }
+    if (files.size() > static_cast<size_t>(kMaxKernelFilesPerLabel)) {
+      return Error(mark, path,
+                   std::to_string(files.size()) +
+                       " files (config.fragments and series), over the limit of " +
+                       std::to_string(kMaxKernelFilesPerLabel) + " files per kernel");
+    }
+    for (const PendingFile& file : files) {
+      if (absl::Status status = ReadKernelFile(file, job_bytes); !status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
+
+  // `config: BASE` or `config: {base: BASE, fragments: [FILE, ...]}`.
+  absl::Status FillKernelConfig(const YAML::Node& value, v1::KernelSource* source,
+                                const std::string& path, const YAML::Mark& mark,
+                                std::vector<PendingFile>* files) const {
+    if (value.IsScalar()) return ScalarText(value, path, mark, source->mutable_config_base());
+    if (!value.IsMap()) {
+      return Error(mark, path,
+                   "expected a config target (e.g. defconfig) or a map (" +
+                       std::string(kKernelConfigKeys) + "), got " + Describe(value));
+    }
+    std::set<std::string> seen;
+    for (const auto& pair : value) {
+      const YAML::Node key = pair.first;
+      const YAML::Node item = pair.second;
+      const YAML::Mark key_mark = MarkOf(key, mark);
+      if (!key.IsScalar()) {
+        return Error(key_mark, path, "keys must be scalars, got " + Describe(key));
+      }
+      const std::string& name = key.Scalar();
+      if (!seen.insert(name).second) return Error(key_mark, path, "duplicate key '" + name + "'");
+      const std::string key_path = JoinPath(path, name);
+      if (name != "base" && name != "fragments") {
+        return Error(key_mark, path,
+                     "unknown key '" + name + "' (" + std::string(kKernelConfigKeys) + ")");
+      }
+      if (item.IsNull()) continue;
+      const YAML::Mark item_mark = MarkOf(item, key_mark);
+      if (name == "base") {
+        if (absl::Status status =
+                ScalarText(item, key_path, item_mark, source->mutable_config_base());
+            !status.ok()) {
+          return status;
+        }
+        continue;
+      }
+      std::vector<std::pair<std::string, YAML::Mark>> paths;
+      if (absl::Status status = ScalarList(item, key_path, item_mark, &paths); !status.ok()) {
+        return status;
+      }
+      for (size_t i = 0; i < paths.size(); ++i) {
+        files->push_back({key_path + "[" + std::to_string(i) + "]", paths[i].first, paths[i].second,
+                          source->mutable_fragments()});
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ScalarText(const YAML::Node& node, const std::string& path, const YAML::Mark& mark,
+                          std::string* out) const {
+    if (!node.IsScalar()) {
+      return Error(mark, path, "expected a scalar (string), got " + std::string(KindName(node)));
+    }
+    *out = node.Scalar();
+    return absl::OkStatus();
+  }
+
+  // A sequence of scalars (with where each is).
+  absl::Status ScalarList(const YAML::Node& node, const std::string& path, const YAML::Mark& mark,
+                          std::vector<std::pair<std::string, YAML::Mark>>* out) const {
+    if (!node.IsSequence()) {
+      return Error(mark, path, "expected a sequence (e.g. [a, b]), got " + Describe(node));
+    }
+    for (size_t i = 0; i < node.size(); ++i) {
+      const YAML::Node element = node[i];
+      const std::string element_path = path + "[" + std::to_string(i) + "]";
+      const YAML::Mark element_mark = MarkOf(element, mark);
+      if (element.IsNull()) return Error(element_mark, element_path, "missing value");
+      std::string text;
+      if (absl::Status status = ScalarText(element, element_path, element_mark, &text);
+          !status.ok()) {
+        return status;
+      }
+      out->emplace_back(std::move(text), element_mark);
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads one config fragment or series file into a SourceFile named by its base name,
+  // within the per-file and per-job limits. Only regular files: a FIFO or a device would
+  // block or never end.
+  absl::Status ReadKernelFile(const PendingFile& file, uint64_t* job_bytes) const {
+    std::filesystem::path resolved(file.written);
+    if (resolved.is_relative() && !base_dir_.empty()) resolved = base_dir_ / resolved;
+    const std::string shown = resolved.string() == file.written
+                                  ? file.written
+                                  : file.written + " (" + resolved.string() + ")";
+    if (file.written.empty()) return Error(file.mark, file.path, "empty file name");
+    auto cannot_read = [&](std::string_view why) {
+      return Error(file.mark, file.path, "cannot read " + shown + ": " + std::string(why));
+    };
+    struct stat st {};
+    if (::stat(resolved.c_str(), &st) != 0) return cannot_read(std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) return cannot_read("is a directory");
+    if (!S_ISREG(st.st_mode)) return cannot_read("not a regular file");
+    std::string content;
+    if (static_cast<uint64_t>(st.st_size) <= kMaxKernelFileBytes) {
+      std::ifstream in(resolved, std::ios::binary);
+      if (!in) return cannot_read(std::strerror(errno));
+      content.resize(kMaxKernelFileBytes + 1);  // files like /proc's say 0 bytes: bounded
+      in.read(content.data(), static_cast<std::streamsize>(content.size()));
+      if (in.bad()) return cannot_read(std::strerror(errno));
+      content.resize(static_cast<size_t>(in.gcount()));
+    }
+    const uint64_t bytes = std::max<uint64_t>(static_cast<uint64_t>(st.st_size), content.size());
+    if (bytes > kMaxKernelFileBytes) {
+      return Error(file.mark, file.path,
+                   file.written + " is " + FormatSizeOver(bytes, kMaxKernelFileBytes) +
+                       ", over the " + FormatLimit(kMaxKernelFileBytes) + " limit for one file");
+    }
+    if (*job_bytes + bytes > kMaxJobKernelFileBytes) {
+      return Error(file.mark, file.path,
+                   file.written + " (" + FormatFileSize(bytes) + ") brings the job's files to " +
+                       FormatSizeOver(*job_bytes + bytes, kMaxJobKernelFileBytes) + ", over the " +
+                       FormatLimit(kMaxJobKernelFileBytes) + " limit for all files of a job");
+    }
+    *job_bytes += bytes;
+    v1::SourceFile* out = file.into->Add();
+    out->set_name(resolved.filename().string());
+    out->set_content(std::move(content));
     return absl::OkStatus();
   }
 
@@ -377,6 +664,7 @@ class YamlToMessage {
   }
 
   std::string display_name_;
+  std::filesystem::path base_dir_;
 };
 
 // yaml-cpp 0.7 can take unbounded time and memory on some malformed text (found by
@@ -530,9 +818,14 @@ std::optional<PrescanError> PrescanYaml(std::string_view text) {
 
 }  // namespace
 
-absl::Status LoadMessageFromYaml(std::string_view text, std::string_view display_name,
-                                 google::protobuf::Message* message) {
-  YamlToMessage loader(display_name);
+namespace {
+
+// LoadMessageFromYaml, with files named in the spec (kernels' series and config fragments)
+// relative to `base_dir` ("": the current directory).
+absl::Status LoadFromYaml(std::string_view text, std::string_view display_name,
+                          const std::filesystem::path& base_dir,
+                          google::protobuf::Message* message) {
+  YamlToMessage loader(display_name, base_dir);
   if (auto bad = PrescanYaml(text)) return loader.Error(bad->mark, "", bad->message);
   // One document. Not YAML::LoadAll: yaml-cpp 0.7 loops forever in it on text as small as
   // "\n,i" (found by tests/fuzz/fuzz_job_spec); YAML::Load reads the first document only, so
@@ -581,12 +874,24 @@ absl::Status LoadMessageFromYaml(std::string_view text, std::string_view display
   }
 }
 
-absl::StatusOr<v1::JobSpec> LoadJobSpecFromString(std::string_view text,
-                                                  std::string_view display_name) {
+absl::StatusOr<v1::JobSpec> LoadJobSpec(std::string_view text, std::string_view display_name,
+                                        const std::filesystem::path& base_dir) {
   v1::JobSpec spec;
-  if (absl::Status status = LoadMessageFromYaml(text, display_name, &spec); !status.ok())
+  if (absl::Status status = LoadFromYaml(text, display_name, base_dir, &spec); !status.ok())
     return status;
   return spec;
+}
+
+}  // namespace
+
+absl::Status LoadMessageFromYaml(std::string_view text, std::string_view display_name,
+                                 google::protobuf::Message* message) {
+  return LoadFromYaml(text, display_name, {}, message);
+}
+
+absl::StatusOr<v1::JobSpec> LoadJobSpecFromString(std::string_view text,
+                                                  std::string_view display_name) {
+  return LoadJobSpec(text, display_name, {});
 }
 
 absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path) {
@@ -598,7 +903,8 @@ absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return absl::InvalidArgumentError(path + ": cannot read: " + std::strerror(errno));
-  return LoadJobSpecFromString(text.str(), path);
+  // Files the spec names (kernels' series and config fragments) are next to it.
+  return LoadJobSpec(text.str(), path, std::filesystem::path(path).parent_path());
 }
 
 }  // namespace faultline::cli

@@ -12,6 +12,21 @@
 // Scalars go into string fields as written ("0", "16M", "yes"); numeric, bool and enum
 // fields are parsed strictly. Every error names the place as
 // "<display name>:<line>:<column>: <field path>: <problem>" (1-based line and column).
+//
+// One special case: `kernels` may also be a map from label to where the kernel comes from
+// (JobSpec.kernels gets the labels in file order, JobSpec.kernel_sources the sources):
+//
+//   kernels:
+//     vanilla: {tree: /srv/linux.git, ref: v6.12.117,
+//               config: {base: tinyconfig, fragments: [lab.config]}}   # or config: defconfig
+//     patched: {from: vanilla, series: [rfc-v5.mbox], include: ["mm/*"]}
+//     other: {image: https://example.org/bzImage, sha256: <64 hex>, release: 6.12.0-x}
+//     stock: {}                          # or `stock: installed`: a kernel the boards have
+//
+// `fragments` and `series` are files, relative to the spec file's directory (to the current
+// directory for text without a file); their contents go into the spec as SourceFiles named by
+// the file's base name, within the limits below.
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -25,10 +40,16 @@ class Message;
 
 namespace faultline::cli {
 
+// Limits on the files a spec's kernels bring (config fragments and series).
+inline constexpr uint64_t kMaxKernelFileBytes = 1 << 20;     // one file
+inline constexpr uint64_t kMaxJobKernelFileBytes = 8 << 20;  // all files of a job together
+inline constexpr int kMaxKernelFilesPerLabel = 32;
+
 // Reads and parses a spec file. `path` is also the name used in error messages.
 absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path);
 
-// Parses spec text; `display_name` stands for the file in error messages.
+// Parses spec text; `display_name` stands for the file in error messages. Files named by
+// `kernels` resolve against the current directory.
 absl::StatusOr<v1::JobSpec> LoadJobSpecFromString(std::string_view text,
                                                   std::string_view display_name);
 

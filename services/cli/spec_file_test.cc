@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -128,7 +129,7 @@ TEST(SpecFileTest, UnknownFieldGivesLineColumnAndTheFields) {
             "kernels, memcg, params, matrix, arches, boards, name, baseline, block_size, "
             "shuffle_seed, alpha, "
             "min_effect, kernel_overrides, max_repetitions, target_ci_half_width, each_board, "
-            "events); did "
+            "events, kernel_sources); did "
             "you mean "
             "'benchmark'?");
 }
@@ -294,6 +295,224 @@ TEST(SpecFileTest, LoadsFromFile) {
   spec = LoadJobSpecFile(path);
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(std::string(spec.status().message()), StartsWith(path + ": cannot open: "));
+}
+
+// A directory of its own per test, for spec files and the files they name.
+class KernelSourcesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("faultline_spec_kernels_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& content) {
+    const std::filesystem::path path = dir_ / name;
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path, std::ios::binary) << content;
+    return path.string();
+  }
+
+  // Loads `text` as the file spec.yaml in the test's directory.
+  absl::StatusOr<v1::JobSpec> LoadSpec(const std::string& text) {
+    return LoadJobSpecFile(Write("spec.yaml", text));
+  }
+
+  // The error of a spec file that must not load, without the "<path>:" in front.
+  std::string SpecError(const std::string& text) {
+    absl::StatusOr<v1::JobSpec> spec = LoadSpec(text);
+    EXPECT_FALSE(spec.ok()) << "loaded: " << spec->DebugString();
+    if (spec.ok()) return "";
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(spec.status().message());
+    const std::string prefix = (dir_ / "spec.yaml").string() + ":";
+    EXPECT_THAT(message, StartsWith(prefix));
+    return message.substr(std::min(message.size(), prefix.size()));
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(KernelSourcesTest, SequenceFormIsUnchanged) {
+  absl::StatusOr<v1::JobSpec> spec = LoadSpec("benchmark: swap-in\nkernels: [vanilla, patched]\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->kernels(), ElementsAre("vanilla", "patched"));
+  EXPECT_TRUE(spec->kernel_sources().empty());
+  spec = LoadSpec("kernels:\n  - vanilla\n  - patched\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->kernels(), ElementsAre("vanilla", "patched"));
+  EXPECT_TRUE(spec->kernel_sources().empty());
+}
+
+TEST_F(KernelSourcesTest, TreeFromSeriesIncludeAndFragmentsInFileOrder) {
+  Write("lab.config", "CONFIG_SWAP=y\n");
+  Write("configs/debug.config", "CONFIG_DEBUG_VM=y\n");
+  Write("rfc-v5.mbox", "From 1234 Mon Sep 17 00:00:00 2001\nSubject: [PATCH 1/2] mm: x\n");
+  Write("series/fixup.mbox", "From 5678 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] mm: y\n");
+  absl::StatusOr<v1::JobSpec> spec = LoadSpec(R"(benchmark: swap-in
+kernels:
+  vanilla: {tree: /srv/linux.git, ref: v6.12.117,
+            config: {base: tinyconfig, fragments: [lab.config, configs/debug.config]}}
+  patched:
+    from: vanilla
+    series: [rfc-v5.mbox, series/fixup.mbox]
+    include: ["arch/x86/*", "mm/*"]
+  stock: {}
+  defaults: {tree: /srv/linux.git, ref: master, config: defconfig}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  // The labels in the file's order (not sorted: the sources are a map).
+  EXPECT_THAT(spec->kernels(), ElementsAre("vanilla", "patched", "stock", "defaults"));
+  ASSERT_EQ(spec->kernel_sources().size(), 3u);
+  EXPECT_FALSE(spec->kernel_sources().contains("stock"));
+
+  const v1::KernelSource& vanilla = spec->kernel_sources().at("vanilla");
+  EXPECT_EQ(vanilla.tree(), "/srv/linux.git");
+  EXPECT_EQ(vanilla.ref(), "v6.12.117");
+  EXPECT_EQ(vanilla.config_base(), "tinyconfig");
+  ASSERT_EQ(vanilla.fragments_size(), 2);
+  EXPECT_EQ(vanilla.fragments(0).name(), "lab.config");
+  EXPECT_EQ(vanilla.fragments(0).content(), "CONFIG_SWAP=y\n");
+  EXPECT_EQ(vanilla.fragments(1).name(), "debug.config");  // the base name
+  EXPECT_EQ(vanilla.fragments(1).content(), "CONFIG_DEBUG_VM=y\n");
+  EXPECT_TRUE(vanilla.from().empty());
+  EXPECT_TRUE(vanilla.series().empty());
+
+  const v1::KernelSource& patched = spec->kernel_sources().at("patched");
+  EXPECT_EQ(patched.from(), "vanilla");
+  EXPECT_TRUE(patched.tree().empty());
+  ASSERT_EQ(patched.series_size(), 2);
+  EXPECT_EQ(patched.series(0).name(), "rfc-v5.mbox");
+  EXPECT_THAT(patched.series(0).content(), HasSubstr("Subject: [PATCH 1/2] mm: x"));
+  EXPECT_EQ(patched.series(1).name(), "fixup.mbox");
+  EXPECT_THAT(patched.include(), ElementsAre("arch/x86/*", "mm/*"));
+
+  const v1::KernelSource& defaults = spec->kernel_sources().at("defaults");
+  EXPECT_EQ(defaults.config_base(), "defconfig");  // config as a string: the base
+  EXPECT_TRUE(defaults.fragments().empty());
+}
+
+TEST_F(KernelSourcesTest, AbsolutePathsAndTextWithoutAFile) {
+  const std::string mbox = Write("abs.mbox", "patch\n");
+  // Absolute paths as given.
+  absl::StatusOr<v1::JobSpec> spec =
+      LoadJobSpecFromString("kernels: {p: {from: v, series: [" + mbox + "]}, v: {}}\n", "x");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->kernels(), ElementsAre("p", "v"));
+  EXPECT_EQ(spec->kernel_sources().at("p").series(0).name(), "abs.mbox");
+  // Text without a file (stdin): relative paths from the current directory.
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_);
+  spec = LoadJobSpecFromString("kernels: {p: {from: v, series: [abs.mbox]}, v: {}}\n", "x");
+  std::filesystem::current_path(cwd);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->kernel_sources().at("p").series(0).content(), "patch\n");
+}
+
+TEST_F(KernelSourcesTest, PrebuiltImage) {
+  const std::string sha(64, 'a');
+  absl::StatusOr<v1::JobSpec> spec = LoadSpec(
+      "kernels:\n  stock: installed\n"
+      "  other: {image: https://example.org/bzImage, "
+      "sha256: " +
+      sha + ", release: 6.12.0-x}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->kernels(), ElementsAre("stock", "other"));
+  ASSERT_EQ(spec->kernel_sources().size(), 1u);
+  const v1::KernelSource& other = spec->kernel_sources().at("other");
+  EXPECT_EQ(other.image(), "https://example.org/bzImage");
+  EXPECT_EQ(other.image_sha256(), sha);
+  EXPECT_EQ(other.image_release(), "6.12.0-x");
+  EXPECT_TRUE(other.tree().empty());
+}
+
+TEST_F(KernelSourcesTest, InstalledKernelsAreLabelsOnly) {
+  absl::StatusOr<v1::JobSpec> spec =
+      LoadSpec("kernels:\n  a: {}\n  b: installed\n  c:\n  d: ~\nbaseline: b\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->kernels(), ElementsAre("a", "b", "c", "d"));
+  EXPECT_TRUE(spec->kernel_sources().empty());
+  EXPECT_EQ(spec->baseline(), "b");
+}
+
+TEST_F(KernelSourcesTest, FileOverTheSizeLimit) {
+  Write("big.mbox", std::string(kMaxKernelFileBytes * 3 / 2, 'x'));
+  EXPECT_EQ(SpecError("kernels:\n  vanilla: {}\n  patched: {from: vanilla, series: [big.mbox]}\n"),
+            "3:37: kernels.patched.series[0]: big.mbox is 1.5 MiB, over the 1 MiB limit for one "
+            "file");
+  Write("edge.config", std::string(kMaxKernelFileBytes + 1, 'x'));
+  EXPECT_EQ(SpecError("kernels:\n  v: {tree: /t, ref: r, config: {fragments: [edge.config]}}\n"),
+            "2:46: kernels.v.config.fragments[0]: edge.config is 1048577 bytes, over the 1 MiB "
+            "limit for one file");
+  // Exactly the limit is fine.
+  Write("full.mbox", std::string(kMaxKernelFileBytes, 'x'));
+  EXPECT_TRUE(LoadSpec("kernels: {v: {tree: /t, ref: r, series: [full.mbox]}}\n").ok());
+}
+
+TEST_F(KernelSourcesTest, FilesOverTheJobLimit) {
+  Write("one.mbox", std::string(1'000'000, 'x'));
+  // 8 files of 1,000,000 bytes fit in 8 MiB; the job's 9th does not, whichever label has it.
+  EXPECT_EQ(SpecError("kernels:\n"
+                      "  a: {tree: /t, ref: r, series: [one.mbox, one.mbox, one.mbox, one.mbox, "
+                      "one.mbox]}\n"
+                      "  b: {from: a, series: [one.mbox, one.mbox, one.mbox, one.mbox]}\n"),
+            "3:55: kernels.b.series[3]: one.mbox (976.6 KiB) brings the job's files to 8.6 MiB, "
+            "over the 8 MiB limit for all files of a job");
+}
+
+TEST_F(KernelSourcesTest, TooManyFilesForOneKernel) {
+  Write("p.mbox", "patch\n");
+  std::string series;
+  for (int i = 0; i < kMaxKernelFilesPerLabel; ++i)
+    series += (i ? ", " : "") + std::string("p.mbox");
+  EXPECT_TRUE(LoadSpec("kernels: {v: {tree: /t, ref: r, series: [" + series + "]}}\n").ok());
+  Write("f.config", "CONFIG_X=y\n");
+  EXPECT_EQ(SpecError("kernels:\n  v: {tree: /t, ref: r, config: {fragments: [f.config]}, "
+                      "series: [" +
+                      series + "]}\n"),
+            "2:6: kernels.v: 33 files (config.fragments and series), over the limit of 32 files "
+            "per kernel");
+}
+
+TEST_F(KernelSourcesTest, UnreadableFilesNameTheFieldAndThePath) {
+  EXPECT_EQ(SpecError("kernels:\n  p: {from: v, series: [missing.mbox]}\n  v: {}\n"),
+            "2:25: kernels.p.series[0]: cannot read missing.mbox (" +
+                (dir_ / "missing.mbox").string() + "): No such file or directory");
+  std::filesystem::create_directories(dir_ / "adir");
+  EXPECT_EQ(SpecError("kernels: {v: {tree: /t, config: {fragments: [adir]}}}\n"),
+            "1:46: kernels.v.config.fragments[0]: cannot read adir (" + (dir_ / "adir").string() +
+                "): is a directory");
+  // Devices and FIFOs could block or never end: regular files only.
+  EXPECT_EQ(SpecError("kernels: {v: {tree: /t, series: [/dev/zero]}}\n"),
+            "1:34: kernels.v.series[0]: cannot read /dev/zero: not a regular file");
+}
+
+TEST_F(KernelSourcesTest, UnknownKeysAndWrongShapes) {
+  EXPECT_EQ(SpecError("kernels:\n  vanilla: {tree: /srv/linux.git, refs: v6.12}\n"),
+            "2:35: kernels.vanilla: unknown key 'refs' (tree, ref, config, from, series, "
+            "include, image, sha256, release)");
+  EXPECT_EQ(SpecError("kernels:\n  v: {tree: /t, config: {base: defconfig, fragment: [a]}}\n"),
+            "2:43: kernels.v.config: unknown key 'fragment' (base, fragments)");
+  EXPECT_EQ(SpecError("kernels: {v: stock}\n"),
+            "1:14: kernels.v: expected a map of the kernel's source (tree, ref, config, from, "
+            "series, include, image, sha256, release) or 'installed', got 'stock'");
+  EXPECT_EQ(SpecError("kernels: {v: {tree: [a]}}\n"),
+            "1:21: kernels.v.tree: expected a scalar (string), got a sequence");
+  EXPECT_EQ(SpecError("kernels: {v: {from: a, series: x.mbox}}\n"),
+            "1:32: kernels.v.series: expected a sequence (e.g. [a, b]), got 'x.mbox'");
+  EXPECT_EQ(SpecError("kernels: {v: {from: a, include: [mm, ~]}}\n"),
+            "1:38: kernels.v.include[1]: missing value");
+  EXPECT_EQ(SpecError("kernels:\n  v: {}\n  v: installed\n"), "3:3: kernels: duplicate key 'v'");
+  EXPECT_EQ(SpecError("kernels: {v: {tree: /t, tree: /u}}\n"),
+            "1:25: kernels.v: duplicate key 'tree'");
+  // The sources in one place: not also in kernel_sources.
+  EXPECT_THAT(SpecError("kernels: {v: {tree: /t}}\nkernel_sources: {v: {tree: /u}}\n"),
+              StartsWith("2:1: kernel_sources: kernels is a map of kernel sources already"));
+  EXPECT_THAT(SpecError("kernel_sources: {v: {tree: /u}}\nkernels: {v: {tree: /t}}\n"),
+              StartsWith("2:1: kernels: a map of kernel sources, but kernel_sources is given"));
 }
 
 }  // namespace

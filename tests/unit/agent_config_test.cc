@@ -82,5 +82,43 @@ TEST(AgentConfig, TlsServerNameIsOptionalAndANonEmptyName) {
       << empty.status();
 }
 
+TEST(AgentConfig, BuiltKernelsAndBuilder) {
+  auto config = ParseAgentConfig(
+      "board: b\nkernels: [{label: v, release: r}]\n"
+      "built_kernels: {dir: /var/k, max_size: 1G, initrd: /boot/initrd, kexec_args: [-i],\n"
+      "  kexec_exec: direct}\n"
+      "builder: {arches: [x86_64, riscv64], cache: /var/cache/kb, jobs: 2}\n",
+      "r");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->built_kernels.enabled);
+  EXPECT_EQ(config->built_kernels.max_bytes, 1ull << 30);
+  EXPECT_EQ(config->builder.arches, (std::vector<std::string>{"x86_64", "riscv64"}));
+  EXPECT_EQ(config->builder.jobs, 2);
+  const KernelEntry e = BuiltKernelEntry(*config, "patched@abc", "6.12.0-fl1", "/var/k/x");
+  EXPECT_EQ(e.boot, "kexec");
+  EXPECT_EQ(e.kernel, "/var/k/x");
+  EXPECT_EQ(e.initrd, "/boot/initrd");
+  EXPECT_EQ(e.kexec_args, std::vector<std::string>{"-i"});
+  EXPECT_EQ(e.kexec_exec, "direct");
+  EXPECT_EQ(e.release, "6.12.0-fl1");
+  // Off unless configured.
+  auto plain = ParseAgentConfig("board: b\nkernels: [{label: v, release: r}]\n", "r");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->built_kernels.enabled);
+  EXPECT_TRUE(plain->builder.arches.empty());
+  for (const auto& [yaml, field] : std::vector<std::pair<std::string, std::string>>{
+           {"builder: {arches: [mips]}", "builder.arches"},
+           {"builder: {cache: /c}", "builder.arches"},
+           {"built_kernels: {dir: relative}", "built_kernels.dir"},
+           {"built_kernels: {max_size: 1M}", "built_kernels.max_size"},
+           {"built_kernels: {boot: command}", "built_kernels.command"},
+           {"built_kernels: {nope: 1}", "built_kernels.nope"}}) {
+    auto bad = ParseAgentConfig("board: b\nkernels: [{label: v, release: r}]\n" + yaml + "\n", "r");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(std::string(bad.status().message()).find(field), std::string::npos)
+        << yaml << ": " << bad.status();
+  }
+}
+
 }  // namespace
 }  // namespace faultline::agent

@@ -107,4 +107,16 @@ grpc::Status Authorizer::RequireAgent(const grpc::ServerContextBase* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status Authorizer::RequireAnyAgent(const grpc::ServerContextBase* ctx) {
+  if (!required_) return grpc::Status::OK;
+  auto who = Identify(ctx);
+  if (!who.ok()) return ToGrpc(who.status());
+  if (who->role != TokenRole::kAgent) {
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("token '", who->name, "' is a user token: AgentService needs an agent token"));
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace faultline::controller

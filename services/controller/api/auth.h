@@ -35,6 +35,8 @@ class Authorizer {
 
   grpc::Status RequireUser(const grpc::ServerContextBase* ctx);
   grpc::Status RequireAgent(const grpc::ServerContextBase* ctx, const std::string& board);
+  // Any agent token (builders fetch, upload and finish builds fenced by attempt ids).
+  grpc::Status RequireAnyAgent(const grpc::ServerContextBase* ctx);
   bool required() const { return required_; }
 
  private:

@@ -68,6 +68,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* SetChangePointState(grpc::CallbackServerContext* ctx,
                                                 const v1::SetChangePointStateRequest* req,
                                                 v1::ChangePoint* resp) override;
+  grpc::ServerUnaryReactor* ListBuilds(grpc::CallbackServerContext* ctx,
+                                       const v1::ListBuildsRequest* req,
+                                       v1::ListBuildsResponse* resp) override;
 
  private:
   Stores stores_;
@@ -101,7 +104,26 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
                                          const v1::ReportResultRequest* req,
                                          v1::ReportResultResponse* resp) override;
 
+  // Builders (agent.yaml builder:): claims under a lease renewed by BuildHeartbeat, the
+  // image uploaded (verified against its sha256) before FinishBuild; boards fetch images
+  // with FetchArtifact, from any offset.
+  grpc::ServerUnaryReactor* AcquireBuild(grpc::CallbackServerContext* ctx,
+                                         const v1::AcquireBuildRequest* req,
+                                         v1::AcquireBuildResponse* resp) override;
+  grpc::ServerUnaryReactor* BuildHeartbeat(grpc::CallbackServerContext* ctx,
+                                           const v1::BuildHeartbeatRequest* req,
+                                           v1::BuildHeartbeatResponse* resp) override;
+  grpc::ServerReadReactor<v1::ArtifactChunk>* UploadArtifact(
+      grpc::CallbackServerContext* ctx, v1::UploadArtifactResponse* resp) override;
+  grpc::ServerUnaryReactor* FinishBuild(grpc::CallbackServerContext* ctx,
+                                        const v1::FinishBuildRequest* req,
+                                        v1::FinishBuildResponse* resp) override;
+  grpc::ServerWriteReactor<v1::ArtifactChunk>* FetchArtifact(
+      grpc::CallbackServerContext* ctx, const v1::FetchArtifactRequest* req) override;
+
   static constexpr uint32_t kHeartbeatIntervalSeconds = 10;
+  static constexpr uint32_t kBuildLeaseSeconds = 120;
+  static constexpr uint64_t kMaxArtifactBytes = 512ull << 20;
 
   // Hello, Heartbeat and AcquireWork (its checks, before it parks) do their database work
   // on `boards`, ReportResult on `results` (not on gRPC's callback threads; a burst of

@@ -193,6 +193,8 @@ BoardRecord BoardFromProto(const v1::Board& board) {
     }
   }
   rec.summary.boot_id = board.boot_id();
+  rec.summary.boots_built_kernels = board.boots_built_kernels();
+  rec.summary.build_arches.assign(board.build_arches().begin(), board.build_arches().end());
   // What an agent may say: needs-check or not (switching is the controller's to set).
   rec.summary.health =
       board.health() == v1::BOARD_HEALTH_NEEDS_CHECK ? BoardHealth::kNeedsCheck : BoardHealth::kOk;
@@ -370,6 +372,71 @@ void ReportToProto(const JobRecord& job, const JobReport& report, v1::GetReportR
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+std::string KernelSourceToJson(const v1::KernelSource& source) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(source, &out, options);
+  return out;
+}
+
+v1::KernelSource KernelSourceFromJson(const std::string& json) {
+  v1::KernelSource source;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  (void)google::protobuf::util::JsonStringToMessage(json, &source, options);
+  return source;
+}
+
+void BuildToProto(const BuildRecord& b, v1::Build* out) {
+  out->set_id(b.id);
+  out->set_label(b.label);
+  out->set_arch(b.arch);
+  out->set_state(b.state);
+  out->set_builder(b.builder);
+  out->set_key(b.key);
+  out->set_release(b.release);
+  out->set_base_commit(b.base_commit);
+  out->set_tree_hash(b.tree_hash);
+  out->set_config_sha256(b.config_sha256);
+  out->set_compiler(b.compiler);
+  for (const auto& s : b.series) out->add_series(s);
+  out->set_image_sha256(b.image_sha256);
+  out->set_image_bytes(b.image_bytes);
+  out->set_build_seconds(b.build_seconds);
+  out->set_cached(b.cached);
+  out->set_error(b.error);
+  out->set_attempts(b.attempts);
+  if (b.created_ms > 0) {
+    *out->mutable_created_at() =
+        google::protobuf::util::TimeUtil::MillisecondsToTimestamp(b.created_ms);
+  }
+  if (b.finished_ms > 0) {
+    *out->mutable_finished_at() =
+        google::protobuf::util::TimeUtil::MillisecondsToTimestamp(b.finished_ms);
+  }
+  const v1::KernelSource source = KernelSourceFromJson(b.source_json);
+  out->set_ref(source.ref());
+  out->set_config_base(source.config_base());
+}
+
+BuildRecord BuildFromProto(const v1::Build& build) {
+  BuildRecord b;
+  b.key = build.key();
+  b.release = build.release();
+  b.base_commit = build.base_commit();
+  b.tree_hash = build.tree_hash();
+  b.config_sha256 = build.config_sha256();
+  b.compiler = build.compiler();
+  b.series.assign(build.series().begin(), build.series().end());
+  b.image_sha256 = build.image_sha256();
+  b.image_bytes = build.image_bytes();
+  b.build_seconds = build.build_seconds();
+  b.cached = build.cached();
+  b.error = build.error();
+  return b;
 }
 
 }  // namespace faultline::controller

@@ -30,6 +30,13 @@ void ChangePointToProto(const ChangePointRecord& change_point, v1::ChangePoint* 
 // A built report (orchestration/report_builder.h) for GetReport.
 void ReportToProto(const JobRecord& job, const JobReport& report, v1::GetReportResponse* out);
 ResultRecord ResultFromProto(const v1::WorkloadResult& result);
+// Builds of kernels jobs bring; `ref` and `config_base` come from the stored source.
+void BuildToProto(const BuildRecord& build, v1::Build* out);
+// What a builder reports (key, release, image, ...) as a record.
+BuildRecord BuildFromProto(const v1::Build& build);
+// A resolved kernel source as stored with its builds (JSON), and back.
+std::string KernelSourceToJson(const v1::KernelSource& source);
+v1::KernelSource KernelSourceFromJson(const std::string& json);
 
 // The one place absl::Status becomes a gRPC status.
 grpc::Status ToGrpc(const absl::Status& status);

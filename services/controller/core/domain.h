@@ -52,6 +52,8 @@ struct BoardSummary {
   BoardHealth health = BoardHealth::kOk;
   std::string health_reason{};
   uint64_t kernel_switches = 0;
+  bool boots_built_kernels = false;         // agent.yaml built_kernels: boots what jobs bring
+  std::vector<std::string> build_arches{};  // a builder for these arches
 };
 
 struct MemcgLimitsBytes {
@@ -71,6 +73,14 @@ struct PlannedRun {
   int repetition = 0;  // 1-based
   int sequence = 0;    // claim order: kernel blocks alternate, cells shuffled within a block
   std::string board;   // each_board jobs: the one board that runs it ("" = any eligible)
+};
+
+// A kernel a job brings, to be built for one arch. `label` is unique to the source
+// ("patched@3f9c2a1b04de"); `source_json` the resolved v1.KernelSource as JSON.
+struct BuildRequest {
+  std::string label;
+  std::string arch;
+  std::string source_json;
 };
 
 struct ValidatedJob {
@@ -94,6 +104,9 @@ struct ValidatedJob {
   bool each_board = false;
   std::vector<std::string> events;  // perf events counted per run, as given (checked syntax)
   std::vector<PlannedRun> runs;     // in claim order (sequence 0, 1, …)
+  // Kernels the job brings: one build per (label, arch), created with the job (a build of
+  // the same label, i.e. the same source, is shared with earlier jobs).
+  std::vector<BuildRequest> builds;
 };
 
 // Limits a spec must respect (bad input is refused naming the field and the limit).

@@ -54,6 +54,16 @@ ControllerMetrics::ControllerMetrics() : registry_(std::make_shared<prometheus::
                         .Name("faultline_runs_finished_total")
                         .Help("Runs whose outcome this controller stored")
                         .Register(*registry_);
+  build_duration_ = &prometheus::BuildHistogram()
+                         .Name("faultline_kernel_build_seconds")
+                         .Help("Kernel builds by builders: time of the build that made the image")
+                         .Register(*registry_);
+  builds_finished_ = &prometheus::BuildCounter()
+                          .Name("faultline_kernel_builds_total")
+                          .Help(
+                              "Kernel builds finished, by outcome and builder cache (hit: "
+                              "found built, miss: compiled)")
+                          .Register(*registry_);
 }
 
 void ControllerMetrics::ObserveRpc(const std::string& method, grpc::StatusCode code,
@@ -70,6 +80,14 @@ void ControllerMetrics::ObserveRunFinished(const std::string& benchmark, bool su
   run_duration_->Add({{"benchmark", benchmark}}, kBuckets).Observe(seconds);
   runs_finished_->Add({{"benchmark", benchmark}, {"outcome", succeeded ? "succeeded" : "failed"}})
       .Increment();
+}
+
+void ControllerMetrics::ObserveBuild(bool succeeded, double seconds, bool cached) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {5,   15,  30,   60,   120,
+                                                                   300, 600, 1200, 2400, 4800};
+  const std::string outcome = succeeded ? "succeeded" : "failed";
+  if (succeeded && !cached) build_duration_->Add({}, kBuckets).Observe(seconds);
+  builds_finished_->Add({{"outcome", outcome}, {"cache", cached ? "hit" : "miss"}}).Increment();
 }
 
 namespace {

@@ -28,6 +28,9 @@ class ControllerMetrics {
 
   void ObserveRpc(const std::string& method, grpc::StatusCode code, double seconds);
   void ObserveRunFinished(const std::string& benchmark, bool succeeded, double seconds);
+  // A kernel build a builder finished: its duration (of the build that made the image;
+  // 0 when the builder found it built) and whether its cache had it.
+  void ObserveBuild(bool succeeded, double seconds, bool cached);
 
   // The /metrics body. On a database error the process metrics are still served, with
   // faultline_database_up 0. With `http`: the HTTP endpoint's own connections and refusals.
@@ -62,6 +65,8 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Histogram>* rpc_duration_;
   prometheus::Family<prometheus::Histogram>* run_duration_;
   prometheus::Family<prometheus::Counter>* runs_finished_;
+  prometheus::Family<prometheus::Histogram>* build_duration_;
+  prometheus::Family<prometheus::Counter>* builds_finished_;
 };
 
 // Times one RPC into the metrics when Finish() is called (by Done() with the call's status);

@@ -57,6 +57,12 @@ void AcquireReactor::Answer(const WorkOrder& order) {
     sw->set_label(order.kernel_switch->label);
     sw->set_reason(order.kernel_switch->reason);
     sw->set_deadline_seconds(order.kernel_switch->deadline_seconds);
+    if (const auto& built = order.kernel_switch->built) {
+      sw->mutable_built()->set_build_id(built->build_id);
+      sw->mutable_built()->set_image_sha256(built->image_sha256);
+      sw->mutable_built()->set_image_bytes(built->image_bytes);
+      sw->mutable_built()->set_release(built->release);
+    }
   } else if (order.run) {
     AssignmentToProto(*order.run, response_->mutable_assignment());
   }

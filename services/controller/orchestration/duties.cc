@@ -62,6 +62,14 @@ DutyOutcome BackgroundDuties::RunOnce() {
       log::error("event=kernel_switch_lapsed board={} health=needs-check", board);
     }
   }
+  if (stores_.builds != nullptr) {
+    // Builds whose builder went quiet go to another builder (or fail after 3 attempts).
+    if (auto lapsed = stores_.builds->ExpireBuildLeases(3); !lapsed.ok()) {
+      log::warn("event=build_expiry_failed error=\"{}\"", std::string(lapsed.status().message()));
+    } else if (*lapsed > 0) {
+      log::warn("event=build_leases_expired builds={}", *lapsed);
+    }
+  }
   // History change points: cheap enough to rescan every 30 passes (30 s).
   if (++passes_since_history_ >= kHistoryEvery) {
     passes_since_history_ = 0;

@@ -9,6 +9,7 @@
 #include "services/controller/convert/convert.h"
 #include "services/controller/core/cron.h"
 #include "services/controller/core/validation.h"
+#include "services/controller/orchestration/kernel_sources.h"
 
 namespace faultline::controller {
 namespace {
@@ -42,9 +43,28 @@ absl::StatusOr<Submitted> SubmitSpec(BoardStore* boards, JobStore* jobs, v1::Job
     spec.set_shuffle_seed(request_id.empty() ? (std::random_device{}() | 1ull << 32)
                                              : (StableHash(request_id) | 1ull << 32));
   }
-  auto job = ValidateAgainstFleet(boards, spec);
+  // Kernels the job brings get their unique labels before anything else reads the spec.
+  auto sources = ResolveKernelSources(spec);
+  if (!sources.ok()) return sources.status();
+  auto listed = boards->ListBoards();
+  if (!listed.ok()) return listed.status();
+  std::vector<BoardSummary> summaries;
+  for (const auto& b : *listed) summaries.push_back(b.summary);
+  auto builds = PlanBuilds(*sources, spec, summaries);
+  if (!builds.ok()) return builds.status();
+  // A board that boots built kernels can serve every label the job brings (once built).
+  for (auto& b : summaries) {
+    if (!b.boots_built_kernels) continue;
+    for (const auto& [label, source] : *sources) {
+      b.kernel_labels.push_back(label);
+      b.bootable_kernel_labels.push_back(label);
+    }
+  }
+  auto job = ValidateJobSpec(SpecFromProto(spec), summaries);
   if (!job.ok()) return job.status();
-  auto created = jobs->CreateJob(*job, spec.name(), SpecToJson(spec), request_id);
+  job->builds = std::move(*builds);
+  auto created =
+      jobs->CreateJob(*job, spec.name(), SpecToJson(WithoutFileContents(spec)), request_id);
   if (!created.ok()) return created.status();
   return Submitted{*created, job->runs.size(), job->benchmark};
 }

@@ -139,6 +139,40 @@ class TokenStore {
   virtual absl::StatusOr<std::vector<TokenRecord>> ListTokens() = 0;
 };
 
+// Kernels jobs bring: builds claimed by builders under leases, like runs, and the images
+// they produce, content-addressed, in the database (every controller replica serves them).
+class BuildStore {
+ public:
+  virtual ~BuildStore() = default;
+  // The oldest queued build of one of `arches`, now `builder`'s under a new attempt id and a
+  // lease of `lease_seconds`; nullopt when there is none.
+  virtual absl::StatusOr<std::optional<BuildRecord>> ClaimBuild(
+      const std::string& builder, const std::vector<std::string>& arches,
+      uint32_t lease_seconds) = 0;
+  // False when the attempt is no longer the build's (lapsed and retried elsewhere).
+  virtual absl::StatusOr<bool> RenewBuild(int64_t build_id, const std::string& attempt_id,
+                                          uint32_t lease_seconds) = 0;
+  // Ends the attempt: done (with `outcome`'s key, release, ... and an image already stored
+  // by PutArtifact: FAILED_PRECONDITION otherwise) or failed (`outcome.error`). A failed
+  // build fails the queued runs that needed it once no other build of its label can serve
+  // them. FAILED_PRECONDITION when the attempt is not current.
+  virtual absl::Status FinishBuild(int64_t build_id, const std::string& attempt_id, bool succeeded,
+                                   const BuildRecord& outcome) = 0;
+  // Builds whose lease lapsed go back to the queue (another builder takes them), or fail
+  // after `max_attempts`. Returns how many were touched.
+  virtual absl::StatusOr<int> ExpireBuildLeases(uint32_t max_attempts) = 0;
+  // Every build (job_id 0) or a job's, newest first.
+  virtual absl::StatusOr<std::vector<BuildRecord>> ListBuilds(int64_t job_id) = 0;
+  // Stores a verified image (idempotent: an image already stored is kept).
+  virtual absl::Status PutArtifact(const std::string& sha256, const std::string& data) = 0;
+  // The image's size, or NOT_FOUND.
+  virtual absl::StatusOr<uint64_t> ArtifactBytes(const std::string& sha256) = 0;
+  // Streams the image from `offset` in chunks (NOT_FOUND when unknown).
+  virtual absl::Status ReadArtifact(
+      const std::string& sha256, uint64_t offset,
+      const std::function<absl::Status(const std::string& chunk, uint64_t at)>& sink) = 0;
+};
+
 // What /metrics shows, read on each scrape; and /readyz. A finished job's series medians
 // are kept when it finishes; its comparisons are summarized afterwards (PendingComparisons,
 // StoreComparisons) by the controller holding the duty lease, so a scrape never recomputes
@@ -187,6 +221,7 @@ struct Stores {
   TokenStore* tokens = nullptr;
   MetricsSource* metrics = nullptr;
   DutyLeaseStore* duty_lease = nullptr;  // none: this controller always runs the duties
+  BuildStore* builds = nullptr;          // none: jobs cannot bring kernels
 };
 
 }  // namespace faultline::controller

@@ -386,6 +386,50 @@ UPDATE jobs j SET runs_succeeded = coalesce(c.succeeded, 0), runs_failed = coale
            FROM runs GROUP BY job_id) c ON c.job_id = f.id
  WHERE j.id = f.id AND f.state IN ('succeeded', 'failed', 'cancelled');
 )sql"},
+      {21, "kernels jobs bring: builds, their artifacts (content-addressed), builders", R"sql(
+-- One row per (label, arch): the label is unique to the kernel's source (tree, ref, config,
+-- series), so jobs asking for the same kernel share its build.
+CREATE TABLE builds (
+  id            bigserial PRIMARY KEY,
+  label         text NOT NULL,
+  arch          text NOT NULL,
+  source        jsonb NOT NULL,
+  state         text NOT NULL DEFAULT 'queued'
+                CHECK (state IN ('queued', 'building', 'done', 'failed')),
+  builder       text,
+  attempt_id    text,
+  attempts      integer NOT NULL DEFAULT 0,
+  lease_expires timestamptz,
+  not_before    timestamptz,
+  outcome       jsonb,            -- key, release, base_commit, tree_hash, config_sha256, ...
+  image_sha256  text,
+  error         text,
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  finished_at   timestamptz,
+  UNIQUE (label, arch)
+);
+CREATE INDEX builds_open ON builds (id) WHERE state IN ('queued', 'building');
+CREATE TABLE job_builds (
+  job_id   bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  build_id bigint NOT NULL REFERENCES builds (id),
+  PRIMARY KEY (job_id, build_id)
+);
+CREATE INDEX job_builds_build ON job_builds (build_id);
+-- Images by sha256, in chunks: every controller replica serves them from here.
+CREATE TABLE artifacts (
+  sha256     text PRIMARY KEY,
+  bytes      bigint NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE artifact_chunks (
+  sha256 text NOT NULL REFERENCES artifacts (sha256) ON DELETE CASCADE,
+  offset_bytes bigint NOT NULL,
+  data   bytea NOT NULL,
+  PRIMARY KEY (sha256, offset_bytes)
+);
+ALTER TABLE boards ADD COLUMN boots_built_kernels boolean NOT NULL DEFAULT false,
+                   ADD COLUMN build_arches jsonb NOT NULL DEFAULT '[]';
+)sql"},
   };
   return kMigrations;
 }

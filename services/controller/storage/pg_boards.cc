@@ -12,32 +12,38 @@ using nlohmann::json;
 }  // namespace
 
 absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board) {
-  return pool_->Query<HealthVerdict>(
-      [&](pqxx::connection& c, HealthVerdict& health) -> absl::Status {
-        pqxx::work w(c);
-        json labels = board.summary.kernel_labels;
-        json running = board.summary.running_kernel_labels;
-        json bootable = board.summary.bootable_kernel_labels;
-        if (running.empty() && !board.summary.running_kernel_label.empty()) {
-          running.push_back(board.summary.running_kernel_label);
-        }
-        std::optional<SwitchInFlight> in_flight;
-        auto prev = w.exec_params(
-            "SELECT switch_label, coalesce(switch_from_boot_id, '') FROM boards WHERE name = $1 "
-            "FOR UPDATE",
-            board.summary.name);
-        if (!prev.empty() && !prev[0][0].is_null()) {
-          in_flight = SwitchInFlight{prev[0][0].as<std::string>(), prev[0][1].as<std::string>()};
-        }
-        BoardSummary hello = board.summary;
-        hello.running_kernel_labels.clear();
-        for (const auto& k : running) hello.running_kernel_labels.push_back(k);
-        health = HealthAfterHello(in_flight, hello);
-        w.exec_params(R"sql(
+  return pool_->Query<HealthVerdict>([&](pqxx::connection& c,
+                                         HealthVerdict& health) -> absl::Status {
+    pqxx::work w(c);
+    json labels = board.summary.kernel_labels;
+    json running = board.summary.running_kernel_labels;
+    json bootable = board.summary.bootable_kernel_labels;
+    if (running.empty() && !board.summary.running_kernel_label.empty()) {
+      running.push_back(board.summary.running_kernel_label);
+    }
+    std::optional<SwitchInFlight> in_flight;
+    auto prev = w.exec_params(
+        "SELECT switch_label, coalesce(switch_from_boot_id, '') FROM boards WHERE name = $1 "
+        "FOR UPDATE",
+        board.summary.name);
+    if (!prev.empty() && !prev[0][0].is_null()) {
+      in_flight = SwitchInFlight{prev[0][0].as<std::string>(), prev[0][1].as<std::string>()};
+    }
+    BoardSummary hello = board.summary;
+    hello.running_kernel_labels.clear();
+    for (const auto& k : running) hello.running_kernel_labels.push_back(k);
+    health = HealthAfterHello(in_flight, hello);
+    w.exec_params(
+        R"sql(
       INSERT INTO boards (name, arch, memory_bytes, kernel_labels, running_kernel_label, facts,
                           running_kernel_labels, bootable_kernel_labels, boot_id, health,
-                          health_reason)
-      VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9, $10, $11)
+                          health_reason, boots_built_kernels, build_arches)
+      VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb,
+              -- a board that boots built kernels can boot every label built for its arch
+              $8::jsonb || CASE WHEN $12 THEN coalesce(
+                (SELECT jsonb_agg(DISTINCT label) FROM builds
+                  WHERE arch = $2 AND state = 'done' AND NOT $8::jsonb ? label), '[]') ELSE '[]' END,
+              $9, $10, $11, $12, $13::jsonb)
       ON CONFLICT (name) DO UPDATE SET
         arch = EXCLUDED.arch, memory_bytes = EXCLUDED.memory_bytes,
         kernel_labels = EXCLUDED.kernel_labels,
@@ -46,16 +52,16 @@ absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board
         bootable_kernel_labels = EXCLUDED.bootable_kernel_labels,
         boot_id = EXCLUDED.boot_id, health = EXCLUDED.health,
         health_reason = EXCLUDED.health_reason,
+        boots_built_kernels = EXCLUDED.boots_built_kernels, build_arches = EXCLUDED.build_arches,
         switch_label = NULL, switch_from_boot_id = NULL, switch_deadline = NULL,
         facts = EXCLUDED.facts, last_seen = now())sql",
-                      board.summary.name, board.summary.arch,
-                      static_cast<int64_t>(board.summary.memory_bytes), labels.dump(),
-                      board.summary.running_kernel_label, board.facts_json, running.dump(),
-                      bootable.dump(), board.summary.boot_id, std::string(ToString(health.health)),
-                      health.reason);
-        w.commit();
-        return absl::OkStatus();
-      });
+        board.summary.name, board.summary.arch, static_cast<int64_t>(board.summary.memory_bytes),
+        labels.dump(), board.summary.running_kernel_label, board.facts_json, running.dump(),
+        bootable.dump(), board.summary.boot_id, std::string(ToString(health.health)), health.reason,
+        board.summary.boots_built_kernels, json(board.summary.build_arches).dump());
+    w.commit();
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::vector<BoardRecord>> PgBoardStore::ListBoards() {
@@ -69,7 +75,8 @@ absl::StatusOr<std::vector<BoardRecord>> PgBoardStore::ListBoards() {
              coalesce((SELECT max(r.id) FROM runs r
                         WHERE r.board = b.name AND r.state IN ('assigned', 'running')), 0),
              b.running_kernel_labels::text, b.bootable_kernel_labels::text, b.boot_id,
-             b.health, b.health_reason, b.kernel_switches
+             b.health, b.health_reason, b.kernel_switches, b.boots_built_kernels,
+             b.build_arches::text
         FROM boards b ORDER BY b.name)sql",
                                   options_.board_offline_after_seconds);
         for (const auto& r : rows) {
@@ -98,6 +105,10 @@ absl::StatusOr<std::vector<BoardRecord>> PgBoardStore::ListBoards() {
           b.summary.health = *health;
           b.summary.health_reason = r[13].as<std::string>();
           b.summary.kernel_switches = r[14].as<uint64_t>();
+          b.summary.boots_built_kernels = r[15].as<bool>();
+          for (const auto& a : json::parse(r[16].as<std::string>())) {
+            b.summary.build_arches.push_back(a);
+          }
           boards.push_back(std::move(b));
         }
         return absl::OkStatus();

@@ -123,6 +123,25 @@ absl::StatusOr<JobStore::Created> PgJobStore::CreateJob(const ValidatedJob& job,
           run.board.empty() ? boards : json::array({run.board}).dump(), run.sequence);
     }
     runs.complete();
+    // The kernels it brings: one build per (label, arch), shared with any job that asked for
+    // the same kernel before (the label is unique to the source).
+    for (const BuildRequest& b : job.builds) {
+      w.exec_params(R"sql(
+        WITH build AS (
+          INSERT INTO builds (label, arch, source) VALUES ($2, $3, $4::jsonb)
+          ON CONFLICT (label, arch) DO UPDATE SET label = EXCLUDED.label
+          RETURNING id)
+        INSERT INTO job_builds (job_id, build_id) SELECT $1, id FROM build
+        ON CONFLICT DO NOTHING)sql",
+                    job_id, b.label, b.arch, b.source_json);
+    }
+    // A build that failed earlier is tried again for a new job.
+    if (!job.builds.empty()) {
+      w.exec_params(R"sql(
+        UPDATE builds SET state = 'queued', error = NULL, attempts = 0, finished_at = NULL
+         WHERE state = 'failed' AND id IN (SELECT build_id FROM job_builds WHERE job_id = $1))sql",
+                    job_id);
+    }
     w.commit();
     return absl::OkStatus();
   });

@@ -21,7 +21,8 @@ PgStore::PgStore(StoreOptions options)
       schedules_(pool_.get()),
       history_(pool_.get(), options_.database_url),
       tokens_(pool_.get()),
-      duty_lease_(pool_.get()) {}
+      duty_lease_(pool_.get()),
+      builds_(pool_.get(), options_) {}
 
 PgStore::~PgStore() = default;
 

@@ -33,6 +33,29 @@ class PgJobStore final : public JobStore {
   const StoreOptions& options_;
 };
 
+class PgBuildStore final : public BuildStore {
+ public:
+  PgBuildStore(pg::Pool* pool, const StoreOptions& options) : pool_(pool), options_(options) {}
+  absl::StatusOr<std::optional<BuildRecord>> ClaimBuild(const std::string& builder,
+                                                        const std::vector<std::string>& arches,
+                                                        uint32_t lease_seconds) override;
+  absl::StatusOr<bool> RenewBuild(int64_t build_id, const std::string& attempt_id,
+                                  uint32_t lease_seconds) override;
+  absl::Status FinishBuild(int64_t build_id, const std::string& attempt_id, bool succeeded,
+                           const BuildRecord& outcome) override;
+  absl::StatusOr<int> ExpireBuildLeases(uint32_t max_attempts) override;
+  absl::StatusOr<std::vector<BuildRecord>> ListBuilds(int64_t job_id) override;
+  absl::Status PutArtifact(const std::string& sha256, const std::string& data) override;
+  absl::StatusOr<uint64_t> ArtifactBytes(const std::string& sha256) override;
+  absl::Status ReadArtifact(
+      const std::string& sha256, uint64_t offset,
+      const std::function<absl::Status(const std::string& chunk, uint64_t at)>& sink) override;
+
+ private:
+  pg::Pool* pool_;
+  const StoreOptions& options_;
+};
+
 class PgWorkStore final : public WorkStore {
  public:
   PgWorkStore(pg::Pool* pool, const StoreOptions& options) : pool_(pool), options_(options) {}
@@ -155,7 +178,8 @@ class PgStore {
   absl::Status Ping(std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
   Stores stores() {
-    return {&jobs_, &work_, &boards_, &schedules_, &history_, &tokens_, &history_, &duty_lease_};
+    return {&jobs_,   &work_,    &boards_,     &schedules_, &history_,
+            &tokens_, &history_, &duty_lease_, &builds_};
   }
   PgJobStore& jobs() { return jobs_; }
   PgWorkStore& work() { return work_; }
@@ -164,6 +188,7 @@ class PgStore {
   PgHistoryStore& history() { return history_; }
   PgTokenStore& tokens() { return tokens_; }
   PgDutyLeaseStore& duty_lease() { return duty_lease_; }
+  PgBuildStore& builds() { return builds_; }
 
  private:
   StoreOptions options_;
@@ -175,6 +200,7 @@ class PgStore {
   PgHistoryStore history_;
   PgTokenStore tokens_;
   PgDutyLeaseStore duty_lease_;
+  PgBuildStore builds_;
 };
 
 }  // namespace faultline::controller

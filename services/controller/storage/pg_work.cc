@@ -113,7 +113,19 @@ Assignment AssignmentFromRow(const pqxx::row& r) {
 }
 
 // The board is told to switch: health 'switching' until its hello from the new kernel.
-void OrderKernelSwitch(pqxx::work& w, const std::string& board, const KernelSwitchOrder& order) {
+void OrderKernelSwitch(pqxx::work& w, const std::string& board, KernelSwitchOrder& order) {
+  // A kernel a job brought: the order carries its image (the agent fetches it).
+  auto built = w.exec_params(R"sql(
+    SELECT bu.id, bu.image_sha256, (bu.outcome->>'image_bytes')::bigint, bu.outcome->>'release'
+      FROM builds bu JOIN boards b ON b.arch = bu.arch
+     WHERE b.name = $1 AND bu.label = $2 AND bu.state = 'done')sql",
+                             board, order.label);
+  if (!built.empty()) {
+    order.built = KernelSwitchOrder::Built{.build_id = built[0][0].as<int64_t>(),
+                                           .image_sha256 = built[0][1].as<std::string>(),
+                                           .image_bytes = built[0][2].as<uint64_t>(),
+                                           .release = built[0][3].as<std::string>()};
+  }
   w.exec_params(R"sql(
     UPDATE boards SET health = 'switching', health_reason = $2, switch_label = $3,
                       switch_from_boot_id = boot_id,
@@ -149,6 +161,9 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWorkFromWholeQueue(const std::string&
         FROM runs r JOIN jobs j ON j.id = r.job_id CROSS JOIN b
        WHERE r.state = 'queued'
          AND (r.not_before IS NULL OR r.not_before <= now())
+         -- a job's runs wait until every kernel it brings is built
+         AND NOT EXISTS (SELECT 1 FROM job_builds jb JOIN builds bu ON bu.id = jb.build_id
+                          WHERE jb.job_id = r.job_id AND bu.state IN ('queued', 'building'))
          AND (b.running_kernel_labels ? r.kernel OR b.bootable_kernel_labels ? r.kernel)
          AND (r.arches = '[]'::jsonb OR r.arches ? b.arch)
          AND (r.boards = '[]'::jsonb OR r.boards ? b.name)
@@ -215,6 +230,9 @@ absl::Status ReadWorkPlan(pqxx::connection& c, const std::vector<std::string>& b
       SELECT r.id, r.job_id, r.kernel, r.arches::text, r.boards::text, j.memory_max
         FROM runs r JOIN jobs j ON j.id = r.job_id
        WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())
+         -- a job's runs wait until every kernel it brings is built
+         AND NOT EXISTS (SELECT 1 FROM job_builds jb JOIN builds bu ON bu.id = jb.build_id
+                          WHERE jb.job_id = r.job_id AND bu.state IN ('queued', 'building'))
        ORDER BY r.job_id, r.sequence, r.id
        LIMIT $1)sql",
                                  window);

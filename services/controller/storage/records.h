@@ -82,6 +82,35 @@ struct KernelSwitchOrder {
   std::string label;
   std::string reason;
   uint32_t deadline_seconds = 0;
+  // A kernel a job brought: the agent fetches this image and expects this release.
+  struct Built {
+    int64_t build_id = 0;
+    std::string image_sha256;
+    uint64_t image_bytes = 0;
+    std::string release;
+  };
+  std::optional<Built> built;
+};
+
+// One kernel build (kbuild on a builder) as the controller tracks it.
+struct BuildRecord {
+  int64_t id = 0;
+  std::string label;
+  std::string arch;
+  std::string state;  // queued | building | done | failed
+  std::string builder;
+  std::string attempt_id;
+  std::string source_json;  // v1.KernelSource as JSON
+  std::string key, release, base_commit, tree_hash, config_sha256, compiler;
+  std::vector<std::string> series;
+  std::string image_sha256;
+  uint64_t image_bytes = 0;
+  double build_seconds = 0;
+  bool cached = false;
+  std::string error;
+  uint32_t attempts = 0;
+  uint32_t lease_seconds = 0;
+  int64_t created_ms = 0, finished_ms = 0;
 };
 
 // What a board should do next: a run, a kernel switch, or (neither) wait.

@@ -1,0 +1,285 @@
+// The builds' side of the agent service (services.h): claims, leases, artifacts in and out.
+#include <openssl/evp.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "services/controller/api/services.h"
+#include "services/controller/convert/convert.h"
+
+namespace faultline::controller {
+namespace {
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx, RpcTimer* timer,
+                                 const grpc::Status& status) {
+  timer->Finish(status.error_code());
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+bool IsSha256(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return absl::ascii_isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
+         });
+}
+
+// Receives an image in chunks, checks that the chunks are in order and that the whole has
+// the sha256 the first chunk named, then stores it (PutArtifact). Bounded by
+// kMaxArtifactBytes.
+class UploadReactor final : public grpc::ServerReadReactor<v1::ArtifactChunk> {
+ public:
+  UploadReactor(BuildStore* builds, v1::UploadArtifactResponse* resp, RpcTimer timer)
+      : builds_(builds), resp_(resp), timer_(std::move(timer)), ctx_(EVP_MD_CTX_new()) {
+    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
+    StartRead(&chunk_);
+  }
+  ~UploadReactor() override { EVP_MD_CTX_free(ctx_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return Complete();
+    if (sha256_.empty()) {
+      if (!IsSha256(chunk_.sha256()))
+        return Fail(grpc::StatusCode::INVALID_ARGUMENT, "sha256: 64 lowercase hex characters");
+      sha256_ = chunk_.sha256();
+      total_ = chunk_.total_bytes();
+      if (total_ > AgentServiceImpl::kMaxArtifactBytes) {
+        return Fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    absl::StrCat("total_bytes: ", total_, ", over the limit of ",
+                                 AgentServiceImpl::kMaxArtifactBytes));
+      }
+      data_.reserve(total_);
+    }
+    if (chunk_.offset() != data_.size()) {
+      return Fail(grpc::StatusCode::INVALID_ARGUMENT,
+                  absl::StrCat("offset: ", chunk_.offset(), ", expected ", data_.size()));
+    }
+    if (data_.size() + chunk_.data().size() > total_) {
+      return Fail(grpc::StatusCode::INVALID_ARGUMENT, "more data than total_bytes");
+    }
+    EVP_DigestUpdate(ctx_, chunk_.data().data(), chunk_.data().size());
+    data_ += chunk_.data();
+    StartRead(&chunk_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Complete() {
+    if (sha256_.empty()) return Fail(grpc::StatusCode::INVALID_ARGUMENT, "no chunk received");
+    if (data_.size() != total_) {
+      return Fail(grpc::StatusCode::INVALID_ARGUMENT,
+                  absl::StrCat("received ", data_.size(), " of ", total_, " bytes"));
+    }
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned size = 0;
+    EVP_DigestFinal_ex(ctx_, digest, &size);
+    static const char* hex = "0123456789abcdef";
+    std::string got;
+    for (unsigned i = 0; i < size; ++i) {
+      got += hex[digest[i] >> 4];
+      got += hex[digest[i] & 15];
+    }
+    if (got != sha256_) {
+      return Fail(grpc::StatusCode::DATA_LOSS,
+                  absl::StrCat("sha256 of the upload is ", got, ", not ", sha256_));
+    }
+    if (absl::Status s = builds_->PutArtifact(sha256_, data_); !s.ok()) {
+      return Fail(ToGrpc(s).error_code(), std::string(s.message()));
+    }
+    resp_->set_sha256(sha256_);
+    resp_->set_bytes(data_.size());
+    log::info("event=artifact_stored sha256={} bytes={}", sha256_, data_.size());
+    timer_.Finish(grpc::StatusCode::OK);
+    Finish(grpc::Status::OK);
+  }
+  void Fail(grpc::StatusCode code, const std::string& message) {
+    timer_.Finish(code);
+    Finish(grpc::Status(code, message));
+  }
+
+  BuildStore* builds_;
+  v1::UploadArtifactResponse* resp_;
+  RpcTimer timer_;
+  EVP_MD_CTX* ctx_;
+  v1::ArtifactChunk chunk_;
+  std::string sha256_;
+  uint64_t total_ = 0;
+  std::string data_;
+};
+
+// Streams an image from an offset, one stored chunk per write.
+class FetchReactor final : public grpc::ServerWriteReactor<v1::ArtifactChunk> {
+ public:
+  FetchReactor(BuildStore* builds, std::string sha256, uint64_t offset, RpcTimer timer)
+      : builds_(builds), sha256_(std::move(sha256)), next_(offset), timer_(std::move(timer)) {
+    auto bytes = builds_->ArtifactBytes(sha256_);
+    if (!bytes.ok()) {
+      End(ToGrpc(bytes.status()));
+    } else if (*bytes < next_) {
+      End(grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                       absl::StrCat("offset ", next_, " is past the end (", *bytes, ")")));
+    } else {
+      total_ = *bytes;
+      WriteNext();
+    }
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) return End(grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away"));
+    WriteNext();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void WriteNext() {
+    if (next_ >= total_) return End(grpc::Status::OK);
+    // One chunk: ReadArtifact from next_ delivers the stored chunk that holds it first.
+    std::string data;
+    uint64_t at = 0;
+    bool got = false;
+    absl::Status s = builds_->ReadArtifact(
+        sha256_, next_, [&](const std::string& chunk, uint64_t where) -> absl::Status {
+          if (got) return absl::CancelledError("one chunk per write");
+          data = chunk;
+          at = where;
+          got = true;
+          return absl::OkStatus();
+        });
+    if (!got) return End(ToGrpc(s.ok() ? absl::DataLossError("artifact ended early") : s));
+    chunk_.set_sha256(sha256_);
+    chunk_.set_offset(at);
+    chunk_.set_total_bytes(total_);
+    chunk_.set_data(std::move(data));
+    next_ = at + chunk_.data().size();
+    StartWrite(&chunk_);
+  }
+  void End(const grpc::Status& status) {
+    timer_.Finish(status.error_code());
+    Finish(status);
+  }
+
+  BuildStore* builds_;
+  std::string sha256_;
+  uint64_t next_;
+  uint64_t total_ = 0;
+  RpcTimer timer_;
+  v1::ArtifactChunk chunk_;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* AgentServiceImpl::AcquireBuild(grpc::CallbackServerContext* ctx,
+                                                         const v1::AcquireBuildRequest* req,
+                                                         v1::AcquireBuildResponse* resp) {
+  RpcTimer timer(metrics_, "AcquireBuild");
+  if (auto denied = auth_->RequireAgent(ctx, req->builder()); !denied.ok()) {
+    return Finish(ctx, &timer, denied);
+  }
+  if (stores_.builds == nullptr) {
+    return Finish(ctx, &timer, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
+  }
+  std::vector<std::string> arches(req->arches().begin(), req->arches().end());
+  auto claimed = stores_.builds->ClaimBuild(req->builder(), arches, kBuildLeaseSeconds);
+  if (!claimed.ok()) return Finish(ctx, &timer, ToGrpc(claimed.status()));
+  if (*claimed) {
+    const BuildRecord& b = **claimed;
+    auto* order = resp->mutable_build();
+    order->set_build_id(b.id);
+    order->set_attempt_id(b.attempt_id);
+    order->set_arch(b.arch);
+    *order->mutable_source() = KernelSourceFromJson(b.source_json);
+    order->set_lease_seconds(kBuildLeaseSeconds);
+    log::info("event=build_claimed build={} label={} arch={} builder={} attempt={}", b.id, b.label,
+              b.arch, req->builder(), b.attempts);
+  }
+  return Finish(ctx, &timer, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::BuildHeartbeat(grpc::CallbackServerContext* ctx,
+                                                           const v1::BuildHeartbeatRequest* req,
+                                                           v1::BuildHeartbeatResponse* resp) {
+  RpcTimer timer(metrics_, "BuildHeartbeat");
+  // The attempt id is the fence: the agent that holds it renews it.
+  if (auto denied = auth_->RequireAnyAgent(ctx); !denied.ok()) return Finish(ctx, &timer, denied);
+  if (stores_.builds == nullptr) {
+    return Finish(ctx, &timer, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
+  }
+  auto current = stores_.builds->RenewBuild(req->build_id(), req->attempt_id(), kBuildLeaseSeconds);
+  if (!current.ok()) return Finish(ctx, &timer, ToGrpc(current.status()));
+  resp->set_cancel(!*current);
+  return Finish(ctx, &timer, grpc::Status::OK);
+}
+
+grpc::ServerReadReactor<v1::ArtifactChunk>* AgentServiceImpl::UploadArtifact(
+    grpc::CallbackServerContext* ctx, v1::UploadArtifactResponse* resp) {
+  class Refused final : public grpc::ServerReadReactor<v1::ArtifactChunk> {
+   public:
+    explicit Refused(const grpc::Status& s) { Finish(s); }
+    void OnDone() override { delete this; }
+  };
+  if (auto denied = auth_->RequireAnyAgent(ctx); !denied.ok()) return new Refused(denied);
+  if (stores_.builds == nullptr) {
+    return new Refused(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
+  }
+  return new UploadReactor(stores_.builds, resp, RpcTimer(metrics_, "UploadArtifact"));
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::FinishBuild(grpc::CallbackServerContext* ctx,
+                                                        const v1::FinishBuildRequest* req,
+                                                        v1::FinishBuildResponse*) {
+  RpcTimer timer(metrics_, "FinishBuild");
+  if (auto denied = auth_->RequireAnyAgent(ctx); !denied.ok()) return Finish(ctx, &timer, denied);
+  if (stores_.builds == nullptr) {
+    return Finish(ctx, &timer, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
+  }
+  BuildRecord outcome = BuildFromProto(req->build());
+  outcome.error = req->error().substr(0, 8000);
+  if (req->succeeded() && !IsSha256(outcome.image_sha256)) {
+    return Finish(ctx, &timer,
+                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               "build.image_sha256: 64 lowercase hex characters"));
+  }
+  absl::Status s =
+      stores_.builds->FinishBuild(req->build_id(), req->attempt_id(), req->succeeded(), outcome);
+  if (s.ok()) {
+    log::info("event=build_finished build={} succeeded={} release={} seconds={:.0f} cached={}",
+              req->build_id(), req->succeeded(), outcome.release, outcome.build_seconds,
+              outcome.cached);
+    if (metrics_ != nullptr)
+      metrics_->ObserveBuild(req->succeeded(), outcome.build_seconds, outcome.cached);
+    if (dispatcher_ != nullptr && req->succeeded()) dispatcher_->WorkAvailable();
+  }
+  return Finish(ctx, &timer, ToGrpc(s));
+}
+
+grpc::ServerWriteReactor<v1::ArtifactChunk>* AgentServiceImpl::FetchArtifact(
+    grpc::CallbackServerContext* ctx, const v1::FetchArtifactRequest* req) {
+  class Refused final : public grpc::ServerWriteReactor<v1::ArtifactChunk> {
+   public:
+    explicit Refused(const grpc::Status& s) { Finish(s); }
+    void OnDone() override { delete this; }
+  };
+  if (auto denied = auth_->RequireAnyAgent(ctx); !denied.ok()) return new Refused(denied);
+  if (!IsSha256(req->sha256())) {
+    return new Refused(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "sha256: 64 lowercase hex characters"));
+  }
+  if (stores_.builds == nullptr) {
+    return new Refused(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
+  }
+  return new FetchReactor(stores_.builds, req->sha256(), req->offset(),
+                          RpcTimer(metrics_, "FetchArtifact"));
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListBuilds(grpc::CallbackServerContext* ctx,
+                                                     const v1::ListBuildsRequest* req,
+                                                     v1::ListBuildsResponse* resp) {
+  RpcTimer timer(metrics_, "ListBuilds");
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Finish(ctx, &timer, denied);
+  if (stores_.builds == nullptr) return Finish(ctx, &timer, grpc::Status::OK);
+  auto builds = stores_.builds->ListBuilds(req->job_id());
+  if (!builds.ok()) return Finish(ctx, &timer, ToGrpc(builds.status()));
+  for (const auto& b : *builds) BuildToProto(b, resp->add_builds());
+  return Finish(ctx, &timer, grpc::Status::OK);
+}
+
+}  // namespace faultline::controller

@@ -1,0 +1,228 @@
+#include "services/controller/orchestration/kernel_sources.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "services/controller/convert/convert.h"
+
+namespace faultline::controller {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+std::string Sha256Hex(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned size = 0;
+  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < size; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
+  }
+  return out;
+}
+
+bool IsConfigTarget(const std::string& s) {
+  return s.size() <= 64 && s.size() > 6 && s.substr(s.size() - 6) == "config" &&
+         std::all_of(s.begin(), s.end(), [](char c) {
+           return absl::ascii_islower(static_cast<unsigned char>(c)) ||
+                  absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
+                  c == '-';
+         });
+}
+
+bool IsSafeText(const std::string& s, size_t max) {
+  return !s.empty() && s.size() <= max &&
+         std::none_of(s.begin(), s.end(), [](char c) { return c == '\n' || c == '\0'; });
+}
+
+absl::Status CheckFiles(const std::string& field,
+                        const google::protobuf::RepeatedPtrField<v1::SourceFile>& files,
+                        const KernelSourceLimits& limits, size_t& total) {
+  if (files.size() > static_cast<int>(limits.max_files_per_label)) {
+    return Invalid(field, absl::StrCat(files.size(), " files, over the limit of ",
+                                       limits.max_files_per_label));
+  }
+  for (int i = 0; i < files.size(); ++i) {
+    const std::string f = absl::StrCat(field, "[", i, "]");
+    if (!IsSafeText(files[i].name(), 255)) return Invalid(f, "a file needs a name (1-255 chars)");
+    if (files[i].content().size() > limits.max_file_bytes) {
+      return Invalid(f, absl::StrCat(files[i].name(), " is ", files[i].content().size(),
+                                     " bytes, over the limit of ", limits.max_file_bytes));
+    }
+    total += files[i].content().size();
+  }
+  if (total > limits.max_total_bytes) {
+    return Invalid(field, absl::StrCat("the job's files total ", total,
+                                       " bytes, over the limit of ", limits.max_total_bytes));
+  }
+  return absl::OkStatus();
+}
+
+// What the label's name hashes: the resolved source, files by name and content.
+std::string Canonical(const v1::KernelSource& s) {
+  std::string out =
+      absl::StrCat("tree\n", s.tree(), "\nref\n", s.ref(), "\nbase\n", s.config_base(), "\n");
+  for (const auto& f : s.fragments()) {
+    absl::StrAppend(&out, "fragment\n", f.name(), "\n", f.content().size(), "\n", f.content());
+  }
+  for (const auto& f : s.series()) {
+    absl::StrAppend(&out, "series\n", f.name(), "\n", f.content().size(), "\n", f.content());
+  }
+  for (const auto& i : s.include()) absl::StrAppend(&out, "include\n", i, "\n");
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
+    v1::JobSpec& spec, const KernelSourceLimits& limits) {
+  std::map<std::string, v1::KernelSource> resolved;
+  if (spec.kernel_sources().empty()) return resolved;
+  const std::vector<std::string> labels(spec.kernels().begin(), spec.kernels().end());
+  size_t total = 0;
+  // Check each source on its own first.
+  for (const auto& [label, source] : spec.kernel_sources()) {
+    const std::string field = absl::StrCat("kernels.", label);
+    if (std::find(labels.begin(), labels.end(), label) == labels.end()) {
+      return Invalid(field, "a source for a label that `kernels` does not list");
+    }
+    if (label.find('@') != std::string::npos) {
+      return Invalid(field, "a label that brings a kernel may not contain '@'");
+    }
+    const int kinds = !source.tree().empty() + !source.from().empty() + !source.image().empty();
+    if (kinds != 1) {
+      return Invalid(field,
+                     "exactly one of tree (with ref and config), from (another label) "
+                     "or image is needed");
+    }
+    if (!source.image().empty()) {
+      return Invalid(field + ".image",
+                     "prebuilt images are not supported yet: give a tree, ref and config");
+    }
+    if (!source.tree().empty()) {
+      if (!IsSafeText(source.tree(), 1024) || source.tree().front() != '/') {
+        return Invalid(field + ".tree", "an absolute path of a git repository on the builders");
+      }
+      if (!IsSafeText(source.ref(), 256) || source.ref().front() == '-') {
+        return Invalid(field + ".ref", "a tag, branch or commit is needed (e.g. v6.12.117)");
+      }
+    } else if (!source.ref().empty() || !source.config_base().empty() ||
+               !source.fragments().empty()) {
+      return Invalid(field, "with `from`, the tree, ref and config are the other label's");
+    }
+    if (!source.config_base().empty() && !IsConfigTarget(source.config_base())) {
+      return Invalid(field + ".config.base",
+                     absl::StrCat("'", source.config_base().substr(0, 64),
+                                  "' is not a config make target (tinyconfig, defconfig, ...)"));
+    }
+    for (int i = 0; i < source.include().size(); ++i) {
+      if (!IsSafeText(source.include(i), 256)) {
+        return Invalid(absl::StrCat(field, ".include[", i, "]"), "a path glob of 1-256 chars");
+      }
+    }
+    if (absl::Status s = CheckFiles(field + ".config.fragments", source.fragments(), limits, total);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = CheckFiles(field + ".series", source.series(), limits, total); !s.ok()) {
+      return s;
+    }
+  }
+  // Resolve `from` and name every label by its resolved source.
+  std::map<std::string, std::string> renamed;
+  for (const auto& [label, source] : spec.kernel_sources()) {
+    v1::KernelSource r = source;
+    if (!source.from().empty()) {
+      auto base = spec.kernel_sources().find(source.from());
+      if (base == spec.kernel_sources().end() || base->second.tree().empty()) {
+        return Invalid(absl::StrCat("kernels.", label, ".from"),
+                       absl::StrCat("'", source.from().substr(0, 64),
+                                    "' is not a label of this job with a tree"));
+      }
+      r.set_tree(base->second.tree());
+      r.set_ref(base->second.ref());
+      r.set_config_base(base->second.config_base());
+      *r.mutable_fragments() = base->second.fragments();
+      r.clear_from();
+    }
+    if (r.config_base().empty()) r.set_config_base("defconfig");
+    const std::string name = absl::StrCat(label, "@", Sha256Hex(Canonical(r)).substr(0, 12));
+    renamed[label] = name;
+    resolved[name] = std::move(r);
+  }
+  auto rename = [&](const std::string& label) {
+    auto it = renamed.find(label);
+    return it == renamed.end() ? label : it->second;
+  };
+  for (auto& k : *spec.mutable_kernels()) k = rename(k);
+  if (!spec.baseline().empty()) spec.set_baseline(rename(spec.baseline()));
+  google::protobuf::Map<std::string, v1::KernelOverride> overrides;
+  for (const auto& [label, o] : spec.kernel_overrides()) overrides[rename(label)] = o;
+  *spec.mutable_kernel_overrides() = overrides;
+  spec.clear_kernel_sources();
+  for (const auto& [name, source] : resolved) (*spec.mutable_kernel_sources())[name] = source;
+  return resolved;
+}
+
+absl::StatusOr<std::vector<BuildRequest>> PlanBuilds(
+    const std::map<std::string, v1::KernelSource>& sources, const v1::JobSpec& spec,
+    const std::vector<BoardSummary>& boards) {
+  std::vector<BuildRequest> builds;
+  if (sources.empty()) return builds;
+  auto listed = [](const auto& list, const std::string& v) {
+    return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+  };
+  std::set<std::string> arches, builder_arches;
+  for (const BoardSummary& b : boards) {
+    for (const auto& a : b.build_arches) builder_arches.insert(a);
+    if (!b.boots_built_kernels) continue;
+    if (!listed(spec.arches(), b.arch) || !listed(spec.boards(), b.name)) continue;
+    arches.insert(b.arch);
+  }
+  if (arches.empty()) {
+    std::string first = sources.begin()->first;
+    for (const auto& k : spec.kernels()) {
+      if (sources.count(k)) {
+        first = k;
+        break;
+      }
+    }
+    return Invalid(absl::StrCat("kernels.", first.substr(0, first.find('@'))),
+                   "no eligible board boots kernels that jobs bring (agent.yaml built_kernels)");
+  }
+  for (const std::string& label : spec.kernels()) {  // in the job's order
+    auto it = sources.find(label);
+    if (it == sources.end()) continue;
+    const v1::KernelSource& source = it->second;
+    for (const std::string& arch : arches) {
+      if (!builder_arches.count(arch)) {
+        return Invalid(absl::StrCat("kernels.", label.substr(0, label.find('@'))),
+                       absl::StrCat("no builder builds for ", arch, " (builders build for: ",
+                                    builder_arches.empty() ? "none registered"
+                                                           : absl::StrJoin(builder_arches, ", "),
+                                    "); restrict the job with `arches`"));
+      }
+      builds.push_back({label, arch, KernelSourceToJson(source)});
+    }
+  }
+  return builds;
+}
+
+v1::JobSpec WithoutFileContents(v1::JobSpec spec) {
+  for (auto& [label, source] : *spec.mutable_kernel_sources()) {
+    for (auto& f : *source.mutable_fragments()) f.clear_content();
+    for (auto& f : *source.mutable_series()) f.clear_content();
+  }
+  return spec;
+}
+
+}  // namespace faultline::controller

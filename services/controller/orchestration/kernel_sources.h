@@ -1,0 +1,40 @@
+#pragma once
+// Kernels a job brings (JobSpec.kernel_sources): checked, resolved and named on submit,
+// and turned into the builds the job waits for.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "faultline/v1/job.pb.h"
+#include "services/controller/core/domain.h"
+
+namespace faultline::controller {
+
+// Bounds on what a job may upload with its kernels (the CLI checks the same).
+struct KernelSourceLimits {
+  size_t max_file_bytes = 1 << 20;   // one fragment or mbox
+  size_t max_total_bytes = 8 << 20;  // all of a job's files
+  size_t max_files_per_label = 32;
+};
+
+// Checks every source (the field and the limit in each error), resolves `from` (the other
+// label's tree, ref, config and fragments; this label's series and include), names each
+// such label "LABEL@<12 hex of sha256 over the resolved source>" and rewrites the spec to
+// those names (kernels, baseline, kernel_overrides). Returns the resolved sources by their
+// new names; `spec.kernel_sources` is keyed by the new names too, its files' contents kept.
+absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
+    v1::JobSpec& spec, const KernelSourceLimits& limits = {});
+
+// The builds of a job: one per (label, arch) for every arch among the eligible boards
+// (the spec's arches and boards filters) that boot built kernels. An arch no registered
+// builder builds for is INVALID_ARGUMENT naming the label and the arch; so is a job whose
+// eligible boards boot no built kernel.
+absl::StatusOr<std::vector<BuildRequest>> PlanBuilds(
+    const std::map<std::string, v1::KernelSource>& sources, const v1::JobSpec& spec,
+    const std::vector<BoardSummary>& boards);
+
+// The spec as stored with the job: uploaded file contents dropped (the builds keep them).
+v1::JobSpec WithoutFileContents(v1::JobSpec spec);
+
+}  // namespace faultline::controller

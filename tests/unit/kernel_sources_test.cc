@@ -1,0 +1,154 @@
+// Kernels a job brings: the checks on submit, the unique labels, `from`, and which builds
+// a job gets (orchestration/kernel_sources.h).
+#include "services/controller/orchestration/kernel_sources.h"
+
+#include <gtest/gtest.h>
+
+namespace faultline::controller {
+namespace {
+
+v1::JobSpec Spec() {
+  v1::JobSpec spec;
+  spec.add_kernels("vanilla");
+  spec.add_kernels("patched");
+  spec.set_baseline("vanilla");
+  auto& vanilla = (*spec.mutable_kernel_sources())["vanilla"];
+  vanilla.set_tree("/srv/linux.git");
+  vanilla.set_ref("v6.12.117");
+  vanilla.set_config_base("tinyconfig");
+  auto* fragment = vanilla.add_fragments();
+  fragment->set_name("lab.config");
+  fragment->set_content("CONFIG_ZRAM=y\n");
+  auto& patched = (*spec.mutable_kernel_sources())["patched"];
+  patched.set_from("vanilla");
+  auto* mbox = patched.add_series();
+  mbox->set_name("v5.mbox");
+  mbox->set_content("From x\nSubject: [PATCH] mm\n\ndiff --git a/mm/x b/mm/x\n");
+  patched.add_include("arch/x86/*");
+  (*spec.mutable_kernel_overrides())["patched"].mutable_params()->insert({"threads", "4"});
+  return spec;
+}
+
+std::string Message(const absl::Status& s) {
+  return std::string(s.message());
+}
+
+TEST(KernelSources, LabelsAreNamedByTheirResolvedSourceAndTheSpecIsRewritten) {
+  v1::JobSpec spec = Spec();
+  auto resolved = ResolveKernelSources(spec);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  ASSERT_EQ(resolved->size(), 2u);
+  const std::string vanilla = spec.kernels(0), patched = spec.kernels(1);
+  EXPECT_EQ(vanilla.substr(0, 8), "vanilla@");
+  EXPECT_EQ(vanilla.size(), 8u + 12u);
+  EXPECT_EQ(patched.substr(0, 8), "patched@");
+  EXPECT_EQ(spec.baseline(), vanilla);
+  EXPECT_TRUE(spec.kernel_overrides().contains(patched));
+  // `from`: the other label's tree, ref, config and fragments, its own series.
+  const v1::KernelSource& p = resolved->at(patched);
+  EXPECT_EQ(p.tree(), "/srv/linux.git");
+  EXPECT_EQ(p.ref(), "v6.12.117");
+  EXPECT_EQ(p.config_base(), "tinyconfig");
+  ASSERT_EQ(p.fragments_size(), 1);
+  EXPECT_EQ(p.series_size(), 1);
+  EXPECT_TRUE(p.from().empty());
+  // The same source is the same label (builds are shared); another series another one.
+  v1::JobSpec again = Spec();
+  ASSERT_TRUE(ResolveKernelSources(again).ok());
+  EXPECT_EQ(again.kernels(0), vanilla);
+  EXPECT_EQ(again.kernels(1), patched);
+  v1::JobSpec other = Spec();
+  (*other.mutable_kernel_sources())["patched"].mutable_series(0)->set_content("From y\n");
+  ASSERT_TRUE(ResolveKernelSources(other).ok());
+  EXPECT_EQ(other.kernels(0), vanilla);
+  EXPECT_NE(other.kernels(1), patched);
+  // What is stored with the job keeps the names, not the contents.
+  const v1::JobSpec stored = WithoutFileContents(spec);
+  EXPECT_EQ(stored.kernel_sources().at(patched).series(0).name(), "v5.mbox");
+  EXPECT_TRUE(stored.kernel_sources().at(patched).series(0).content().empty());
+}
+
+TEST(KernelSources, BadSourcesAreRefusedNamingTheField) {
+  struct Case {
+    std::function<void(v1::JobSpec&)> change;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::JobSpec& s) { (*s.mutable_kernel_sources())["other"].set_tree("/t"); },
+       "kernels.other: a source for a label that `kernels` does not list"},
+      {[](v1::JobSpec& s) { (*s.mutable_kernel_sources())["vanilla"].clear_tree(); },
+       "kernels.vanilla: exactly one of tree"},
+      {[](v1::JobSpec& s) { (*s.mutable_kernel_sources())["vanilla"].clear_ref(); },
+       "kernels.vanilla.ref: a tag, branch or commit is needed"},
+      {[](v1::JobSpec& s) { (*s.mutable_kernel_sources())["vanilla"].set_tree("relative/path"); },
+       "kernels.vanilla.tree: an absolute path"},
+      {[](v1::JobSpec& s) { (*s.mutable_kernel_sources())["vanilla"].set_config_base("rm -rf"); },
+       "kernels.vanilla.config.base: 'rm -rf' is not a config make target"},
+      {[](v1::JobSpec& s) { (*s.mutable_kernel_sources())["patched"].set_from("nope"); },
+       "kernels.patched.from: 'nope' is not a label of this job with a tree"},
+      {[](v1::JobSpec& s) { (*s.mutable_kernel_sources())["patched"].set_ref("v1"); },
+       "kernels.patched: with `from`, the tree, ref and config are the other label's"},
+      {[](v1::JobSpec& s) {
+         auto& v = (*s.mutable_kernel_sources())["vanilla"];
+         v.clear_tree();
+         v.clear_ref();
+         v.set_image("https://example.org/bzImage");
+       },
+       "kernels.vanilla.image: prebuilt images are not supported yet"},
+      {[](v1::JobSpec& s) {
+         (*s.mutable_kernel_sources())["patched"].mutable_series(0)->set_content(
+             std::string((1 << 20) + 1, 'x'));
+       },
+       "kernels.patched.series[0]: v5.mbox is 1048577 bytes, over the limit of 1048576"},
+  };
+  for (const Case& c : cases) {
+    v1::JobSpec spec = Spec();
+    c.change(spec);
+    auto resolved = ResolveKernelSources(spec);
+    ASSERT_EQ(resolved.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_EQ(Message(resolved.status()).rfind(c.message, 0), 0u)
+        << Message(resolved.status()) << "\nwanted: " << c.message;
+  }
+}
+
+TEST(KernelSources, BuildsForTheArchesOfEligibleBoardsThatBootBuiltKernels) {
+  v1::JobSpec spec = Spec();
+  auto resolved = ResolveKernelSources(spec);
+  ASSERT_TRUE(resolved.ok());
+  BoardSummary x86{.name = "x1", .arch = "x86_64"};
+  x86.boots_built_kernels = true;
+  BoardSummary arm = x86;
+  arm.name = "a1";
+  arm.arch = "aarch64";
+  BoardSummary stock{.name = "s1", .arch = "riscv64"};  // boots no built kernel
+  BoardSummary builder{.name = "builder", .arch = "x86_64"};
+  builder.build_arches = {"x86_64", "aarch64"};
+  auto builds = PlanBuilds(*resolved, spec, {x86, arm, stock, builder});
+  ASSERT_TRUE(builds.ok()) << builds.status();
+  ASSERT_EQ(builds->size(), 4u);  // 2 labels x 2 arches, in the job's order
+  EXPECT_EQ((*builds)[0].label, spec.kernels(0));
+  EXPECT_EQ((*builds)[0].arch, "aarch64");
+  EXPECT_EQ((*builds)[1].arch, "x86_64");
+  EXPECT_EQ((*builds)[2].label, spec.kernels(1));
+  EXPECT_NE((*builds)[2].source_json.find("v5.mbox"), std::string::npos);
+  // The arches filter narrows the builds.
+  spec.add_arches("x86_64");
+  auto x86_only = PlanBuilds(*resolved, spec, {x86, arm, builder});
+  ASSERT_TRUE(x86_only.ok());
+  EXPECT_EQ(x86_only->size(), 2u);
+  // No builder for an arch a board needs: refused, naming the arch and the builders.
+  spec.clear_arches();
+  builder.build_arches = {"x86_64"};
+  auto no_builder = PlanBuilds(*resolved, spec, {x86, arm, builder});
+  ASSERT_EQ(no_builder.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(no_builder.status()),
+            "kernels.vanilla: no builder builds for aarch64 (builders build for: x86_64); "
+            "restrict the job with `arches`");
+  auto no_board = PlanBuilds(*resolved, spec, {stock, builder});
+  EXPECT_EQ(Message(no_board.status()),
+            "kernels.vanilla: no eligible board boots kernels that jobs bring (agent.yaml "
+            "built_kernels)");
+}
+
+}  // namespace
+}  // namespace faultline::controller
