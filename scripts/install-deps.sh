@@ -17,6 +17,8 @@ packages=(
   # the virtual board lab (deploy/lab) and the full-agent cross-builds
   qemu-system-x86 qemu-system-arm qemu-system-misc busybox-static cpio zstd xz-utils
   e2fsprogs binutils mmdebstrap file
+  # kernels from source (kbuild, deploy/kernel/linux-tree.sh)
+  flex bison bc libelf-dev kmod linux-source-6.12
 )
 
 missing=()

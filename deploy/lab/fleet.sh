@@ -89,6 +89,10 @@ lab_agent_yaml() {
         echo "  - {label: broken, release: $rel-broken, boot: kexec, kernel: $img, initrd: $boot/initrd.img-$rel, cmdline: \"console=$console panic=1 rdinit=/nonexistent faultline.lab=broken\", kexec_exec: systemctl}"
       fi
     done
+    # Kernels jobs bring (built by a builder, fetched from the controller): kexec'd with the
+    # vanilla kernel's initramfs (a built kernel has what the board needs built in).
+    rel=$(cat "$LAB_BOARD_BOOT/release-vanilla")
+    echo "built_kernels: {dir: /var/lib/faultline/kernels, max_size: 512M, initrd: $boot/initrd.img-$rel, cmdline: running, kexec_exec: systemctl$kargs}"
   } >"$out"
 }
 
@@ -126,7 +130,7 @@ lab_write_env() {
 }
 
 cmd_up() {
-  local arches=$LAB_ARCHES_ALL kernels=() mem=${FL_LAB_MEM:-1024} smp=${FL_LAB_SMP:-2} prom=0
+  local arches=$LAB_ARCHES_ALL kernels=() mem=${FL_LAB_MEM:-1024} smp=${FL_LAB_SMP:-2} prom=0 builder=0
   local zram=${FL_LAB_ZRAM:-256M} timeout=${FL_LAB_UP_TIMEOUT:-900}
   while [ $# -gt 0 ]; do
     case $1 in
@@ -136,6 +140,7 @@ cmd_up() {
       --smp) smp=$2; shift 2 ;;
       --zram) zram=$2; shift 2 ;;
       --prometheus) prom=1; shift ;;
+      --builder) builder=1; shift ;;
       --broken-kernel) shift ;;   # always there on x86_64
       --timeout) timeout=$2; shift 2 ;;
       *) lab_die "up: unknown option $1 (lab.sh help)" ;;
@@ -222,6 +227,23 @@ cmd_up() {
     else lab_log "prometheus not installed: skipped"; fi
   fi
   lab_write_env
+  # A builder on this host: builds the kernels jobs bring, for every arch of the lab.
+  if [ "$builder" = 1 ]; then
+    mkdir -p "$LAB_UP/builder"
+    cat >"$LAB_UP/builder/agent.yaml" <<YAML
+board: lab-builder
+labels: {site: lab, role: builder}
+work_dir: $LAB_UP/builder/work
+state_dir: $LAB_UP/builder/state
+token_file: $(fl_agent_token lab-builder)
+kernels: [{label: builder-host, release: running}]
+builder: {arches: [${arches// /, }], cache: ${FL_LAB_KBUILD_CACHE:-/var/cache/faultline-kbuild}}
+YAML
+    "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$LAB_UP/builder/agent.yaml" \
+      --workload-binary "$FL_BIN_WORKLOAD" >>"$LAB_UP/builder/agent.log" 2>&1 </dev/null &
+    echo $! >"$LAB_UP/builder/agent.pid"
+    lab_log "builder lab-builder (pid $!, arches: $arches, cache ${FL_LAB_KBUILD_CACHE:-/var/cache/faultline-kbuild}; log $LAB_UP/builder/agent.log)"
+  fi
 
   # The boards' disks, concurrently.
   local accel pids=() archs_started=() board dir
@@ -316,6 +338,11 @@ cmd_down() {
       lab_pid_alive "$p" && { kill -KILL "$(cat "$p")" 2>/dev/null || true; }
     done
   done
+  if lab_pid_alive "$LAB_UP/builder/agent.pid"; then
+    p=$(cat "$LAB_UP/builder/agent.pid"); kill -TERM "$p" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  fi
   FL_STATE=$LAB_UP/stack
   if [ -d "$FL_STATE" ]; then
     # shellcheck source=../local/stack.sh

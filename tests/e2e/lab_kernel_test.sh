@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# End to end on the virtual lab with kernels built from source: Debian's linux-source-6.12
+# as a git tree (deploy/kernel/linux-tree.sh), tinyconfig + deploy/kernel/board.config,
+# vanilla and patched = vanilla + a one-line x86 change whose counter effect is certain
+# (deploy/kernel/series/ci-x86-faults-take-mmap-lock.mbox: every user fault takes
+# mmap_lock). A host builder (lab.sh up --builder) builds both; the x86_64 board fetches
+# each image from the controller, kexecs it, and runs an A/B filemap-thrash with the
+# mmap_lock tracepoint counted. Checks: two builds (the second incremental), each run on
+# its build's release, and perf.mmap_lock:mmap_lock_start_locking per round significantly
+# higher on patched (ratio > 10). Throughput under TCG is not evidence; the counter is.
+# Prints each build's time and size, the fetch and switch times.
+# Usage: lab_kernel_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
+# Env: FL_LAB_KBUILD_CACHE (the builder's cache, kept: /var/cache/faultline-kbuild),
+#      FL_LAB_TEST_KEEP=1 (keep the lab's state directory)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export FL_BIN_CONTROLLER=$1/faultline-controller FL_BIN_AGENT=$2/faultline-agent
+export FL_BIN_WORKLOAD=$3/faultline-workload FL_BIN_CLI=$4/faultline
+LAB=$ROOT/deploy/lab/lab.sh
+export FL_LAB_ACCEL=tcg
+export FL_LAB_KBUILD_CACHE=${FL_LAB_KBUILD_CACHE:-/var/cache/faultline-kbuild}
+T0=$EPOCHREALTIME
+secs() { awk -v a="$1" -v b="${2:-$EPOCHREALTIME}" 'BEGIN { printf "%.0f", b - a }'; }
+
+for tool in qemu-system-x86_64:qemu-system-x86 debugfs:e2fsprogs cpio:cpio zstd:zstd psql:postgresql-client \
+            flex:flex bison:bison bc:bc git:git; do
+  command -v "${tool%%:*}" >/dev/null || { echo "SKIP: ${tool%%:*} not installed (apt-get install ${tool#*:})"; exit 77; }
+done
+[ "$(id -u)" = 0 ] || { echo "SKIP: the lab runs as root"; exit 77; }
+[ "$(uname -m)" = x86_64 ] || { echo "SKIP: the lab's x86_64 board runs the host-built agent"; exit 77; }
+
+export FL_LAB_STATE
+FL_LAB_STATE=$(mktemp -d /var/tmp/faultline-e2e-labk-XXXXXX)
+chmod 755 "$FL_LAB_STATE"
+S=$FL_LAB_STATE/test; mkdir -p "$S"
+sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
+fail() {
+  echo "FAIL: $*" >&2
+  set +e
+  if [ -n "${FL_DATABASE_URL:-}" ]; then
+    sql "SELECT id, label, arch, state, coalesce(builder, ''), left(coalesce(error, ''), 2000) FROM builds ORDER BY id" >&2
+    sql "SELECT name, health, health_reason, running_kernel_labels FROM boards ORDER BY name" >&2
+    sql "SELECT r.id, r.kernel, r.state, coalesce(r.failure_reason, '') FROM runs r ORDER BY r.id" >&2
+  fi
+  echo "--- builder (tail)" >&2; tail -n 30 "$FL_LAB_STATE/up/builder/agent.log" >&2
+  for c in "$FL_LAB_STATE"/up/lab-*/console.log; do
+    [ -f "$c" ] && { echo "--- $c (tail)" >&2; tail -n 40 "$c" | cut -c1-300 >&2; }
+  done
+  echo "--- controller.log (tail)" >&2; tail -n 30 "$FL_LAB_STATE/up/stack/controller.log" >&2
+  exit 1
+}
+pass() { echo "ok: $*"; }
+cleanup() {
+  set +e
+  "$LAB" down >/dev/null 2>&1
+  if [ "${FL_LAB_TEST_KEEP:-0}" = 1 ]; then echo "state kept in $FL_LAB_STATE"; else rm -rf "$FL_LAB_STATE"; fi
+}
+trap cleanup EXIT
+
+T=$EPOCHREALTIME
+tree=$("$ROOT/deploy/kernel/linux-tree.sh" "$FL_LAB_KBUILD_CACHE/linux-6.12") || fail "linux-tree.sh"
+ref=$(git -C "$tree" describe --tags --exact-match HEAD) || fail "no tag in $tree"
+pass "tree $tree at $ref ($(secs "$T") s)"
+
+T=$EPOCHREALTIME
+"$LAB" up --arches x86_64 --builder >"$S/up.env" 2>"$S/up.log" || { cat "$S/up.log" >&2; fail "lab.sh up"; }
+# shellcheck source=/dev/null
+. "$S/up.env"
+pass "lab up with a builder in $(secs "$T") s"
+
+cp "$ROOT/deploy/kernel/board.config" "$ROOT/deploy/kernel/series/ci-x86-faults-take-mmap-lock.mbox" "$S/"
+cat >"$S/ab.yaml" <<YAML
+name: lab-kernels-ci
+benchmark: filemap-thrash
+duration: 1s
+repetitions: 14
+block_size: 14
+boards: [lab-x86_64]
+kernels:
+  vanilla: {tree: $tree, ref: $ref, config: {base: tinyconfig, fragments: [board.config]}}
+  patched: {from: vanilla, series: [ci-x86-faults-take-mmap-lock.mbox], include: ["arch/x86/*"]}
+events: [mmap_lock:mmap_lock_start_locking, sw:page-faults]
+memcg: {memory_max: 128M, swap_max: 0}
+params: {file_size: 2M, threads: 2}
+YAML
+T=$EPOCHREALTIME
+job=$("$FL_BIN_CLI" submit "$S/ab.yaml") || fail "submit"
+job_state() { sql "SELECT state FROM jobs WHERE id = $job"; }
+builds_done() { [ "$(sql "SELECT count(*) FROM builds WHERE state IN ('done', 'failed')")" = 2 ]; }
+deadline=$(( $(date +%s) + ${FL_LAB_TEST_TIMEOUT:-2700} ))
+until builds_done; do
+  [ "$(date +%s)" -lt "$deadline" ] || fail "builds not done in time"
+  sleep 5
+done
+[ "$(sql "SELECT count(*) FROM builds WHERE state = 'done'")" = 2 ] || fail "a build failed"
+T_BUILT=$EPOCHREALTIME
+until case $(job_state) in succeeded|failed|cancelled) true ;; *) false ;; esac; do
+  [ "$(date +%s)" -lt "$deadline" ] || fail "job $job not finished in time"
+  sleep 5
+done
+[ "$(job_state)" = succeeded ] || fail "job $job: $(job_state)"
+pass "job $job: built in $(secs "$T" "$T_BUILT") s, studied in $(secs "$T_BUILT") s"
+
+"$FL_BIN_CLI" kernels --job "$job" | tee "$S/kernels.txt"
+sql "SELECT label, outcome->>'release', round((outcome->>'build_seconds')::numeric), outcome->>'cached',
+            outcome->>'image_bytes', outcome->>'compiler' FROM builds ORDER BY id" | tee "$S/builds.txt"
+grep -h "event=kernel_fetched" "$FL_LAB_STATE"/up/lab-x86_64/console.log | sed 's/^.*event=/  event=/' || true
+mismatched=$(sql "SELECT count(*) FROM runs r JOIN results res ON res.run_id = r.id JOIN builds b ON b.label = r.kernel
+                  WHERE r.job_id = $job AND res.environment->>'kernel.release' <> b.outcome->>'release'")
+[ "$mismatched" = 0 ] || fail "$mismatched results on another kernel than their build's"
+[ "$(sql "SELECT count(*) FROM results res JOIN runs r ON r.id = res.run_id WHERE r.job_id = $job")" = 28 ] ||
+  fail "28 results"
+pass "28 results, each on its build's release"
+
+"$FL_BIN_CLI" report "$job" --counters significant | tee "$S/report.txt"
+"$FL_BIN_CLI" report "$job" --format csv --counters all >"$S/counters.csv" || fail "report csv"
+row=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+  $col["counter"] == "perf.mmap_lock:mmap_lock_start_locking" {
+    print $col["ratio"], $col["significant"], $col["baseline_median"], $col["candidate_median"], $col["ci_low"], $col["ci_high"] }' "$S/counters.csv")
+read -r ratio significant base cand lo hi <<<"$row"
+[ "$significant" = true ] || fail "mmap_lock_start_locking not significant: $row"
+awk -v r="$ratio" 'BEGIN { exit !(r > 10) }' || fail "mmap_lock_start_locking ratio $ratio (expected > 10)"
+pass "mmap_lock_start_locking per round: $base -> $cand (x$ratio, 95% CI $lo..$hi), significant"
+echo "total $(secs "$T0") s"
