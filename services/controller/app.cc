@@ -171,6 +171,7 @@ int RunController(const ControllerOptions& options) {
   }
   JobServiceImpl job_service(stores, &dispatcher, &metrics, &auth);
   AgentServiceImpl agent_service(stores, &dispatcher, &metrics, &auth);
+  agent_service.SetBuildLeaseSeconds(static_cast<uint32_t>(options.build_lease_seconds));
   // The agents' database work off gRPC's callback threads (api/handler_pool.h). A result's
   // transaction holds a database connection: as many result threads as connections, and at
   // most 256 results waiting per thread before agents are told to come back later. (Keeping

@@ -9,6 +9,7 @@ struct ControllerOptions {
   std::string database_url;
   std::string port_file;
   int lease_grace_seconds = 120;     // a run's lease: warm-up + duration + this
+  int build_lease_seconds = 120;     // a build's lease, renewed by the builder's heartbeats
   int requeue_backoff_seconds = 30;  // first wait of a run whose lease lapsed (doubles, ≤ 10 min)
   int database_connections = 4;      // the store's pool (plus one for LISTEN, one for /readyz)
   bool auth_required = true;  // bearer tokens on every gRPC call (--auth off for local tests)

@@ -40,6 +40,11 @@ int main(int argc, char** argv) {
                  "agents end a run before its lease)")
       ->check(CLI::Range(10, 3600))
       ->capture_default_str();
+  app.add_option("--build-lease", options.build_lease_seconds,
+                 "seconds a build's lease lasts (builders renew it every third of it; a builder "
+                 "that goes quiet loses the build to another)")
+      ->check(CLI::Range(5, 3600))
+      ->capture_default_str();
   app.add_option("--database-connections", options.database_connections,
                  "the store's connection pool (gRPC handlers wait for a free connection)")
       ->check(CLI::Range(1, 256))

@@ -27,7 +27,8 @@ e2e_diagnose() {
 cleanup() {
   set +e
   FL_AGENT_PID=$(agent_pid)
-  [ -n "${BUILDER_PID:-}" ] && fl_stop_pid "$BUILDER_PID"
+  [ -n "${BUILDER_PID:-}" ] && kill -KILL -- "-$BUILDER_PID" 2>/dev/null
+  [ -n "${BUILDER2_PID:-}" ] && fl_stop_pid "$BUILDER2_PID"
   fl_stop_all
   rm -rf "$FL_STATE"
 }
@@ -52,6 +53,7 @@ tinyconfig defconfig:
 olddefconfig:
 	@true
 bzImage:
+	@test -z "$(FL_FAKE_SLOW)" || ! test -f "$(FL_FAKE_SLOW)" || sleep 120
 	@mkdir -p $(O)/arch/x86/boot && cat $(CURDIR)/mm/memory.c $(O)/.config > $(O)/arch/x86/boot/bzImage
 	@echo "  BUILD   arch/x86/boot/bzImage"
 kernelrelease:
@@ -76,7 +78,7 @@ mail "[PATCH] mm: b becomes B" "int b;" "int B;" >"$FL_STATE/fix.mbox"
 mail "[PATCH] mm: x becomes y" "int x;" "int y;" >"$FL_STATE/stale.mbox"
 
 fl_start_postgres
-fl_start_controller
+FL_CONTROLLER_ARGS="--build-lease 6" fl_start_controller
 
 # --- the builder -----------------------------------------------------------------------------
 cat >"$FL_STATE/builder/agent.yaml" <<YAML
@@ -87,8 +89,10 @@ token_file: $(fl_agent_token builder-1)
 kernels: [{label: builder-host, release: running}]
 builder: {arches: [$(uname -m)], cache: $FL_STATE/builder/cache, jobs: 1}
 YAML
-"$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$FL_STATE/builder/agent.yaml" \
-  --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/builder.log" 2>&1 </dev/null &
+# In a session of its own (setsid): killing it "mid-build" kills its make too.
+FL_FAKE_SLOW=$FL_STATE/slow setsid "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" \
+  --config "$FL_STATE/builder/agent.yaml" --workload-binary "$FL_BIN_WORKLOAD" \
+  >>"$FL_STATE/builder.log" 2>&1 </dev/null &
 BUILDER_PID=$!
 fl_wait_for "the builder to register" fl_agent_online builder-1 || fail "builder did not register"
 
@@ -211,3 +215,49 @@ grep -q "failed: series: patch 1" "$FL_STATE/kernels-stale.txt" || fail "kernels
 reason=$(sql "SELECT DISTINCT failure_reason FROM runs WHERE job_id = $stale AND kernel LIKE 'patched@%'")
 grep -q "failed: series: patch 1" <<<"$reason" || fail "run failure: $reason"
 pass "a series that does not apply: build and job failed, naming the patch, the file and the hunk"
+
+# --- a builder killed mid-build: the build is retried by another, no half image served -----------
+cat >"$FL_STATE/other.mbox" <<'MBOX'
+From 1111111111111111111111111111111111111111 Mon Sep 17 00:00:00 2001
+From: Dev <dev@example.org>
+Subject: [PATCH] mm: a becomes A
+
+Why.
+---
+diff --git a/mm/memory.c b/mm/memory.c
+--- a/mm/memory.c
++++ b/mm/memory.c
+@@ -1,3 +1,3 @@
+ // mm
+-int a;
++int A;
+ int b;
+-- 
+2.39.5
+MBOX
+touch "$FL_STATE/slow"
+spec killed other.mbox >"$FL_STATE/killed.yaml"
+killed=$("$FL_BIN_CLI" submit "$FL_STATE/killed.yaml") || fail "submit killed"
+building() { [ "$(sql "SELECT count(*) FROM builds WHERE state = 'building' AND builder = 'builder-1'")" = 1 ]; }
+fl_wait_for "builder-1 to take the new build" building || fail "no build under way"
+fl_wait_for "the slow make to start" pgrep -f "sleep 120" >/dev/null || true
+kill -KILL -- "-$BUILDER_PID"
+BUILDER_PID=
+cat >"$FL_STATE/builder/agent2.yaml" <<YAML
+board: builder-2
+work_dir: $FL_STATE/builder/work2
+state_dir: $FL_STATE/builder/state2
+token_file: $(fl_agent_token builder-2)
+kernels: [{label: builder-host, release: running}]
+builder: {arches: [$(uname -m)], cache: $FL_STATE/builder/cache2, jobs: 1}
+YAML
+"$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$FL_STATE/builder/agent2.yaml" \
+  --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/builder2.log" 2>&1 </dev/null &
+BUILDER2_PID=$!
+FL_WAIT_SECONDS=240 fl_wait_for "job $killed to finish" job_final "$killed" || fail "job $killed did not finish"
+job_state_is "$killed" succeeded || fail "job $killed: $(job_state "$killed")"
+row=$(sql "SELECT builder, attempts FROM builds WHERE label LIKE 'patched@%' AND state = 'done' ORDER BY id DESC LIMIT 1")
+[ "$row" = "builder-2|2" ] || fail "the retried build: $row (builder|attempts)"
+orphans=$(sql "SELECT count(*) FROM artifacts a WHERE NOT EXISTS (SELECT 1 FROM builds b WHERE b.image_sha256 = a.sha256)")
+[ "$orphans" = 0 ] || fail "$orphans stored images that no finished build names"
+pass "a builder killed mid-build: its lease lapsed, builder-2 built it (attempt 2), the job succeeded"

@@ -178,7 +178,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::AcquireBuild(grpc::CallbackServerCon
     return Finish(ctx, &timer, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
   }
   std::vector<std::string> arches(req->arches().begin(), req->arches().end());
-  auto claimed = stores_.builds->ClaimBuild(req->builder(), arches, kBuildLeaseSeconds);
+  auto claimed = stores_.builds->ClaimBuild(req->builder(), arches, build_lease_seconds_);
   if (!claimed.ok()) return Finish(ctx, &timer, ToGrpc(claimed.status()));
   if (*claimed) {
     const BuildRecord& b = **claimed;
@@ -187,7 +187,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::AcquireBuild(grpc::CallbackServerCon
     order->set_attempt_id(b.attempt_id);
     order->set_arch(b.arch);
     *order->mutable_source() = KernelSourceFromJson(b.source_json);
-    order->set_lease_seconds(kBuildLeaseSeconds);
+    order->set_lease_seconds(build_lease_seconds_);
     log::info("event=build_claimed build={} label={} arch={} builder={} attempt={}", b.id, b.label,
               b.arch, req->builder(), b.attempts);
   }
@@ -203,7 +203,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::BuildHeartbeat(grpc::CallbackServerC
   if (stores_.builds == nullptr) {
     return Finish(ctx, &timer, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
   }
-  auto current = stores_.builds->RenewBuild(req->build_id(), req->attempt_id(), kBuildLeaseSeconds);
+  auto current =
+      stores_.builds->RenewBuild(req->build_id(), req->attempt_id(), build_lease_seconds_);
   if (!current.ok()) return Finish(ctx, &timer, ToGrpc(current.status()));
   resp->set_cancel(!*current);
   return Finish(ctx, &timer, grpc::Status::OK);

@@ -122,7 +122,7 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
       grpc::CallbackServerContext* ctx, const v1::FetchArtifactRequest* req) override;
 
   static constexpr uint32_t kHeartbeatIntervalSeconds = 10;
-  static constexpr uint32_t kBuildLeaseSeconds = 120;
+  void SetBuildLeaseSeconds(uint32_t seconds) { build_lease_seconds_ = seconds; }
   static constexpr uint64_t kMaxArtifactBytes = 512ull << 20;
 
   // Hello, Heartbeat and AcquireWork (its checks, before it parks) do their database work
@@ -159,6 +159,7 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   const Clock* clock_;
   HandlerPool* board_pool_ = nullptr;
   ResultPool* result_pool_ = nullptr;
+  uint32_t build_lease_seconds_ = 120;
 };
 
 }  // namespace faultline::controller
