@@ -69,6 +69,33 @@ std::string ReportTitle(const v1::GetReportResponse& report) {
 }
 
 namespace {
+// What each kernel the job brought is: "vanilla@3f9c2a1b04de (x86_64): 6.12.118-fl1b1c9623f3,
+// base d2b4a84a36fb + 1 patch, config 5e1f0c2d9a3b, gcc (Debian 12.2.0-14) 12.2.0" and the
+// patch subjects beneath.
+std::string KernelsBlock(const v1::GetReportResponse& report, bool markdown) {
+  if (report.builds().empty()) return "";
+  std::string out = markdown ? "\nKernels:\n\n" : "\nkernels:\n";
+  for (const v1::Build& b : report.builds()) {
+    std::string line = b.label() + " (" + b.arch() + "): ";
+    if (b.state() != "done") {
+      line += b.state();
+      if (!b.error().empty()) line += ": " + b.error().substr(0, b.error().find('\n'));
+    } else {
+      line += b.release() + ", base " + b.base_commit().substr(0, 12);
+      if (!b.ref().empty()) line += " (" + b.ref() + ")";
+      line +=
+          " + " + std::to_string(b.series_size()) + (b.series_size() == 1 ? " patch" : " patches");
+      line += ", config " + b.config_base() + " " + b.config_sha256().substr(0, 12) + ", " +
+              b.compiler();
+    }
+    out += (markdown ? "- " : "  ") + line + "\n";
+    for (const std::string& subject : b.series()) {
+      out += (markdown ? "  - " : "      ") + subject + "\n";
+    }
+  }
+  return out;
+}
+
 std::string Caveats(const v1::GetReportResponse& report) {
   std::string out;
   for (const std::string& c : report.caveats()) out += "\nCaveat: " + c + "\n";
@@ -106,13 +133,14 @@ std::string RenderReport(const v1::GetReportResponse& report, ReportFormat forma
     if (table.rows.empty()) return out + "No results yet.\n";
     return out + "Throughput in rounds per second (higher is better).\n\n" +
            RenderMarkdownTable(table) + CoarseNote(report) + runs +
-           RenderComparisons(report, format, all_counters) + Caveats(report);
+           RenderComparisons(report, format, all_counters) + KernelsBlock(report, true) +
+           Caveats(report);
   }
   std::string out = title + "\n";
   if (table.rows.empty()) return out + "no results yet\n";
   return out + "throughput in rounds per second (higher is better):\n" + RenderBoxTable(table) +
          CoarseNote(report) + runs + RenderComparisons(report, format, all_counters) +
-         Caveats(report);
+         KernelsBlock(report, false) + Caveats(report);
 }
 
 }  // namespace faultline::cli

@@ -187,6 +187,9 @@ mismatched=$(sql "SELECT count(*) FROM runs r JOIN results res ON res.run_id = r
 [ "$mismatched" = 0 ] || fail "$mismatched results on another kernel than their build's"
 "$FL_BIN_CLI" report "$job" >"$FL_STATE/report.txt" || fail "report"
 grep -q "$patched" "$FL_STATE/report.txt" || fail "report: $(cat "$FL_STATE/report.txt")"
+grep -q "^  $patched ($(uname -m)): $(rel "$patched"), base [0-9a-f]\{12\} (v6.12) + 1 patch, config tinyconfig [0-9a-f]\{12\}, gcc" "$FL_STATE/report.txt" &&
+  grep -q "^      \[PATCH\] mm: b becomes B$" "$FL_STATE/report.txt" ||
+  fail "the report does not say what each kernel is: $(cat "$FL_STATE/report.txt")"
 "$FL_BIN_CLI" kernels --job "$job" >"$FL_STATE/kernels.txt" || fail "faultline kernels"
 grep -q "$(rel "$patched")" "$FL_STATE/kernels.txt" || fail "kernels: $(cat "$FL_STATE/kernels.txt")"
 pass "two builds ($vanilla, $patched), each image booted with its sha256 and release, 4 results on their builds"

@@ -143,6 +143,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetReport(grpc::CallbackServerContext*
   auto built = BuildReport(stores_.jobs, req->job_id(), options);
   if (!built.ok()) return Done(ctx, &timer, built.status());
   ReportToProto(built->job, built->report, resp);
+  if (stores_.builds != nullptr) {
+    auto builds = stores_.builds->ListBuilds(req->job_id());
+    if (!builds.ok()) return Done(ctx, &timer, builds.status());
+    for (auto it = builds->rbegin(); it != builds->rend(); ++it) {
+      BuildToProto(*it, resp->add_builds());
+    }
+  }
   return Done(ctx, &timer, grpc::Status::OK);
 }
 
