@@ -322,7 +322,9 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   // The config: base target, fragments, olddefconfig, in a scratch object directory.
   const std::string cross = arch->cross_compile;
   const std::string cfg = absl::StrCat(cache_, "/cfg/", tree_id, "-", request.arch);
-  fs::remove_all(cfg, ec);
+  // Kept between builds (its kconfig tools are built once); the config itself is new.
+  fs::remove(cfg + "/.config", ec);
+  fs::remove_all(cfg + "/fragments", ec);
   fs::create_directories(cfg + "/fragments", ec);
   auto make_argv = [&](const std::string& objdir, std::vector<std::string> extra) {
     std::vector<std::string> argv = {"make", "-C", src, "O=" + objdir, "ARCH=" + arch->make_arch};
