@@ -40,6 +40,10 @@ cache=${FL_LAB_CACHE:-/var/cache/faultline-lab}
 mirror=${FL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 jobs=${FAULTLINE_JOBS:-2}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths relative to the checkout in ccache's keys (and the working directory left out): a
+# fresh clone elsewhere (CI's) hits what another clone compiled. Debug info keeps the first
+# clone's paths.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 toolchain=$root/cmake/toolchains/linux-gnu-sysroot.cmake
 
 die() { echo "cross-build-agent: $*" >&2; exit 1; }

@@ -13,6 +13,10 @@ out=${FAULTLINE_CROSS_BUILD_DIR:-$root/build-cross}
 triples=("$@")
 [ ${#triples[@]} -gt 0 ] || triples=(aarch64-linux-gnu riscv64-linux-gnu)
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths relative to the checkout in ccache's keys (and the working directory left out): a
+# fresh clone elsewhere (CI's) hits what another clone compiled. Debug info keeps the first
+# clone's paths.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 toolchain=$root/cmake/toolchains/linux-gnu-cross.cmake
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)

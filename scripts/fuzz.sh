@@ -31,6 +31,10 @@ done
 clangxx=$(command -v clang++-14 || command -v clang++ || true)
 [ -n "$clangxx" ] || { echo "fuzz.sh: clang++ not found (scripts/install-deps.sh installs clang-14)" >&2; exit 1; }
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths relative to the checkout in ccache's keys (and the working directory left out): a
+# fresh clone elsewhere (CI's) hits what another clone compiled. Debug info keeps the first
+# clone's paths.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 if [ ! -f "$build/build.ninja" ]; then
   # -O1 with line tables only: sanitizer builds of the generated protobuf code at -O2 -g
   # take several times longer on 2 cores, for no better fuzzing.

@@ -1,0 +1,150 @@
+// PgBuildStore: builds created with their job and shared by label, claims under leases,
+// fencing by attempt, artifacts by chunk, failures that fail the runs that needed them.
+#include "tests/integration/store_fixture.h"
+
+namespace faultline::controller {
+namespace {
+
+class BuildStoreTest : public StoreTest {
+ protected:
+  // A job on `label` (a built kernel) with its build for x86_64.
+  int64_t SubmitBuilt(const std::string& label) {
+    BoardRecord board;
+    board.summary = {.name = "box",
+                     .arch = "x86_64",
+                     .memory_bytes = 8ull << 30,
+                     .kernel_labels = {"vanilla", label},
+                     .running_kernel_label = "vanilla",
+                     .running_kernel_labels = {"vanilla"}};
+    board.summary.boots_built_kernels = true;
+    board.facts_json = R"({"name":"box"})";
+    EXPECT_TRUE(store_->boards().UpsertBoard(board).ok());
+    JobSpecInput spec;
+    spec.benchmark = "filemap-thrash";
+    spec.duration = "3s";
+    spec.repetitions = 2;
+    spec.kernels = {label};
+    spec.memory_max = "256M";
+    spec.shuffle_seed = 7;
+    auto job = ValidateJobSpec(spec, {board.summary});
+    EXPECT_TRUE(job.ok()) << job.status();
+    job->builds = {{label, "x86_64", R"({"tree": "/srv/linux.git", "ref": "v6.12"})"}};
+    auto id = store_->jobs().CreateJob(*job, "built", "{}", "");
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id->job_id;
+  }
+  BuildRecord Outcome(const std::string& sha) {
+    BuildRecord o;
+    o.key = "k";
+    o.release = "6.12.0-flabc";
+    o.image_sha256 = sha;
+    o.series = {"[PATCH] mm: x"};
+    o.build_seconds = 12.5;
+    return o;
+  }
+};
+
+constexpr char kSha[] = "0000000000000000000000000000000000000000000000000000000000000abc";
+
+TEST_F(BuildStoreTest, ABuildIsSharedClaimedOnceFencedAndServedByChunk) {
+  auto& builds = store_->builds();
+  const int64_t first = SubmitBuilt("patched@aaaaaaaaaaaa");
+  const int64_t second = SubmitBuilt("patched@aaaaaaaaaaaa");
+  EXPECT_EQ(Count("SELECT count(*) FROM builds"), 1) << "the same label is one build";
+  EXPECT_EQ(Count("SELECT count(*) FROM job_builds"), 2);
+  EXPECT_EQ(builds.ListBuilds(first)->size(), 1u);
+  EXPECT_EQ(builds.ListBuilds(second)->front().id, builds.ListBuilds(first)->front().id);
+
+  EXPECT_FALSE(builds.ClaimBuild("b1", {"aarch64"}, 60)->has_value()) << "not its arch";
+  auto claimed = builds.ClaimBuild("b1", {"x86_64"}, 60);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  const BuildRecord b = **claimed;
+  EXPECT_EQ(b.attempts, 1u);
+  EXPECT_FALSE(builds.ClaimBuild("b2", {"x86_64"}, 60)->has_value()) << "claimed once";
+  EXPECT_TRUE(*builds.RenewBuild(b.id, b.attempt_id, 60));
+  EXPECT_FALSE(*builds.RenewBuild(b.id, "another-attempt", 60));
+  // Done needs the image stored first.
+  EXPECT_EQ(builds.FinishBuild(b.id, b.attempt_id, true, Outcome(kSha)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::string image((1 << 20) * 2 + 123, 'x');
+  image[0] = 'A';
+  image[(1 << 20) + 5] = 'B';
+  ASSERT_TRUE(builds.PutArtifact(kSha, image).ok());
+  ASSERT_TRUE(builds.PutArtifact(kSha, image).ok()) << "idempotent";
+  EXPECT_EQ(*builds.ArtifactBytes(kSha), image.size());
+  EXPECT_EQ(Count("SELECT count(*) FROM artifact_chunks"), 3);
+  EXPECT_EQ(builds.FinishBuild(b.id, "stale", true, Outcome(kSha)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(builds.FinishBuild(b.id, b.attempt_id, true, Outcome(kSha)).ok());
+  const BuildRecord done = builds.ListBuilds(0)->front();
+  EXPECT_EQ(done.state, "done");
+  EXPECT_EQ(done.release, "6.12.0-flabc");
+  EXPECT_EQ(done.image_bytes, image.size());
+  EXPECT_EQ(done.series, std::vector<std::string>{"[PATCH] mm: x"});
+  // The board that boots built kernels can now boot it.
+  EXPECT_EQ(Text("SELECT bootable_kernel_labels::text FROM boards WHERE name = 'box'"),
+            R"(["patched@aaaaaaaaaaaa"])");
+  // Read back from an offset inside the second chunk.
+  std::string read;
+  uint64_t first_at = 0;
+  ASSERT_TRUE(builds
+                  .ReadArtifact(kSha, (1 << 20) + 5,
+                                [&](const std::string& chunk, uint64_t at) {
+                                  if (read.empty()) first_at = at;
+                                  read += chunk;
+                                  return absl::OkStatus();
+                                })
+                  .ok());
+  EXPECT_EQ(first_at, (1u << 20) + 5);
+  EXPECT_EQ(read, image.substr((1 << 20) + 5));
+  EXPECT_EQ(builds.ArtifactBytes(std::string(64, 'f')).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(BuildStoreTest, ALapsedLeaseGoesToAnotherBuilderThenFailsAfterTheLastAttempt) {
+  auto& builds = store_->builds();
+  const int64_t job = SubmitBuilt("patched@bbbbbbbbbbbb");
+  auto lapse = [&] {
+    pqxx::connection c(url_);
+    pqxx::work w(c);
+    w.exec("UPDATE builds SET lease_expires = now() - interval '1 second'");
+    w.commit();
+  };
+  auto one = builds.ClaimBuild("b1", {"x86_64"}, 60);
+  ASSERT_TRUE(one->has_value());
+  lapse();
+  EXPECT_EQ(*builds.ExpireBuildLeases(2), 1);
+  auto two = builds.ClaimBuild("b2", {"x86_64"}, 60);
+  ASSERT_TRUE(two->has_value());
+  EXPECT_EQ((*two)->attempts, 2u);
+  EXPECT_EQ(builds.FinishBuild((*one)->id, (*one)->attempt_id, false, Outcome(kSha)).code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "the first builder's attempt is fenced off";
+  lapse();
+  EXPECT_EQ(*builds.ExpireBuildLeases(2), 1);
+  EXPECT_EQ(Text("SELECT state || ' ' || error FROM builds"),
+            "failed builder lost 2 times (last: b2)");
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE state = 'failed' AND failure_reason LIKE "
+                  "'kernel patched@bbbbbbbbbbbb: build % failed: builder lost 2 times%'"),
+            2);
+  EXPECT_EQ(Text("SELECT state FROM jobs WHERE id = " + std::to_string(job)), "failed");
+}
+
+TEST_F(BuildStoreTest, AFailedBuildFailsItsRunsNamingWhyAndANewJobRetriesIt) {
+  auto& builds = store_->builds();
+  const int64_t job = SubmitBuilt("patched@cccccccccccc");
+  auto b = builds.ClaimBuild("b1", {"x86_64"}, 60);
+  ASSERT_TRUE(b->has_value());
+  BuildRecord outcome;
+  outcome.error = "series: patch 1 \"[PATCH] mm: x\" (x.mbox) does not apply: mm/memory.c";
+  ASSERT_TRUE(builds.FinishBuild((*b)->id, (*b)->attempt_id, false, outcome).ok());
+  EXPECT_EQ(Text("SELECT state FROM jobs WHERE id = " + std::to_string(job)), "failed");
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE failure_reason LIKE '%does not apply: "
+                  "mm/memory.c'"),
+            2);
+  SubmitBuilt("patched@cccccccccccc");
+  EXPECT_EQ(Text("SELECT state FROM builds"), "queued") << "tried again for the new job";
+}
+
+}  // namespace
+}  // namespace faultline::controller
