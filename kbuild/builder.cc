@@ -1,7 +1,6 @@
 #include "kbuild/builder.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/sha256.h"
 #include "common/strings.h"
 #include "kbuild/kconfig.h"
 #include "kbuild/process.h"
@@ -26,40 +26,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMetaFile[] = "artifact.meta";
-
-std::string Hex(const unsigned char* data, unsigned size) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < size; ++i) {
-    out += digits[data[i] >> 4];
-    out += digits[data[i] & 15];
-  }
-  return out;
-}
-
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(absl::string_view data) { EVP_DigestUpdate(ctx_, data.data(), data.size()); }
-  std::string Hex() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned size = 0;
-    EVP_DigestFinal_ex(ctx_, digest, &size);
-    return kbuild::Hex(digest, size);
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
-
-std::string Sha256Of(absl::string_view data) {
-  Sha256 h;
-  h.Update(data);
-  return h.Hex();
-}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -87,7 +53,7 @@ absl::StatusOr<std::string> Sha256OfFile(const std::string& path, uint64_t* byte
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     const std::streamsize n = in.gcount();
     if (n <= 0) break;
-    h.Update(absl::string_view(buffer.data(), static_cast<size_t>(n)));
+    h.Update(buffer.data(), static_cast<size_t>(n));
     *bytes += static_cast<uint64_t>(n);
   }
   return h.Hex();
@@ -257,7 +223,7 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   }
   const std::string base_commit(absl::StripAsciiWhitespace(*commit));
 
-  const std::string tree_id = Sha256Of(tree).substr(0, 12);
+  const std::string tree_id = Sha256Hex(tree).substr(0, 12);
   for (const char* d : {"src", "obj", "kernels", "logs", "locks", "cfg"}) {
     fs::create_directories(fs::path(cache_) / d, ec);
   }
@@ -372,7 +338,7 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
                      " + fragments, after olddefconfig) lacks what a faultline board needs: ",
                      absl::StrJoin(missing, "; ")));
   }
-  const std::string config_sha = Sha256Of(*config_text);
+  const std::string config_sha = Sha256Hex(*config_text);
 
   absl::StatusOr<std::string> cc_version = RunForOutput({{cross + "gcc", "--version"}});
   if (!cc_version.ok()) return cc_version.status();
@@ -380,8 +346,8 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
       absl::StripAsciiWhitespace(absl::string_view(*cc_version).substr(0, cc_version->find('\n'))));
 
   const std::string key =
-      Sha256Of(absl::StrCat("faultline-kbuild/1\n", tree_hash, "\n", request.arch, "\n", compiler,
-                            "\n", config_sha, "\n"));
+      Sha256Hex(absl::StrCat("faultline-kbuild/1\n", tree_hash, "\n", request.arch, "\n", compiler,
+                             "\n", config_sha, "\n"));
   const std::string final_dir = absl::StrCat(cache_, "/kernels/", request.arch, "/", Slug(compiler),
                                              "/", config_sha, "/", tree_hash);
   if (absl::StatusOr<Artifact> found = ReadArtifact(final_dir); found.ok()) {

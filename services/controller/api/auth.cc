@@ -33,13 +33,6 @@ std::string NewToken() {
   return "flt_" + Hex(bytes, sizeof(bytes));
 }
 
-std::string Sha256Hex(const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
-  return Hex(digest, length);
-}
-
 std::optional<std::string> BearerToken(const std::string& authorization) {
   // The scheme is case-insensitive (RFC 9110); the token is not.
   static const std::string kScheme = "bearer ";
@@ -91,23 +84,14 @@ grpc::Status Authorizer::RequireUser(const grpc::ServerContextBase* ctx) {
 
 grpc::Status Authorizer::RequireAgent(const grpc::ServerContextBase* ctx,
                                       const std::string& board) {
-  if (!required_) return grpc::Status::OK;
-  auto who = Identify(ctx);
-  if (!who.ok()) return ToGrpc(who.status());
-  if (who->role != TokenRole::kAgent) {
-    return grpc::Status(
-        grpc::StatusCode::PERMISSION_DENIED,
-        absl::StrCat("token '", who->name, "' is a user token: AgentService needs an agent token"));
-  }
-  if (who->board != board) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        absl::StrCat("token '", who->name, "' acts for board '", who->board,
-                                     "', not '", board.substr(0, 128), "'"));
-  }
-  return grpc::Status::OK;
+  return CheckAgent(ctx, &board);
 }
 
 grpc::Status Authorizer::RequireAnyAgent(const grpc::ServerContextBase* ctx) {
+  return CheckAgent(ctx, nullptr);
+}
+
+grpc::Status Authorizer::CheckAgent(const grpc::ServerContextBase* ctx, const std::string* board) {
   if (!required_) return grpc::Status::OK;
   auto who = Identify(ctx);
   if (!who.ok()) return ToGrpc(who.status());
@@ -115,6 +99,11 @@ grpc::Status Authorizer::RequireAnyAgent(const grpc::ServerContextBase* ctx) {
     return grpc::Status(
         grpc::StatusCode::PERMISSION_DENIED,
         absl::StrCat("token '", who->name, "' is a user token: AgentService needs an agent token"));
+  }
+  if (board != nullptr && who->board != *board) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("token '", who->name, "' acts for board '", who->board,
+                                     "', not '", board->substr(0, 128), "'"));
   }
   return grpc::Status::OK;
 }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "common/sha256.h"
 #include "grpcpp/grpcpp.h"
 #include "services/controller/core/clock.h"
 #include "services/controller/storage/interfaces.h"
@@ -22,8 +23,6 @@ namespace faultline::controller {
 
 // "flt_" + 64 hex digits from the kernel's CSPRNG.
 std::string NewToken();
-// Lower-case hex SHA-256.
-std::string Sha256Hex(const std::string& data);
 // The token of an "authorization: Bearer TOKEN" value, or nullopt.
 std::optional<std::string> BearerToken(const std::string& authorization);
 
@@ -41,6 +40,8 @@ class Authorizer {
 
  private:
   absl::StatusOr<TokenRecord> Identify(const grpc::ServerContextBase* ctx);
+  // An agent token; with `board`, one that acts for that board.
+  grpc::Status CheckAgent(const grpc::ServerContextBase* ctx, const std::string* board);
 
   TokenStore* store_;
   bool required_;

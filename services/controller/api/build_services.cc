@@ -1,9 +1,7 @@
 // The builds' side of the agent service (services.h): claims, leases, artifacts in and out.
-#include <openssl/evp.h>
-
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "services/controller/api/services.h"
 #include "services/controller/convert/convert.h"
 
@@ -18,28 +16,20 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx, RpcTimer* tim
   return reactor;
 }
 
-bool IsSha256(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return absl::ascii_isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
-         });
-}
-
 // Receives an image in chunks, checks that the chunks are in order and that the whole has
 // the sha256 the first chunk named, then stores it (PutArtifact). Bounded by
 // kMaxArtifactBytes.
 class UploadReactor final : public grpc::ServerReadReactor<v1::ArtifactChunk> {
  public:
   UploadReactor(BuildStore* builds, v1::UploadArtifactResponse* resp, RpcTimer timer)
-      : builds_(builds), resp_(resp), timer_(std::move(timer)), ctx_(EVP_MD_CTX_new()) {
-    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
+      : builds_(builds), resp_(resp), timer_(std::move(timer)) {
     StartRead(&chunk_);
   }
-  ~UploadReactor() override { EVP_MD_CTX_free(ctx_); }
 
   void OnReadDone(bool ok) override {
     if (!ok) return Complete();
     if (sha256_.empty()) {
-      if (!IsSha256(chunk_.sha256()))
+      if (!IsSha256Hex(chunk_.sha256()))
         return Fail(grpc::StatusCode::INVALID_ARGUMENT, "sha256: 64 lowercase hex characters");
       sha256_ = chunk_.sha256();
       total_ = chunk_.total_bytes();
@@ -57,7 +47,7 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::ArtifactChunk> {
     if (data_.size() + chunk_.data().size() > total_) {
       return Fail(grpc::StatusCode::INVALID_ARGUMENT, "more data than total_bytes");
     }
-    EVP_DigestUpdate(ctx_, chunk_.data().data(), chunk_.data().size());
+    sha_.Update(chunk_.data());
     data_ += chunk_.data();
     StartRead(&chunk_);
   }
@@ -70,15 +60,7 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::ArtifactChunk> {
       return Fail(grpc::StatusCode::INVALID_ARGUMENT,
                   absl::StrCat("received ", data_.size(), " of ", total_, " bytes"));
     }
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned size = 0;
-    EVP_DigestFinal_ex(ctx_, digest, &size);
-    static const char* hex = "0123456789abcdef";
-    std::string got;
-    for (unsigned i = 0; i < size; ++i) {
-      got += hex[digest[i] >> 4];
-      got += hex[digest[i] & 15];
-    }
+    const std::string got = sha_.Hex();
     if (got != sha256_) {
       return Fail(grpc::StatusCode::DATA_LOSS,
                   absl::StrCat("sha256 of the upload is ", got, ", not ", sha256_));
@@ -100,7 +82,7 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::ArtifactChunk> {
   BuildStore* builds_;
   v1::UploadArtifactResponse* resp_;
   RpcTimer timer_;
-  EVP_MD_CTX* ctx_;
+  Sha256 sha_;
   v1::ArtifactChunk chunk_;
   std::string sha256_;
   uint64_t total_ = 0;
@@ -234,7 +216,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::FinishBuild(grpc::CallbackServerCont
   }
   BuildRecord outcome = BuildFromProto(req->build());
   outcome.error = req->error().substr(0, 8000);
-  if (req->succeeded() && !IsSha256(outcome.image_sha256)) {
+  if (req->succeeded() && !IsSha256Hex(outcome.image_sha256)) {
     return Finish(ctx, &timer,
                   grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                "build.image_sha256: 64 lowercase hex characters"));
@@ -260,7 +242,7 @@ grpc::ServerWriteReactor<v1::ArtifactChunk>* AgentServiceImpl::FetchArtifact(
     void OnDone() override { delete this; }
   };
   if (auto denied = auth_->RequireAnyAgent(ctx); !denied.ok()) return new Refused(denied);
-  if (!IsSha256(req->sha256())) {
+  if (!IsSha256Hex(req->sha256())) {
     return new Refused(
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "sha256: 64 lowercase hex characters"));
   }

@@ -1,13 +1,12 @@
 #include "services/controller/orchestration/kernel_sources.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/sha256.h"
 #include "services/controller/convert/convert.h"
 
 namespace faultline::controller {
@@ -15,19 +14,6 @@ namespace {
 
 absl::Status Invalid(const std::string& field, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
-std::string Sha256Hex(const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned size = 0;
-  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < size; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
 }
 
 bool IsConfigTarget(const std::string& s) {
