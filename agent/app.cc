@@ -20,6 +20,7 @@
 #include "agent/sys/cgroup.h"
 #include "agent/sys/environment.h"
 #include "agent/sys/file_io.h"
+#include "agent/sys/pstore.h"
 #include "agent/sys/zram_swap.h"
 #include "common/log.h"
 #include "common/tls.h"
@@ -131,8 +132,9 @@ std::optional<sys::CgroupBackend> PrepareRuns(const AgentConfig& config) {
 }
 
 // Settles the switch a previous life ordered; false when the switch state is unusable.
-bool SettleSwitch(KernelSwitcher& switcher, const AgentConfig& config,
-                  const BootIdentity& identity) {
+// *needs_check_reason: why the board needs a check ("" when it does not).
+bool SettleSwitch(KernelSwitcher& switcher, const AgentConfig& config, const BootIdentity& identity,
+                  std::string* needs_check_reason) {
   std::string switched_to;
   auto needs_check = switcher.Settle(&switched_to);
   if (!needs_check.ok()) {
@@ -145,6 +147,7 @@ bool SettleSwitch(KernelSwitcher& switcher, const AgentConfig& config,
               identity.release, identity.boot_id);
   }
   if (needs_check->has_value()) {
+    *needs_check_reason = **needs_check;
     log::error(
         "event=needs_check reason=\"{}\" note=\"no runs until cleared with "
         "faultline-agent --config FILE --clear-needs-check\"",
@@ -209,7 +212,8 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   boot.agent_pid = static_cast<int>(::getpid());
   SystemCommandRunner boot_commands;
   KernelSwitcher switcher(*config, boot, boot_commands, clock);
-  if (!SettleSwitch(switcher, *config, *identity)) return 2;
+  std::string needs_check_reason;
+  if (!SettleSwitch(switcher, *config, *identity, &needs_check_reason)) return 2;
 
   std::string workload = !options.workload_binary.empty()   ? options.workload_binary
                          : !config->workload_binary.empty() ? config->workload_binary
@@ -224,6 +228,14 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   v1::Board board = BoardFromFacts(*config, facts);
   board.set_boot_id(identity->boot_id);
   board.set_boots_built_kernels(config->built_kernels.enabled);
+  if (!needs_check_reason.empty()) {
+    // What the kernel that did not come back left behind, for the controller's record.
+    board.set_previous_boot_log(sys::PreviousBootLog(config->pstore_dir));
+    if (!board.previous_boot_log().empty()) {
+      log::info("event=previous_boot_log dir={} bytes={}", config->pstore_dir,
+                board.previous_boot_log().size());
+    }
+  }
   for (const auto& arch : config->builder.arches) board.add_build_arches(arch);
   if (board.running_kernel_label().empty()) {
     log::warn(

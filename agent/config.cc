@@ -44,9 +44,10 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
   }
   if (!root.IsMap()) return absl::InvalidArgumentError("the config must be a YAML mapping");
   static const std::set<std::string> kKnown = {
-      "board",   "labels",    "work_dir",       "workload_binary", "cgroup_parent", "zram_swap",
-      "kernels", "state_dir", "switch_timeout", "release_file",    "boot_id_file",  "token_file",
-      "tls_ca",  "tls_cert",  "tls_key",        "tls_server_name", "built_kernels", "builder"};
+      "board",           "labels",        "work_dir",  "workload_binary", "cgroup_parent",
+      "zram_swap",       "kernels",       "state_dir", "switch_timeout",  "release_file",
+      "boot_id_file",    "token_file",    "tls_ca",    "tls_cert",        "tls_key",
+      "tls_server_name", "built_kernels", "builder",   "pstore_dir"};
   AgentConfig config;
   try {
     for (const auto& kv : root) {
@@ -56,7 +57,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
                    "unknown field (fields: board, labels, work_dir, workload_binary, "
                    "cgroup_parent, zram_swap, kernels, state_dir, switch_timeout, release_file, "
                    "boot_id_file, token_file, tls_ca, tls_cert, tls_key, tls_server_name, "
-                   "built_kernels, builder)");
+                   "built_kernels, builder, pstore_dir)");
       }
     }
     if (!root["board"] || !ValidLabel(root["board"].as<std::string>())) {
@@ -91,6 +92,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
     for (auto [key, target] : {std::pair<const char*, std::string*>{"state_dir", &config.state_dir},
                                {"release_file", &config.release_file},
                                {"boot_id_file", &config.boot_id_file},
+                               {"pstore_dir", &config.pstore_dir},
                                {"token_file", &config.token_file},
                                {"tls_ca", &config.tls_ca},
                                {"tls_cert", &config.tls_cert},

@@ -93,6 +93,9 @@ struct AgentConfig {
   std::string tls_server_name;  // "": TlsServerName's default
   std::string release_file;     // tests: read the running release from here
   std::string boot_id_file;     // tests: read the boot id from here
+  // Where the kernel keeps the last boots' console and log across a reboot (ramoops, EFI):
+  // a failed switch's tail goes to the controller with the needs-check.
+  std::string pstore_dir = "/sys/fs/pstore";
   BuiltKernelsConfig built_kernels;
   BuilderConfig builder;
 };

@@ -18,46 +18,13 @@
 #include "absl/strings/str_split.h"
 #include "common/sha256.h"
 #include "common/strings.h"
+#include "kbuild/files.h"
 #include "kbuild/kconfig.h"
 #include "kbuild/process.h"
 
 namespace faultline::kbuild {
 namespace fs = std::filesystem;
 namespace {
-
-constexpr char kMetaFile[] = "artifact.meta";
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-absl::Status WriteFile(const std::string& path, absl::string_view text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> Sha256OfFile(const std::string& path, uint64_t* bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  Sha256 h;
-  std::vector<char> buffer(1 << 20);
-  *bytes = 0;
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    const std::streamsize n = in.gcount();
-    if (n <= 0) break;
-    h.Update(buffer.data(), static_cast<size_t>(n));
-    *bytes += static_cast<uint64_t>(n);
-  }
-  return h.Hex();
-}
 
 // An exclusive flock held for a scope (other builders on the same cache wait).
 class FileLock {
@@ -109,7 +76,9 @@ bool HaveCcache() {
   return false;
 }
 
-std::string WriteMeta(const Artifact& a) {
+}  // namespace
+
+std::string ArtifactMeta(const Artifact& a) {
   std::string out;
   auto line = [&](absl::string_view k, absl::string_view v) {
     absl::StrAppend(&out, k, "=", v, "\n");
@@ -129,8 +98,6 @@ std::string WriteMeta(const Artifact& a) {
   for (const std::string& w : a.warnings) line("warning", OneLine(w));
   return out;
 }
-
-}  // namespace
 
 absl::StatusOr<ArchInfo> ArchFor(const std::string& arch) {
   const bool native_x86 = fs::exists("/usr/bin/x86_64-linux-gnu-gcc") && sizeof(void*) == 8 &&
@@ -413,7 +380,7 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   if (!image_sha.ok()) return image_sha.status();
   a.image_sha256 = *image_sha;
   a.image = final_dir + "/" + image_name;
-  if (absl::Status s = WriteFile(tmp + "/" + kMetaFile, WriteMeta(a)); !s.ok()) return s;
+  if (absl::Status s = WriteFile(tmp + "/" + kMetaFile, ArtifactMeta(a)); !s.ok()) return s;
   fs::rename(tmp, final_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot store the artifact: ", ec.message()));
   absl::StatusOr<Artifact> stored = ReadArtifact(final_dir);

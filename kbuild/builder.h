@@ -60,6 +60,8 @@ struct Artifact {
 
 // Reads an artifact's metadata from its directory (NOT_FOUND when it is not whole).
 absl::StatusOr<Artifact> ReadArtifact(const std::string& dir);
+// The metadata ReadArtifact reads back (the file kMetaFile in the artifact's directory).
+std::string ArtifactMeta(const Artifact& artifact);
 
 // The parts of a request that depend on the architecture.
 struct ArchInfo {

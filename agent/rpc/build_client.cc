@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "kbuild/builder.h"
+#include "kbuild/prebuilt.h"
 
 namespace faultline::agent {
 namespace {
@@ -166,19 +167,31 @@ void RunBuilder(const std::string& builder, const std::vector<std::string>& arch
         }
       }
     });
-    kbuild::BuildRequest request;
-    request.tree = b.source().tree();
-    request.ref = b.source().ref();
-    request.arch = b.arch();
-    request.config_base = b.source().config_base();
-    for (const auto& f : b.source().fragments())
-      request.fragments.push_back({f.name(), f.content()});
-    for (const auto& f : b.source().series()) request.series.push_back({f.name(), f.content()});
-    request.include.assign(b.source().include().begin(), b.source().include().end());
-    request.jobs = jobs;
-    auto built = kbuilder.Build(request, [&](const std::string& line) {
+    auto progress = [&](const std::string& line) {
       log::info("event=build_progress build={} step=\"{}\"", b.build_id(), line);
-    });
+    };
+    absl::StatusOr<kbuild::Artifact> built;
+    if (!b.source().image().empty()) {
+      // A prebuilt kernel: fetched and checked here, then stored and served as a build.
+      kbuild::PrebuiltRequest request;
+      request.url = b.source().image();
+      request.sha256 = b.source().image_sha256();
+      request.arch = b.arch();
+      request.release = b.source().image_release();
+      built = kbuild::FetchImage(cache, request, progress);
+    } else {
+      kbuild::BuildRequest request;
+      request.tree = b.source().tree();
+      request.ref = b.source().ref();
+      request.arch = b.arch();
+      request.config_base = b.source().config_base();
+      for (const auto& f : b.source().fragments())
+        request.fragments.push_back({f.name(), f.content()});
+      for (const auto& f : b.source().series()) request.series.push_back({f.name(), f.content()});
+      request.include.assign(b.source().include().begin(), b.source().include().end());
+      request.jobs = jobs;
+      built = kbuilder.Build(request, progress);
+    }
     v1::FinishBuildRequest finish;
     finish.set_build_id(b.build_id());
     finish.set_attempt_id(b.attempt_id());

@@ -234,6 +234,25 @@ std::string FormatBuilds(const v1::ListBuildsResponse& response) {
     }
     out += "\n";
   }
+  // Kernels that did not come back on a board, with the console's last lines if kept.
+  for (const v1::Build& build : response.builds()) {
+    for (const v1::BadBoot& bad : build.bad_boots()) {
+      out += "build " + std::to_string(build.id()) + " (" + OrDash(build.label()) + ", " +
+             OrDash(build.arch()) + ") did not boot on " + bad.board() + ": " + bad.reason() + "\n";
+      std::vector<std::string_view> lines;
+      std::string_view console = bad.console();
+      while (!console.empty()) {
+        const size_t end = console.find('\n');
+        if (!TrimSpace(console.substr(0, end)).empty()) lines.push_back(console.substr(0, end));
+        if (end == std::string_view::npos) break;
+        console.remove_prefix(end + 1);
+      }
+      const size_t from = lines.size() > 10 ? lines.size() - 10 : 0;
+      if (!lines.empty())
+        out += "  its console (last " + std::to_string(lines.size() - from) + " lines):\n";
+      for (size_t i = from; i < lines.size(); ++i) out += "    " + std::string(lines[i]) + "\n";
+    }
+  }
   return out;
 }
 

@@ -80,6 +80,9 @@ std::string KernelsBlock(const v1::GetReportResponse& report, bool markdown) {
     if (b.state() != "done") {
       line += b.state();
       if (!b.error().empty()) line += ": " + b.error().substr(0, b.error().find('\n'));
+    } else if (!b.image_url().empty()) {
+      line += b.release() + ", prebuilt " + b.image_url() + ", sha256 " +
+              b.image_sha256().substr(0, 12);
     } else {
       line += b.release() + ", base " + b.base_commit().substr(0, 12);
       if (!b.ref().empty()) line += " (" + b.ref() + ")";
@@ -91,6 +94,10 @@ std::string KernelsBlock(const v1::GetReportResponse& report, bool markdown) {
     out += (markdown ? "- " : "  ") + line + "\n";
     for (const std::string& subject : b.series()) {
       out += (markdown ? "  - " : "      ") + subject + "\n";
+    }
+    for (const v1::BadBoot& bad : b.bad_boots()) {
+      out += (markdown ? "  - " : "      ") + std::string("did not boot on ") + bad.board() + ": " +
+             bad.reason() + "\n";
     }
   }
   return out;

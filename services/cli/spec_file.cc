@@ -174,7 +174,7 @@ std::string FormatLimit(uint64_t bytes) {
 
 // The keys of one entry of `kernels` written as a map, and of its `config`.
 constexpr std::string_view kKernelSourceKeys =
-    "tree, ref, config, from, series, include, image, sha256, release";
+    "tree, ref, config, from, series, include, image, sha256, arch, release";
 constexpr std::string_view kKernelConfigKeys = "base, fragments";
 
 class YamlToMessage {
@@ -406,6 +406,7 @@ class YamlToMessage {
                           : name == "image"   ? source->mutable_image()
                           : name == "sha256"  ? source->mutable_image_sha256()
                           : name == "release" ? source->mutable_image_release()
+                          : name == "arch"    ? source->mutable_image_arch()
                                               : nullptr;
       if (text == nullptr && name != "config" && name != "series" && name != "include") {
         return Error(key_mark, path,

@@ -493,12 +493,12 @@ TEST_F(KernelSourcesTest, UnreadableFilesNameTheFieldAndThePath) {
 TEST_F(KernelSourcesTest, UnknownKeysAndWrongShapes) {
   EXPECT_EQ(SpecError("kernels:\n  vanilla: {tree: /srv/linux.git, refs: v6.12}\n"),
             "2:35: kernels.vanilla: unknown key 'refs' (tree, ref, config, from, series, "
-            "include, image, sha256, release)");
+            "include, image, sha256, arch, release)");
   EXPECT_EQ(SpecError("kernels:\n  v: {tree: /t, config: {base: defconfig, fragment: [a]}}\n"),
             "2:43: kernels.v.config: unknown key 'fragment' (base, fragments)");
   EXPECT_EQ(SpecError("kernels: {v: stock}\n"),
             "1:14: kernels.v: expected a map of the kernel's source (tree, ref, config, from, "
-            "series, include, image, sha256, release) or 'installed', got 'stock'");
+            "series, include, image, sha256, arch, release) or 'installed', got 'stock'");
   EXPECT_EQ(SpecError("kernels: {v: {tree: [a]}}\n"),
             "1:21: kernels.v.tree: expected a scalar (string), got a sequence");
   EXPECT_EQ(SpecError("kernels: {v: {from: a, series: x.mbox}}\n"),

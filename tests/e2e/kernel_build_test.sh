@@ -8,7 +8,10 @@
 # are real. Checks: the labels get unique names, two builds, the board boots each image it
 # was given (sha256 checked by the boot script), results carry the builds' releases; a
 # second job with the same kernels reuses both builds; a series that does not apply fails
-# its build and its job naming the patch, the file and the hunk; bad input at submit.
+# its build and its job naming the patch, the file and the hunk; bad input at submit; a
+# builder killed mid-build; a prebuilt image fetched over HTTP, verified and booted, and
+# one whose sha256 differs failing its job; a kernel that does not come back (bad on the
+# board, its console tail kept, its runs failed, the board cleared goes on without it).
 # Usage: kernel_build_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
@@ -29,6 +32,7 @@ cleanup() {
   FL_AGENT_PID=$(agent_pid)
   [ -n "${BUILDER_PID:-}" ] && kill -KILL -- "-$BUILDER_PID" 2>/dev/null
   [ -n "${BUILDER2_PID:-}" ] && fl_stop_pid "$BUILDER2_PID"
+  [ -n "${HTTP_PID:-}" ] && fl_stop_pid "$HTTP_PID"
   fl_stop_all
   rm -rf "$FL_STATE"
 }
@@ -109,12 +113,20 @@ cat >"$board_dir/boot.sh" <<SH
 #!/usr/bin/env bash
 set -eu
 echo "\$FAULTLINE_KERNEL_LABEL \$FAULTLINE_KERNEL_RELEASE \$(sha256sum <"\$FAULTLINE_KERNEL_IMAGE" | cut -c1-64)" >>"$board_dir/boots.log"
+release=\$FAULTLINE_KERNEL_RELEASE
+if [ "\$release" = 6.12.0-hangs ]; then
+  # This kernel hangs at its first disk read: the watchdog powers the board on again with
+  # its default kernel; ramoops kept the console.
+  mkdir -p "$board_dir/pstore"
+  printf '[    0.000000] Linux version 6.12.0-hangs\n[    1.234567] virtio_blk virtio1: [vda] 2097152 512-byte logical blocks\n[  121.000000] INFO: task init:1 blocked for more than 120 seconds.\n' >"$board_dir/pstore/console-ramoops-0"
+  release=6.1.0-sim-stock
+fi
 setsid bash -c '
   kill -TERM "\$0"
   while kill -0 "\$0" 2>/dev/null; do sleep 0.1; done
   echo "\$1" >"$board_dir/release"
   cat /proc/sys/kernel/random/uuid >"$board_dir/boot_id"
-  exec "$board_dir/start-agent.sh"' "\$FAULTLINE_AGENT_PID" "\$FAULTLINE_KERNEL_RELEASE" </dev/null >/dev/null 2>&1 &
+  exec "$board_dir/start-agent.sh"' "\$FAULTLINE_AGENT_PID" "\$release" </dev/null >/dev/null 2>&1 &
 SH
 chmod +x "$board_dir/start-agent.sh" "$board_dir/boot.sh"
 cat >"$board_dir/agent.yaml" <<YAML
@@ -125,6 +137,7 @@ release_file: $board_dir/release
 boot_id_file: $board_dir/boot_id
 token_file: $(fl_agent_token sim-board)
 switch_timeout: 60s
+pstore_dir: $board_dir/pstore
 kernels: [{label: stock, release: 6.1.0-sim-stock, boot: none}]
 built_kernels: {dir: $board_dir/kernels, max_size: 64M, boot: command, command: [$board_dir/boot.sh]}
 YAML
@@ -264,3 +277,131 @@ row=$(sql "SELECT builder, attempts FROM builds WHERE label LIKE 'patched@%' AND
 orphans=$(sql "SELECT count(*) FROM artifacts a WHERE NOT EXISTS (SELECT 1 FROM builds b WHERE b.image_sha256 = a.sha256)")
 [ "$orphans" = 0 ] || fail "$orphans stored images that no finished build names"
 pass "a builder killed mid-build: its lease lapsed, builder-2 built it (attempt 2), the job succeeded"
+
+# --- a prebuilt image: fetched over HTTP by a builder, verified, stored, booted ----------------
+served=$FL_STATE/served
+mkdir -p "$served"
+# An x86 boot image header ("HdrS" at 0x202, kernel_version at 0x20e -> 0x300): enough for
+# the builder's checks and for the simulated board.
+python3 - "$served/bzImage" <<'PY'
+import sys
+b = bytearray(0x3000)
+b[0x202:0x206] = b"HdrS"
+b[0x20e], b[0x20f] = 0x00, 0x01
+v = b"6.12.0-prebuilt (ci@faultline) #1 SMP"
+b[0x300:0x300 + len(v)] = v
+open(sys.argv[1], "wb").write(bytes(b))
+PY
+image_sha=$(sha256sum <"$served/bzImage" | cut -c1-64)
+http_port=$(fl_free_port)
+python3 -m http.server --bind 127.0.0.1 --directory "$served" "$http_port" >>"$FL_STATE/http.log" 2>&1 &
+HTTP_PID=$!
+fl_wait_for "the image server" curl -fsS -o /dev/null "http://127.0.0.1:$http_port/bzImage" ||
+  fail "the image server did not start"
+url=http://127.0.0.1:$http_port/bzImage
+prebuilt_spec() {  # NAME SHA256 [ARCH]
+  cat <<YAML
+name: $1
+benchmark: filemap-thrash
+duration: 1s
+repetitions: 2
+block_size: 1
+boards: [sim-board]
+kernels:
+  vanilla: {tree: $tree, ref: v6.12, config: {base: tinyconfig, fragments: [lab.config]}}
+  prebuilt: {image: "$url", sha256: $2, arch: ${3:-$(uname -m)}}
+memcg: {memory_max: 256M}
+params: {file_size: 4M}
+matrix: {threads: [2]}
+YAML
+}
+prebuilt_spec no-arch "$image_sha" '""' >"$FL_STATE/no-arch.yaml"
+if out=$("$FL_BIN_CLI" submit "$FL_STATE/no-arch.yaml" 2>&1); then fail "an image without its arch was accepted"; fi
+grep -q "kernels.prebuilt.arch: the arch the image boots is needed" <<<"$out" || fail "no-arch error: $out"
+prebuilt_spec other-arch "$image_sha" riscv64 >"$FL_STATE/other-arch.yaml"
+if out=$("$FL_BIN_CLI" submit "$FL_STATE/other-arch.yaml" 2>&1); then fail "an image for no eligible board was accepted"; fi
+grep -q "kernels.prebuilt.arch: the image boots riscv64 but the job's eligible boards are $(uname -m)" <<<"$out" ||
+  fail "other-arch error: $out"
+prebuilt_spec prebuilt "$image_sha" >"$FL_STATE/prebuilt.yaml"
+pre=$("$FL_BIN_CLI" submit "$FL_STATE/prebuilt.yaml") || fail "submit prebuilt"
+FL_WAIT_SECONDS=240 fl_wait_for "job $pre to finish" job_final "$pre" || fail "job $pre did not finish"
+job_state_is "$pre" succeeded || fail "job $pre: $(job_state "$pre")"
+prebuilt=$(sql "SELECT label FROM builds WHERE label LIKE 'prebuilt@%' AND state = 'done'")
+[[ $prebuilt =~ ^prebuilt@[0-9a-f]{12}$ ]] || fail "prebuilt label: $prebuilt"
+[ "$(rel "$prebuilt")" = 6.12.0-prebuilt ] && [ "$(sha "$prebuilt")" = "$image_sha" ] ||
+  fail "the prebuilt build: release $(rel "$prebuilt"), sha256 $(sha "$prebuilt")"
+grep -qx "$prebuilt 6.12.0-prebuilt $image_sha" "$board_dir/boots.log" ||
+  fail "the board did not boot the image: $(cat "$board_dir/boots.log")"
+grep -q "GET /bzImage" "$FL_STATE/http.log" || fail "the image was not fetched over HTTP"
+"$FL_BIN_CLI" report "$pre" >"$FL_STATE/report-pre.txt" || fail "report"
+grep -q "^  $prebuilt ($(uname -m)): 6.12.0-prebuilt, prebuilt $url, sha256 ${image_sha:0:12}" "$FL_STATE/report-pre.txt" ||
+  fail "the report does not say what the prebuilt kernel is: $(cat "$FL_STATE/report-pre.txt")"
+curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/metrics" >"$FL_STATE/metrics.txt" || fail "/metrics"
+# (labels in name order, as the exposition writes them)
+grep -q "^faultline_kernel_build_info{arch=\"$(uname -m)\",.*image_sha256=\"${image_sha:0:12}\",image_url=\"$url\",kernel=\"$prebuilt\",.*release=\"6.12.0-prebuilt\",.*} 1$" "$FL_STATE/metrics.txt" &&
+  grep -q "^faultline_kernel_build_info{arch=\"$(uname -m)\",base_commit=\"[0-9a-f]\{12\}\",compiler=\"gcc[^\"]*\",config_sha256=\"[0-9a-f]\{12\}\",image_sha256=\"$(sha "$patched" | cut -c1-12)\",image_url=\"\",kernel=\"$patched\",patches=\"1\",ref=\"v6.12\",release=\"$(rel "$patched")\",series=\"\[PATCH\] mm: b becomes B\"} 1$" "$FL_STATE/metrics.txt" ||
+  fail "faultline_kernel_build_info: $(grep faultline_kernel_build "$FL_STATE/metrics.txt")"
+pass "a prebuilt image fetched over HTTP by a builder, its sha256 checked, booted, named in the report and /metrics"
+
+# --- an image whose sha256 differs: its build and job fail, naming both, nothing stored ----------
+artifacts=$(sql "SELECT count(*) FROM artifacts")
+wrong=0000000000000000000000000000000000000000000000000000000000000000
+prebuilt_spec wrong-sha "$wrong" >"$FL_STATE/wrong.yaml"
+bad=$("$FL_BIN_CLI" submit "$FL_STATE/wrong.yaml") || fail "submit wrong-sha"
+FL_WAIT_SECONDS=120 fl_wait_for "job $bad to finish" job_final "$bad" || fail "job $bad did not finish"
+job_state_is "$bad" failed || fail "job $bad: $(job_state "$bad")"
+err=$(sql "SELECT error FROM builds b JOIN job_builds jb ON jb.build_id = b.id WHERE jb.job_id = $bad AND b.state = 'failed'")
+[ "$err" = "image: the sha256 of $url is $image_sha, the job says $wrong" ] || fail "build error: $err"
+reason=$(sql "SELECT DISTINCT failure_reason FROM runs WHERE job_id = $bad AND kernel LIKE 'prebuilt@%'")
+grep -q "the sha256 of $url is $image_sha" <<<"$reason" || fail "run failure: $reason"
+[ "$(sql "SELECT count(*) FROM artifacts")" = "$artifacts" ] || fail "an image that failed its check was stored"
+pass "an image whose sha256 differs: build and job failed naming both hashes, nothing stored"
+
+# --- a kernel that does not come back: bad on this board, console kept, its runs failed ---------
+python3 - "$served/hangs" <<'PY'
+import sys
+b = bytearray(0x3000)
+b[0x202:0x206] = b"HdrS"
+b[0x20e], b[0x20f] = 0x00, 0x01
+v = b"6.12.0-hangs (ci@faultline) #1 SMP"
+b[0x300:0x300 + len(v)] = v
+open(sys.argv[1], "wb").write(bytes(b))
+PY
+hangs_sha=$(sha256sum <"$served/hangs" | cut -c1-64)
+sed -e "s|^name: prebuilt|name: hangs|" -e "s|/bzImage\"|/hangs\"|" -e "s|sha256: $image_sha|sha256: $hangs_sha|" \
+  -e "s|^  prebuilt:|  hangs:|" "$FL_STATE/prebuilt.yaml" >"$FL_STATE/hangs.yaml"
+board_health() { sql "SELECT health FROM boards WHERE name = 'sim-board'"; }
+hung=$("$FL_BIN_CLI" submit "$FL_STATE/hangs.yaml") || fail "submit hangs"
+bad_recorded() { [ "$(sql "SELECT count(*) FROM bad_boots WHERE board = 'sim-board' AND console <> ''")" = 1 ]; }
+FL_WAIT_SECONDS=240 fl_wait_for "the failed boot to be recorded" bad_recorded || fail "no bad boot recorded"
+hangs=$(sql "SELECT label FROM bad_boots")
+[[ $hangs =~ ^hangs@[0-9a-f]{12}$ ]] || fail "bad boot label: $hangs"
+[ "$(board_health)" = needs-check ] || fail "board health: $(board_health)"
+sql "SELECT reason FROM bad_boots" | grep -q "switch to '$hangs' came back running 6.1.0-sim-stock, expected 6.12.0-hangs" ||
+  fail "bad boot reason: $(sql "SELECT reason FROM bad_boots")"
+sql "SELECT bootable_kernel_labels FROM boards WHERE name = 'sim-board'" | grep -qv "$hangs" ||
+  fail "the board still offers $hangs"
+"$FL_BIN_CLI" kernels --job "$hung" >"$FL_STATE/kernels-hung.txt" 2>&1 || true
+grep -q "did not boot on sim-board: switch to '$hangs' came back running" "$FL_STATE/kernels-hung.txt" &&
+  grep -q "^    \[  121.000000\] INFO: task init:1 blocked for more than 120 seconds.$" "$FL_STATE/kernels-hung.txt" ||
+  fail "faultline kernels: $(cat "$FL_STATE/kernels-hung.txt")"
+hung_runs_open() { [ "$(sql "SELECT count(*) FROM runs WHERE job_id = $hung AND kernel = '$hangs' AND state <> 'failed'")" = 0 ]; }
+fl_wait_for "its runs to fail" hung_runs_open ||
+  fail "runs of $hangs: $(sql "SELECT state, failure_reason FROM runs WHERE job_id = $hung AND kernel = '$hangs'")"
+sql "SELECT DISTINCT failure_reason FROM runs WHERE job_id = $hung AND kernel = '$hangs'" |
+  grep -q "kernel $hangs did not boot on board sim-board and no other board can boot it" ||
+  fail "run failure: $(sql "SELECT DISTINCT failure_reason FROM runs WHERE job_id = $hung AND kernel = '$hangs'")"
+# The operator checks the board and clears it: it goes on with the job, never that kernel again.
+"$FL_BIN_AGENT" --config "$board_dir/agent.yaml" --clear-needs-check >>"$FL_STATE/agent.log" 2>&1 ||
+  fail "--clear-needs-check"
+board_ok() { [ "$(board_health)" = ok ]; }
+fl_wait_for "the board to be healthy again" board_ok || fail "board still needs a check"
+FL_WAIT_SECONDS=240 fl_wait_for "job $hung to finish" job_final "$hung" || fail "job $hung did not finish"
+job_state_is "$hung" failed || fail "job $hung: $(job_state "$hung")"
+[ "$(grep -c " 6.12.0-hangs " "$board_dir/boots.log")" = 1 ] || fail "the bad kernel was booted again: $(cat "$board_dir/boots.log")"
+[ "$(sql "SELECT count(*) FROM runs WHERE job_id = $hung AND kernel <> '$hangs' AND state = 'succeeded'")" -gt 0 ] ||
+  fail "the job's other runs did not run"
+curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/metrics" >"$FL_STATE/metrics-bad.txt" || fail "/metrics"
+grep -q "^faultline_kernel_build_bad_boots{arch=\"$(uname -m)\",kernel=\"$hangs\"} 1$" "$FL_STATE/metrics-bad.txt" ||
+  fail "faultline_kernel_build_bad_boots: $(grep faultline_kernel_build_bad "$FL_STATE/metrics-bad.txt")"
+pass "a kernel that did not come back: bad on the board with its console tail, its runs failed, the board cleared went on without it"

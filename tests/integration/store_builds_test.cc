@@ -7,8 +7,9 @@ namespace {
 
 class BuildStoreTest : public StoreTest {
  protected:
-  // A job on `label` (a built kernel) with its build for x86_64.
-  int64_t SubmitBuilt(const std::string& label) {
+  // A job on `label` (a built kernel) with its build for x86_64 from `source` (JSON).
+  int64_t SubmitBuilt(const std::string& label,
+                      const std::string& source = R"({"tree": "/srv/linux.git", "ref": "v6.12"})") {
     BoardRecord board;
     board.summary = {.name = "box",
                      .arch = "x86_64",
@@ -28,7 +29,7 @@ class BuildStoreTest : public StoreTest {
     spec.shuffle_seed = 7;
     auto job = ValidateJobSpec(spec, {board.summary});
     EXPECT_TRUE(job.ok()) << job.status();
-    job->builds = {{label, "x86_64", R"({"tree": "/srv/linux.git", "ref": "v6.12"})"}};
+    job->builds = {{label, "x86_64", source}};
     auto id = store_->jobs().CreateJob(*job, "built", "{}", "");
     EXPECT_TRUE(id.ok()) << id.status();
     return id->job_id;
@@ -45,6 +46,76 @@ class BuildStoreTest : public StoreTest {
 };
 
 constexpr char kSha[] = "0000000000000000000000000000000000000000000000000000000000000abc";
+
+TEST_F(BuildStoreTest, APrebuiltImageIsFetchedByABuilderOfAnyArch) {
+  SubmitBuilt("prebuilt@bbbbbbbbbbbb",
+              R"({"image": "https://example.org/bzImage", "image_arch": "x86_64"})");
+  SubmitBuilt("vanilla@cccccccccccc");
+  // An aarch64-only builder compiles nothing for x86_64 but fetches the image.
+  auto claimed = store_->builds().ClaimBuild("arm-builder", {"aarch64"}, 60);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  EXPECT_EQ((*claimed)->label, "prebuilt@bbbbbbbbbbbb");
+  EXPECT_FALSE(store_->builds().ClaimBuild("arm-builder", {"aarch64"}, 60)->has_value())
+      << "the source build is x86_64's";
+}
+
+TEST_F(BuildStoreTest, ABuiltKernelThatDoesNotComeBackIsBadOnThatBoard) {
+  auto& builds = store_->builds();
+  const std::string label = "patched@dddddddddddd";
+  const int64_t job = SubmitBuilt(label);
+  auto claimed = builds.ClaimBuild("b1", {"x86_64"}, 60);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  ASSERT_TRUE(builds.PutArtifact(kSha, "image").ok());
+  ASSERT_TRUE(builds.FinishBuild((*claimed)->id, (*claimed)->attempt_id, true, Outcome(kSha)).ok());
+  auto order = testing::NextWork(store_->work(), "box");
+  ASSERT_TRUE(order.ok() && order->kernel_switch);
+  EXPECT_EQ(order->kernel_switch->label, label);
+  // No hello from the new kernel by the deadline.
+  {
+    pqxx::connection c(url_);
+    pqxx::work w(c);
+    w.exec("UPDATE boards SET switch_deadline = now() - interval '1 second'");
+    w.commit();
+  }
+  EXPECT_EQ(*store_->work().ExpireKernelSwitches(), std::vector<std::string>{"box"});
+  EXPECT_EQ(Text("SELECT bootable_kernel_labels::text FROM boards WHERE name = 'box'"), "[]");
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE state = 'failed' AND failure_reason LIKE "
+                  "'kernel patched@dddddddddddd did not boot on board box and no other board can "
+                  "boot it: switch to patched@dddddddddddd: no hello from the new kernel by %'"),
+            2);
+  EXPECT_EQ(Text(absl::StrCat("SELECT state FROM jobs WHERE id = ", job)), "failed");
+  auto listed = builds.ListBuilds(job);
+  ASSERT_EQ(listed->size(), 1u);
+  ASSERT_EQ(listed->front().bad_boots.size(), 1u);
+  EXPECT_EQ(listed->front().bad_boots[0].board, "box");
+  EXPECT_EQ(listed->front().bad_boots[0].console, "");
+  // The watchdog brought the board back on its default kernel: its hello keeps the switch's
+  // console tail, and the board still does not offer the kernel (nor after it is cleared).
+  BoardRecord hello;
+  hello.summary = {.name = "box",
+                   .arch = "x86_64",
+                   .memory_bytes = 8ull << 30,
+                   .kernel_labels = {"vanilla"},
+                   .running_kernel_label = "vanilla",
+                   .running_kernel_labels = {"vanilla"},
+                   .boot_id = "boot-after-watchdog"};
+  hello.summary.boots_built_kernels = true;
+  hello.summary.bootable_kernel_labels = {label};  // its cache still has the image
+  hello.facts_json = R"({"name":"box"})";
+  hello.previous_boot_log = "[  121.0] INFO: task init:1 blocked for more than 120 seconds.\n";
+  auto health = store_->boards().UpsertBoard(hello);
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(health->health, BoardHealth::kNeedsCheck);
+  EXPECT_EQ(builds.ListBuilds(job)->front().bad_boots[0].console, hello.previous_boot_log);
+  EXPECT_EQ(Text("SELECT bootable_kernel_labels::text FROM boards WHERE name = 'box'"), "[]");
+  hello.previous_boot_log.clear();
+  ASSERT_TRUE(store_->boards().UpsertBoard(hello).ok());
+  EXPECT_EQ(Text("SELECT bootable_kernel_labels::text FROM boards WHERE name = 'box'"), "[]");
+  EXPECT_EQ(builds.ListBuilds(job)->front().bad_boots[0].console.substr(0, 9), "[  121.0]")
+      << "a later hello without a console keeps the one recorded";
+  // A configured kernel that does not come back is the admin's: nothing is recorded.
+  EXPECT_EQ(Count("SELECT count(*) FROM bad_boots"), 1);
+}
 
 TEST_F(BuildStoreTest, ABuildIsSharedClaimedOnceFencedAndServedByChunk) {
   auto& builds = store_->builds();

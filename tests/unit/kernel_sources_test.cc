@@ -29,6 +29,22 @@ v1::JobSpec Spec() {
   return spec;
 }
 
+constexpr char kUrl[] = "https://example.org/bzImage";
+constexpr char kSha[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+// vanilla as a prebuilt image (its tree, ref and config cleared).
+void SetImage(v1::JobSpec& spec, const std::string& url, const std::string& sha,
+              const std::string& arch) {
+  auto& v = (*spec.mutable_kernel_sources())["vanilla"];
+  v.clear_tree();
+  v.clear_ref();
+  v.clear_config_base();
+  v.clear_fragments();
+  v.set_image(url);
+  v.set_image_sha256(sha);
+  v.set_image_arch(arch);
+}
+
 std::string Message(const absl::Status& s) {
   return std::string(s.message());
 }
@@ -88,13 +104,25 @@ TEST(KernelSources, BadSourcesAreRefusedNamingTheField) {
        "kernels.patched.from: 'nope' is not a label of this job with a tree"},
       {[](v1::JobSpec& s) { (*s.mutable_kernel_sources())["patched"].set_ref("v1"); },
        "kernels.patched: with `from`, the tree, ref and config are the other label's"},
+      {[](v1::JobSpec& s) { SetImage(s, "ftp://example.org/bzImage", kSha, "x86_64"); },
+       "kernels.vanilla.image: an http://, https:// or file:/// URL"},
+      {[](v1::JobSpec& s) { SetImage(s, "https://example.org/a b", kSha, "x86_64"); },
+       "kernels.vanilla.image: an http://, https:// or file:/// URL"},
+      {[](v1::JobSpec& s) { SetImage(s, kUrl, "ABC", "x86_64"); },
+       "kernels.vanilla.sha256: the image's sha256 is needed (64 lowercase hex"},
+      {[](v1::JobSpec& s) { SetImage(s, kUrl, kSha, ""); },
+       "kernels.vanilla.arch: the arch the image boots is needed: x86_64, aarch64 or riscv64"},
+      {[](v1::JobSpec& s) { SetImage(s, kUrl, kSha, "mips"); },
+       "kernels.vanilla.arch: the arch the image boots is needed"},
       {[](v1::JobSpec& s) {
-         auto& v = (*s.mutable_kernel_sources())["vanilla"];
-         v.clear_tree();
-         v.clear_ref();
-         v.set_image("https://example.org/bzImage");
+         SetImage(s, kUrl, kSha, "x86_64");
+         (*s.mutable_kernel_sources())["vanilla"].set_config_base("tinyconfig");
        },
-       "kernels.vanilla.image: prebuilt images are not supported yet"},
+       "kernels.vanilla: a prebuilt image takes no ref, config, series or include"},
+      {[](v1::JobSpec& s) { (*s.mutable_kernel_sources())["vanilla"].set_image_sha256(kSha); },
+       "kernels.vanilla: sha256, arch and release go with image"},
+      {[](v1::JobSpec& s) { SetImage(s, kUrl, kSha, "x86_64"); },  // patched is `from` it
+       "kernels.patched.from: 'vanilla' is not a label of this job with a tree"},
       {[](v1::JobSpec& s) {
          (*s.mutable_kernel_sources())["patched"].mutable_series(0)->set_content(
              std::string((1 << 20) + 1, 'x'));
@@ -148,6 +176,53 @@ TEST(KernelSources, BuildsForTheArchesOfEligibleBoardsThatBootBuiltKernels) {
   EXPECT_EQ(Message(no_board.status()),
             "kernels.vanilla: no eligible board boots kernels that jobs bring (agent.yaml "
             "built_kernels)");
+}
+
+TEST(KernelSources, APrebuiltImageIsOneBuildOfItsArchFetchedByAnyBuilder) {
+  v1::JobSpec spec = Spec();
+  SetImage(spec, kUrl, kSha, "x86_64");
+  auto& patched = (*spec.mutable_kernel_sources())["patched"];
+  patched.clear_from();
+  patched.clear_series();
+  patched.clear_include();
+  patched.set_tree("/srv/linux.git");
+  patched.set_ref("v6.12.117");
+  auto resolved = ResolveKernelSources(spec);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  const std::string vanilla = spec.kernels(0);
+  EXPECT_EQ(vanilla.substr(0, 8), "vanilla@");
+  EXPECT_TRUE(resolved->at(vanilla).config_base().empty());  // no defconfig for an image
+  // Another sha256 is another kernel.
+  v1::JobSpec other = Spec();
+  SetImage(other, kUrl, std::string(64, 'f'), "x86_64");
+  (*other.mutable_kernel_sources())["patched"] = patched;
+  ASSERT_TRUE(ResolveKernelSources(other).ok());
+  EXPECT_NE(other.kernels(0), vanilla);
+
+  BoardSummary x86{.name = "x1", .arch = "x86_64"};
+  x86.boots_built_kernels = true;
+  BoardSummary x86_builder{.name = "builder", .arch = "x86_64"};
+  x86_builder.build_arches = {"x86_64"};
+  auto builds = PlanBuilds(*resolved, spec, {x86, x86_builder});
+  ASSERT_TRUE(builds.ok()) << builds.status();
+  ASSERT_EQ(builds->size(), 2u);
+  EXPECT_EQ((*builds)[0].label, vanilla);
+  EXPECT_EQ((*builds)[0].arch, "x86_64");
+  EXPECT_NE((*builds)[0].source_json.find(kUrl), std::string::npos);
+  // An image of one arch with eligible boards of another: refused, saying how to narrow.
+  BoardSummary arm = x86;
+  arm.name = "a1";
+  arm.arch = "aarch64";
+  x86_builder.build_arches = {"x86_64", "aarch64"};
+  auto mixed = PlanBuilds(*resolved, spec, {x86, arm, x86_builder});
+  EXPECT_EQ(Message(mixed.status()),
+            "kernels.vanilla.arch: the image boots x86_64 but the job's eligible boards are "
+            "aarch64, x86_64: restrict the job with `arches: [x86_64]`");
+  // No builder at all: nobody can fetch it.
+  auto nobody = PlanBuilds(*resolved, spec, {x86});
+  EXPECT_EQ(Message(nobody.status()),
+            "kernels.vanilla.image: no builder is registered to fetch the image (agent.yaml "
+            "builder:)");
 }
 
 }  // namespace

@@ -301,6 +301,9 @@ grpc::Status AgentServiceImpl::DoHello(grpc::CallbackServerContext* ctx,
   if (board.health_reason().size() > 4096) {
     return Invalid("board.health_reason: at most 4096 characters");
   }
+  if (board.previous_boot_log().size() > 8192) {
+    return Invalid("board.previous_boot_log: at most 8192 bytes");
+  }
   auto health = stores_.boards->UpsertBoard(BoardFromProto(board));
   if (!health.ok()) return ToGrpc(health.status());
   if (health->health != BoardHealth::kOk) {

@@ -199,7 +199,9 @@ BoardRecord BoardFromProto(const v1::Board& board) {
   rec.summary.health =
       board.health() == v1::BOARD_HEALTH_NEEDS_CHECK ? BoardHealth::kNeedsCheck : BoardHealth::kOk;
   rec.summary.health_reason = board.health_reason();
+  rec.previous_boot_log = board.previous_boot_log();
   v1::Board facts = board;
+  facts.clear_previous_boot_log();
   facts.clear_health();
   facts.clear_health_reason();
   facts.clear_kernel_switches();
@@ -420,6 +422,16 @@ void BuildToProto(const BuildRecord& b, v1::Build* out) {
   const v1::KernelSource source = KernelSourceFromJson(b.source_json);
   out->set_ref(source.ref());
   out->set_config_base(source.config_base());
+  out->set_image_url(source.image());
+  for (const auto& bad : b.bad_boots) {
+    v1::BadBoot* o = out->add_bad_boots();
+    o->set_board(bad.board);
+    o->set_reason(bad.reason);
+    o->set_console(bad.console);
+    if (bad.at_ms > 0) {
+      *o->mutable_at() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(bad.at_ms);
+    }
+  }
 }
 
 BuildRecord BuildFromProto(const v1::Build& build) {

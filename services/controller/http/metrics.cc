@@ -251,6 +251,34 @@ void WriteSchedules(const MetricsSnapshot& snapshot, std::string* out) {
   schedule_interval.WriteTo(out);
 }
 
+// What each kernel a job brought is, for dashboards to name kernels by more than a label.
+void WriteBuiltKernels(const MetricsSnapshot& snapshot, std::string* out) {
+  TextFamily info("faultline_kernel_build_info",
+                  "1 per kernel a job brought and that was built or fetched: its release, base "
+                  "commit and ref, patch series (count and subjects), config sha256, compiler; "
+                  "or the prebuilt image's URL and sha256");
+  TextFamily bad("faultline_kernel_build_bad_boots",
+                 "Boards a built kernel did not come back on (each is needs-check, the kernel "
+                 "no longer offered there)");
+  auto cut = [](const std::string& s, size_t n) { return s.size() > n ? s.substr(0, n) : s; };
+  for (const auto& k : snapshot.built_kernels) {
+    const std::vector<Label> labels = {{"kernel", k.label}, {"arch", k.arch}};
+    info.Add(labels, 1,
+             {{"release", k.release},
+              {"base_commit", cut(k.base_commit, 12)},
+              {"ref", cut(k.ref, 64)},
+              {"patches", std::to_string(k.patches)},
+              {"series", cut(k.series, 256)},
+              {"config_sha256", cut(k.config_sha256, 12)},
+              {"compiler", cut(k.compiler, 64)},
+              {"image_url", cut(k.image_url, 256)},
+              {"image_sha256", cut(k.image_sha256, 12)}});
+    bad.Add(labels, k.bad_boots);
+  }
+  info.WriteTo(out);
+  bad.WriteTo(out);
+}
+
 void WriteRunsAndJobs(const MetricsSnapshot& snapshot, std::string* out) {
   TextFamily runs("faultline_runs", "Runs by state");
   for (const char* st : kRunStates) {
@@ -399,6 +427,7 @@ std::vector<std::shared_ptr<const std::string>> ControllerMetrics::RenderParts(
     WriteChangePoints(*snapshot, &out);
     WriteSchedules(*snapshot, &out);
     WriteRunsAndJobs(*snapshot, &out);
+    WriteBuiltKernels(*snapshot, &out);
     WriteBoards(*listed_boards, &out);
   }
   if (http != nullptr) WriteHttpStats(*http, &out);

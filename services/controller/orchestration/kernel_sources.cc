@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/sha256.h"
@@ -53,8 +54,48 @@ absl::Status CheckFiles(const std::string& field,
   return absl::OkStatus();
 }
 
+bool IsKnownArch(const std::string& arch) {
+  return arch == "x86_64" || arch == "aarch64" || arch == "riscv64";
+}
+
+// A prebuilt kernel: a URL the builders can fetch, the image's sha256 and arch; nothing
+// that belongs to a build from source.
+absl::Status CheckImage(const std::string& field, const v1::KernelSource& source) {
+  const std::string& url = source.image();
+  const bool scheme = absl::StartsWith(url, "http://") || absl::StartsWith(url, "https://") ||
+                      absl::StartsWith(url, "file:///");
+  if (!scheme || url.size() > 2048 || std::any_of(url.begin(), url.end(), [](char c) {
+        return !absl::ascii_isgraph(static_cast<unsigned char>(c));
+      })) {
+    return Invalid(field + ".image",
+                   "an http://, https:// or file:/// URL of a boot image (at most 2048 chars, "
+                   "no spaces)");
+  }
+  if (!IsSha256Hex(source.image_sha256())) {
+    return Invalid(field + ".sha256",
+                   "the image's sha256 is needed (64 lowercase hex characters): it is checked "
+                   "before any board boots it");
+  }
+  if (!IsKnownArch(source.image_arch())) {
+    return Invalid(field + ".arch",
+                   "the arch the image boots is needed: x86_64, aarch64 or riscv64");
+  }
+  if (!source.image_release().empty() && !IsSafeText(source.image_release(), 64)) {
+    return Invalid(field + ".release", "a release (uname -r) of 1-64 chars");
+  }
+  if (!source.ref().empty() || !source.config_base().empty() || !source.fragments().empty() ||
+      !source.series().empty() || !source.include().empty()) {
+    return Invalid(field, "a prebuilt image takes no ref, config, series or include");
+  }
+  return absl::OkStatus();
+}
+
 // What the label's name hashes: the resolved source, files by name and content.
 std::string Canonical(const v1::KernelSource& s) {
+  if (!s.image().empty()) {
+    return absl::StrCat("image\n", s.image(), "\nsha256\n", s.image_sha256(), "\narch\n",
+                        s.image_arch(), "\nrelease\n", s.image_release(), "\n");
+  }
   std::string out =
       absl::StrCat("tree\n", s.tree(), "\nref\n", s.ref(), "\nbase\n", s.config_base(), "\n");
   for (const auto& f : s.fragments()) {
@@ -91,8 +132,10 @@ absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
                      "or image is needed");
     }
     if (!source.image().empty()) {
-      return Invalid(field + ".image",
-                     "prebuilt images are not supported yet: give a tree, ref and config");
+      if (absl::Status s = CheckImage(field, source); !s.ok()) return s;
+    } else if (!source.image_sha256().empty() || !source.image_arch().empty() ||
+               !source.image_release().empty()) {
+      return Invalid(field, "sha256, arch and release go with image (a prebuilt kernel)");
     }
     if (!source.tree().empty()) {
       if (!IsSafeText(source.tree(), 1024) || source.tree().front() != '/') {
@@ -140,7 +183,7 @@ absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
       *r.mutable_fragments() = base->second.fragments();
       r.clear_from();
     }
-    if (r.config_base().empty()) r.set_config_base("defconfig");
+    if (r.config_base().empty() && r.image().empty()) r.set_config_base("defconfig");
     const std::string name = absl::StrCat(label, "@", Sha256Hex(Canonical(r)).substr(0, 12));
     renamed[label] = name;
     resolved[name] = std::move(r);
@@ -189,6 +232,24 @@ absl::StatusOr<std::vector<BuildRequest>> PlanBuilds(
     auto it = sources.find(label);
     if (it == sources.end()) continue;
     const v1::KernelSource& source = it->second;
+    if (!source.image().empty()) {
+      // A prebuilt image boots one arch: every eligible board must be of it, and any builder
+      // fetches it.
+      const std::string field = absl::StrCat("kernels.", label.substr(0, label.find('@')));
+      if (arches.size() != 1 || *arches.begin() != source.image_arch()) {
+        return Invalid(
+            field + ".arch",
+            absl::StrCat("the image boots ", source.image_arch(),
+                         " but the job's eligible boards are ", absl::StrJoin(arches, ", "),
+                         ": restrict the job with `arches: [", source.image_arch(), "]`"));
+      }
+      if (builder_arches.empty()) {
+        return Invalid(field + ".image",
+                       "no builder is registered to fetch the image (agent.yaml builder:)");
+      }
+      builds.push_back({label, source.image_arch(), KernelSourceToJson(source)});
+      continue;
+    }
     for (const std::string& arch : arches) {
       if (!builder_arches.count(arch)) {
         return Invalid(absl::StrCat("kernels.", label.substr(0, label.find('@'))),

@@ -430,6 +430,19 @@ CREATE TABLE artifact_chunks (
 ALTER TABLE boards ADD COLUMN boots_built_kernels boolean NOT NULL DEFAULT false,
                    ADD COLUMN build_arches jsonb NOT NULL DEFAULT '[]';
 )sql"},
+      {22, "built kernels that did not boot on a board", R"sql(
+-- A switch to a built kernel that lapsed or came back on another kernel: the board no
+-- longer offers that kernel (pg::MarkBadBoot). `console`: the failed boot's console tail as
+-- the board kept it (pstore), sent with its next hello.
+CREATE TABLE bad_boots (
+  label   text NOT NULL,
+  board   text NOT NULL,
+  reason  text NOT NULL,
+  console text NOT NULL DEFAULT '',
+  at      timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (label, board)
+);
+)sql"},
   };
   return kMigrations;
 }

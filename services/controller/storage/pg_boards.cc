@@ -1,5 +1,7 @@
 #include "services/controller/storage/pg_store.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "services/controller/storage/pg_pool.h"
@@ -39,10 +41,12 @@ absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board
                           running_kernel_labels, bootable_kernel_labels, boot_id, health,
                           health_reason, boots_built_kernels, build_arches)
       VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb,
-              -- a board that boots built kernels can boot every label built for its arch
-              $8::jsonb || CASE WHEN $12 THEN coalesce(
+              -- a board that boots built kernels can boot every label built for its arch,
+              -- but those that did not boot on it (bad_boots)
+              ($8::jsonb || CASE WHEN $12 THEN coalesce(
                 (SELECT jsonb_agg(DISTINCT label) FROM builds
-                  WHERE arch = $2 AND state = 'done' AND NOT $8::jsonb ? label), '[]') ELSE '[]' END,
+                  WHERE arch = $2 AND state = 'done' AND NOT $8::jsonb ? label), '[]') ELSE '[]' END)
+                - coalesce((SELECT array_agg(label) FROM bad_boots WHERE board = $1), '{}'::text[]),
               $9, $10, $11, $12, $13::jsonb)
       ON CONFLICT (name) DO UPDATE SET
         arch = EXCLUDED.arch, memory_bytes = EXCLUDED.memory_bytes,
@@ -59,6 +63,13 @@ absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board
         labels.dump(), board.summary.running_kernel_label, board.facts_json, running.dump(),
         bootable.dump(), board.summary.boot_id, std::string(ToString(health.health)), health.reason,
         board.summary.boots_built_kernels, json(board.summary.build_arches).dump());
+    // A switch that did not end on its kernel: a built kernel is bad on this board.
+    if (in_flight &&
+        std::find(hello.running_kernel_labels.begin(), hello.running_kernel_labels.end(),
+                  in_flight->label) == hello.running_kernel_labels.end()) {
+      pg::MarkBadBoot(w, board.summary.name, in_flight->label, health.reason,
+                      board.previous_boot_log);
+    }
     w.commit();
     return absl::OkStatus();
   });

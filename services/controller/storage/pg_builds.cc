@@ -16,7 +16,12 @@ constexpr const char* kBuildColumns = R"sql(
   b.id, b.label, b.arch, b.state, coalesce(b.builder, ''), coalesce(b.attempt_id, ''),
   b.source::text, coalesce(b.outcome::text, '{}'), coalesce(b.image_sha256, ''),
   coalesce(b.error, ''), b.attempts, (extract(epoch FROM b.created_at) * 1000)::bigint,
-  coalesce((extract(epoch FROM b.finished_at) * 1000)::bigint, 0))sql";
+  coalesce((extract(epoch FROM b.finished_at) * 1000)::bigint, 0),
+  coalesce((SELECT jsonb_agg(jsonb_build_object(
+                     'board', bb.board, 'reason', bb.reason, 'console', bb.console,
+                     'at_ms', (extract(epoch FROM bb.at) * 1000)::bigint) ORDER BY bb.board)
+              FROM bad_boots bb JOIN boards bo ON bo.name = bb.board AND bo.arch = b.arch
+             WHERE bb.label = b.label)::text, '[]'))sql";
 
 BuildRecord BuildFromRow(const pqxx::row& r) {
   BuildRecord b;
@@ -48,6 +53,13 @@ BuildRecord BuildFromRow(const pqxx::row& r) {
   b.attempts = r[10].as<uint32_t>();
   b.created_ms = r[11].as<int64_t>();
   b.finished_ms = r[12].as<int64_t>();
+  const json bad = json::parse(r[13].as<std::string>(), nullptr, false);
+  if (bad.is_array()) {
+    for (const auto& x : bad) {
+      b.bad_boots.push_back({x.value("board", std::string()), x.value("reason", std::string()),
+                             x.value("console", std::string()), x.value("at_ms", int64_t{0})});
+    }
+  }
   return b;
 }
 
@@ -79,7 +91,10 @@ absl::StatusOr<std::optional<BuildRecord>> PgBuildStore::ClaimBuild(
       UPDATE builds b SET state = 'building', builder = $1, attempt_id = gen_random_uuid()::text,
              attempts = b.attempts + 1, lease_expires = now() + make_interval(secs => $3)
        WHERE b.id = (SELECT id FROM builds
-                      WHERE state = 'queued' AND arch IN (SELECT jsonb_array_elements_text($2::jsonb))
+                      WHERE state = 'queued'
+                        -- a prebuilt image is fetched, not compiled: any builder takes it
+                        AND (arch IN (SELECT jsonb_array_elements_text($2::jsonb))
+                             OR coalesce(source->>'image', '') <> '')
                         AND (not_before IS NULL OR not_before <= now())
                       ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
       RETURNING )sql",
@@ -147,7 +162,8 @@ absl::Status PgBuildStore::FinishBuild(int64_t build_id, const std::string& atte
       // Boards that boot built kernels and have this arch can now boot this label.
       w.exec_params(R"sql(
         UPDATE boards SET bootable_kernel_labels = bootable_kernel_labels || jsonb_build_array($1::text)
-         WHERE boots_built_kernels AND arch = $2 AND NOT bootable_kernel_labels ? $1)sql",
+         WHERE boots_built_kernels AND arch = $2 AND NOT bootable_kernel_labels ? $1
+           AND NOT EXISTS (SELECT 1 FROM bad_boots WHERE label = $1 AND board = boards.name))sql",
                     label, arch);
       w.exec("NOTIFY faultline_work");
     } else {

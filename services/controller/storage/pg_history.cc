@@ -357,6 +357,31 @@ absl::StatusOr<MetricsSnapshot> PgHistoryStore::Snapshot(int64_t known_series_ve
         for (const auto& r : t.exec("SELECT state, count(*) FROM change_points GROUP BY state")) {
           snap.change_points_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
         }
+        for (const auto& r : t.exec(R"sql(
+        SELECT b.label, b.arch, coalesce(b.outcome->>'release', ''),
+               coalesce(b.outcome->>'base_commit', ''), coalesce(b.source->>'ref', ''),
+               coalesce(b.outcome->>'config_sha256', ''), coalesce(b.outcome->>'compiler', ''),
+               coalesce((SELECT string_agg(s, ' | ') FROM jsonb_array_elements_text(
+                           coalesce(b.outcome->'series', '[]')) s), ''),
+               coalesce(jsonb_array_length(b.outcome->'series'), 0),
+               coalesce(b.source->>'image', ''), coalesce(b.image_sha256, ''),
+               (SELECT count(*) FROM bad_boots bb WHERE bb.label = b.label)
+          FROM builds b WHERE b.state = 'done' ORDER BY b.id DESC LIMIT 500)sql")) {
+          MetricsSnapshot::BuiltKernel k;
+          k.label = r[0].as<std::string>();
+          k.arch = r[1].as<std::string>();
+          k.release = r[2].as<std::string>();
+          k.base_commit = r[3].as<std::string>();
+          k.ref = r[4].as<std::string>();
+          k.config_sha256 = r[5].as<std::string>();
+          k.compiler = r[6].as<std::string>();
+          k.series = r[7].as<std::string>();
+          k.patches = r[8].as<int>();
+          k.image_url = r[9].as<std::string>();
+          k.image_sha256 = r[10].as<std::string>();
+          k.bad_boots = r[11].as<int>();
+          snap.built_kernels.push_back(std::move(k));
+        }
         return absl::OkStatus();
       });
 }

@@ -140,6 +140,40 @@ std::vector<int64_t> SettleLostAttempts(pqxx::transaction_base& t, const pqxx::r
   return {jobs.begin(), jobs.end()};
 }
 
+void MarkBadBoot(pqxx::transaction_base& t, const std::string& board, const std::string& label,
+                 const std::string& reason, const std::string& console) {
+  auto built = t.exec_params(R"sql(
+      SELECT 1 FROM builds b JOIN boards bo ON bo.arch = b.arch
+       WHERE b.label = $1 AND bo.name = $2 AND b.state = 'done')sql",
+                             label, board);
+  if (built.empty()) return;
+  t.exec_params(R"sql(
+      INSERT INTO bad_boots (label, board, reason, console) VALUES ($1, $2, $3, $4)
+      ON CONFLICT (label, board) DO UPDATE SET
+        reason = EXCLUDED.reason, at = now(),
+        console = CASE WHEN EXCLUDED.console <> '' THEN EXCLUDED.console
+                       ELSE bad_boots.console END)sql",
+                label, board, reason, console);
+  t.exec_params(
+      "UPDATE boards SET bootable_kernel_labels = bootable_kernel_labels - $2 WHERE name = $1",
+      board, label);
+  auto failed = t.exec_params(R"sql(
+      UPDATE runs r SET state = 'failed', failure_reason = $3, finished_at = now()
+       WHERE r.kernel = $1 AND r.state = 'queued'
+         AND NOT EXISTS (SELECT 1 FROM boards b
+                          WHERE b.name <> $2
+                            AND (b.bootable_kernel_labels ? r.kernel OR b.running_kernel_labels ? r.kernel)
+                            AND (r.arches = '[]'::jsonb OR r.arches ? b.arch)
+                            AND (r.boards = '[]'::jsonb OR r.boards ? b.name))
+      RETURNING r.job_id)sql",
+                              label, board,
+                              absl::StrCat("kernel ", label, " did not boot on board ", board,
+                                           " and no other board can boot it: ", reason));
+  std::set<int64_t> jobs;
+  for (const auto& r : failed) jobs.insert(r[0].as<int64_t>());
+  for (int64_t job : jobs) RecomputeJobState(t, job);
+}
+
 std::map<std::string, std::string> StringMap(const std::string& text) {
   std::map<std::string, std::string> out;
   const nlohmann::json parsed = nlohmann::json::parse(text);  // items() must not outlive it

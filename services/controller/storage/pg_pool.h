@@ -68,6 +68,14 @@ std::string LockJob(pqxx::transaction_base& t, int64_t job_id);
 // LockJob first, so its count sees every run change committed before it. When the job
 // finishes here, KeepJobSeries runs in the same transaction.
 void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id);
+
+// A switch of `board` to `label` failed (it lapsed, or the board came back on another
+// kernel). When `label` is a kernel a job brought (a done build of the board's arch): the
+// board no longer offers it (bad_boots, the reason and console tail kept), and queued runs
+// of it that no other board can take fail naming why. Other labels are the board admin's:
+// nothing is recorded.
+void MarkBadBoot(pqxx::transaction_base& t, const std::string& board, const std::string& label,
+                 const std::string& reason, const std::string& console);
 // Runs `sql` as the connection's prepared statement `name` (prepared on first use on each
 // connection): the statements every dispatch pass runs are parsed and planned once instead
 // of on every pass.

@@ -459,8 +459,12 @@ absl::StatusOr<std::vector<std::string>> PgWorkStore::ExpireKernelSwitches() {
                                             'YYYY-MM-DD HH24:MI:SS')),
              switch_deadline = NULL
        WHERE health = 'switching' AND switch_deadline < now()
-      RETURNING name)sql");
-        for (const auto& r : rows) boards.push_back(r[0].as<std::string>());
+      RETURNING name, switch_label, health_reason)sql");
+        for (const auto& r : rows) {
+          boards.push_back(r[0].as<std::string>());
+          pg::MarkBadBoot(w, r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::string>(),
+                          "");
+        }
         w.commit();
         return absl::OkStatus();
       });

@@ -58,6 +58,7 @@ struct RunRecord {
 struct BoardRecord {
   BoardSummary summary;
   std::string facts_json;
+  std::string previous_boot_log;  // hello: the failed boot's console tail, if the board kept it
   int64_t last_seen_ms = 0;
   bool online = false;
   int64_t current_run_id = 0;
@@ -111,6 +112,11 @@ struct BuildRecord {
   uint32_t attempts = 0;
   uint32_t lease_seconds = 0;
   int64_t created_ms = 0, finished_ms = 0;
+  struct BadBoot {
+    std::string board, reason, console;
+    int64_t at_ms = 0;
+  };
+  std::vector<BadBoot> bad_boots;  // boards of its arch it did not boot on
 };
 
 // What a board should do next: a run, a kernel switch, or (neither) wait.
@@ -223,6 +229,14 @@ struct MetricsSnapshot {
     int64_t last_success_ms = 0;  // newest succeeded job of the schedule, else its creation
   };
   std::vector<ScheduleHealth> schedules;
+  // Kernels jobs brought, built (or fetched) and done: the newest 500, what each one is.
+  struct BuiltKernel {
+    std::string label, arch, release, base_commit, ref, config_sha256, compiler, series, image_url,
+        image_sha256;
+    int patches = 0;
+    int bad_boots = 0;
+  };
+  std::vector<BuiltKernel> built_kernels;
 };
 
 struct ScheduleRecord {
