@@ -22,6 +22,7 @@
 #include "agent/sys/file_io.h"
 #include "agent/sys/pstore.h"
 #include "agent/sys/zram_swap.h"
+#include "agent/url_source.h"
 #include "common/log.h"
 #include "common/tls.h"
 #include "common/units.h"
@@ -284,7 +285,12 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
       if (!built_cache) return std::string("this board does not boot built kernels");
       // Fetched (resumed across attempts and agent lives), verified, then bootable.
       const v1::BuiltKernel& built = order.built();
-      BuildClient::Source source(&build_client);
+      // From the object store by its presigned URL when the controller keeps images there,
+      // else streamed from the controller.
+      BuildClient::Source from_controller(&build_client);
+      UrlSource from_url(built.url());
+      ArtifactSource& source = built.url().empty() ? static_cast<ArtifactSource&>(from_controller)
+                                                   : static_cast<ArtifactSource&>(from_url);
       absl::StatusOr<CachedArtifact> fetched = absl::UnavailableError("not tried");
       const auto started = std::chrono::steady_clock::now();
       for (int attempt = 1; attempt <= 5 && !stopping; ++attempt) {
@@ -300,8 +306,9 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
         return absl::StrCat("fetching kernel ", order.label(), " (build ", built.build_id(),
                             ") failed: ", fetched.status().message());
       }
-      log::info("event=kernel_fetched label={} release={} bytes={} seconds={:.1f}", order.label(),
-                built.release(), fetched->bytes,
+      log::info("event=kernel_fetched label={} release={} bytes={} from={} seconds={:.1f}",
+                order.label(), built.release(), fetched->bytes,
+                built.url().empty() ? "controller" : "url",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
       config->kernels.push_back(
           BuiltKernelEntry(*config, order.label(), built.release(), fetched->path));

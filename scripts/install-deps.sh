@@ -19,6 +19,8 @@ packages=(
   e2fsprogs binutils mmdebstrap file
   # kernels from source (kbuild, deploy/kernel/linux-tree.sh)
   flex bison bc libelf-dev kmod linux-source-6.12
+  # a real S3-compatible object store for the kernel-image tests (tests/support/radosgw.sh)
+  radosgw ceph-mon ceph-osd ceph-common
 )
 
 missing=()

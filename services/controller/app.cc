@@ -7,7 +7,9 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "common/log.h"
+#include "common/s3.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -124,6 +126,47 @@ int HashPasswordCommand() {
   return 0;
 }
 
+namespace {
+
+// The object store of --artifact-s3-*: credentials from the file or the environment, the
+// config checked, and the bucket reachable with them.
+absl::StatusOr<s3::Client> OpenObjectStore(const ControllerOptions& options) {
+  s3::Config c;
+  c.endpoint = options.artifact_s3_endpoint;
+  c.bucket = options.artifact_s3_bucket;
+  c.region = options.artifact_s3_region;
+  c.prefix = options.artifact_s3_prefix;
+  c.ca_file = options.artifact_s3_ca;
+  if (!options.artifact_s3_credentials.empty()) {
+    std::ifstream in(options.artifact_s3_credentials);
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t eq = line.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string key(absl::StripAsciiWhitespace(line.substr(0, eq)));
+      const std::string value(absl::StripAsciiWhitespace(line.substr(eq + 1)));
+      if (key == "access_key") c.access_key = value;
+      if (key == "secret_key") c.secret_key = value;
+    }
+    if (c.access_key.empty() || c.secret_key.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--artifact-s3-credentials ", options.artifact_s3_credentials,
+                       ": needs access_key=... and secret_key=... lines"));
+    }
+  } else {
+    const char* id = std::getenv("AWS_ACCESS_KEY_ID");
+    const char* secret = std::getenv("AWS_SECRET_ACCESS_KEY");
+    c.access_key = id != nullptr ? id : "";
+    c.secret_key = secret != nullptr ? secret : "";
+  }
+  if (absl::Status s = s3::Client::Check(c); !s.ok()) return s;
+  s3::Client client(c);
+  if (absl::Status s = client.CheckBucket(); !s.ok()) return s;
+  return client;
+}
+
+}  // namespace
+
 int RunController(const ControllerOptions& options) {
   // Block the stop signals in every thread; one thread waits for them.
   sigset_t stop_signals;
@@ -145,6 +188,22 @@ int RunController(const ControllerOptions& options) {
     log::info("event=http_config tls={} client_auth={} basic_auth_users={}",
               web_config->cert_file.empty() ? "off" : web_config->min_version,
               web_config->client_auth_type, web_config->basic_auth_users.size());
+  }
+
+  // The object store for kernel images, checked now: a bucket that cannot be reached or
+  // written stops the start, naming why.
+  std::optional<s3::Client> object_store;
+  if (!options.artifact_s3_endpoint.empty()) {
+    auto opened = OpenObjectStore(options);
+    if (!opened.ok()) {
+      log::error("event=artifact_store_failed error=\"{}\"",
+                 std::string(opened.status().message()));
+      return 2;
+    }
+    object_store.emplace(*std::move(opened));
+    log::info("event=artifact_store endpoint={} bucket={} prefix={} url_ttl_s={}",
+              options.artifact_s3_endpoint, options.artifact_s3_bucket, options.artifact_s3_prefix,
+              options.artifact_url_seconds);
   }
 
   StoreOptions store_options;
@@ -172,6 +231,13 @@ int RunController(const ControllerOptions& options) {
   JobServiceImpl job_service(stores, &dispatcher, &metrics, &auth);
   AgentServiceImpl agent_service(stores, &dispatcher, &metrics, &auth);
   agent_service.SetBuildLeaseSeconds(static_cast<uint32_t>(options.build_lease_seconds));
+  if (object_store) {
+    agent_service.SetArtifactStore(&*object_store);
+    dispatcher.SetArtifactUrls(
+        [&object_store, ttl = options.artifact_url_seconds](const std::string& sha256) {
+          return object_store->PresignedGet(sha256, ttl);
+        });
+  }
   // The agents' database work off gRPC's callback threads (api/handler_pool.h). A result's
   // transaction holds a database connection: as many result threads as connections, and at
   // most 256 results waiting per thread before agents are told to come back later. (Keeping

@@ -26,6 +26,17 @@ struct ControllerOptions {
   int http_max_connections = 512;
   // The exporter-toolkit's web config (TLS, basic auth for /metrics); empty: neither.
   std::string http_config;
+  // Kernel images in an S3-compatible object store instead of the database (empty
+  // endpoint: the database). Credentials: a file of `access_key=...` and `secret_key=...`
+  // lines, else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. Boards get presigned URLs valid
+  // for artifact_url_seconds.
+  std::string artifact_s3_endpoint;
+  std::string artifact_s3_bucket;
+  std::string artifact_s3_region = "us-east-1";
+  std::string artifact_s3_prefix = "faultline/kernels/";
+  std::string artifact_s3_credentials;
+  std::string artifact_s3_ca;
+  int artifact_url_seconds = 3600;
 };
 
 // Runs until SIGINT/SIGTERM; returns the process exit code.

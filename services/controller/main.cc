@@ -45,6 +45,26 @@ int main(int argc, char** argv) {
                  "that goes quiet loses the build to another)")
       ->check(CLI::Range(5, 3600))
       ->capture_default_str();
+  app.add_option("--artifact-s3-endpoint", options.artifact_s3_endpoint,
+                 "keep kernel images in this S3-compatible object store (http(s)://host:port, "
+                 "path-style) instead of the database; boards fetch them by presigned URL");
+  app.add_option("--artifact-s3-bucket", options.artifact_s3_bucket, "the object store's bucket");
+  app.add_option("--artifact-s3-region", options.artifact_s3_region, "its region (SigV4)")
+      ->capture_default_str();
+  app.add_option("--artifact-s3-prefix", options.artifact_s3_prefix,
+                 "object keys: this prefix + the image's sha256")
+      ->capture_default_str();
+  app.add_option("--artifact-s3-credentials", options.artifact_s3_credentials,
+                 "file with access_key=... and secret_key=... lines (default: env "
+                 "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--artifact-s3-ca", options.artifact_s3_ca,
+                 "https: trust this CA bundle (PEM) for the object store")
+      ->check(CLI::ExistingFile);
+  app.add_option("--artifact-url-ttl", options.artifact_url_seconds,
+                 "seconds a board's presigned URL for an image stays valid")
+      ->check(CLI::Range(60, 7 * 24 * 3600))
+      ->capture_default_str();
   app.add_option("--database-connections", options.database_connections,
                  "the store's connection pool (gRPC handlers wait for a free connection)")
       ->check(CLI::Range(1, 256))

@@ -18,151 +18,18 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh" kbuild "$@"
 E2E_LOG_LINES=60
 
-board_dir=$FL_STATE/board
-mkdir -p "$board_dir/state" "$FL_STATE/work" "$FL_STATE/builder"
-agent_pid() { cat "$board_dir/agent.pid" 2>/dev/null || true; }
-e2e_diagnose() {
-  sql "SELECT id, label, arch, state, coalesce(error, '') FROM builds ORDER BY id" >&2 || true
-  sql "SELECT id, job_id, kernel, state, coalesce(board, ''), coalesce(failure_reason, '') FROM runs ORDER BY id" >&2 || true
-  sql "SELECT name, health, health_reason, bootable_kernel_labels FROM boards" >&2 || true
-  cat "$board_dir/boots.log" >&2 2>/dev/null || true
-}
-cleanup() {
-  set +e
-  FL_AGENT_PID=$(agent_pid)
-  [ -n "${BUILDER_PID:-}" ] && kill -KILL -- "-$BUILDER_PID" 2>/dev/null
-  [ -n "${BUILDER2_PID:-}" ] && fl_stop_pid "$BUILDER2_PID"
-  [ -n "${HTTP_PID:-}" ] && fl_stop_pid "$HTTP_PID"
-  fl_stop_all
-  rm -rf "$FL_STATE"
-}
-trap cleanup EXIT
-sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
-job_state() { sql "SELECT state FROM jobs WHERE id = $1"; }
-job_state_is() { [ "$(job_state "$1")" = "$2" ]; }
-job_final() { case $(job_state "$1") in succeeded|failed|cancelled) return 0 ;; esac; return 1; }
+source "$(dirname "$0")/kbuild_fixture.sh"
+trap kb_cleanup EXIT
 
-if [ ! -d /sys/fs/cgroup/memory ] && ! grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-  echo "SKIP: no memory cgroup controller on this machine"; exit 77
-fi
-command -v git >/dev/null || { echo "SKIP: git not installed"; exit 77; }
-
-# --- a small stand-in for a kernel tree ---------------------------------------------------
-tree=$FL_STATE/linux
-mkdir -p "$tree/mm" "$tree/scripts/kconfig"
-cat >"$tree/Makefile" <<'MK'
-O ?= .
-tinyconfig defconfig:
-	@mkdir -p $(O) && cp $(CURDIR)/base.config $(O)/.config
-olddefconfig:
-	@true
-bzImage:
-	@test -z "$(FL_FAKE_SLOW)" || ! test -f "$(FL_FAKE_SLOW)" || sleep 120
-	@mkdir -p $(O)/arch/x86/boot && cat $(CURDIR)/mm/memory.c $(O)/.config > $(O)/arch/x86/boot/bzImage
-	@echo "  BUILD   arch/x86/boot/bzImage"
-kernelrelease:
-	@echo 6.12.0$(LOCALVERSION)
-MK
-printf 'CONFIG_%s=y\n' CGROUPS MEMCG SWAP ZRAM KEXEC PERF_EVENTS TRACING VM_EVENT_COUNTERS BLK_DEV_INITRD >"$tree/base.config"
-printf '// mm\nint a;\nint b;\nint c;\n' >"$tree/mm/memory.c"
-cat >"$tree/scripts/kconfig/merge_config.sh" <<'SH'
-#!/bin/sh
-# -m -O DIR BASE FRAGMENT...: the fragments appended (later lines win in this stand-in)
-shift; shift; shift; base=$1; shift
-cat "$@" >>"$base"
-SH
-chmod +x "$tree/scripts/kconfig/merge_config.sh"
-git -C "$tree" init -q && git -C "$tree" add -A &&
-  git -C "$tree" -c user.name=t -c user.email=t@t commit -qm base && git -C "$tree" tag v6.12
-echo "CONFIG_VIRTIO_BLK=y" >"$FL_STATE/lab.config"
-mail() {  # SUBJECT FROM TO: a one-hunk patch of mm/memory.c as git format-patch writes it
-  printf 'From 1111111111111111111111111111111111111111 Mon Sep 17 00:00:00 2001\nFrom: Dev <dev@example.org>\nSubject: %s\n\nWhy.\n---\ndiff --git a/mm/memory.c b/mm/memory.c\n--- a/mm/memory.c\n+++ b/mm/memory.c\n@@ -2,3 +2,3 @@\n int a;\n-%s\n+%s\n int c;\n-- \n2.39.5\n' "$1" "$2" "$3"
-}
-mail "[PATCH] mm: b becomes B" "int b;" "int B;" >"$FL_STATE/fix.mbox"
-mail "[PATCH] mm: x becomes y" "int x;" "int y;" >"$FL_STATE/stale.mbox"
-
+# --- the stage: a stand-in tree, a builder, a board ------------------------------------------
+kb_make_tree
 fl_start_postgres
 FL_CONTROLLER_ARGS="--build-lease 6" fl_start_controller
-
-# --- the builder -----------------------------------------------------------------------------
-cat >"$FL_STATE/builder/agent.yaml" <<YAML
-board: builder-1
-work_dir: $FL_STATE/builder/work
-state_dir: $FL_STATE/builder/state
-token_file: $(fl_agent_token builder-1)
-kernels: [{label: builder-host, release: running}]
-builder: {arches: [$(uname -m)], cache: $FL_STATE/builder/cache, jobs: 1}
-YAML
-# In a session of its own (setsid): killing it "mid-build" kills its make too.
-FL_FAKE_SLOW=$FL_STATE/slow setsid "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" \
-  --config "$FL_STATE/builder/agent.yaml" --workload-binary "$FL_BIN_WORKLOAD" \
-  >>"$FL_STATE/builder.log" 2>&1 </dev/null &
-BUILDER_PID=$!
-fl_wait_for "the builder to register" fl_agent_online builder-1 || fail "builder did not register"
-
-# --- the board: boots what it is given with a boot script ------------------------------------
-echo 6.1.0-sim-stock >"$board_dir/release"
-cat /proc/sys/kernel/random/uuid >"$board_dir/boot_id"
-cat >"$board_dir/start-agent.sh" <<SH
-#!/usr/bin/env bash
-"$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$board_dir/agent.yaml" \
-  --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/agent.log" 2>&1 </dev/null &
-echo \$! >"$board_dir/agent.pid"
-SH
-cat >"$board_dir/boot.sh" <<SH
-#!/usr/bin/env bash
-set -eu
-echo "\$FAULTLINE_KERNEL_LABEL \$FAULTLINE_KERNEL_RELEASE \$(sha256sum <"\$FAULTLINE_KERNEL_IMAGE" | cut -c1-64)" >>"$board_dir/boots.log"
-release=\$FAULTLINE_KERNEL_RELEASE
-if [ "\$release" = 6.12.0-hangs ]; then
-  # This kernel hangs at its first disk read: the watchdog powers the board on again with
-  # its default kernel; ramoops kept the console.
-  mkdir -p "$board_dir/pstore"
-  printf '[    0.000000] Linux version 6.12.0-hangs\n[    1.234567] virtio_blk virtio1: [vda] 2097152 512-byte logical blocks\n[  121.000000] INFO: task init:1 blocked for more than 120 seconds.\n' >"$board_dir/pstore/console-ramoops-0"
-  release=6.1.0-sim-stock
-fi
-setsid bash -c '
-  kill -TERM "\$0"
-  while kill -0 "\$0" 2>/dev/null; do sleep 0.1; done
-  echo "\$1" >"$board_dir/release"
-  cat /proc/sys/kernel/random/uuid >"$board_dir/boot_id"
-  exec "$board_dir/start-agent.sh"' "\$FAULTLINE_AGENT_PID" "\$release" </dev/null >/dev/null 2>&1 &
-SH
-chmod +x "$board_dir/start-agent.sh" "$board_dir/boot.sh"
-cat >"$board_dir/agent.yaml" <<YAML
-board: sim-board
-work_dir: $FL_STATE/work
-state_dir: $board_dir/state
-release_file: $board_dir/release
-boot_id_file: $board_dir/boot_id
-token_file: $(fl_agent_token sim-board)
-switch_timeout: 60s
-pstore_dir: $board_dir/pstore
-kernels: [{label: stock, release: 6.1.0-sim-stock, boot: none}]
-built_kernels: {dir: $board_dir/kernels, max_size: 64M, boot: command, command: [$board_dir/boot.sh]}
-YAML
-"$board_dir/start-agent.sh"
-fl_wait_for "the board to register" fl_agent_online sim-board || fail "board did not register"
+kb_start_builder builder-1
+kb_start_board
 pass "a builder (x86_64 builds) and a board that boots built kernels registered"
 
 # --- bad input is refused at submit, naming the field -----------------------------------------
-spec() {  # NAME SERIES [EXTRA]: the A/B job spec with the patched label's series
-  cat <<YAML
-name: $1
-benchmark: filemap-thrash
-duration: 1s
-repetitions: 2
-block_size: 1
-boards: [sim-board]
-kernels:
-  vanilla: {tree: $tree, ref: v6.12, config: {base: tinyconfig, fragments: [lab.config]}}
-  patched: {from: vanilla, series: [$2]}
-memcg: {memory_max: 256M}
-params: {file_size: 4M}
-matrix: {threads: [2]}
-${3:-}
-YAML
-}
 spec bad-arch fix.mbox "arches: [riscv64]" >"$FL_STATE/bad-arch.yaml"
 if out=$("$FL_BIN_CLI" submit "$FL_STATE/bad-arch.yaml" 2>&1); then fail "a job no board can boot was accepted"; fi
 grep -q "kernels.vanilla: no eligible board boots kernels" <<<"$out" || fail "bad arch error: $out"
@@ -208,13 +75,13 @@ grep -q "$(rel "$patched")" "$FL_STATE/kernels.txt" || fail "kernels: $(cat "$FL
 pass "two builds ($vanilla, $patched), each image booted with its sha256 and release, 4 results on their builds"
 
 # --- the same kernels again: no new build -------------------------------------------------------
-started=$(grep -c "event=build_started" "$FL_STATE/builder.log")
+started=$(grep -c "event=build_started" "$FL_STATE/builder-1.log")
 spec again fix.mbox >"$FL_STATE/again.yaml"
 again=$("$FL_BIN_CLI" submit "$FL_STATE/again.yaml") || fail "submit again"
 FL_WAIT_SECONDS=240 fl_wait_for "job $again to finish" job_final "$again" || fail "job $again did not finish"
 job_state_is "$again" succeeded || fail "job $again: $(job_state "$again")"
 [ "$(sql "SELECT count(*) FROM builds")" = 2 ] || fail "a second build of the same kernels"
-[ "$(grep -c "event=build_started" "$FL_STATE/builder.log")" = "$started" ] || fail "the builder built again"
+[ "$(grep -c "event=build_started" "$FL_STATE/builder-1.log")" = "$started" ] || fail "the builder built again"
 [ "$(sql "SELECT count(*) FROM job_builds WHERE job_id = $again")" = 2 ] || fail "job_builds"
 pass "a second job with the same kernels ran on the same two builds (none rebuilt)"
 

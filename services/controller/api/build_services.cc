@@ -17,12 +17,13 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx, RpcTimer* tim
 }
 
 // Receives an image in chunks, checks that the chunks are in order and that the whole has
-// the sha256 the first chunk named, then stores it (PutArtifact). Bounded by
-// kMaxArtifactBytes.
+// the sha256 the first chunk named, then stores it (PutArtifact; with an object store, PUT
+// there and recorded). Bounded by kMaxArtifactBytes.
 class UploadReactor final : public grpc::ServerReadReactor<v1::ArtifactChunk> {
  public:
-  UploadReactor(BuildStore* builds, v1::UploadArtifactResponse* resp, RpcTimer timer)
-      : builds_(builds), resp_(resp), timer_(std::move(timer)) {
+  UploadReactor(BuildStore* builds, const s3::Client* object_store,
+                v1::UploadArtifactResponse* resp, RpcTimer timer)
+      : builds_(builds), object_store_(object_store), resp_(resp), timer_(std::move(timer)) {
     StartRead(&chunk_);
   }
 
@@ -65,12 +66,23 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::ArtifactChunk> {
       return Fail(grpc::StatusCode::DATA_LOSS,
                   absl::StrCat("sha256 of the upload is ", got, ", not ", sha256_));
     }
-    if (absl::Status s = builds_->PutArtifact(sha256_, data_); !s.ok()) {
+    if (object_store_ != nullptr) {
+      // The object store first, the record after: a record never names a missing object.
+      if (absl::Status s = object_store_->Put(sha256_, data_); !s.ok()) {
+        log::warn("event=artifact_s3_put_failed sha256={} error=\"{}\"", sha256_,
+                  std::string(s.message()));
+        return Fail(grpc::StatusCode::UNAVAILABLE, std::string(s.message()));
+      }
+      if (absl::Status s = builds_->RecordArtifact(sha256_, data_.size(), "s3"); !s.ok()) {
+        return Fail(ToGrpc(s).error_code(), std::string(s.message()));
+      }
+    } else if (absl::Status s = builds_->PutArtifact(sha256_, data_); !s.ok()) {
       return Fail(ToGrpc(s).error_code(), std::string(s.message()));
     }
     resp_->set_sha256(sha256_);
     resp_->set_bytes(data_.size());
-    log::info("event=artifact_stored sha256={} bytes={}", sha256_, data_.size());
+    log::info("event=artifact_stored sha256={} bytes={} in={}", sha256_, data_.size(),
+              object_store_ != nullptr ? "s3" : "db");
     timer_.Finish(grpc::StatusCode::OK);
     Finish(grpc::Status::OK);
   }
@@ -80,6 +92,7 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::ArtifactChunk> {
   }
 
   BuildStore* builds_;
+  const s3::Client* object_store_;
   v1::UploadArtifactResponse* resp_;
   RpcTimer timer_;
   Sha256 sha_;
@@ -203,7 +216,8 @@ grpc::ServerReadReactor<v1::ArtifactChunk>* AgentServiceImpl::UploadArtifact(
   if (stores_.builds == nullptr) {
     return new Refused(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
   }
-  return new UploadReactor(stores_.builds, resp, RpcTimer(metrics_, "UploadArtifact"));
+  return new UploadReactor(stores_.builds, artifact_store_, resp,
+                           RpcTimer(metrics_, "UploadArtifact"));
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::FinishBuild(grpc::CallbackServerContext* ctx,

@@ -3,6 +3,7 @@
 // statuses. Callback API: no handler blocks a thread while an agent or a watcher waits.
 #include <functional>
 
+#include "common/s3.h"
 #include "faultline/v1/agent.grpc.pb.h"
 #include "faultline/v1/job.grpc.pb.h"
 #include "services/controller/api/auth.h"
@@ -123,6 +124,8 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
 
   static constexpr uint32_t kHeartbeatIntervalSeconds = 10;
   void SetBuildLeaseSeconds(uint32_t seconds) { build_lease_seconds_ = seconds; }
+  // Uploaded images go to this object store instead of the database (null: the database).
+  void SetArtifactStore(const s3::Client* store) { artifact_store_ = store; }
   static constexpr uint64_t kMaxArtifactBytes = 512ull << 20;
 
   // Hello, Heartbeat and AcquireWork (its checks, before it parks) do their database work
@@ -160,6 +163,7 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   HandlerPool* board_pool_ = nullptr;
   ResultPool* result_pool_ = nullptr;
   uint32_t build_lease_seconds_ = 120;
+  const s3::Client* artifact_store_ = nullptr;
 };
 
 }  // namespace faultline::controller

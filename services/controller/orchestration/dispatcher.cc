@@ -62,6 +62,8 @@ void AcquireReactor::Answer(const WorkOrder& order) {
       sw->mutable_built()->set_image_sha256(built->image_sha256);
       sw->mutable_built()->set_image_bytes(built->image_bytes);
       sw->mutable_built()->set_release(built->release);
+      if (built->location == "s3")
+        sw->mutable_built()->set_url(dispatcher_->ArtifactUrl(built->image_sha256));
     }
   } else if (order.run) {
     AssignmentToProto(*order.run, response_->mutable_assignment());

@@ -162,6 +162,15 @@ class Dispatcher {
     return parked_.size();
   }
 
+  // Where boards fetch images kept in an object store (a presigned URL by sha256); set
+  // before Start when the controller has one (--artifact-s3-endpoint).
+  void SetArtifactUrls(std::function<std::string(const std::string& sha256)> urls) {
+    artifact_urls_ = std::move(urls);
+  }
+  std::string ArtifactUrl(const std::string& sha256) const {
+    return artifact_urls_ ? artifact_urls_(sha256) : std::string();
+  }
+
   static constexpr std::chrono::seconds kMaxWait{30};
   static constexpr std::chrono::seconds kTick{1};
 
@@ -177,6 +186,7 @@ class Dispatcher {
   JobStore* jobs_;
   const Clock* clock_;
   BackgroundDuties* duties_;
+  std::function<std::string(const std::string&)> artifact_urls_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

@@ -165,6 +165,10 @@ class BuildStore {
   virtual absl::StatusOr<std::vector<BuildRecord>> ListBuilds(int64_t job_id) = 0;
   // Stores a verified image (idempotent: an image already stored is kept).
   virtual absl::Status PutArtifact(const std::string& sha256, const std::string& data) = 0;
+  // Records a verified image stored elsewhere (`location`: "s3", the object store; boards
+  // fetch it by URL and ReadArtifact refuses it). Idempotent.
+  virtual absl::Status RecordArtifact(const std::string& sha256, uint64_t bytes,
+                                      const std::string& location) = 0;
   // The image's size, or NOT_FOUND.
   virtual absl::StatusOr<uint64_t> ArtifactBytes(const std::string& sha256) = 0;
   // Streams the image from `offset` in chunks (NOT_FOUND when unknown).

@@ -430,7 +430,7 @@ CREATE TABLE artifact_chunks (
 ALTER TABLE boards ADD COLUMN boots_built_kernels boolean NOT NULL DEFAULT false,
                    ADD COLUMN build_arches jsonb NOT NULL DEFAULT '[]';
 )sql"},
-      {22, "built kernels that did not boot on a board", R"sql(
+      {22, "built kernels that did not boot on a board; artifacts in an object store", R"sql(
 -- A switch to a built kernel that lapsed or came back on another kernel: the board no
 -- longer offers that kernel (pg::MarkBadBoot). `console`: the failed boot's console tail as
 -- the board kept it (pstore), sent with its next hello.
@@ -442,6 +442,10 @@ CREATE TABLE bad_boots (
   at      timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (label, board)
 );
+-- Where an image's bytes are: 'db' (artifact_chunks) or 's3' (an object store; boards
+-- fetch it by a presigned URL).
+ALTER TABLE artifacts ADD COLUMN location text NOT NULL DEFAULT 'db'
+  CHECK (location IN ('db', 's3'));
 )sql"},
   };
   return kMigrations;

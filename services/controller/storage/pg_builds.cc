@@ -239,6 +239,19 @@ absl::Status PgBuildStore::PutArtifact(const std::string& sha256, const std::str
   });
 }
 
+absl::Status PgBuildStore::RecordArtifact(const std::string& sha256, uint64_t bytes,
+                                          const std::string& location) {
+  return pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::work w(c);
+    w.exec_params(
+        "INSERT INTO artifacts (sha256, bytes, location) VALUES ($1, $2, $3) "
+        "ON CONFLICT DO NOTHING",
+        sha256, static_cast<int64_t>(bytes), location);
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<uint64_t> PgBuildStore::ArtifactBytes(const std::string& sha256) {
   return pool_->Query<uint64_t>([&](pqxx::connection& c, uint64_t& bytes) -> absl::Status {
     pqxx::read_transaction t(c);
@@ -254,6 +267,17 @@ absl::Status PgBuildStore::ReadArtifact(
     const std::function<absl::Status(const std::string& chunk, uint64_t at)>& sink) {
   absl::StatusOr<uint64_t> bytes = ArtifactBytes(sha256);
   if (!bytes.ok()) return bytes.status();
+  absl::Status in_db = pool_->WithConnection([&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto r = t.exec_params("SELECT location FROM artifacts WHERE sha256 = $1", sha256);
+    if (!r.empty() && r[0][0].as<std::string>() != "db") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("artifact ", sha256, " is in the object store (", r[0][0].as<std::string>(),
+                       "): fetch it by the URL of the kernel switch"));
+    }
+    return absl::OkStatus();
+  });
+  if (!in_db.ok()) return in_db;
   // One chunk per query: the connection goes back to the pool between chunks, so a slow
   // reader never holds one for the whole image.
   uint64_t at = offset - offset % kChunkBytes;

@@ -46,6 +46,8 @@ class PgBuildStore final : public BuildStore {
   absl::StatusOr<int> ExpireBuildLeases(uint32_t max_attempts) override;
   absl::StatusOr<std::vector<BuildRecord>> ListBuilds(int64_t job_id) override;
   absl::Status PutArtifact(const std::string& sha256, const std::string& data) override;
+  absl::Status RecordArtifact(const std::string& sha256, uint64_t bytes,
+                              const std::string& location) override;
   absl::StatusOr<uint64_t> ArtifactBytes(const std::string& sha256) override;
   absl::Status ReadArtifact(
       const std::string& sha256, uint64_t offset,

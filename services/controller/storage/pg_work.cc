@@ -116,15 +116,18 @@ Assignment AssignmentFromRow(const pqxx::row& r) {
 void OrderKernelSwitch(pqxx::work& w, const std::string& board, KernelSwitchOrder& order) {
   // A kernel a job brought: the order carries its image (the agent fetches it).
   auto built = w.exec_params(R"sql(
-    SELECT bu.id, bu.image_sha256, (bu.outcome->>'image_bytes')::bigint, bu.outcome->>'release'
+    SELECT bu.id, bu.image_sha256, (bu.outcome->>'image_bytes')::bigint, bu.outcome->>'release',
+           coalesce(a.location, 'db')
       FROM builds bu JOIN boards b ON b.arch = bu.arch
+      LEFT JOIN artifacts a ON a.sha256 = bu.image_sha256
      WHERE b.name = $1 AND bu.label = $2 AND bu.state = 'done')sql",
                              board, order.label);
   if (!built.empty()) {
     order.built = KernelSwitchOrder::Built{.build_id = built[0][0].as<int64_t>(),
                                            .image_sha256 = built[0][1].as<std::string>(),
                                            .image_bytes = built[0][2].as<uint64_t>(),
-                                           .release = built[0][3].as<std::string>()};
+                                           .release = built[0][3].as<std::string>(),
+                                           .location = built[0][4].as<std::string>()};
   }
   w.exec_params(R"sql(
     UPDATE boards SET health = 'switching', health_reason = $2, switch_label = $3,

@@ -89,6 +89,7 @@ struct KernelSwitchOrder {
     std::string image_sha256;
     uint64_t image_bytes = 0;
     std::string release;
+    std::string location = "db";  // of the image: db (FetchArtifact) or s3 (by URL)
   };
   std::optional<Built> built;
 };
