@@ -6,4 +6,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 cd "${FAULTLINE_BUILD_DIR:-$root/build}"
+# Slow studies (label `study`: hours on emulated boards) run on request: ctest -L study.
+if [ $# -eq 0 ]; then set -- -LE study; fi
 ctest --output-on-failure --timeout 900 "$@"
