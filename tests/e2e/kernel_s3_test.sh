@@ -5,7 +5,8 @@
 # image by it (no credentials), verifies it by sha256 and boots it. Checks: a controller
 # pointed at a missing bucket or given refused keys does not start and says which; the
 # images are objects in the bucket (sizes and hashes as built) and not in the database; the
-# board fetched them by URL; the A/B study succeeds on them.
+# board fetched them by URL; the A/B study succeeds on them; a download the network cuts
+# short resumes from where it stopped (Range) and is verified.
 # Usage: kernel_s3_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
@@ -50,9 +51,17 @@ refused "$S3_BUCKET" "$FL_STATE/wrong.creds" |
 pass "a missing bucket and a wrong secret stop the controller's start, naming them"
 
 # --- builds go to the bucket; the board fetches them by URL --------------------------------------
-FL_CONTROLLER_ARGS="--artifact-s3-endpoint $S3_ENDPOINT --artifact-s3-bucket $S3_BUCKET \
+# Through a proxy that cuts the first image download after 100 bytes of its body (the
+# network dropping mid-download): the board must resume from there with a Range request.
+rgw_port=${S3_ENDPOINT##*:}
+python3 "$FL_ROOT/tests/support/cutting_proxy.py" "$FL_STATE/proxy.port" 127.0.0.1 "$rgw_port" \
+  "/$S3_BUCKET/faultline/kernels/" 100 "$FL_STATE/proxy.log" >>"$FL_STATE/proxy.out" 2>&1 &
+HTTP_PID=$!
+fl_wait_for "the proxy" test -s "$FL_STATE/proxy.port" || fail "the proxy did not start"
+S3_VIA_PROXY=http://127.0.0.1:$(cat "$FL_STATE/proxy.port")
+FL_CONTROLLER_ARGS="--artifact-s3-endpoint $S3_VIA_PROXY --artifact-s3-bucket $S3_BUCKET \
   --artifact-s3-region $S3_REGION --artifact-s3-credentials $FL_STATE/s3.creds" fl_start_controller
-grep -q "event=artifact_store endpoint=$S3_ENDPOINT bucket=$S3_BUCKET" "$FL_STATE/controller.log" ||
+grep -q "event=artifact_store endpoint=$S3_VIA_PROXY bucket=$S3_BUCKET" "$FL_STATE/controller.log" ||
   fail "the controller does not say it keeps images in the object store"
 kb_make_tree
 kb_start_builder builder-1
@@ -75,3 +84,8 @@ done < <(sql "SELECT label, image_sha256, outcome->>'image_bytes' FROM builds")
 [ "$(grep -c "event=kernel_fetched .* from=url" "$FL_STATE/agent.log")" = 2 ] ||
   fail "the board did not fetch both images by URL: $(grep event=kernel_fetched "$FL_STATE/agent.log")"
 pass "both images are objects in the bucket (sizes as built), fetched by presigned URL, verified and booted; the study succeeded"
+grep -q "^cut after 100 body bytes$" "$FL_STATE/proxy.log" &&
+  grep -q "^GET /$S3_BUCKET/faultline/kernels/[0-9a-f]\{64\}?X-Amz-Algorithm=.* HTTP/1.1 Range: bytes=100-$" "$FL_STATE/proxy.log" &&
+  grep -q "event=kernel_fetch_retry .*cut short at 100 of" "$FL_STATE/agent.log" ||
+  fail "no resumed download: $(cat "$FL_STATE/proxy.log"; grep -h "kernel_fetch" "$FL_STATE/agent.log")"
+pass "a download cut after 100 bytes resumed from byte 100 (Range) and verified"
