@@ -67,7 +67,13 @@ lab_poll() {
 # into the vanilla image with a command line that cannot come up, release never seen).
 lab_agent_yaml() {
   local arch=$1 board=$2 out=$3 zram=$4 boot=/var/lib/faultline/boot label rel img kargs="" console
-  case $arch in aarch64) kargs=", kexec_args: [-i]"; console=ttyAMA0 ;; *) console=ttyS0 ;; esac
+  # Built kernels on aarch64 load with kexec_file_load (-s): kexec-tools' kexec_load path
+  # (bookworm 2.0.25) refuses to run from a tinyconfig arm64 kernel (no /proc/kcore or
+  # kallsyms for page_offset, and qemu's non-zero /chosen/kaslr-seed left in place without
+  # RANDOMIZE_BASE: "setup_2nd_dtb failed"), and tinyconfig arm64 has no KEXEC at all
+  # (it needs SUSPEND or HIBERNATION); KEXEC_FILE works.
+  local bkargs=""
+  case $arch in aarch64) kargs=", kexec_args: [-i]"; bkargs=", kexec_args: [-s]"; console=ttyAMA0 ;; *) console=ttyS0 ;; esac
   {
     echo "board: $board"
     echo "labels: {site: lab, lab_arch: $arch}"
@@ -92,7 +98,7 @@ lab_agent_yaml() {
     # Kernels jobs bring (built by a builder, fetched from the controller): kexec'd with the
     # vanilla kernel's initramfs (a built kernel has what the board needs built in).
     rel=$(cat "$LAB_BOARD_BOOT/release-vanilla")
-    echo "built_kernels: {dir: /var/lib/faultline/kernels, max_size: 512M, initrd: $boot/initrd.img-$rel, cmdline: running, kexec_exec: systemctl$kargs}"
+    echo "built_kernels: {dir: /var/lib/faultline/kernels, max_size: 512M, initrd: $boot/initrd.img-$rel, cmdline: running, kexec_exec: systemctl$bkargs}"
   } >"$out"
 }
 
