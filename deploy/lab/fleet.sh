@@ -67,13 +67,13 @@ lab_poll() {
 # into the vanilla image with a command line that cannot come up, release never seen).
 lab_agent_yaml() {
   local arch=$1 board=$2 out=$3 zram=$4 boot=/var/lib/faultline/boot label rel img kargs="" console
-  # Built kernels on aarch64 load with kexec_file_load (-s): kexec-tools' kexec_load path
-  # (bookworm 2.0.25) refuses to run from a tinyconfig arm64 kernel (no /proc/kcore or
-  # kallsyms for page_offset, and qemu's non-zero /chosen/kaslr-seed left in place without
-  # RANDOMIZE_BASE: "setup_2nd_dtb failed"), and tinyconfig arm64 has no KEXEC at all
-  # (it needs SUSPEND or HIBERNATION); KEXEC_FILE works.
+  # Built kernels on aarch64: -a, kexec_file_load where the running kernel has it, else
+  # kexec_load. From a built (tinyconfig) arm64 kernel kexec_load cannot work (no KEXEC: it
+  # needs SUSPEND or HIBERNATION; and bookworm's kexec-tools 2.0.25 refuses its device tree:
+  # no /proc/kcore or kallsyms, qemu's /chosen/kaslr-seed kept without RANDOMIZE_BASE) but
+  # KEXEC_FILE does; Debian's cloud arm64 kernel has no kexec_file_load.
   local bkargs=""
-  case $arch in aarch64) kargs=", kexec_args: [-i]"; bkargs=", kexec_args: [-s]"; console=ttyAMA0 ;; *) console=ttyS0 ;; esac
+  case $arch in aarch64) kargs=", kexec_args: [-i]"; bkargs=", kexec_args: [-a, -i]"; console=ttyAMA0 ;; *) console=ttyS0 ;; esac
   {
     echo "board: $board"
     echo "labels: {site: lab, lab_arch: $arch}"
