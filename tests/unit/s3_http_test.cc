@@ -84,11 +84,11 @@ class CannedServer {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
     socklen_t len = sizeof(a);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
     port_ = ntohs(a.sin_port);
-    ::listen(fd_, 8);
+    EXPECT_EQ(::listen(fd_, 8), 0);
     thread_ = std::thread([this] {
       for (const std::string& response : responses_) {
         const int c = ::accept(fd_, nullptr, nullptr);
