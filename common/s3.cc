@@ -139,21 +139,30 @@ std::string Client::Path(const std::string& name) const {
   return absl::StrCat("/", config_.bucket, "/", config_.prefix, name);
 }
 
-absl::Status Client::CheckBucket() const {
+// One SigV4-signed request (header style) on `path` of the endpoint.
+absl::StatusOr<http_client::Response> Client::SignedRequest(const std::string& method,
+                                                            const std::string& path,
+                                                            absl::string_view body,
+                                                            int timeout_seconds) const {
   absl::StatusOr<http_client::Url> url = http_client::ParseUrl(config_.endpoint);
   if (!url.ok()) return url.status();
-  const std::string path = "/" + config_.bucket;
   const Signed s =
-      SignRequest(config_, "HEAD", url->scheme, url->Authority(), path, "", std::time(nullptr));
+      SignRequest(config_, method, url->scheme, url->Authority(), path, body, std::time(nullptr));
   http_client::Request r;
-  r.method = "HEAD";
+  r.method = method;
   r.url = s.url;
   r.ca_file = config_.ca_file;
-  r.timeout_seconds = 15;
+  r.timeout_seconds = timeout_seconds;
   r.headers = {{"x-amz-date", s.amz_date},
                {"x-amz-content-sha256", s.payload_sha256},
                {"Authorization", s.authorization}};
-  absl::StatusOr<http_client::Response> got = http_client::Send(r);
+  if (method == "PUT") r.headers.emplace_back("Content-Type", "application/octet-stream");
+  r.body = std::string(body);
+  return http_client::Send(r);
+}
+
+absl::Status Client::CheckBucket() const {
+  absl::StatusOr<http_client::Response> got = SignedRequest("HEAD", "/" + config_.bucket, "", 15);
   if (!got.ok()) {
     return absl::UnavailableError(
         absl::StrCat("s3 ", config_.endpoint, ": ", got.status().message()));
@@ -167,21 +176,7 @@ absl::Status Client::CheckBucket() const {
 }
 
 absl::Status Client::Put(const std::string& name, absl::string_view data) const {
-  absl::StatusOr<http_client::Url> url = http_client::ParseUrl(config_.endpoint);
-  if (!url.ok()) return url.status();
-  const Signed s = SignRequest(config_, "PUT", url->scheme, url->Authority(), Path(name), data,
-                               std::time(nullptr));
-  http_client::Request r;
-  r.method = "PUT";
-  r.url = s.url;
-  r.ca_file = config_.ca_file;
-  r.timeout_seconds = 120;
-  r.headers = {{"x-amz-date", s.amz_date},
-               {"x-amz-content-sha256", s.payload_sha256},
-               {"Authorization", s.authorization},
-               {"Content-Type", "application/octet-stream"}};
-  r.body = std::string(data);
-  absl::StatusOr<http_client::Response> got = http_client::Send(r);
+  absl::StatusOr<http_client::Response> got = SignedRequest("PUT", Path(name), data, 120);
   if (!got.ok()) return got.status();
   if (got->status / 100 != 2) {
     return absl::UnavailableError(
@@ -191,18 +186,7 @@ absl::Status Client::Put(const std::string& name, absl::string_view data) const 
 }
 
 absl::StatusOr<uint64_t> Client::Size(const std::string& name) const {
-  absl::StatusOr<http_client::Url> url = http_client::ParseUrl(config_.endpoint);
-  if (!url.ok()) return url.status();
-  const Signed s = SignRequest(config_, "HEAD", url->scheme, url->Authority(), Path(name), "",
-                               std::time(nullptr));
-  http_client::Request r;
-  r.method = "HEAD";
-  r.url = s.url;
-  r.ca_file = config_.ca_file;
-  r.headers = {{"x-amz-date", s.amz_date},
-               {"x-amz-content-sha256", s.payload_sha256},
-               {"Authorization", s.authorization}};
-  absl::StatusOr<http_client::Response> got = http_client::Send(r);
+  absl::StatusOr<http_client::Response> got = SignedRequest("HEAD", Path(name), "", 60);
   if (!got.ok()) return got.status();
   if (got->status == 404) return absl::NotFoundError(absl::StrCat("s3: no object ", Path(name)));
   if (got->status / 100 != 2) {

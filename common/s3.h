@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "common/http_client.h"
 
 namespace faultline::s3 {
 
@@ -62,6 +63,10 @@ class Client {
 
  private:
   std::string Path(const std::string& name) const;
+  absl::StatusOr<http_client::Response> SignedRequest(const std::string& method,
+                                                      const std::string& path,
+                                                      absl::string_view body,
+                                                      int timeout_seconds) const;
   Config config_;
 };
 

@@ -6,8 +6,8 @@
 # in files; a kernel released as 6.12.0-hangs "hangs" and the board comes back on its stock
 # kernel with a console in pstore), the A/B spec, and the cleanup. Defines:
 #   kb_make_tree            $tree, $FL_STATE/{lab.config,fix.mbox,stale.mbox}
-#   kb_start_builder NAME   an agent that builds for this arch (BUILDER_PID when NAME is
-#                           builder-1: it runs in a session of its own, FL_FAKE_SLOW set)
+#   kb_start_builder NAME   an agent that builds for this arch, in a session of its own
+#                           (BUILDER_PID); builder-1's make can be slowed (FL_FAKE_SLOW)
 #   kb_start_board          sim-board
 #   spec NAME SERIES [EXTRA] the A/B job spec (vanilla from $tree, patched = vanilla + SERIES)
 #   sql, job_state, job_state_is, job_final, kb_cleanup (trap it)
@@ -24,7 +24,6 @@ kb_cleanup() {
   set +e
   FL_AGENT_PID=$(agent_pid)
   [ -n "${BUILDER_PID:-}" ] && kill -KILL -- "-$BUILDER_PID" 2>/dev/null
-  [ -n "${BUILDER2_PID:-}" ] && fl_stop_pid "$BUILDER2_PID"
   [ -n "${HTTP_PID:-}" ] && fl_stop_pid "$HTTP_PID"
   [ -n "${RGW_DIR:-}" ] && "$FL_ROOT/tests/support/radosgw.sh" stop "$RGW_DIR" >/dev/null 2>&1
   fl_stop_all
@@ -40,6 +39,20 @@ if [ ! -d /sys/fs/cgroup/memory ] && ! grep -qw memory /sys/fs/cgroup/cgroup.con
 fi
 command -v git >/dev/null || { echo "SKIP: git not installed"; exit 77; }
 
+
+# x86_image FILE RELEASE: a file with an x86 boot image header ("HdrS" at 0x202,
+# kernel_version at 0x20e -> 0x300), enough for a builder's checks and the simulated board.
+x86_image() {
+python3 - "$1" "$2" <<'PY'
+import sys
+b = bytearray(0x3000)
+b[0x202:0x206] = b"HdrS"
+b[0x20e], b[0x20f] = 0x00, 0x01
+v = sys.argv[2].encode() + b" (ci@faultline) #1 SMP"
+b[0x300:0x300 + len(v)] = v
+open(sys.argv[1], "wb").write(bytes(b))
+PY
+}
 
 kb_make_tree() {
 tree=$FL_STATE/linux
@@ -87,7 +100,10 @@ kernels: [{label: builder-host, release: running}]
 builder: {arches: [$(uname -m)], cache: $FL_STATE/builder/$1-cache, jobs: 1}
 YAML
 # In a session of its own (setsid): killing it "mid-build" kills its make too.
-FL_FAKE_SLOW=$FL_STATE/slow setsid "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" \
+# builder-1 only: its make sleeps while $FL_STATE/slow exists (a build to kill midway).
+slow=""
+[ "$1" = builder-1 ] && slow=$FL_STATE/slow
+FL_FAKE_SLOW=$slow setsid "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" \
   --config "$FL_STATE/builder/$1.yaml" --workload-binary "$FL_BIN_WORKLOAD" \
   >>"$FL_STATE/$1.log" 2>&1 </dev/null &
 BUILDER_PID=$!

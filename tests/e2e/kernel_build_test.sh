@@ -126,17 +126,7 @@ fl_wait_for "builder-1 to take the new build" building || fail "no build under w
 fl_wait_for "the slow make to start" pgrep -f "sleep 120" >/dev/null || true
 kill -KILL -- "-$BUILDER_PID"
 BUILDER_PID=
-cat >"$FL_STATE/builder/agent2.yaml" <<YAML
-board: builder-2
-work_dir: $FL_STATE/builder/work2
-state_dir: $FL_STATE/builder/state2
-token_file: $(fl_agent_token builder-2)
-kernels: [{label: builder-host, release: running}]
-builder: {arches: [$(uname -m)], cache: $FL_STATE/builder/cache2, jobs: 1}
-YAML
-"$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$FL_STATE/builder/agent2.yaml" \
-  --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/builder2.log" 2>&1 </dev/null &
-BUILDER2_PID=$!
+kb_start_builder builder-2
 FL_WAIT_SECONDS=240 fl_wait_for "job $killed to finish" job_final "$killed" || fail "job $killed did not finish"
 job_state_is "$killed" succeeded || fail "job $killed: $(job_state "$killed")"
 row=$(sql "SELECT builder, attempts FROM builds WHERE label LIKE 'patched@%' AND state = 'done' ORDER BY id DESC LIMIT 1")
@@ -148,17 +138,7 @@ pass "a builder killed mid-build: its lease lapsed, builder-2 built it (attempt 
 # --- a prebuilt image: fetched over HTTP by a builder, verified, stored, booted ----------------
 served=$FL_STATE/served
 mkdir -p "$served"
-# An x86 boot image header ("HdrS" at 0x202, kernel_version at 0x20e -> 0x300): enough for
-# the builder's checks and for the simulated board.
-python3 - "$served/bzImage" <<'PY'
-import sys
-b = bytearray(0x3000)
-b[0x202:0x206] = b"HdrS"
-b[0x20e], b[0x20f] = 0x00, 0x01
-v = b"6.12.0-prebuilt (ci@faultline) #1 SMP"
-b[0x300:0x300 + len(v)] = v
-open(sys.argv[1], "wb").write(bytes(b))
-PY
+x86_image "$served/bzImage" 6.12.0-prebuilt
 image_sha=$(sha256sum <"$served/bzImage" | cut -c1-64)
 http_port=$(fl_free_port)
 python3 -m http.server --bind 127.0.0.1 --directory "$served" "$http_port" >>"$FL_STATE/http.log" 2>&1 &
@@ -225,15 +205,7 @@ grep -q "the sha256 of $url is $image_sha" <<<"$reason" || fail "run failure: $r
 pass "an image whose sha256 differs: build and job failed naming both hashes, nothing stored"
 
 # --- a kernel that does not come back: bad on this board, console kept, its runs failed ---------
-python3 - "$served/hangs" <<'PY'
-import sys
-b = bytearray(0x3000)
-b[0x202:0x206] = b"HdrS"
-b[0x20e], b[0x20f] = 0x00, 0x01
-v = b"6.12.0-hangs (ci@faultline) #1 SMP"
-b[0x300:0x300 + len(v)] = v
-open(sys.argv[1], "wb").write(bytes(b))
-PY
+x86_image "$served/hangs" 6.12.0-hangs
 hangs_sha=$(sha256sum <"$served/hangs" | cut -c1-64)
 sed -e "s|^name: prebuilt|name: hangs|" -e "s|/bzImage\"|/hangs\"|" -e "s|sha256: $image_sha|sha256: $hangs_sha|" \
   -e "s|^  prebuilt:|  hangs:|" "$FL_STATE/prebuilt.yaml" >"$FL_STATE/hangs.yaml"
