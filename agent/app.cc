@@ -229,6 +229,9 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   v1::Board board = BoardFromFacts(*config, facts);
   board.set_boot_id(identity->boot_id);
   board.set_boots_built_kernels(config->built_kernels.enabled);
+  // Settle() has turned a switch of this boot whose boot commands ran into needs-check:
+  // healthy on the boot a switch was ordered from means that switch never began.
+  board.set_reports_unbooted_switches(true);
   if (!needs_check_reason.empty()) {
     // What the kernel that did not come back left behind, for the controller's record.
     board.set_previous_boot_log(sys::PreviousBootLog(config->pstore_dir));
@@ -288,7 +291,7 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
       // From the object store by its presigned URL when the controller keeps images there,
       // else streamed from the controller.
       BuildClient::Source from_controller(&build_client);
-      UrlSource from_url(built.url());
+      UrlSource from_url(built.url(), config->built_kernels.url_ca);
       ArtifactSource& source = built.url().empty() ? static_cast<ArtifactSource&>(from_controller)
                                                    : static_cast<ArtifactSource&>(from_url);
       absl::StatusOr<CachedArtifact> fetched = absl::UnavailableError("not tried");

@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/units.h"
@@ -149,6 +151,12 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
           b.boot.initrd = kv.second.as<std::string>();
           if (b.boot.initrd.front() != '/')
             return Bad(kv.second, field, "must be an absolute path");
+        } else if (key == "url_ca") {
+          b.url_ca = kv.second.as<std::string>();
+          if (b.url_ca.empty() || b.url_ca.front() != '/')
+            return Bad(kv.second, field, "must be an absolute path");
+          if (access(b.url_ca.c_str(), R_OK) != 0)
+            return Bad(kv.second, field, "is not a readable file");
         } else if (key == "cmdline") {
           b.boot.cmdline = kv.second.as<std::string>();
         } else if (key == "boot") {
@@ -173,7 +181,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
         } else {
           return Bad(kv.first, field,
                      "unknown field (dir, max_size, boot, command, initrd, cmdline, kexec_exec, "
-                     "kexec_args)");
+                     "kexec_args, url_ca)");
         }
       }
       if (b.boot.boot == "command" && b.boot.command.empty()) {

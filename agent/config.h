@@ -65,6 +65,9 @@ struct BuiltKernelsConfig {
   std::string dir = "/var/lib/faultline-agent/kernels";
   uint64_t max_bytes = 2ull << 30;
   KernelEntry boot;  // boot: kexec; initrd, cmdline, kexec_exec, kexec_args
+  // CA certificates for images fetched by https URL (an object store with a private CA);
+  // empty: the system's.
+  std::string url_ca;
 };
 
 // A builder (agent.yaml builder): builds kernels for these arches with kbuild.

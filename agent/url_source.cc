@@ -15,6 +15,7 @@ absl::Status UrlSource::Read(const std::string& sha256, uint64_t offset,
   http_client::Request request;
   request.url = url_;
   request.timeout_seconds = timeout_seconds_;
+  request.ca_file = ca_file_;
   if (offset > 0) request.headers = {{"Range", absl::StrCat("bytes=", offset, "-")}};
   uint64_t skip = 0;
   auto on_head = [&](const http_client::Response& head) -> absl::Status {

@@ -10,8 +10,9 @@ namespace faultline::agent {
 
 class UrlSource : public ArtifactSource {
  public:
-  explicit UrlSource(std::string url, int timeout_seconds = 60)
-      : url_(std::move(url)), timeout_seconds_(timeout_seconds) {}
+  // `ca_file`: CA certificates for https (empty: the system's).
+  explicit UrlSource(std::string url, std::string ca_file = "", int timeout_seconds = 60)
+      : url_(std::move(url)), ca_file_(std::move(ca_file)), timeout_seconds_(timeout_seconds) {}
   // GET from `offset` (Range: bytes=OFFSET-; a server that ignores the range and answers
   // 200 has the first OFFSET bytes skipped). A non-2xx answer is UNAVAILABLE naming the
   // status (403: the URL expired or its signature is refused), except 404: NOT_FOUND.
@@ -20,6 +21,7 @@ class UrlSource : public ArtifactSource {
 
  private:
   std::string url_;
+  std::string ca_file_;
   int timeout_seconds_;
 };
 

@@ -143,8 +143,14 @@ class Connection {
       if (ssl_ != nullptr) {
         const int e = SSL_get_error(ssl_, static_cast<int>(n));
         if (e == SSL_ERROR_ZERO_RETURN) return 0;
-        if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0)
-          return 0;  // no close_notify
+        // The peer closed without close_notify: the end of the stream, as for plain TCP;
+        // a body cut short is then caught by its length (Content-Length or chunking).
+        if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0) return 0;
+        if (e == SSL_ERROR_SSL &&
+            ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+          ERR_clear_error();
+          return 0;
+        }
       } else if (errno == EINTR) {
         continue;
       }

@@ -8,7 +8,7 @@
 #   kb_make_tree            $tree, $FL_STATE/{lab.config,fix.mbox,stale.mbox}
 #   kb_start_builder NAME   an agent that builds for this arch, in a session of its own
 #                           (BUILDER_PID); builder-1's make can be slowed (FL_FAKE_SLOW)
-#   kb_start_board          sim-board
+#   kb_start_board          sim-board (KB_BUILT_EXTRA: more built_kernels keys, "k: v, ...")
 #   spec NAME SERIES [EXTRA] the A/B job spec (vanilla from $tree, patched = vanilla + SERIES)
 #   sql, job_state, job_state_is, job_final, kb_cleanup (trap it)
 board_dir=$FL_STATE/board
@@ -27,7 +27,7 @@ kb_cleanup() {
   [ -n "${HTTP_PID:-}" ] && fl_stop_pid "$HTTP_PID"
   [ -n "${RGW_DIR:-}" ] && "$FL_ROOT/tests/support/radosgw.sh" stop "$RGW_DIR" >/dev/null 2>&1
   fl_stop_all
-  rm -rf "$FL_STATE"
+  [ -n "${FL_KEEP_STATE:-}" ] || rm -rf "$FL_STATE"
 }
 sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
 job_state() { sql "SELECT state FROM jobs WHERE id = $1"; }
@@ -150,7 +150,7 @@ token_file: $(fl_agent_token sim-board)
 switch_timeout: 60s
 pstore_dir: $board_dir/pstore
 kernels: [{label: stock, release: 6.1.0-sim-stock, boot: none}]
-built_kernels: {dir: $board_dir/kernels, max_size: 64M, boot: command, command: [$board_dir/boot.sh]}
+built_kernels: {dir: $board_dir/kernels, max_size: 64M, boot: command, command: [$board_dir/boot.sh]${KB_BUILT_EXTRA:+, $KB_BUILT_EXTRA}}
 YAML
 "$board_dir/start-agent.sh"
 fl_wait_for "the board to register" fl_agent_online sim-board || fail "board did not register"

@@ -6,7 +6,9 @@
 # pointed at a missing bucket or given refused keys does not start and says which; the
 # images are objects in the bucket (sizes and hashes as built) and not in the database; the
 # board fetched them by URL; the A/B study succeeds on them; a download the network cuts
-# short resumes from where it stopped (Range) and is verified.
+# short resumes from where it stopped (Range) and is verified; a board whose agent is killed
+# mid-download resumes it in its next life on the same boot (not a failed switch). All of it
+# over https (radosgw's TLS port, a throwaway CA); without that CA the controller refuses.
 # Usage: kernel_s3_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
@@ -48,26 +50,43 @@ refused no-such-bucket "$FL_STATE/s3.creds" |
 refused "$S3_BUCKET" "$FL_STATE/wrong.creds" |
   grep -q "s3 $S3_ENDPOINT bucket $S3_BUCKET: HTTP 403 (the credentials are refused)" ||
   fail "wrong secret: $(cat "$FL_STATE/refused.out")"
-pass "a missing bucket and a wrong secret stop the controller's start, naming them"
+tls_port=${S3_TLS_ENDPOINT##*:}
+S3_ENDPOINT=$S3_TLS_ENDPOINT refused "$S3_BUCKET" "$FL_STATE/s3.creds" |
+  grep -q "s3 $S3_TLS_ENDPOINT: TLS with 127.0.0.1:$tls_port failed: unable to get local issuer certificate" ||
+  fail "https without the store's CA: $(cat "$FL_STATE/refused.out")"
+pass "a missing bucket, a wrong secret and an https store whose CA is not given stop the controller's start, naming them"
 
 # --- builds go to the bucket; the board fetches them by URL --------------------------------------
-# Through a proxy that cuts the first image download after 100 bytes of its body (the
-# network dropping mid-download): the board must resume from there with a Range request.
-rgw_port=${S3_ENDPOINT##*:}
-python3 "$FL_ROOT/tests/support/cutting_proxy.py" "$FL_STATE/proxy.port" 127.0.0.1 "$rgw_port" \
-  "/$S3_BUCKET/faultline/kernels/" 100 "$FL_STATE/proxy.log" >>"$FL_STATE/proxy.out" 2>&1 &
+# Over https through a proxy (TLS on both sides, the test CA) that cuts the first image
+# download after 100 bytes of its body (the network dropping mid-download: the board must
+# resume with a Range request) and stalls the second after 200 (the board's agent is killed
+# there: its next life must resume it).
+python3 "$FL_ROOT/tests/support/cutting_proxy.py" "$FL_STATE/proxy.port" 127.0.0.1 "$tls_port" \
+  "/$S3_BUCKET/faultline/kernels/" cut:100,stall:200 "$FL_STATE/proxy.log" \
+  "$S3_TLS_CERT" "$S3_TLS_KEY" "$S3_CA" >>"$FL_STATE/proxy.out" 2>&1 &
 HTTP_PID=$!
 fl_wait_for "the proxy" test -s "$FL_STATE/proxy.port" || fail "the proxy did not start"
-S3_VIA_PROXY=http://127.0.0.1:$(cat "$FL_STATE/proxy.port")
+S3_VIA_PROXY=https://127.0.0.1:$(cat "$FL_STATE/proxy.port")
 FL_CONTROLLER_ARGS="--artifact-s3-endpoint $S3_VIA_PROXY --artifact-s3-bucket $S3_BUCKET \
-  --artifact-s3-region $S3_REGION --artifact-s3-credentials $FL_STATE/s3.creds" fl_start_controller
+  --artifact-s3-region $S3_REGION --artifact-s3-credentials $FL_STATE/s3.creds \
+  --artifact-s3-ca $S3_CA" fl_start_controller
 grep -q "event=artifact_store endpoint=$S3_VIA_PROXY bucket=$S3_BUCKET" "$FL_STATE/controller.log" ||
   fail "the controller does not say it keeps images in the object store"
 kb_make_tree
 kb_start_builder builder-1
-kb_start_board
+KB_BUILT_EXTRA="url_ca: $S3_CA" kb_start_board
 spec s3-ab fix.mbox >"$FL_STATE/ab.yaml"
 job=$("$FL_BIN_CLI" submit "$FL_STATE/ab.yaml") || fail "submit"
+# The second image's download stalls: kill the board's agent there and start it again on
+# the same boot (as systemd would).
+FL_WAIT_SECONDS=240 fl_wait_for "the second download to stall" \
+  grep -q "^stalled after 200 body bytes$" "$FL_STATE/proxy.log" || fail "no stalled download"
+killed=$(agent_pid)
+kill -KILL "$killed"
+fl_wait_for "the killed agent to be gone" bash -c "! kill -0 $killed 2>/dev/null" || fail "agent $killed lives"
+! grep -q "Range: bytes=200-" "$FL_STATE/proxy.log" || fail "resumed before the agent was killed"
+[ "$(grep -c "event=kernel_fetched" "$FL_STATE/agent.log")" = 1 ] || fail "the stalled image was fetched"
+"$board_dir/start-agent.sh"
 FL_WAIT_SECONDS=240 fl_wait_for "job $job to finish" job_final "$job" || fail "job $job did not finish"
 job_state_is "$job" succeeded || fail "job $job: $(job_state "$job")"
 [ "$(sql "SELECT count(*) FROM builds WHERE state = 'done'")" = 2 ] || fail "builds"
@@ -89,3 +108,12 @@ grep -q "^cut after 100 body bytes$" "$FL_STATE/proxy.log" &&
   grep -q "event=kernel_fetch_retry .*cut short at 100 of" "$FL_STATE/agent.log" ||
   fail "no resumed download: $(cat "$FL_STATE/proxy.log"; grep -h "kernel_fetch" "$FL_STATE/agent.log")"
 pass "a download cut after 100 bytes resumed from byte 100 (Range) and verified"
+grep -q "^GET /$S3_BUCKET/faultline/kernels/[0-9a-f]\{64\}?X-Amz-Algorithm=.* HTTP/1.1 Range: bytes=200-$" "$FL_STATE/proxy.log" ||
+  fail "the killed agent's download did not resume: $(cat "$FL_STATE/proxy.log")"
+grep -q "event=kernel_switch_not_begun board=sim-board" "$FL_STATE/controller.log" ||
+  fail "the controller did not see a switch that never began"
+[ "$(sql "SELECT count(*) FROM bad_boots")" = 0 ] &&
+  [ "$(sql "SELECT health FROM boards WHERE name = 'sim-board'")" = ok ] &&
+  ! grep -q "needs-check\|needs_check" "$FL_STATE/controller.log" ||
+  fail "the agent's restart counted as a failed switch: $(sql "SELECT * FROM bad_boots")"
+pass "an agent killed mid-download resumed it in its next life (from byte 200, verified); the switch was ordered again, the board never needed a check"

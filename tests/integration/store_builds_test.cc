@@ -117,6 +117,51 @@ TEST_F(BuildStoreTest, ABuiltKernelThatDoesNotComeBackIsBadOnThatBoard) {
   EXPECT_EQ(Count("SELECT count(*) FROM bad_boots"), 1);
 }
 
+// The agent restarted while fetching the image (no boot command ran): its hello from the
+// same boot, healthy, is not a failed boot; the switch is ordered again.
+TEST_F(BuildStoreTest, ASwitchWhoseAgentRestartedBeforeBootingIsOrderedAgain) {
+  auto& builds = store_->builds();
+  const std::string label = "patched@eeeeeeeeeeee";
+  const int64_t job = SubmitBuilt(label);
+  BoardRecord hello;
+  hello.summary = {.name = "box",
+                   .arch = "x86_64",
+                   .memory_bytes = 8ull << 30,
+                   .kernel_labels = {"vanilla"},
+                   .running_kernel_label = "vanilla",
+                   .running_kernel_labels = {"vanilla"},
+                   .boot_id = "boot-1"};
+  hello.summary.boots_built_kernels = true;
+  hello.summary.reports_unbooted_switches = true;
+  hello.facts_json = R"({"name":"box"})";
+  ASSERT_TRUE(store_->boards().UpsertBoard(hello).ok());
+  auto claimed = builds.ClaimBuild("b1", {"x86_64"}, 60);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  ASSERT_TRUE(builds.PutArtifact(kSha, "image").ok());
+  ASSERT_TRUE(builds.FinishBuild((*claimed)->id, (*claimed)->attempt_id, true, Outcome(kSha)).ok());
+  auto order = testing::NextWork(store_->work(), "box");
+  ASSERT_TRUE(order.ok() && order->kernel_switch);
+  EXPECT_EQ(Text("SELECT health FROM boards WHERE name = 'box'"), "switching");
+
+  auto health = store_->boards().UpsertBoard(hello);  // same boot, healthy
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(health->health, BoardHealth::kOk);
+  EXPECT_TRUE(health->switch_not_begun);
+  EXPECT_EQ(Count("SELECT count(*) FROM bad_boots"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE state = 'failed'"), 0);
+  EXPECT_EQ(Text(absl::StrCat("SELECT state FROM jobs WHERE id = ", job)), "queued");
+  auto again = testing::NextWork(store_->work(), "box");
+  ASSERT_TRUE(again.ok() && again->kernel_switch) << "the switch is ordered again";
+  EXPECT_EQ(again->kernel_switch->label, label);
+
+  // An agent without the capability on the same boot: the board did not reboot.
+  hello.summary.reports_unbooted_switches = false;
+  health = store_->boards().UpsertBoard(hello);
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(health->health, BoardHealth::kNeedsCheck);
+  EXPECT_EQ(Count("SELECT count(*) FROM bad_boots"), 1);
+}
+
 TEST_F(BuildStoreTest, ABuildIsSharedClaimedOnceFencedAndServedByChunk) {
   auto& builds = store_->builds();
   const int64_t first = SubmitBuilt("patched@aaaaaaaaaaaa");

@@ -2,7 +2,8 @@
 # Throwaway one-node Ceph cluster (mon + memstore OSD + radosgw) for e2e tests.
 #
 #   radosgw.sh start DIR     start everything under DIR, write DIR/env, exit 0
-#                            once radosgw answers signed S3 requests
+#                            once radosgw answers signed S3 requests (http, and
+#                            https with a throwaway CA: S3_TLS_ENDPOINT, S3_CA)
 #   radosgw.sh stop DIR      kill every daemon started from DIR (by pid), wait
 #   radosgw.sh selftest DIR  PUT/GET/ranged GET/presigned GET against DIR/env
 #   radosgw.sh status DIR    print which daemons are alive
@@ -241,8 +242,21 @@ main()
 PYEOF
 }
 
+# make_tls: a throwaway CA and a certificate for 127.0.0.1 and localhost it signed, in DIR/tls
+make_tls() {
+  local t="$DIR/tls"
+  rm -rf "$t" && mkdir -p "$t"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=faultline test CA" \
+    -keyout "$t/ca.key" -out "$t/ca.pem" >>"$DIR/log/tls.out" 2>&1 || die "openssl: CA"
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$t/server.key" \
+    -out "$t/server.csr" >>"$DIR/log/tls.out" 2>&1 || die "openssl: request"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$t/ext.cnf"
+  openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial \
+    -days 2 -extfile "$t/ext.cnf" -out "$t/server.pem" >>"$DIR/log/tls.out" 2>&1 || die "openssl: sign"
+}
+
 write_conf() {
-  local fsid="$1" mon_port="$2" rgw_port="$3"
+  local fsid="$1" mon_port="$2" rgw_port="$3" rgw_tls_port="$4"
   cat >"$CONF" <<EOF
 [global]
 fsid = $fsid
@@ -295,7 +309,7 @@ osd op num threads per shard = 2
 log file = $DIR/log/\$name.log
 
 [client.rgw.test]
-rgw frontends = beast endpoint=127.0.0.1:$rgw_port
+rgw frontends = beast endpoint=127.0.0.1:$rgw_port ssl_endpoint=127.0.0.1:$rgw_tls_port ssl_certificate=$DIR/tls/server.pem ssl_private_key=$DIR/tls/server.key
 rgw data = $DIR/rgw
 rgw thread pool size = 32
 rgw enable usage log = false
@@ -319,13 +333,18 @@ do_start() {
   trap 'exit 130' INT TERM
   trap start_cleanup EXIT
 
-  local fsid mon_port rgw_port osd_uuid
+  local fsid mon_port rgw_port rgw_tls_port osd_uuid
   fsid="$(python3 -c 'import uuid;print(uuid.uuid4())')"
   osd_uuid="$(python3 -c 'import uuid;print(uuid.uuid4())')"
   mon_port="$(free_port)"
   rgw_port="$(free_port)"
   while [[ "$rgw_port" == "$mon_port" ]]; do rgw_port="$(free_port)"; done
-  write_conf "$fsid" "$mon_port" "$rgw_port"
+  rgw_tls_port="$(free_port)"
+  while [[ "$rgw_tls_port" == "$mon_port" || "$rgw_tls_port" == "$rgw_port" ]]; do
+    rgw_tls_port="$(free_port)"
+  done
+  make_tls
+  write_conf "$fsid" "$mon_port" "$rgw_port" "$rgw_tls_port"
 
   # mon
   # one keyring for every entity; imported into the mon's auth db at mkfs
@@ -367,6 +386,10 @@ do_start() {
   secret="$(python3 -c 'import json,sys;print(json.load(sys.stdin)["keys"][0]["secret_key"])' <<<"$user_json")"
   cat >"$DIR/env.tmp" <<EOF
 S3_ENDPOINT=http://127.0.0.1:$rgw_port
+S3_TLS_ENDPOINT=https://127.0.0.1:$rgw_tls_port
+S3_CA=$DIR/tls/ca.pem
+S3_TLS_CERT=$DIR/tls/server.pem
+S3_TLS_KEY=$DIR/tls/server.key
 S3_ACCESS_KEY=$access
 S3_SECRET_KEY=$secret
 S3_BUCKET=$bucket
@@ -375,6 +398,8 @@ EOF
   mv "$DIR/env.tmp" "$DIR/env"
   wait_until "bucket $bucket created" s3py mkbucket "$DIR"
   wait_until "signed S3 ListObjectsV2 on $bucket" s3py ready "$DIR"
+  wait_until "radosgw HTTPS on port $rgw_tls_port" \
+    curl -sS --cacert "$DIR/tls/ca.pem" -o /dev/null "https://127.0.0.1:$rgw_tls_port/"
   START_OK=1
   log "ready: $(head -n1 "$DIR/env") (pids: mon $(cat "$DIR/run/mon.a.pid"), osd $(cat "$DIR/run/osd.0.pid"), rgw $(cat "$DIR/run/radosgw.pid"))"
 }
@@ -420,7 +445,7 @@ do_stop() {
   done
   # memstore dumps its contents into osd data on shutdown; drop all state,
   # keep ceph.conf and logs for post-mortems.
-  rm -rf "$DIR/osd" "$DIR/mon" "$DIR/rgw" "$DIR/run" "$DIR/env"
+  rm -rf "$DIR/osd" "$DIR/mon" "$DIR/rgw" "$DIR/run" "$DIR/env" "$DIR/tls"
   log "stopped $n daemon(s)"
 }
 

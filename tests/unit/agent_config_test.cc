@@ -86,12 +86,13 @@ TEST(AgentConfig, BuiltKernelsAndBuilder) {
   auto config = ParseAgentConfig(
       "board: b\nkernels: [{label: v, release: r}]\n"
       "built_kernels: {dir: /var/k, max_size: 1G, initrd: /boot/initrd, kexec_args: [-i],\n"
-      "  kexec_exec: direct}\n"
+      "  kexec_exec: direct, url_ca: /proc/self/status}\n"
       "builder: {arches: [x86_64, riscv64], cache: /var/cache/kb, jobs: 2}\n",
       "r");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(config->built_kernels.enabled);
   EXPECT_EQ(config->built_kernels.max_bytes, 1ull << 30);
+  EXPECT_EQ(config->built_kernels.url_ca, "/proc/self/status");
   EXPECT_EQ(config->builder.arches, (std::vector<std::string>{"x86_64", "riscv64"}));
   EXPECT_EQ(config->builder.jobs, 2);
   const KernelEntry e = BuiltKernelEntry(*config, "patched@abc", "6.12.0-fl1", "/var/k/x");
@@ -112,7 +113,9 @@ TEST(AgentConfig, BuiltKernelsAndBuilder) {
            {"built_kernels: {dir: relative}", "built_kernels.dir"},
            {"built_kernels: {max_size: 1M}", "built_kernels.max_size"},
            {"built_kernels: {boot: command}", "built_kernels.command"},
-           {"built_kernels: {nope: 1}", "built_kernels.nope"}}) {
+           {"built_kernels: {nope: 1}", "built_kernels.nope"},
+           {"built_kernels: {url_ca: ca.pem}", "must be an absolute path"},
+           {"built_kernels: {url_ca: /no/such/ca.pem}", "is not a readable file"}}) {
     auto bad = ParseAgentConfig("board: b\nkernels: [{label: v, release: r}]\n" + yaml + "\n", "r");
     ASSERT_FALSE(bad.ok()) << yaml;
     EXPECT_NE(std::string(bad.status().message()).find(field), std::string::npos)

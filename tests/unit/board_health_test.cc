@@ -51,6 +51,35 @@ TEST(HealthAfterHello, ASwitchMustComeBackFromANewBootOnTheLabel) {
   EXPECT_EQ(agent.reason, "disk full");
 }
 
+// An agent that reports unbooted switches itself: healthy on the same boot means the
+// switch never began (it restarted while fetching the image): ordered again, not a failure.
+TEST(HealthAfterHello, ASameBootHelloFromAnAgentThatReportsUnbootedSwitchesIsNotAFailure) {
+  SwitchInFlight s{"patched", "b1"};
+  BoardSummary restarted = Hello({"vanilla"}, "b1");
+  restarted.reports_unbooted_switches = true;
+  HealthVerdict v = HealthAfterHello(s, restarted);
+  EXPECT_EQ(v.health, BoardHealth::kOk);
+  EXPECT_TRUE(v.switch_not_begun);
+  EXPECT_EQ(v.reason, "");
+
+  // Its own needs-check (the boot commands ran, no reboot) still wins.
+  BoardSummary failed = Hello({"vanilla"}, "b1", BoardHealth::kNeedsCheck, "no reboot in 60s");
+  failed.reports_unbooted_switches = true;
+  HealthVerdict f = HealthAfterHello(s, failed);
+  EXPECT_EQ(f.health, BoardHealth::kNeedsCheck);
+  EXPECT_FALSE(f.switch_not_begun);
+
+  // A new boot on another kernel is a failed switch whatever the agent reports.
+  BoardSummary other = Hello({"vanilla"}, "b2");
+  other.reports_unbooted_switches = true;
+  HealthVerdict o = HealthAfterHello(s, other);
+  EXPECT_EQ(o.health, BoardHealth::kNeedsCheck);
+  EXPECT_FALSE(o.switch_not_begun);
+
+  // Without the capability (an older agent) the same-boot hello stays a failure.
+  EXPECT_FALSE(HealthAfterHello(s, Hello({"vanilla"}, "b1")).switch_not_begun);
+}
+
 // The stored spellings are what the database's CHECK constraints, the metrics' labels and
 // the lab scripts use: every state reads back as itself and nothing else parses.
 TEST(StateSpellings, EveryStateRoundTripsAndUnknownTextIsRefused) {

@@ -309,6 +309,12 @@ grpc::Status AgentServiceImpl::DoHello(grpc::CallbackServerContext* ctx,
   if (health->health != BoardHealth::kOk) {
     log::error("event=board_needs_check board={} reason=\"{}\"", board.name(), health->reason);
   }
+  if (health->switch_not_begun) {
+    log::warn(
+        "event=kernel_switch_not_begun board={} boot_id={} note=\"the agent restarted before "
+        "the switch's boot commands ran; it will be ordered again\"",
+        board.name(), board.boot_id());
+  }
   // A hello means the agent (re)started: whatever it was running is gone.
   auto released = stores_.boards->ReleaseBoardRuns(board.name());
   if (!released.ok()) return ToGrpc(released.status());

@@ -195,6 +195,7 @@ BoardRecord BoardFromProto(const v1::Board& board) {
   rec.summary.boot_id = board.boot_id();
   rec.summary.boots_built_kernels = board.boots_built_kernels();
   rec.summary.build_arches.assign(board.build_arches().begin(), board.build_arches().end());
+  rec.summary.reports_unbooted_switches = board.reports_unbooted_switches();
   // What an agent may say: needs-check or not (switching is the controller's to set).
   rec.summary.health =
       board.health() == v1::BOARD_HEALTH_NEEDS_CHECK ? BoardHealth::kNeedsCheck : BoardHealth::kOk;

@@ -16,6 +16,11 @@ HealthVerdict HealthAfterHello(const std::optional<SwitchInFlight>& in_flight,
   }
   if (!in_flight) return {BoardHealth::kOk, ""};
   if (!hello.boot_id.empty() && hello.boot_id == in_flight->from_boot_id) {
+    if (hello.reports_unbooted_switches) {
+      HealthVerdict not_begun;
+      not_begun.switch_not_begun = true;
+      return not_begun;
+    }
     return {BoardHealth::kNeedsCheck, absl::StrCat("switch to '", in_flight->label,
                                                    "': the agent said hello from the same boot (",
                                                    hello.boot_id, "): the board did not reboot")};

@@ -20,10 +20,15 @@ struct SwitchInFlight {
 struct HealthVerdict {
   BoardHealth health = BoardHealth::kOk;  // ok or needs-check
   std::string reason;
+  // The switch in flight never began (its agent restarted before the boot commands, e.g.
+  // while fetching the image): not a failed boot; the dispatcher orders it again.
+  bool switch_not_begun = false;
 };
 
 // The board's health after a hello (`hello`: what its agent reported, health ok or
-// needs-check with a reason).
+// needs-check with a reason). A hello from the boot the switch was ordered from means the
+// board did not reboot (needs-check), unless the agent reports unbooted switches itself
+// and says it is healthy: then the switch never began.
 HealthVerdict HealthAfterHello(const std::optional<SwitchInFlight>& in_flight,
                                const BoardSummary& hello);
 

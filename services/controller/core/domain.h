@@ -54,6 +54,8 @@ struct BoardSummary {
   uint64_t kernel_switches = 0;
   bool boots_built_kernels = false;         // agent.yaml built_kernels: boots what jobs bring
   std::vector<std::string> build_arches{};  // a builder for these arches
+  // Hello from an agent that reports a switch that did not reboot itself (see the proto).
+  bool reports_unbooted_switches = false;
 };
 
 struct MemcgLimitsBytes {

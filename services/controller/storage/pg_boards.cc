@@ -64,7 +64,7 @@ absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board
         bootable.dump(), board.summary.boot_id, std::string(ToString(health.health)), health.reason,
         board.summary.boots_built_kernels, json(board.summary.build_arches).dump());
     // A switch that did not end on its kernel: a built kernel is bad on this board.
-    if (in_flight &&
+    if (in_flight && !health.switch_not_begun &&
         std::find(hello.running_kernel_labels.begin(), hello.running_kernel_labels.end(),
                   in_flight->label) == hello.running_kernel_labels.end()) {
       pg::MarkBadBoot(w, board.summary.name, in_flight->label, health.reason,
