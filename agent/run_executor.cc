@@ -96,6 +96,7 @@ RunReport RunExecutor::Run(const v1::Assignment& a, std::atomic<bool>* cancel) {
   inv.benchmark = a.benchmark();
   inv.params.insert(a.params().begin(), a.params().end());
   inv.duration_seconds = a.duration_seconds();
+  inv.warmup = std::chrono::milliseconds(a.warmup_ms());
   inv.events.assign(a.events().begin(), a.events().end());
   inv.work_dir = options_.work_dir;
   inv.limits.memory_max = a.limits().memory_max();

@@ -248,8 +248,7 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
   auto knobs = ResolveKnobs(*spec, invocation.params, &knob, &why);
   if (!knobs) return SetupFailure("invalid params: " + knob + ": " + why);
   if (invocation.duration_seconds == 0) return SetupFailure("invalid params: duration is 0");
-  const auto warmup = std::chrono::milliseconds(knobs->at("warmup").number);
-  const auto time_limit = warmup + std::chrono::seconds(invocation.duration_seconds) +
+  const auto time_limit = invocation.warmup + std::chrono::seconds(invocation.duration_seconds) +
                           std::chrono::seconds(invocation.grace_seconds);
 
   if (invocation.cancel != nullptr && invocation.cancel->load()) return SetupFailure("cancelled");

@@ -31,6 +31,7 @@ struct WorkloadInvocation {
   std::string benchmark;
   std::map<std::string, std::string> params;  // knob -> value text
   uint32_t duration_seconds = 0;
+  std::chrono::milliseconds warmup{0};  // params.warmup as the controller parsed it
   std::vector<std::string> events;  // --events: perf events to count (none: no flag)
   std::string work_dir;             // --dir; empty: the workload's default
   sys::MemcgLimits limits;

@@ -40,7 +40,7 @@ absl::StatusOr<HealthVerdict> FakeBoardStore::UpsertBoard(const BoardRecord& boa
   stored.summary.health = health.health;
   stored.summary.health_reason = health.reason;
   stored.summary.kernel_switches = switches;
-  stored.last_seen_ms = clock_ ? clock_->NowMs() : 0;
+  stored.last_seen_ms = clock_->NowMs();
   stored.online = true;
   return health;
 }
@@ -67,7 +67,7 @@ absl::Status FakeBoardStore::TouchBoard(const std::string& board) {
   if (it == boards_.end()) {
     return absl::FailedPreconditionError(absl::StrCat("board '", board, "' has not said hello"));
   }
-  it->second.last_seen_ms = clock_ ? clock_->NowMs() : 0;
+  it->second.last_seen_ms = clock_->NowMs();
   ++touches_[board];
   return absl::OkStatus();
 }
@@ -77,7 +77,7 @@ void FakeBoardStore::AddBoard(const BoardSummary& summary) {
   record.summary = summary;
   record.facts_json = "{}";
   std::lock_guard lock(mu_);
-  record.last_seen_ms = clock_ ? clock_->NowMs() : 0;
+  record.last_seen_ms = clock_->NowMs();
   record.online = true;
   boards_[summary.name] = record;
 }

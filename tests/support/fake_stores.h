@@ -26,7 +26,7 @@ namespace faultline::controller::fakes {
 // as the PostgreSQL store does.
 class FakeBoardStore final : public BoardStore {
  public:
-  explicit FakeBoardStore(const Clock* clock = nullptr) : clock_(clock) {}
+  explicit FakeBoardStore(const Clock* clock) : clock_(clock) {}
 
   absl::StatusOr<HealthVerdict> UpsertBoard(const BoardRecord& board) override;
   absl::StatusOr<std::vector<BoardRecord>> ListBoards() override;
@@ -55,7 +55,7 @@ class FakeBoardStore final : public BoardStore {
 // (JobStateFromRuns) unless it was cancelled.
 class FakeJobStore final : public JobStore {
  public:
-  explicit FakeJobStore(const Clock* clock = nullptr) : clock_(clock) {}
+  explicit FakeJobStore(const Clock* clock) : clock_(clock) {}
 
   absl::StatusOr<Created> CreateJob(const ValidatedJob& job, const std::string& name,
                                     const std::string& spec_json,
@@ -83,7 +83,7 @@ class FakeJobStore final : public JobStore {
   };
   JobRecord Snapshot(const Job& job) const;
   void Recompute(Job& job);
-  int64_t NowMs() const { return clock_ ? clock_->NowMs() : 0; }
+  int64_t NowMs() const { return clock_->NowMs(); }
 
   const Clock* clock_;
   mutable std::mutex mu_;
@@ -308,8 +308,12 @@ class FakeDutyLeaseStore final : public DutyLeaseStore {
 };
 
 // One of each, wired as a Stores bundle.
+// Without a clock of the test's, the fakes stamp times from one of their own (a fixed
+// start, 2026-01-01 UTC), never 0.
 struct FakeStores {
-  explicit FakeStores(const Clock* clock = nullptr) : boards(clock), jobs(clock) {}
+  explicit FakeStores(const Clock* clock = nullptr)
+      : boards(clock != nullptr ? clock : &own_clock), jobs(clock != nullptr ? clock : &own_clock) {}
+  FakeClock own_clock{std::chrono::system_clock::time_point(std::chrono::seconds(1767225600))};
   FakeBoardStore boards;
   FakeJobStore jobs;
   FakeWorkStore work;
