@@ -1,0 +1,71 @@
+#pragma once
+// mmap_lock waits as the seed series reports them (issue #27): every acquisition's wait is
+// the time from mmap_lock:mmap_lock_start_locking to mmap_lock:mmap_lock_acquire_returned
+// of the same task, split read / write, summed, and counted in decades of microseconds
+// ([0,1), [1,10), ... [1000000,+)). This file is the pure part: events in, counters out.
+// The events come from the kernel's tracepoints (a reader in the workload); unit tests feed
+// them by hand.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+namespace faultline::sys {
+
+// One tracepoint hit, as the reader decoded it.
+struct LockEvent {
+  enum class Kind { kStartLocking, kAcquireReturned };
+  Kind kind = Kind::kStartLocking;
+  uint32_t tid = 0;
+  uint64_t time_ns = 0;  // the kernel's perf clock
+  bool write = false;
+  bool success = true;  // acquire_returned: false when a trylock or a killable wait failed
+};
+
+// The decade a wait falls in: 0 for [0,1) us, ..., 7 for [1000000,+) us.
+inline constexpr size_t kWaitDecades = 8;
+size_t WaitDecade(uint64_t wait_ns);
+// "[0, 1)", "[1, 10)", ... "[1000000, +)": the seed's row labels.
+std::string WaitDecadeLabel(size_t decade);
+
+struct LockWaitSide {
+  uint64_t acquisitions = 0;  // acquire_returned with success (trylocks: a wait of 0)
+  uint64_t failed = 0;        // acquire_returned without success (not in the waits)
+  uint64_t trylocks = 0;      // acquire_returned with no start before it: a trylock
+  uint64_t wait_ns = 0;       // summed over acquisitions
+  std::array<uint64_t, kWaitDecades> decades{};
+};
+
+class LockWaitAggregator {
+ public:
+  void Add(const LockEvent& event);
+  // A record lost by the reader (ring buffer overrun): pairs across it are dropped.
+  void Lost(uint64_t records);
+
+  const LockWaitSide& read() const { return read_; }
+  const LockWaitSide& write() const { return write_; }
+  // Starts never answered (a task still waiting at the end, or an answer lost), and an
+  // answer that does not fit its task's start (read vs write).
+  uint64_t unpaired() const { return unpaired_ + open_.size(); }
+  uint64_t lost() const { return lost_; }
+
+  // The run's counters: mmap_lock_wait.{read,write}.{count,failed,trylocks,total_us,
+  // us_0_1,us_1_10,...,us_1000000_inf}, mmap_lock_wait.unpaired and .lost_records.
+  std::map<std::string, double> Counters() const;
+
+ private:
+  struct Open {
+    uint64_t time_ns;
+    bool write;
+  };
+  LockWaitSide read_, write_;
+  std::unordered_map<uint32_t, Open> open_;  // tid -> its start_locking
+  uint64_t unpaired_ = 0;
+  uint64_t lost_ = 0;
+};
+
+// The counter name of one decade: "us_0_1", "us_1_10", ..., "us_1000000_inf".
+std::string WaitDecadeCounter(size_t decade);
+
+}  // namespace faultline::sys
