@@ -44,8 +44,8 @@ void LockWaitAggregator::Add(const LockEvent& event) {
   LockWaitSide& side = event.write ? write_ : read_;
   auto it = open_.find(event.tid);
   if (it == open_.end()) {
-    // A trylock (mmap_read_trylock, mmap_write_trylock): answered without a start, no wait.
-    ++side.trylocks;
+    // Answered without a start: a trylock, or mmap_write_downgrade (read, success): no wait.
+    ++side.without_start;
     if (!event.success) {
       ++side.failed;
     } else {
@@ -84,7 +84,7 @@ std::map<std::string, double> LockWaitAggregator::Counters() const {
     const std::string prefix = "mmap_lock_wait." + name + ".";
     out[prefix + "count"] = static_cast<double>(side->acquisitions);
     out[prefix + "failed"] = static_cast<double>(side->failed);
-    out[prefix + "trylocks"] = static_cast<double>(side->trylocks);
+    out[prefix + "without_start"] = static_cast<double>(side->without_start);
     out[prefix + "total_us"] = static_cast<double>(side->wait_ns) / 1000.0;
     for (size_t d = 0; d < kWaitDecades; ++d) {
       out[prefix + WaitDecadeCounter(d)] = static_cast<double>(side->decades[d]);

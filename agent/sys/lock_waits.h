@@ -30,10 +30,10 @@ size_t WaitDecade(uint64_t wait_ns);
 std::string WaitDecadeLabel(size_t decade);
 
 struct LockWaitSide {
-  uint64_t acquisitions = 0;  // acquire_returned with success (trylocks: a wait of 0)
-  uint64_t failed = 0;        // acquire_returned without success (not in the waits)
-  uint64_t trylocks = 0;      // acquire_returned with no start before it: a trylock
-  uint64_t wait_ns = 0;       // summed over acquisitions
+  uint64_t acquisitions = 0;   // acquire_returned with success (without_start: a wait of 0)
+  uint64_t failed = 0;         // acquire_returned without success (not in the waits)
+  uint64_t without_start = 0;  // answered with no start: a trylock or a downgrade
+  uint64_t wait_ns = 0;        // summed over acquisitions
   std::array<uint64_t, kWaitDecades> decades{};
 };
 
@@ -50,7 +50,7 @@ class LockWaitAggregator {
   uint64_t unpaired() const { return unpaired_ + open_.size(); }
   uint64_t lost() const { return lost_; }
 
-  // The run's counters: mmap_lock_wait.{read,write}.{count,failed,trylocks,total_us,
+  // The run's counters: mmap_lock_wait.{read,write}.{count,failed,without_start,total_us,
   // us_0_1,us_1_10,...,us_1000000_inf}, mmap_lock_wait.unpaired and .lost_records.
   std::map<std::string, double> Counters() const;
 

@@ -68,7 +68,7 @@ TEST(LockWaits, FailedAcquisitionsAreCountedApartAndNothingPairsAcrossAGap) {
 
   a.Add(Acquired(3, 10));                            // mmap_read_trylock: no start, no wait
   a.Add(Acquired(3, 20, false, /*success=*/false));  // a trylock that failed
-  EXPECT_EQ(a.read().trylocks, 2u);
+  EXPECT_EQ(a.read().without_start, 2u);
   EXPECT_EQ(a.read().acquisitions, 1u);
   EXPECT_EQ(a.read().failed, 1u);
   EXPECT_EQ(a.read().decades[0], 1u);

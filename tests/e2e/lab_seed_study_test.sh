@@ -17,60 +17,29 @@
 #      FL_STUDY_ARCHES (default x86_64,aarch64,riscv64), FL_LAB_TEST_KEEP=1
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-export FL_BIN_CONTROLLER=$1/faultline-controller FL_BIN_AGENT=$2/faultline-agent
-export FL_BIN_WORKLOAD=$3/faultline-workload FL_BIN_CLI=$4/faultline
-LAB=$ROOT/deploy/lab/lab.sh
-export FL_LAB_ACCEL=tcg
+# shellcheck source=tests/e2e/lab_lib.sh
+source "$(dirname "$0")/lab_lib.sh" "$@"
 export FL_LAB_KBUILD_CACHE=${FL_LAB_KBUILD_CACHE:-/var/cache/faultline-kbuild}
 ARCHES=${FL_STUDY_ARCHES:-x86_64,aarch64,riscv64}
 OUT=${FL_STUDY_OUT:-/var/tmp/faultline-seed-study}
-T0=$EPOCHREALTIME
-secs() { awk -v a="$1" -v b="${2:-$EPOCHREALTIME}" 'BEGIN { printf "%.0f", b - a }'; }
-
-for tool in qemu-system-x86_64:qemu-system-x86 qemu-system-aarch64:qemu-system-arm \
-            qemu-system-riscv64:qemu-system-misc aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu \
-            riscv64-linux-gnu-gcc:gcc-riscv64-linux-gnu debugfs:e2fsprogs cpio:cpio zstd:zstd \
-            psql:postgresql-client flex:flex bison:bison bc:bc git:git; do
-  command -v "${tool%%:*}" >/dev/null || { echo "SKIP: ${tool%%:*} not installed (apt-get install ${tool#*:})"; exit 77; }
-done
-[ "$(id -u)" = 0 ] || { echo "SKIP: the lab runs as root"; exit 77; }
-[ "$(uname -m)" = x86_64 ] || { echo "SKIP: the lab's x86_64 board runs the host-built agent"; exit 77; }
+lab_need qemu-system-x86_64:qemu-system-x86 qemu-system-aarch64:qemu-system-arm \
+  qemu-system-riscv64:qemu-system-misc aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu \
+  riscv64-linux-gnu-gcc:gcc-riscv64-linux-gnu debugfs:e2fsprogs cpio:cpio zstd:zstd \
+  psql:postgresql-client flex:flex bison:bison bc:bc git:git
 IFS=, read -r -a arch_list <<<"$ARCHES"
 for a in "${arch_list[@]}"; do
   [ "$a" = x86_64 ] && continue
   [ -x "$ROOT/build-cross/$a-linux-gnu/bundle/opt/faultline/bin/faultline-agent" ] || {
     echo "SKIP: no $a agent bundle (scripts/cross-build-agent.sh $a)"; exit 77; }
 done
-
-export FL_LAB_STATE
-FL_LAB_STATE=$(mktemp -d /var/tmp/faultline-e2e-seed-XXXXXX)
-chmod 755 "$FL_LAB_STATE"
+lab_state seed
 mkdir -p "$OUT"
 S=$OUT
-sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
-fail() {
-  echo "FAIL: $*" >&2
-  set +e
-  if [ -n "${FL_DATABASE_URL:-}" ]; then
-    sql "SELECT id, label, arch, state, coalesce(builder, ''), left(coalesce(error, ''), 2000) FROM builds ORDER BY id" >&2
-    sql "SELECT name, health, health_reason, running_kernel_labels FROM boards ORDER BY name" >&2
-    sql "SELECT r.board, r.kernel, r.state, count(*), max(coalesce(r.failure_reason, '')) FROM runs r GROUP BY 1, 2, 3 ORDER BY 1, 2, 3" >&2
-  fi
-  echo "--- builder (tail)" >&2; tail -n 30 "$FL_LAB_STATE/up/builder/agent.log" >&2
-  for c in "$FL_LAB_STATE"/up/lab-*/console.log; do
-    [ -f "$c" ] && { echo "--- $c (tail)" >&2; tail -n 40 "$c" | cut -c1-300 >&2; }
-  done
-  echo "--- controller.log (tail)" >&2; tail -n 30 "$FL_LAB_STATE/up/stack/controller.log" >&2
-  exit 1
+lab_diagnose() {
+  sql "SELECT id, label, arch, state, coalesce(builder, ''), left(coalesce(error, ''), 2000) FROM builds ORDER BY id"
+  sql "SELECT name, health, health_reason, running_kernel_labels FROM boards ORDER BY name"
+  sql "SELECT r.board, r.kernel, r.state, count(*), max(coalesce(r.failure_reason, '')) FROM runs r GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
 }
-pass() { echo "ok: $*"; }
-cleanup() {
-  set +e
-  "$LAB" down >/dev/null 2>&1
-  if [ "${FL_LAB_TEST_KEEP:-0}" = 1 ]; then echo "state kept in $FL_LAB_STATE"; else rm -rf "$FL_LAB_STATE"; fi
-}
-trap cleanup EXIT
 
 T=$EPOCHREALTIME
 tree=$("$ROOT/deploy/kernel/linux-tree.sh" "$FL_LAB_KBUILD_CACHE/linux-6.12") || fail "linux-tree.sh"

@@ -17,24 +17,13 @@
 #      FL_LAB_TEST_KEEP=1 (keep the state directory), FL_LAB_TEST_ARCHES (default all three)
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-export FL_BIN_CONTROLLER=$1/faultline-controller
-export FL_BIN_AGENT=$2/faultline-agent
-export FL_BIN_WORKLOAD=$3/faultline-workload
-export FL_BIN_CLI=$4/faultline
-LAB=$ROOT/deploy/lab/lab.sh
+# shellcheck source=tests/e2e/lab_lib.sh
+source "$(dirname "$0")/lab_lib.sh" "$@"
 ARCHES=${FL_LAB_TEST_ARCHES:-x86_64 aarch64 riscv64}
-export FL_LAB_ACCEL=tcg
-T_START=$EPOCHREALTIME
-secs() { awk -v a="$1" -v b="${2:-$EPOCHREALTIME}" 'BEGIN { printf "%.1f", b - a }'; }
-
-for tool in qemu-system-x86_64:qemu-system-x86 qemu-system-aarch64:qemu-system-arm \
-            qemu-system-riscv64:qemu-system-misc debugfs:e2fsprogs mke2fs:e2fsprogs cpio:cpio \
-            zstd:zstd readelf:binutils psql:postgresql-client file:file; do
-  command -v "${tool%%:*}" >/dev/null || { echo "SKIP: ${tool%%:*} not installed (apt-get install ${tool#*:})"; exit 77; }
-done
-[ "$(id -u)" = 0 ] || { echo "SKIP: the lab runs as root"; exit 77; }
-[ "$(uname -m)" = x86_64 ] || { echo "SKIP: the lab's x86_64 board runs the host-built agent"; exit 77; }
+T_START=$T0
+lab_need qemu-system-x86_64:qemu-system-x86 qemu-system-aarch64:qemu-system-arm \
+  qemu-system-riscv64:qemu-system-misc debugfs:e2fsprogs mke2fs:e2fsprogs cpio:cpio \
+  zstd:zstd readelf:binutils psql:postgresql-client file:file
 for arch in $ARCHES; do
   [ "$arch" = x86_64 ] && continue
   var=FL_LAB_BUNDLE_$arch
@@ -42,36 +31,13 @@ for arch in $ARCHES; do
   [ -x "$bundle/opt/faultline/bin/faultline-agent" ] && [ -x "$bundle/opt/faultline/bin/faultline-workload" ] || {
     echo "FAIL: no cross-built agent bundle for $arch in $bundle (scripts/cross-build-agent.sh $arch)" >&2; exit 1; }
 done
-
-export FL_LAB_STATE
-FL_LAB_STATE=$(mktemp -d /var/tmp/faultline-e2e-lab-XXXXXX)   # disks: 2G sparse each
-chmod 755 "$FL_LAB_STATE"
-S=$FL_LAB_STATE/test; mkdir -p "$S"
-
-sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
-fail() {
-  echo "FAIL: $*" >&2
-  set +e
-  if [ -n "${FL_DATABASE_URL:-}" ]; then
-    sql "SELECT id, name, state FROM jobs ORDER BY id" >&2
-    sql "SELECT name, health, health_reason, kernel_switches, running_kernel_label FROM boards ORDER BY name" >&2
-    sql "SELECT r.id, r.job_id, r.kernel, r.state, coalesce(r.board, ''), coalesce(r.failure_reason, '') FROM runs r ORDER BY r.id" >&2
-  fi
-  "$LAB" timings >&2
-  for c in "$FL_LAB_STATE"/up/lab-*/console.log; do
-    [ -f "$c" ] || continue
-    echo "--- $c (tail)" >&2; tail -n 30 "$c" | cut -c1-300 >&2
-  done
-  echo "--- controller.log (tail)" >&2; tail -n 30 "$FL_LAB_STATE/up/stack/controller.log" >&2
-  exit 1
+lab_state lab
+lab_diagnose() {
+  sql "SELECT id, name, state FROM jobs ORDER BY id"
+  sql "SELECT name, health, health_reason, kernel_switches, running_kernel_label FROM boards ORDER BY name"
+  sql "SELECT r.id, r.job_id, r.kernel, r.state, coalesce(r.board, ''), coalesce(r.failure_reason, '') FROM runs r ORDER BY r.id"
+  "$LAB" timings
 }
-pass() { echo "ok: $*"; }
-cleanup() {
-  set +e
-  "$LAB" down >/dev/null 2>&1
-  if [ "${FL_LAB_TEST_KEEP:-0}" = 1 ]; then echo "state kept in $FL_LAB_STATE"; else rm -rf "$FL_LAB_STATE"; fi
-}
-trap cleanup EXIT
 
 # --- the lab: stack + three boards, concurrently ---------------------------------------------
 T_UP=$EPOCHREALTIME
