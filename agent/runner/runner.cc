@@ -173,6 +173,7 @@ std::vector<std::string> BuildWorkloadArgv(const WorkloadInvocation& invocation)
     argv.push_back("--events");
     argv.push_back(events);
   }
+  if (invocation.mmap_lock_waits) argv.push_back("--mmap-lock-waits");
   argv.push_back("--progress-fd");
   argv.push_back(std::to_string(kProgressFdInChild));
   // The run cgroup already carries the limits: a preset must not make the child nest its own.

@@ -32,8 +32,9 @@ struct WorkloadInvocation {
   std::map<std::string, std::string> params;  // knob -> value text
   uint32_t duration_seconds = 0;
   std::chrono::milliseconds warmup{0};  // params.warmup as the controller parsed it
-  std::vector<std::string> events;  // --events: perf events to count (none: no flag)
-  std::string work_dir;             // --dir; empty: the workload's default
+  std::vector<std::string> events;      // --events: perf events to count (none: no flag)
+  bool mmap_lock_waits = false;         // --mmap-lock-waits
+  std::string work_dir;                 // --dir; empty: the workload's default
   sys::MemcgLimits limits;
   sys::CgroupBackend cgroup_backend;
   std::string run_id;                                        // the cgroup is faultline/run-<run_id>

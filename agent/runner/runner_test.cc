@@ -33,6 +33,18 @@ TEST(BuildWorkloadArgv, PassesEventsAsOneCommaSeparatedFlag) {
                                 "--progress-fd", "3", "--inherit-cgroup"}));
 }
 
+TEST(BuildWorkloadArgv, AsksForMmapLockWaitsWhenTheJobDoes) {
+  WorkloadInvocation invocation;
+  invocation.workload_binary = "/opt/faultline-workload";
+  invocation.benchmark = "filemap-thrash";
+  invocation.duration_seconds = 5;
+  invocation.mmap_lock_waits = true;
+  EXPECT_EQ(
+      BuildWorkloadArgv(invocation),
+      (std::vector<std::string>{"/opt/faultline-workload", "filemap-thrash", "--duration", "5s",
+                                "--mmap-lock-waits", "--progress-fd", "3", "--inherit-cgroup"}));
+}
+
 TEST(ParseProgressLine, StartedAndMeasuring) {
   auto started = ParseProgressLine("phase=started");
   ASSERT_TRUE(started);

@@ -58,6 +58,7 @@ struct MatchedFlags {
   bool help = false;
   bool list_presets = false;
   bool inherit_cgroup = false;
+  bool mmap_lock_waits = false;
   std::string benchmark;
   std::map<std::string, std::string> values;
 };
@@ -105,6 +106,7 @@ std::optional<MatchedFlags> MatchFlags(const std::vector<std::string>& args, std
   app.add_flag_callback(BothSpellings("list_presets"), [] { throw CLI::Success(); })
       ->trigger_on_parse();
   app.add_flag(BothSpellings("inherit_cgroup"), matched.inherit_cgroup);
+  app.add_flag(BothSpellings("mmap_lock_waits"), matched.mmap_lock_waits);
   app.add_option("BENCHMARK", matched.benchmark);
   // The fixed flags, then every knob of the catalogue: the benchmark is not known yet, and
   // ResolveKnobs rejects another benchmark's knob naming this one's.
@@ -176,7 +178,7 @@ std::string WorkloadUsage() {
       "usage: faultline-workload BENCHMARK [--KNOB VALUE ...] --duration 5s [--dir DIR]\n"
       "         [--memory-max SIZE] [--memory-high SIZE] [--swap-max SIZE]\n"
       "         [--cgroup-root DIR] [--cgroup-parent DIR] [--progress-fd N] [--inherit-cgroup]\n"
-      "         [--zram-swap SIZE] [--events EV1,EV2,...]\n"
+      "         [--zram-swap SIZE] [--events EV1,EV2,...] [--mmap-lock-waits]\n"
       "       faultline-workload --preset NAME [--KNOB VALUE ...] [--duration ...]\n"
       "Prints one JSON result object on stdout. With --memory-*/--swap-max (or a preset's\n"
       "memcg limits) it runs in a memory cgroup of its own; --inherit-cgroup stays where it\n"
@@ -185,7 +187,10 @@ std::string WorkloadUsage() {
       "--events counts perf events over the measured interval, summed over the workload's\n"
       "threads (counters perf.EVENT; at most 16): tracepoints SYSTEM:NAME, e.g.\n"
       "mmap_lock:mmap_lock_start_locking (tracefs is mounted for the look-up if it is not),\n"
-      "sw:NAME and hw:NAME (a board without a PMU reports hw events as unsupported).\n";
+      "sw:NAME and hw:NAME (a board without a PMU reports hw events as unsupported).\n"
+      "--mmap-lock-waits traces every mmap_lock acquisition of the workload's threads and\n"
+      "its wait (counters mmap_lock_wait.*: read/write count, total_us and decades of us;\n"
+      "a kernel without the mmap_lock tracepoints says so in mmap_lock_wait.unsupported).\n";
   auto names = [](const std::vector<std::string>& list) {
     std::string joined;
     for (const auto& n : list) joined += (joined.empty() ? "" : ", ") + n;
@@ -233,6 +238,7 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
   if (command.help || command.list_presets) return command;
   command.benchmark = matched->benchmark;
   const bool inherit_cgroup = matched->inherit_cgroup;
+  command.mmap_lock_waits = matched->mmap_lock_waits;
   // Takes the fixed flags out of the values; what is left are knobs (--preset among them).
   std::map<std::string, std::string>& given_knobs = matched->values;
   auto take = [&](const char* name) -> std::optional<std::string> {

@@ -3,7 +3,7 @@
 //   faultline-workload BENCHMARK [--KNOB VALUE ...] --duration 5s [--dir DIR]
 //       [--memory-max SIZE] [--memory-high SIZE] [--swap-max SIZE]
 //       [--cgroup-root DIR] [--cgroup-parent DIR] [--progress-fd N] [--inherit-cgroup]
-//       [--events EV1,EV2,...]
+//       [--events EV1,EV2,...] [--mmap-lock-waits]
 //   faultline-workload --preset NAME [BENCHMARK] [--KNOB VALUE ...] [--duration ...]
 // A preset supplies knob defaults, the duration and (unless --inherit-cgroup, which the
 // agent's runner passes because its run cgroup already has the limits) the memcg limits.
@@ -37,6 +37,8 @@ struct WorkloadCommand {
   // --events: perf events counted over the measured interval (common/perf_events.h
   // syntax, checked here; whether a tracepoint exists is checked when the run starts).
   std::vector<std::string> events;
+  // --mmap-lock-waits: each mmap_lock acquisition's wait (lock_wait_tracing.h).
+  bool mmap_lock_waits = false;
 };
 
 inline constexpr uint32_t kMaxDurationSeconds = 7 * 24 * 3600;

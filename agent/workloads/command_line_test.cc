@@ -157,6 +157,16 @@ TEST(ParseWorkloadCommand, HelpAndListPresetsStopWhereTheyStand) {
   EXPECT_NE(error.find("--duration"), std::string::npos) << error;
 }
 
+TEST(ParseWorkloadCommand, MmapLockWaitsIsAFlag) {
+  std::string error;
+  auto on = Parse({"filemap-thrash", "--duration", "1s", "--mmap-lock-waits"}, &error);
+  ASSERT_TRUE(on) << error;
+  EXPECT_TRUE(on->mmap_lock_waits);
+  auto off = Parse({"filemap-thrash", "--duration", "1s"}, &error);
+  ASSERT_TRUE(off) << error;
+  EXPECT_FALSE(off->mmap_lock_waits);
+}
+
 TEST(ParseWorkloadCommand, EventsAreACommaSeparatedCheckedList) {
   std::string error;
   auto command = Parse({"filemap-thrash", "--duration", "1s", "--events",

@@ -13,6 +13,7 @@
 #include "agent/sys/vmstat.h"
 #include "agent/sys/zram_swap.h"
 #include "agent/workloads/exit_codes.h"
+#include "agent/workloads/lock_wait_tracing.h"
 #include "agent/workloads/perf_counting.h"
 #include "agent/workloads/result.h"
 #include "agent/workloads/workload.h"
@@ -92,6 +93,8 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
     }
     perf.emplace(std::move(*resolved));
   }
+  std::optional<LockWaitTracing> lock_waits;
+  if (command.mmap_lock_waits) lock_waits.emplace(command.work_dir);
   // Declared before the cgroup and the workload: swapoff happens after their memory is gone.
   std::unique_ptr<sys::ZramSwap> zram;
   if (command.zram_swap_bytes > 0 && spec->requires_swap) {
@@ -155,17 +158,20 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   HarnessHooks hooks;
   hooks.threads_started = [&] {
     if (perf) perf->ThreadsStarted();
+    if (lock_waits) lock_waits->ThreadsStarted();
     WriteProgress(command.progress_fd, FormatProgressStarted());
   };
   hooks.measurement_started = [&] {
     at_start = TakeCounterSnapshot(memcg_dir);
     workload->MeasurementStarted();
     if (perf) perf->MeasurementStarted();
+    if (lock_waits) lock_waits->MeasurementStarted();
   };
   hooks.second_done = [&](uint32_t second, uint64_t rounds) {
     WriteProgress(command.progress_fd, FormatProgressSecond(second, rounds));
   };
   hooks.measurement_ended = [&] {
+    if (lock_waits) lock_waits->MeasurementEnded();
     if (perf) perf->MeasurementEnded();
     workload->MeasurementEnded();
     at_end = TakeCounterSnapshot(memcg_dir);
@@ -216,6 +222,7 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   environment["threads_started"] = std::to_string(run.threads_started);
   if (!memcg_dir.empty()) environment["memcg.current"] = memcg_dir;
   workload->DescribeEnvironment(&environment);
+  if (lock_waits) lock_waits->AddResults(&result.counters, &environment);
   if (perf && !perf->AddResults(&result.counters, &environment, &error)) {
     return Fail(kExitFailure, "--events: " + error);
   }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/sys/cgroup.h"
+#include "agent/sys/lock_waits.h"
 #include "agent/sys/testing/cgroup_cleanup.h"
 #include "agent/sys/testing/zram_swap.h"
 #include "agent/sys/vmstat.h"
@@ -463,6 +464,53 @@ TEST(WorkloadBinary, MmapLockCountPerRoundGrowsWithMunmapChurn) {
               << " per round)\n";
   }
   EXPECT_GE(per_round[1], 5 * per_round[0]);
+  EXPECT_TRUE(dir.empty());
+}
+
+// --mmap-lock-waits on filemap-thrash under memcg pressure (faults retry under mmap_lock
+// for read): a munmap thread multiplies the write acquisitions and makes the readers wait
+// longer. Ratios, not times (measured here: writes x1500, read wait x11-18).
+TEST(WorkloadBinary, MmapLockWaitsGrowWithMunmapChurn) {
+  std::string reason;
+  auto backend = sys::DetectCgroupBackend({}, &reason);
+  if (::geteuid() != 0 || !backend) GTEST_SKIP() << "no usable memory cgroup: " << reason;
+  TempDir dir;
+  double writes[2] = {0, 0};
+  double read_wait_us[2] = {0, 0};
+  for (int munmap_threads : {0, 1}) {
+    SCOPED_TRACE(munmap_threads);
+    auto run = RunWorkload({"filemap-thrash", "--threads", "2", "--file-size", "16M", "--file-fill",
+                            "written", "--munmap-threads", std::to_string(munmap_threads),
+                            "--duration", "2s", "--dir", dir.path(), "--memory-max", "24M",
+                            "--swap-max", "0", "--mmap-lock-waits"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    auto result = nlohmann::json::parse(run.out);
+    const auto& c = result["counters"];
+    const auto& e = result["environment"];
+    if (e.contains("mmap_lock_wait.unsupported")) {
+      GTEST_SKIP() << "this kernel: " << e["mmap_lock_wait.unsupported"];
+    }
+    EXPECT_EQ(e["mmap_lock_wait.threads"], std::to_string(2 + munmap_threads + 1)) << e.dump();
+    for (const char* side : {"read", "write"}) {
+      const std::string p = std::string("mmap_lock_wait.") + side + ".";
+      double in_decades = 0;
+      for (size_t d = 0; d < sys::kWaitDecades; ++d) {
+        in_decades += c[p + sys::WaitDecadeCounter(d)].get<double>();
+      }
+      EXPECT_EQ(in_decades, c[p + "count"].get<double>()) << c.dump();
+    }
+    const double events = c["mmap_lock_wait.read.count"].get<double>() +
+                          c["mmap_lock_wait.write.count"].get<double>();
+    EXPECT_LE(c["mmap_lock_wait.lost_records"].get<double>(), 0.01 * events) << c.dump();
+    writes[munmap_threads] = c["mmap_lock_wait.write.count"].get<double>();
+    read_wait_us[munmap_threads] = c["mmap_lock_wait.read.total_us"].get<double>();
+    std::cout << "munmap_threads=" << munmap_threads << ": rounds " << result["rounds"]
+              << ", write acquisitions " << writes[munmap_threads] << ", read wait "
+              << read_wait_us[munmap_threads] << " us, lost " << c["mmap_lock_wait.lost_records"]
+              << "\n";
+  }
+  EXPECT_GE(writes[1], 20 * std::max(1.0, writes[0]));
+  EXPECT_GE(read_wait_us[1], 2 * read_wait_us[0]);
   EXPECT_TRUE(dir.empty());
 }
 

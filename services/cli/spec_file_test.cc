@@ -129,7 +129,7 @@ TEST(SpecFileTest, UnknownFieldGivesLineColumnAndTheFields) {
             "kernels, memcg, params, matrix, arches, boards, name, baseline, block_size, "
             "shuffle_seed, alpha, "
             "min_effect, kernel_overrides, max_repetitions, target_ci_half_width, each_board, "
-            "events, kernel_sources); did "
+            "events, kernel_sources, mmap_lock_waits); did "
             "you mean "
             "'benchmark'?");
 }

@@ -420,21 +420,24 @@ TEST_F(StoreTest, EachBoardJobsPinOneCopyOfEveryRunToEachBoard) {
             2);
 }
 
-TEST_F(StoreTest, AssignmentsCarryTheJobsPerfEvents) {
+TEST_F(StoreTest, AssignmentsCarryTheJobsPerfEventsAndMmapLockWaits) {
   const int64_t plain = Submit(1);
   auto a = ClaimRun("box");
   ASSERT_TRUE(a.ok() && a->has_value());
   EXPECT_EQ((*a)->job_id, plain);
   EXPECT_TRUE((*a)->events.empty());
+  EXPECT_FALSE((*a)->mmap_lock_waits);
   ASSERT_TRUE(store_->jobs().CancelJob(plain).ok());  // its other run must not come next
   const int64_t counted = Submit(1, {"vanilla"}, 0, {}, [](JobSpecInput& s) {
     s.events = {"mmap_lock:mmap_lock_start_locking", "sw:page-faults"};
+    s.mmap_lock_waits = true;
   });
   a = ClaimRun("box");
   ASSERT_TRUE(a.ok() && a->has_value());
   EXPECT_EQ((*a)->job_id, counted);
   EXPECT_EQ((*a)->events,
             (std::vector<std::string>{"mmap_lock:mmap_lock_start_locking", "sw:page-faults"}));
+  EXPECT_TRUE((*a)->mmap_lock_waits);
 }
 
 // Adaptive repetitions: pairs are added block by block to the cells whose CI is still wide,

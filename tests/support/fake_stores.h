@@ -312,7 +312,8 @@ class FakeDutyLeaseStore final : public DutyLeaseStore {
 // start, 2026-01-01 UTC), never 0.
 struct FakeStores {
   explicit FakeStores(const Clock* clock = nullptr)
-      : boards(clock != nullptr ? clock : &own_clock), jobs(clock != nullptr ? clock : &own_clock) {}
+      : boards(clock != nullptr ? clock : &own_clock),
+        jobs(clock != nullptr ? clock : &own_clock) {}
   FakeClock own_clock{std::chrono::system_clock::time_point(std::chrono::seconds(1767225600))};
   FakeBoardStore boards;
   FakeJobStore jobs;

@@ -140,6 +140,8 @@ TEST_F(RunExecutorTest, HardTimeoutEndsFiveSecondsBeforeTheLease) {
 TEST_F(RunExecutorTest, InvocationCarriesTheAssignmentAndTheBoard) {
   v1::Assignment a = Thrash();
   a.mutable_limits()->set_swap_max(0);  // memory_high unset: none
+  a.set_warmup_ms(2000);
+  a.set_mmap_lock_waits(true);
   Execute(a);
   ASSERT_EQ(host_.invocations.size(), 1u);
   const auto& inv = host_.invocations[0];
@@ -154,6 +156,8 @@ TEST_F(RunExecutorTest, InvocationCarriesTheAssignmentAndTheBoard) {
   EXPECT_EQ(inv.limits.swap_max, 0u);
   EXPECT_NE(inv.cancel, nullptr);
   EXPECT_TRUE(inv.events.empty());
+  EXPECT_EQ(inv.warmup, std::chrono::milliseconds(2000));
+  EXPECT_TRUE(inv.mmap_lock_waits);
 }
 
 TEST_F(RunExecutorTest, EventsReachTheWorkloadAndItsRefusalIsTheReason) {
@@ -171,6 +175,7 @@ TEST_F(RunExecutorTest, EventsReachTheWorkloadAndItsRefusalIsTheReason) {
   ASSERT_EQ(host_.invocations.size(), 1u);
   EXPECT_EQ(host_.invocations[0].events,
             (std::vector<std::string>{"mmap_lock:mmap_lock_start_locking", "sw:page-faults"}));
+  EXPECT_FALSE(host_.invocations[0].mmap_lock_waits);
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_FALSE(reports[0].succeeded());
   EXPECT_EQ(reports[0].failure_reason().rfind(

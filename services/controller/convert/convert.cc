@@ -30,6 +30,7 @@ JobSpecInput SpecFromProto(const v1::JobSpec& spec) {
   in.boards.assign(spec.boards().begin(), spec.boards().end());
   in.each_board = spec.each_board();
   in.events.assign(spec.events().begin(), spec.events().end());
+  in.mmap_lock_waits = spec.mmap_lock_waits();
   in.name = spec.name();
   in.baseline = spec.baseline();
   in.block_size = spec.block_size();
@@ -229,6 +230,7 @@ void AssignmentToProto(const Assignment& a, v1::Assignment* out) {
   out->set_warmup_ms(a.warmup_ms);
   out->set_lease_seconds(a.lease_seconds);
   for (const auto& event : a.events) out->add_events(event);
+  out->set_mmap_lock_waits(a.mmap_lock_waits);
 }
 
 ResultRecord ResultFromProto(const v1::WorkloadResult& result) {

@@ -33,6 +33,7 @@ struct JobSpecInput {
   double target_ci_half_width = 0;  // 0: min_effect
   bool each_board = false;          // every eligible board runs the whole matrix
   std::vector<std::string> events;  // perf events counted per run (JobSpec.events)
+  bool mmap_lock_waits = false;     // JobSpec.mmap_lock_waits
 };
 
 // A board's health around kernel switches (core/board_health.h).
@@ -105,6 +106,7 @@ struct ValidatedJob {
   double target_ci_half_width = 0;
   bool each_board = false;
   std::vector<std::string> events;  // perf events counted per run, as given (checked syntax)
+  bool mmap_lock_waits = false;     // each run traces its mmap_lock waits
   std::vector<PlannedRun> runs;     // in claim order (sequence 0, 1, …)
   // Kernels the job brings: one build per (label, arch), created with the job (a build of
   // the same label, i.e. the same source, is shared with earlier jobs).

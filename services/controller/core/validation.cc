@@ -254,6 +254,7 @@ absl::Status CheckEvents(Validation& v) {
     return Invalid(bad_event < v.spec.events.size() ? Indexed("events", bad_event) : "events", why);
   }
   v.job.events = v.spec.events;
+  v.job.mmap_lock_waits = v.spec.mmap_lock_waits;
   return absl::OkStatus();
 }
 

@@ -447,6 +447,9 @@ CREATE TABLE bad_boots (
 ALTER TABLE artifacts ADD COLUMN location text NOT NULL DEFAULT 'db'
   CHECK (location IN ('db', 's3'));
 )sql"},
+      {23, "jobs that trace mmap_lock waits", R"sql(
+ALTER TABLE jobs ADD COLUMN mmap_lock_waits boolean NOT NULL DEFAULT false;
+)sql"},
   };
   return kMigrations;
 }

@@ -90,7 +90,7 @@ const std::string& AssignmentColumns() {
   r.id, r.attempt_id::text, r.job_id, j.benchmark, r.kernel, j.duration_seconds, r.params::text,
   j.memory_max, j.memory_high, j.swap_max, ceil()sql" +
                                      pg::LeaseSecondsSql(2) + R"sql()::int,
-  j.events::text, r.board, j.warmup_ms)sql";
+  j.events::text, r.board, j.warmup_ms, j.mmap_lock_waits)sql";
   return columns;
 }
 
@@ -109,6 +109,7 @@ Assignment AssignmentFromRow(const pqxx::row& r) {
   a.lease_seconds = r[10].as<uint32_t>();
   a.events = JsonStrings(r[11].as<std::string>());
   a.warmup_ms = r[13].as<uint64_t>();
+  a.mmap_lock_waits = r[14].as<bool>();
   return a;
 }
 

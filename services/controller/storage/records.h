@@ -76,6 +76,7 @@ struct Assignment {
   uint32_t lease_seconds = 0;
   std::vector<std::string> events;  // the job's perf events
   uint64_t warmup_ms = 0;           // params.warmup, parsed at validation
+  bool mmap_lock_waits = false;     // the job traces mmap_lock waits
 };
 
 // The board must boot another of its kernels before it can take the next run.
