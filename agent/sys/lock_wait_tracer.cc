@@ -9,23 +9,12 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <sstream>
+
+#include "agent/sys/file_io.h"
 
 namespace faultline::sys {
 namespace {
-
-std::string ErrnoText(int e) {
-  return std::strerror(e);
-}
-
-std::optional<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // "\tfield:bool write;\toffset:24;\tsize:1;\tsigned:0;" -> offset of `name` (size 1).
 int FieldOffset(const std::string& format, const std::string& name) {
@@ -143,10 +132,10 @@ std::optional<LockWaitTracer> LockWaitTracer::Open(const std::string& tracefs_ro
                                                              &tracer.start_layout_},
         std::tuple<std::string, bool, LockTracepointLayout*>{"mmap_lock_acquire_returned", true,
                                                              &tracer.acquired_layout_}}) {
-    auto format = ReadAll(dir + name + "/format");
+    std::string read_error;
+    auto format = ReadFileToString(dir + name + "/format", &read_error);
     if (!format) {
-      *error = "no tracepoint mmap_lock:" + name + " on this kernel (" + dir + name +
-               "/format: " + ErrnoText(errno) + ")";
+      *error = "no tracepoint mmap_lock:" + name + " on this kernel (" + read_error + ")";
       return std::nullopt;
     }
     std::string why;
@@ -175,7 +164,7 @@ std::optional<LockWaitTracer> LockWaitTracer::Open(const std::string& tracefs_ro
       if (opened < 0) {
         if (errno == ESRCH) break;  // the thread has exited
         *error = "perf_event_open(mmap_lock tracepoint, sampling) for thread " +
-                 std::to_string(tid) + ": " + ErrnoText(errno);
+                 std::to_string(tid) + ": " + ErrnoMessage(errno);
         return std::nullopt;
       }
       *fd = UniqueFd(opened);
@@ -187,11 +176,11 @@ std::optional<LockWaitTracer> LockWaitTracer::Open(const std::string& tracefs_ro
     if (buffer.base == MAP_FAILED) {
       buffer.base = nullptr;
       *error = "mmap of a perf ring buffer (" + std::to_string(buffer.bytes) +
-               " bytes): " + ErrnoText(errno);
+               " bytes): " + ErrnoMessage(errno);
       return std::nullopt;
     }
     if (::ioctl(buffer.acquired.get(), PERF_EVENT_IOC_SET_OUTPUT, buffer.start.get()) != 0) {
-      *error = std::string("PERF_EVENT_IOC_SET_OUTPUT: ") + ErrnoText(errno);
+      *error = std::string("PERF_EVENT_IOC_SET_OUTPUT: ") + ErrnoMessage(errno);
       ::munmap(buffer.base, buffer.bytes);
       return std::nullopt;
     }
@@ -231,11 +220,11 @@ void LockWaitTracer::Unmap() {
   }
 }
 
-bool LockWaitTracer::Enable(std::string* error) {
+bool LockWaitTracer::IoctlAll(unsigned long request, const char* name, std::string* error) {
   for (Buffer& b : buffers_) {
     for (const UniqueFd* fd : {&b.start, &b.acquired}) {
-      if (::ioctl(fd->get(), PERF_EVENT_IOC_ENABLE, 0) != 0) {
-        *error = std::string("PERF_EVENT_IOC_ENABLE: ") + ErrnoText(errno);
+      if (::ioctl(fd->get(), request, 0) != 0) {
+        *error = std::string(name) + ": " + ErrnoMessage(errno);
         return false;
       }
     }
@@ -243,16 +232,12 @@ bool LockWaitTracer::Enable(std::string* error) {
   return true;
 }
 
+bool LockWaitTracer::Enable(std::string* error) {
+  return IoctlAll(PERF_EVENT_IOC_ENABLE, "PERF_EVENT_IOC_ENABLE", error);
+}
+
 bool LockWaitTracer::Disable(std::string* error) {
-  for (Buffer& b : buffers_) {
-    for (const UniqueFd* fd : {&b.start, &b.acquired}) {
-      if (::ioctl(fd->get(), PERF_EVENT_IOC_DISABLE, 0) != 0) {
-        *error = std::string("PERF_EVENT_IOC_DISABLE: ") + ErrnoText(errno);
-        return false;
-      }
-    }
-  }
-  return true;
+  return IoctlAll(PERF_EVENT_IOC_DISABLE, "PERF_EVENT_IOC_DISABLE", error);
 }
 
 void LockWaitTracer::Drain(LockWaitAggregator& into) {

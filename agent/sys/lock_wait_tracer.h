@@ -60,6 +60,8 @@ class LockWaitTracer {
  private:
   LockWaitTracer() = default;
   void Unmap();
+  // The ioctl on every event; false with *error naming it.
+  bool IoctlAll(unsigned long request, const char* name, std::string* error);
 
   struct Buffer {
     UniqueFd start;     // owns the buffer

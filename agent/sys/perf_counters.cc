@@ -105,22 +105,6 @@ bool IsNoPmu(int error_number) {
   return error_number == ENOENT || error_number == EOPNOTSUPP || error_number == ENODEV;
 }
 
-std::vector<pid_t> ThreadsOfThisProcess(std::string* error) {
-  std::vector<pid_t> tids;
-  DIR* d = ::opendir("/proc/self/task");
-  if (d == nullptr) {
-    *error = "/proc/self/task: " + ErrnoMessage(errno);
-    return tids;
-  }
-  while (struct dirent* entry = ::readdir(d)) {
-    auto tid = ParseUnsigned(entry->d_name);
-    if (tid && *tid > 0) tids.push_back(static_cast<pid_t>(*tid));
-  }
-  ::closedir(d);
-  std::sort(tids.begin(), tids.end());
-  return tids;
-}
-
 // Lets this process hold `more` descriptors beyond those open now, raising the soft limit
 // towards the hard one if it must.
 bool EnsureDescriptors(size_t more, std::string* error) {
@@ -149,6 +133,22 @@ bool EnsureDescriptors(size_t more, std::string* error) {
 }
 
 }  // namespace
+
+std::vector<pid_t> ThreadsOfThisProcess(std::string* error) {
+  std::vector<pid_t> tids;
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) {
+    *error = "/proc/self/task: " + ErrnoMessage(errno);
+    return tids;
+  }
+  while (struct dirent* entry = ::readdir(d)) {
+    auto tid = ParseUnsigned(entry->d_name);
+    if (tid && *tid > 0) tids.push_back(static_cast<pid_t>(*tid));
+  }
+  ::closedir(d);
+  std::sort(tids.begin(), tids.end());
+  return tids;
+}
 
 std::optional<PerfEventName> ParseEventName(std::string_view text, std::string* error) {
   std::string why;

@@ -68,6 +68,10 @@ class TracefsRoot {
 std::optional<uint64_t> TracepointId(const std::string& tracefs_root, const std::string& system,
                                      const std::string& name, std::string* error);
 
+// The ids of this process's threads (/proc/self/task), sorted; empty with *error when the
+// directory cannot be read.
+std::vector<pid_t> ThreadsOfThisProcess(std::string* error);
+
 struct ResolvedPerfEvents {
   std::vector<PerfEventName> events;               // ready to open, in the order given
   std::map<std::string, std::string> unsupported;  // event -> why (hw:* without a PMU)

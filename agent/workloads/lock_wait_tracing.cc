@@ -1,11 +1,9 @@
 #include "agent/workloads/lock_wait_tracing.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <vector>
 
 #include "agent/sys/perf_counters.h"
@@ -30,18 +28,6 @@ size_t PagesPerThread(size_t threads) {
   return pages;
 }
 
-std::vector<pid_t> ThreadsOfThisProcess() {
-  std::vector<pid_t> tids;
-  DIR* dir = ::opendir("/proc/self/task");
-  if (dir == nullptr) return tids;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    tids.push_back(static_cast<pid_t>(std::atoi(entry->d_name)));
-  }
-  ::closedir(dir);
-  return tids;
-}
-
 }  // namespace
 
 LockWaitTracing::~LockWaitTracing() {
@@ -56,7 +42,11 @@ void LockWaitTracing::ThreadsStarted() {
     unsupported_ = error;
     return;
   }
-  const std::vector<pid_t> tids = ThreadsOfThisProcess();
+  const std::vector<pid_t> tids = sys::ThreadsOfThisProcess(&error);
+  if (tids.empty()) {
+    unsupported_ = error;
+    return;
+  }
   tracer_ = sys::LockWaitTracer::Open(tracefs->path(), tids, PagesPerThread(tids.size()), &error);
   if (!tracer_) {
     unsupported_ = error;

@@ -34,6 +34,20 @@ class BuildStoreTest : public StoreTest {
     EXPECT_TRUE(id.ok()) << id.status();
     return id->job_id;
   }
+  // The hello of board "box" on vanilla from boot `boot_id`, booting built kernels.
+  static BoardRecord BoxHello(const std::string& boot_id) {
+    BoardRecord hello;
+    hello.summary = {.name = "box",
+                     .arch = "x86_64",
+                     .memory_bytes = 8ull << 30,
+                     .kernel_labels = {"vanilla"},
+                     .running_kernel_label = "vanilla",
+                     .running_kernel_labels = {"vanilla"},
+                     .boot_id = boot_id};
+    hello.summary.boots_built_kernels = true;
+    hello.facts_json = R"({"name":"box"})";
+    return hello;
+  }
   BuildRecord Outcome(const std::string& sha) {
     BuildRecord o;
     o.key = "k";
@@ -91,17 +105,8 @@ TEST_F(BuildStoreTest, ABuiltKernelThatDoesNotComeBackIsBadOnThatBoard) {
   EXPECT_EQ(listed->front().bad_boots[0].console, "");
   // The watchdog brought the board back on its default kernel: its hello keeps the switch's
   // console tail, and the board still does not offer the kernel (nor after it is cleared).
-  BoardRecord hello;
-  hello.summary = {.name = "box",
-                   .arch = "x86_64",
-                   .memory_bytes = 8ull << 30,
-                   .kernel_labels = {"vanilla"},
-                   .running_kernel_label = "vanilla",
-                   .running_kernel_labels = {"vanilla"},
-                   .boot_id = "boot-after-watchdog"};
-  hello.summary.boots_built_kernels = true;
+  BoardRecord hello = BoxHello("boot-after-watchdog");
   hello.summary.bootable_kernel_labels = {label};  // its cache still has the image
-  hello.facts_json = R"({"name":"box"})";
   hello.previous_boot_log = "[  121.0] INFO: task init:1 blocked for more than 120 seconds.\n";
   auto health = store_->boards().UpsertBoard(hello);
   ASSERT_TRUE(health.ok()) << health.status();
@@ -123,17 +128,8 @@ TEST_F(BuildStoreTest, ASwitchWhoseAgentRestartedBeforeBootingIsOrderedAgain) {
   auto& builds = store_->builds();
   const std::string label = "patched@eeeeeeeeeeee";
   const int64_t job = SubmitBuilt(label);
-  BoardRecord hello;
-  hello.summary = {.name = "box",
-                   .arch = "x86_64",
-                   .memory_bytes = 8ull << 30,
-                   .kernel_labels = {"vanilla"},
-                   .running_kernel_label = "vanilla",
-                   .running_kernel_labels = {"vanilla"},
-                   .boot_id = "boot-1"};
-  hello.summary.boots_built_kernels = true;
+  BoardRecord hello = BoxHello("boot-1");
   hello.summary.reports_unbooted_switches = true;
-  hello.facts_json = R"({"name":"box"})";
   ASSERT_TRUE(store_->boards().UpsertBoard(hello).ok());
   auto claimed = builds.ClaimBuild("b1", {"x86_64"}, 60);
   ASSERT_TRUE(claimed.ok() && claimed->has_value());
