@@ -86,6 +86,32 @@ double MedianOf(std::vector<double> values) {
   return (lower + upper) / 2;
 }
 
+MedianInterval MedianCi(std::vector<double> values, double confidence) {
+  std::erase_if(values, [](double v) { return !std::isfinite(v); });
+  std::sort(values.begin(), values.end());
+  MedianInterval out;
+  out.n = static_cast<int>(values.size());
+  out.median = values.empty() ? std::nan("") : MedianOf(values);
+  out.low = out.high = std::nan("");
+  // P(B < k) for B ~ Binomial(n, ½), accumulated in k; the largest k with P ≤ tail.
+  const double tail = (1 - confidence) / 2;
+  const int n = out.n;
+  double below = 0;                // P(B ≤ k − 1)
+  double term = std::pow(0.5, n);  // P(B = 0)
+  int k = 0;
+  for (int j = 0; j < n; ++j) {
+    below += term;  // now P(B ≤ j) = P(B < j + 1)
+    if (below > tail) break;
+    k = j + 1;
+    term = term * (n - j) / (j + 1);
+  }
+  if (k >= 1 && 2 * k <= n) {
+    out.low = values[static_cast<size_t>(k - 1)];
+    out.high = values[static_cast<size_t>(n - k)];
+  }
+  return out;
+}
+
 double NormalCdf(double x) {
   return 0.5 * std::erfc(-x / std::sqrt(2.0));
 }

@@ -142,4 +142,17 @@ double NormalCdf(double x);
 
 double MedianOf(std::vector<double> values);  // 0 when empty
 
+// The median of a sample and its distribution-free confidence interval: [x_(k), x_(n+1−k)]
+// of the sorted sample (1-based), k the largest with P(Binomial(n, ½) < k) ≤ (1 − confidence)/2,
+// so the interval covers the true median with at least `confidence` whatever the
+// distribution. low and high are NaN when n is too small for any k (n < 6 at 95%).
+// Non-finite values are ignored; an empty sample has median NaN.
+struct MedianInterval {
+  int n = 0;
+  double median = 0;
+  double low = 0;
+  double high = 0;
+};
+MedianInterval MedianCi(std::vector<double> values, double confidence = 0.95);
+
 }  // namespace faultline::stats

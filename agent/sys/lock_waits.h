@@ -11,6 +11,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/lock_wait_names.h"
+
 namespace faultline::sys {
 
 // One tracepoint hit, as the reader decoded it.
@@ -23,11 +25,10 @@ struct LockEvent {
   bool success = true;  // acquire_returned: false when a trylock or a killable wait failed
 };
 
-// The decade a wait falls in: 0 for [0,1) us, ..., 7 for [1000000,+) us.
-inline constexpr size_t kWaitDecades = 8;
-size_t WaitDecade(uint64_t wait_ns);
-// "[0, 1)", "[1, 10)", ... "[1000000, +)": the seed's row labels.
-std::string WaitDecadeLabel(size_t decade);
+using ::faultline::kWaitDecades;
+using ::faultline::WaitDecade;
+using ::faultline::WaitDecadeCounter;
+using ::faultline::WaitDecadeLabel;
 
 struct LockWaitSide {
   uint64_t acquisitions = 0;   // acquire_returned with success (without_start: a wait of 0)
@@ -64,8 +65,5 @@ class LockWaitAggregator {
   uint64_t unpaired_ = 0;
   uint64_t lost_ = 0;
 };
-
-// The counter name of one decade: "us_0_1", "us_1_10", ..., "us_1000000_inf".
-std::string WaitDecadeCounter(size_t decade);
 
 }  // namespace faultline::sys

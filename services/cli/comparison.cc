@@ -1,5 +1,7 @@
 #include "services/cli/comparison.h"
 
+#include "services/cli/median_tables.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -397,6 +399,11 @@ std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat 
       const Table counters = CounterTable(*c, all_counters);
       const std::string title = CounterTitle(group, *c, counters, all_counters, report.alpha());
       out += "\n" + (counters.rows.empty() ? title : RenderSection(title, counters, format));
+    }
+    for (const v1::Comparison* c : group.cells) {
+      const std::string where =
+          group.knob.empty() ? "" : " at " + group.knob + "=" + CellValue(*c, group.knob);
+      out += RenderMedianTables(*c, where, format);
     }
   }
   // Keys are "board/fact" (or plain "fact"): one section per board, in key order.

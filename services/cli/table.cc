@@ -123,6 +123,28 @@ std::string RenderPlainTable(const Table& table) {
   return out;
 }
 
+std::string RenderRuledTable(const Table& table) {
+  // Two spaces between columns (the seed's tables fit 80 columns), the rule under the header
+  // as wide as the widest line.
+  const std::vector<size_t> widths = ColumnWidths(table);
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t c = 0; c < widths.size(); ++c) {
+      if (c > 0) out += "  ";
+      out += Pad(Cell(cells, c), widths[c], RightAligned(table, c));
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out;
+  };
+  std::vector<std::string> lines{line(table.headers)};
+  for (const auto& row : table.rows) lines.push_back(line(row));
+  size_t widest = 0;
+  for (const std::string& l : lines) widest = std::max(widest, DisplayWidth(l));
+  std::string out = lines[0] + "\n" + std::string(widest, '-') + "\n";
+  for (size_t i = 1; i < lines.size(); ++i) out += lines[i] + "\n";
+  return out;
+}
+
 std::optional<ReportFormat> ParseReportFormat(std::string_view name) {
   if (name == "table") return ReportFormat::kTable;
   if (name == "markdown" || name == "md") return ReportFormat::kMarkdown;

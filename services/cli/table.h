@@ -32,6 +32,9 @@ std::string RenderMarkdownTable(const Table& table);
 // Borderless, whitespace-aligned columns with an upper-case header (for listings).
 std::string RenderPlainTable(const Table& table);
 
+// The seed series' own tables: a header line, a rule of dashes, whitespace-aligned rows.
+std::string RenderRuledTable(const Table& table);
+
 // RFC 4180 CSV: a header line, then one line per row; fields with , " or newlines quoted.
 std::string RenderCsv(const Table& table);
 // '|' escaped and newlines folded, for text inside a markdown table or title.

@@ -1,6 +1,7 @@
 // Counters in the A/B statistics (core/counters.h): per-round normalisation, the BH family
 // of one comparison's counters, counters on one side only, pairing by repetition.
 #include "services/controller/core/counters.h"
+#include "services/controller/core/lock_wait_tables.h"
 
 #include <gtest/gtest.h>
 
@@ -128,13 +129,102 @@ TEST(CompareCounters, TooFewRoundsComparesPerSecond) {
 TEST(IsComparableCounter, CountsOfWorkOnly) {
   for (const char* yes :
        {"vmstat.pgfault", "memcg.pgscan", "memcg.events.high", "psi.memory_some_us", "rusage.nvcsw",
-        "perf.mmap_lock:mmap_lock_start_locking", "cpu_seconds", "munmap_rounds"}) {
+        "perf.mmap_lock:mmap_lock_start_locking", "cpu_seconds", "munmap_rounds",
+        "mmap_lock_wait.read.count", "mmap_lock_wait.write.us_10_100"}) {
     EXPECT_TRUE(IsComparableCounter(yes)) << yes;
   }
-  for (const char* no : {"memcg.peak_bytes", "rounds_per_thread_min", "measured_elapsed_seconds",
-                         "ns_per_iteration", "memcg_event.oom_kill"}) {
+  for (const char* no :
+       {"memcg.peak_bytes", "rounds_per_thread_min", "measured_elapsed_seconds", "ns_per_iteration",
+        "memcg_event.oom_kill", "mmap_lock_wait.lost_records", "mmap_lock_wait.unpaired"}) {
     EXPECT_FALSE(IsComparableCounter(no)) << no;
   }
+}
+
+// A run that traced mmap_lock waits, shaped like the seed: `reads` acquisitions per round
+// waiting `read_us` each on average, split over the first three decades.
+RunCounters LockRun(int repetition, double rounds, double reads, double read_us, double writes) {
+  const double n = reads * rounds;
+  std::map<std::string, double> v{
+      {"mmap_lock_wait.read.count", n},           {"mmap_lock_wait.read.total_us", n * read_us},
+      {"mmap_lock_wait.read.us_0_1", n * 0.5},    {"mmap_lock_wait.read.us_1_10", n * 0.4},
+      {"mmap_lock_wait.read.us_10_100", n * 0.1}, {"mmap_lock_wait.lost_records", 0},
+  };
+  if (writes > 0) {
+    v["mmap_lock_wait.write.count"] = writes * rounds;
+    v["mmap_lock_wait.write.total_us"] = writes * rounds * 50;
+    v["mmap_lock_wait.write.us_10_100"] = writes * rounds;
+  }
+  return MakeRun(repetition, rounds, std::move(v));
+}
+
+const MedianTableRow& RowOf(const MedianTable& table, const std::string& label) {
+  for (const auto& r : table.rows) {
+    if (r.label == label) return r;
+  }
+  ADD_FAILURE() << label << " not in " << table.title;
+  static const MedianTableRow none;
+  return none;
+}
+
+TEST(LockWaitTables, TheSeedsThreeTablesFromMediansOverRuns) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0, 0.03);
+  std::vector<RunCounters> before, after;
+  for (int rep = 0; rep < 10; ++rep) {
+    // Before: 20 reads a round waiting 500 us; after: 6 waiting 70 us, and more rounds.
+    before.push_back(LockRun(rep, 100 * std::exp(noise(rng)), 20 * std::exp(noise(rng)),
+                             500 * std::exp(noise(rng)), 0));
+    after.push_back(LockRun(rep, 180 * std::exp(noise(rng)), 6 * std::exp(noise(rng)),
+                            70 * std::exp(noise(rng)), 1));
+  }
+  const auto tables = LockWaitTables(before, after, /*paired=*/true, stats::CompareOptions{});
+  ASSERT_EQ(tables.size(), 3u);
+  EXPECT_EQ(tables[0].title, "mmap_lock Acquisitions And Wait Time");
+  EXPECT_EQ(tables[0].unit, "round");
+  ASSERT_EQ(tables[0].rows.size(), 6u);
+  EXPECT_EQ(tables[1].title, "Read Lock Waiting Time Distribution of mmap_lock");
+  EXPECT_EQ(tables[1].first_column, "Range (us)");
+  ASSERT_EQ(tables[1].rows.size(), 8u);
+  EXPECT_EQ(tables[1].rows[0].label, "[0, 1)");
+  EXPECT_EQ(tables[2].rows[7].label, "[1000000, +)");
+
+  const MedianTableRow& count = RowOf(tables[0], "Read Lock Count");
+  EXPECT_EQ(count.baseline.n, 10);
+  EXPECT_NEAR(count.baseline.median, 20, 1.5);  // per round, not per run
+  EXPECT_NEAR(count.candidate.median, 6, 0.5);
+  EXPECT_LE(count.baseline.low, count.baseline.median);
+  EXPECT_GE(count.baseline.high, count.baseline.median);
+  EXPECT_NEAR(count.ratio, 0.3, 0.03);
+  EXPECT_LT(count.ci_low, count.ratio);
+  EXPECT_GT(count.ci_high, count.ratio);
+  EXPECT_LT(count.ci_high, 1);
+
+  const MedianTableRow& avg = RowOf(tables[0], "Read Avg Wait (us)");
+  EXPECT_NEAR(avg.baseline.median, 500, 30);  // per acquisition, whatever the rounds
+  EXPECT_NEAR(avg.candidate.median, 70, 5);
+  EXPECT_NEAR(RowOf(tables[0], "Read Total Wait (us)").baseline.median, 20 * 500, 1500);
+
+  // Writes only after: no ratio (the seed prints N/A), the medians still there.
+  const MedianTableRow& writes = RowOf(tables[0], "Write Lock Count");
+  EXPECT_DOUBLE_EQ(writes.baseline.median, 0);
+  EXPECT_NEAR(writes.candidate.median, 1, 1e-9);
+  EXPECT_TRUE(std::isnan(writes.ratio));
+  EXPECT_TRUE(std::isnan(RowOf(tables[0], "Write Avg Wait (us)").baseline.median))
+      << "no acquisitions: no average";
+  EXPECT_NEAR(RowOf(tables[1], "[1, 10)").baseline.median, 8, 0.8);
+  EXPECT_DOUBLE_EQ(RowOf(tables[1], "[1000, 10000)").candidate.median, 0);
+}
+
+TEST(LockWaitTables, NoneWithoutTracingAndPerSecondForCoarseRuns) {
+  std::vector<RunCounters> plain{MakeRun(0, 100, {{"vmstat.pgfault", 5}})};
+  EXPECT_TRUE(LockWaitTables(plain, plain, false, stats::CompareOptions{}).empty());
+  std::vector<RunCounters> a{LockRun(0, 2, 10, 5, 0), LockRun(1, 2, 10, 5, 0)};
+  const auto tables = LockWaitTables(a, a, false, stats::CompareOptions{});
+  ASSERT_EQ(tables.size(), 3u);
+  EXPECT_EQ(tables[0].unit, "second");
+  // 20 acquisitions over 10 s: 2 per second.
+  EXPECT_DOUBLE_EQ(RowOf(tables[0], "Read Lock Count").baseline.median, 2);
+  EXPECT_TRUE(std::isnan(RowOf(tables[0], "Read Lock Count").baseline.low)) << "2 runs: no CI";
 }
 
 }  // namespace

@@ -17,8 +17,9 @@ namespace {
 
 using fakes::FakeStores;
 
-v1::JobSpec Spec() {
+v1::JobSpec Spec(bool lock_waits = false) {
   v1::JobSpec spec;
+  spec.set_mmap_lock_waits(lock_waits);
   spec.set_benchmark("filemap-thrash");
   spec.set_duration("10s");
   spec.set_repetitions(8);
@@ -30,9 +31,9 @@ v1::JobSpec Spec() {
 
 class ReportBuilderTest : public ::testing::Test {
  protected:
-  int64_t SubmitAndFinish(const std::function<void(RunRecord&)>& result) {
+  int64_t SubmitAndFinish(const std::function<void(RunRecord&)>& result, bool lock_waits = false) {
     fake_.boards.AddBoard(fakes::VanillaBoard("b1", {"vanilla", "patched"}));
-    auto submitted = SubmitSpec(&fake_.boards, &fake_.jobs, Spec(), "");
+    auto submitted = SubmitSpec(&fake_.boards, &fake_.jobs, Spec(lock_waits), "");
     EXPECT_TRUE(submitted.ok()) << submitted.status();
     const int64_t job = submitted.ok() ? submitted->created.job_id : 0;
     fake_.jobs.EditRuns(job, [&](RunRecord& r) {
@@ -87,6 +88,78 @@ TEST_F(ReportBuilderTest, CountersThatExplainTheChangeComeUnderTheComparison) {
   EXPECT_EQ(c.counters(2).name(), "vmstat.new_debug");
   EXPECT_EQ(c.counters(2).only_on(), "candidate");
   EXPECT_FALSE(c.counters(2).significant());
+}
+
+TEST_F(ReportBuilderTest, MmapLockWaitsGetTheSeedsTablesAndLostRecordsACaveat) {
+  // Patched: a quarter of the read acquisitions per round, each waiting a tenth as long. One
+  // vanilla run lost records; patched could not trace at all in repetition 1 (the agent said
+  // why).
+  const int64_t job = SubmitAndFinish(
+      [](RunRecord& r) {
+        const bool patched = r.kernel == "patched";
+        const double rounds = 1000 + 7 * r.repetition;
+        r.rounds = static_cast<uint64_t>(rounds);
+        r.throughput = rounds / 10;
+        const double reads = rounds * (patched ? 5 : 20) + r.repetition;
+        nlohmann::json counters = {
+            {"mmap_lock_wait.read.count", reads},
+            {"mmap_lock_wait.read.total_us", reads * (patched ? 50 : 500)},
+            {"mmap_lock_wait.read.us_100_1000", reads},
+            {"mmap_lock_wait.lost_records", !patched && r.repetition == 3 ? 12 : 0},
+            {"measured_elapsed_seconds", 10.0},
+        };
+        r.counters_json = counters.dump();
+        if (patched && r.repetition == 1) {
+          r.environment_json = nlohmann::json{{"mmap_lock_wait.unsupported", "no tracefs"}}.dump();
+        }
+      },
+      /*lock_waits=*/true);
+  auto built = BuildReport(&fake_.jobs, job);
+  ASSERT_TRUE(built.ok()) << built.status();
+  v1::GetReportResponse report;
+  ReportToProto(built->job, built->report, &report);
+  ASSERT_EQ(report.comparisons_size(), 1);
+  const v1::Comparison& c = report.comparisons(0);
+  ASSERT_EQ(c.tables_size(), 3);
+  const v1::MedianTable& waits = c.tables(0);
+  EXPECT_EQ(waits.unit(), "round");
+  ASSERT_EQ(waits.rows_size(), 6);
+  EXPECT_EQ(waits.rows(0).label(), "Read Lock Count");
+  EXPECT_EQ(waits.rows(0).baseline().n(), 8u);
+  EXPECT_NEAR(waits.rows(0).baseline().median(), 20, 0.01);
+  EXPECT_NEAR(waits.rows(0).candidate().median(), 5, 0.01);
+  EXPECT_NEAR(waits.rows(0).ratio(), 0.25, 0.01);
+  EXPECT_EQ(waits.rows(2).label(), "Read Avg Wait (us)");
+  EXPECT_NEAR(waits.rows(2).baseline().median(), 500, 1e-6);
+  EXPECT_NEAR(waits.rows(2).candidate().median(), 50, 1e-6);
+  EXPECT_EQ(c.tables(1).rows(3).label(), "[100, 1000)");
+  EXPECT_NEAR(c.tables(1).rows(3).baseline().median(), 20, 0.01);
+  // The counters are compared like any other, the tracer's bookkeeping is not.
+  bool compared = false;
+  for (const auto& k : c.counters()) {
+    EXPECT_NE(k.name(), "mmap_lock_wait.lost_records");
+    compared |= k.name() == "mmap_lock_wait.read.count" && k.significant();
+  }
+  EXPECT_TRUE(compared);
+  EXPECT_THAT(report.caveats(),
+              testing::Contains(testing::HasSubstr(
+                  "board b1, kernel vanilla: 1 run(s) lost 12 mmap_lock trace record(s)")));
+  EXPECT_THAT(
+      report.caveats(),
+      testing::Contains("board b1, kernel patched: mmap_lock waits were not traced: no tracefs"));
+}
+
+TEST_F(ReportBuilderTest, NoTablesForAJobThatDidNotTraceLockWaits) {
+  const int64_t job = SubmitAndFinish([](RunRecord& r) {
+    r.rounds = 1000;
+    r.throughput = 100 + (r.kernel == "patched" ? 1 : 0) + r.repetition;
+    r.counters_json = nlohmann::json{{"vmstat.pgfault", 1000.0 * r.repetition}}.dump();
+  });
+  auto built = BuildReport(&fake_.jobs, job);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(built->report.comparisons.size(), 1u);
+  EXPECT_TRUE(built->report.comparisons[0].tables.empty());
+  EXPECT_TRUE(built->report.caveats.empty());
 }
 
 }  // namespace

@@ -312,6 +312,28 @@ void CounterToProto(const CounterComparison& k, v1::CounterComparison* out) {
   out->set_only_on(k.only_on);
 }
 
+void MedianToProto(const stats::MedianInterval& m, v1::MedianSummary* out) {
+  out->set_n(static_cast<uint32_t>(m.n));
+  out->set_median(m.median);
+  out->set_ci_low(m.low);
+  out->set_ci_high(m.high);
+}
+
+void MedianTableToProto(const MedianTable& table, v1::MedianTable* out) {
+  out->set_title(table.title);
+  out->set_first_column(table.first_column);
+  out->set_unit(table.unit);
+  for (const MedianTableRow& row : table.rows) {
+    v1::MedianTableRow* r = out->add_rows();
+    r->set_label(row.label);
+    MedianToProto(row.baseline, r->mutable_baseline());
+    MedianToProto(row.candidate, r->mutable_candidate());
+    r->set_ratio(row.ratio);
+    r->set_ci_low(row.ci_low);
+    r->set_ci_high(row.ci_high);
+  }
+}
+
 void ComparisonToProto(const ReportComparison& comparison, v1::Comparison* out) {
   const ComparisonRow& c = comparison.row;
   CellToProto(c.cell, out->mutable_cell());
@@ -334,6 +356,7 @@ void ComparisonToProto(const ReportComparison& comparison, v1::Comparison* out) 
   out->set_unpaired_ci_high(c.unpaired.ci_high);
   out->set_verdict(std::string(stats::ToString(c.stats.verdict)));
   for (const CounterComparison& k : comparison.counters) CounterToProto(k, out->add_counters());
+  for (const MedianTable& t : comparison.tables) MedianTableToProto(t, out->add_tables());
 }
 
 }  // namespace

@@ -25,10 +25,40 @@ std::vector<double> PerUnit(const std::vector<RunCounters>& runs, const std::str
 
 }  // namespace
 
+void PairByRepetition(const std::vector<RunCounters>& a, const std::vector<RunCounters>& b,
+                      std::vector<RunCounters>* paired_a, std::vector<RunCounters>* paired_b) {
+  // Pair i = repetition i on both sides; unmatched repetitions are dropped.
+  std::map<int, const RunCounters*> by_rep_a, by_rep_b;
+  for (const auto& r : a) by_rep_a[r.repetition] = &r;
+  for (const auto& r : b) by_rep_b[r.repetition] = &r;
+  paired_a->clear();
+  paired_b->clear();
+  for (const auto& [rep, run] : by_rep_a) {
+    auto it = by_rep_b.find(rep);
+    if (it == by_rep_b.end()) continue;
+    paired_a->push_back(*run);
+    paired_b->push_back(*it->second);
+  }
+}
+
+bool CountersPerSecond(const std::vector<RunCounters>& a, const std::vector<RunCounters>& b) {
+  auto all_have_rounds = [](const std::vector<RunCounters>& runs) {
+    return std::all_of(runs.begin(), runs.end(), [](const RunCounters& r) {
+      return r.rounds >= kMinRoundsPerRunForCounters;
+    });
+  };
+  return !all_have_rounds(a) || !all_have_rounds(b);
+}
+
 bool IsComparableCounter(std::string_view name) {
   if (name == "memcg.peak_bytes" || name.starts_with("rounds_per_thread_")) return false;
   for (std::string_view prefix : {"vmstat.", "memcg.", "psi.", "rusage.", "perf."}) {
     if (name.starts_with(prefix)) return true;
+  }
+  // mmap_lock waits (agent/sys/lock_waits.h): the acquisitions, waits and buckets; not the
+  // tracer's own bookkeeping (records lost, starts never answered).
+  if (name.starts_with("mmap_lock_wait.")) {
+    return name != "mmap_lock_wait.lost_records" && name != "mmap_lock_wait.unpaired";
   }
   return name == "cpu_seconds" || name.ends_with("_rounds");
 }
@@ -37,20 +67,7 @@ std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a
                                                const std::vector<RunCounters>& b_in, bool paired,
                                                const stats::CompareOptions& options) {
   std::vector<RunCounters> a = a_in, b = b_in;
-  if (paired) {
-    // Pair i = repetition i on both sides; unmatched repetitions are dropped.
-    std::map<int, const RunCounters*> by_rep_a, by_rep_b;
-    for (const auto& r : a_in) by_rep_a[r.repetition] = &r;
-    for (const auto& r : b_in) by_rep_b[r.repetition] = &r;
-    a.clear();
-    b.clear();
-    for (const auto& [rep, run] : by_rep_a) {
-      auto it = by_rep_b.find(rep);
-      if (it == by_rep_b.end()) continue;
-      a.push_back(*run);
-      b.push_back(*it->second);
-    }
-  }
+  if (paired) PairByRepetition(a_in, b_in, &a, &b);
   std::set<std::string> names;
   for (const auto* side : {&a, &b}) {
     for (const auto& r : *side) {
@@ -59,12 +76,7 @@ std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a
       }
     }
   }
-  auto all_have_rounds = [](const std::vector<RunCounters>& runs) {
-    return std::all_of(runs.begin(), runs.end(), [](const RunCounters& r) {
-      return r.rounds >= kMinRoundsPerRunForCounters;
-    });
-  };
-  const bool per_second = !all_have_rounds(a) || !all_have_rounds(b);
+  const bool per_second = CountersPerSecond(a, b);
 
   std::vector<CounterComparison> out;
   std::vector<size_t> family;  // indices of the comparable ones

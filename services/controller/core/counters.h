@@ -54,6 +54,14 @@ bool IsComparableCounter(std::string_view name);
 // Fewer rounds than this in any run and counters are compared per second instead.
 inline constexpr double kMinRoundsPerRunForCounters = 5;
 
+// The runs of a and b that form pairs (same repetition on both sides), in repetition order.
+void PairByRepetition(const std::vector<RunCounters>& a, const std::vector<RunCounters>& b,
+                      std::vector<RunCounters>* paired_a, std::vector<RunCounters>* paired_b);
+
+// True when some run completed fewer than kMinRoundsPerRunForCounters rounds: counters are
+// then compared per measured second.
+bool CountersPerSecond(const std::vector<RunCounters>& a, const std::vector<RunCounters>& b);
+
 // Compares every comparable counter seen in any run of a (baseline) or b (candidate).
 // paired: pair runs by repetition (only repetitions present on both sides are used).
 // Ordered: significant ones first by |ln ratio| (largest change first), then the rest by

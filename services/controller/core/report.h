@@ -5,6 +5,7 @@
 
 #include "services/controller/core/counters.h"
 #include "services/controller/core/domain.h"
+#include "services/controller/core/lock_wait_tables.h"
 #include "stats/statistics.h"
 
 namespace faultline::controller {
@@ -61,6 +62,8 @@ std::string ConfigLabel(const std::map<std::string, std::string>& cell);
 struct ReportComparison {
   ComparisonRow row;
   std::vector<CounterComparison> counters;
+  // The seed's mmap_lock tables when the runs traced mmap_lock waits (lock_wait_tables.h).
+  std::vector<MedianTable> tables;
 };
 
 // One succeeded run's figures and the counters a report was asked for (seed-shaped tables).

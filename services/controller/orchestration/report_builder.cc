@@ -118,8 +118,54 @@ ReportRunResult RunResultOf(const RunRecord& r, const RunCounters& rc,
   return row;
 }
 
+// Runs that traced mmap_lock waits but lost records (their tables undercount) or could not
+// trace them at all (the kernel or the board said why), per board and kernel: the report
+// says so rather than showing a short count as a measurement.
+std::vector<std::string> LockWaitCaveatsOf(const std::vector<RunRecord>& runs,
+                                           const std::vector<RunOutcome>& outcomes,
+                                           const std::vector<RunCounters>& counters) {
+  std::map<std::pair<std::string, std::string>, std::pair<int, double>> lost;  // runs, records
+  std::map<std::pair<std::string, std::string>, std::string> unsupported;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!outcomes[i].succeeded) continue;
+    const RunRecord& r = runs[i];
+    const auto key = std::make_pair(r.board, r.kernel);
+    auto it = counters[i].values.find("mmap_lock_wait.lost_records");
+    if (it != counters[i].values.end() && it->second > 0) {
+      ++lost[key].first;
+      lost[key].second += it->second;
+    }
+    const auto env = nlohmann::json::parse(r.environment_json, nullptr, false);
+    if (env.is_object() && env.contains("mmap_lock_wait.unsupported") &&
+        env["mmap_lock_wait.unsupported"].is_string()) {
+      unsupported[key] = env["mmap_lock_wait.unsupported"].get<std::string>();
+    }
+  }
+  std::vector<std::string> caveats;
+  for (const auto& [key, why] : unsupported) {
+    caveats.push_back("board " + key.first + ", kernel " + key.second +
+                      ": mmap_lock waits were not traced: " + why);
+  }
+  for (const auto& [key, n] : lost) {
+    caveats.push_back("board " + key.first + ", kernel " + key.second + ": " +
+                      std::to_string(n.first) + " run(s) lost " +
+                      std::to_string(static_cast<uint64_t>(n.second)) +
+                      " mmap_lock trace record(s) (ring buffer full): their wait tables "
+                      "undercount");
+  }
+  return caveats;
+}
+
 using CountersByRunGroup =
     std::map<std::tuple<Cell, std::string, std::string>, std::vector<RunCounters>>;
+
+// The job's spec as stored (proto field names) asks for mmap_lock waits.
+bool SpecTracesLockWaits(const std::string& spec_json) {
+  const auto spec = nlohmann::json::parse(spec_json, nullptr, false);
+  if (!spec.is_object()) return false;
+  auto it = spec.find("mmap_lock_waits");
+  return it != spec.end() && it->is_boolean() && it->get<bool>();
+}
 
 }  // namespace
 
@@ -163,26 +209,32 @@ absl::StatusOr<BuiltReport> BuildReport(JobStore* store, int64_t job_id,
   // Each succeeded run's counters, parsed once, by (cell, board, kernel).
   CountersByRunGroup counters_of;
   const bool need_counters = kernels.size() > 1 && report_options.compare_counters;
-  if (need_counters || !report_options.run_counters.empty()) {
+  const bool lock_waits = SpecTracesLockWaits(job->spec_json);
+  if (need_counters || !report_options.run_counters.empty() || lock_waits) {
+    std::vector<RunCounters> parsed(runs->size());
     for (size_t i = 0; i < runs->size(); ++i) {
       if (!outcomes[i].succeeded) continue;
       const RunRecord& r = (*runs)[i];
-      RunCounters rc = CountersOf(r);
+      parsed[i] = CountersOf(r);
       if (!report_options.run_counters.empty()) {
-        report.run_results.push_back(RunResultOf(r, rc, report_options.run_counters));
+        report.run_results.push_back(RunResultOf(r, parsed[i], report_options.run_counters));
       }
-      if (need_counters) {
-        counters_of[{outcomes[i].cell, r.board, r.kernel}].push_back(std::move(rc));
+      if (need_counters) counters_of[{outcomes[i].cell, r.board, r.kernel}].push_back(parsed[i]);
+    }
+    if (lock_waits) {
+      for (std::string& c : LockWaitCaveatsOf(*runs, outcomes, parsed)) {
+        report.caveats.push_back(std::move(c));
       }
     }
   }
   if (kernels.size() < 2) return built;
   for (auto& c : CompareKernels(outcomes, baseline, kernels, options)) {
-    ReportComparison out{std::move(c), {}};
+    ReportComparison out{std::move(c), {}, {}};
     if (need_counters) {
       const auto& a = counters_of[{out.row.cell, out.row.board, out.row.baseline}];
       const auto& b = counters_of[{out.row.cell, out.row.board, out.row.candidate}];
       out.counters = CompareCounters(a, b, out.row.stats.paired, options);
+      out.tables = LockWaitTables(a, b, out.row.stats.paired, options);
     }
     report.comparisons.push_back(std::move(out));
   }

@@ -1,0 +1,28 @@
+#pragma once
+// The seed series' mmap_lock tables in `faultline report` (controller
+// core/lock_wait_tables.h): per comparison, "== title ==" and a ruled table with the
+// baseline (Before) and candidate (After) medians per round with their 95% CIs, and the
+// change. Pure formatting, like comparison.h.
+#include <string>
+
+#include "faultline/v1/job.pb.h"
+#include "services/cli/table.h"
+
+namespace faultline::cli {
+
+// 20010 -> "20,010", 534 -> "534", 71.04 -> "71.0", 5.719 -> "5.72", 0.0123 -> "0.0123",
+// NaN -> "-": three significant figures, thousands grouped.
+std::string SeedNumber(double value);
+
+// | Metric | Vanilla (median [95% CI]) | Patched (...) | Change |: Change is the
+// Hodges-Lehmann B/A as a percentage, starred when its CI excludes no change; "N/A" when a
+// side never saw any (as the seed prints it).
+Table MedianTableRows(const v1::MedianTable& table, const std::string& baseline,
+                      const std::string& candidate);
+
+// Every table of the comparison, titled as the seed titles them; "" when it has none.
+// `where`: " at threads=8" (the cell), or "".
+std::string RenderMedianTables(const v1::Comparison& comparison, const std::string& where,
+                               ReportFormat format);
+
+}  // namespace faultline::cli

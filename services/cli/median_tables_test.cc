@@ -1,0 +1,99 @@
+// The seed's mmap_lock tables as `faultline report` prints them (median_tables.h).
+#include "services/cli/median_tables.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+namespace faultline::cli {
+namespace {
+
+void SetMedian(v1::MedianSummary* m, uint32_t n, double median, double low, double high) {
+  m->set_n(n);
+  m->set_median(median);
+  m->set_ci_low(low);
+  m->set_ci_high(high);
+}
+
+v1::MedianTableRow* AddRow(v1::MedianTable* t, const std::string& label, double a, double b,
+                           double ratio, double low, double high) {
+  v1::MedianTableRow* r = t->add_rows();
+  r->set_label(label);
+  SetMedian(r->mutable_baseline(), 10, a, a * 0.95, a * 1.05);
+  SetMedian(r->mutable_candidate(), 10, b, b * 0.9, b * 1.1);
+  r->set_ratio(ratio);
+  r->set_ci_low(low);
+  r->set_ci_high(high);
+  return r;
+}
+
+TEST(SeedNumber, ThreeFiguresAndGroupedThousands) {
+  EXPECT_EQ(SeedNumber(20010), "20,010");
+  EXPECT_EQ(SeedNumber(10695877.4), "10,695,877");
+  EXPECT_EQ(SeedNumber(534), "534");
+  EXPECT_EQ(SeedNumber(71.04), "71.0");
+  EXPECT_EQ(SeedNumber(5.719), "5.72");
+  EXPECT_EQ(SeedNumber(0.01234), "0.0123");
+  EXPECT_EQ(SeedNumber(0), "0");
+  EXPECT_EQ(SeedNumber(-1500), "-1,500");
+  EXPECT_EQ(SeedNumber(std::nan("")), "-");
+}
+
+TEST(RenderMedianTables, SeedShapedWithinEightyColumns) {
+  v1::Comparison c;
+  c.set_baseline("vanilla");
+  c.set_candidate("patched");
+  v1::MedianTable* waits = c.add_tables();
+  waits->set_title("mmap_lock Acquisitions And Wait Time");
+  waits->set_first_column("Metric");
+  waits->set_unit("round");
+  AddRow(waits, "Read Lock Count", 20010, 5719, 0.2858, 0.27, 0.30);
+  AddRow(waits, "Read Avg Wait (us)", 534, 71, 0.133, 0.12, 0.15);
+  AddRow(waits, "Write Lock Count", 838, 909, 1.0847, 0.95, 1.2);
+  v1::MedianTableRow* none =
+      AddRow(waits, "Write Total Wait (us)", 0, 0, std::nan(""), std::nan(""), std::nan(""));
+  none->mutable_baseline()->set_ci_low(std::nan(""));
+  none->mutable_baseline()->set_ci_high(std::nan(""));
+  v1::MedianTable* dist = c.add_tables();
+  dist->set_title("Read Lock Waiting Time Distribution of mmap_lock");
+  dist->set_first_column("Range (us)");
+  dist->set_unit("round");
+  AddRow(dist, "[0, 1)", 9927, 4286, 0.4318, 0.40, 0.46);
+
+  const std::string text = RenderMedianTables(c, " at threads=8", ReportFormat::kTable);
+  EXPECT_EQ(text,
+            "\nmmap_lock waits at threads=8 (per round; median of 10 runs per kernel [95% CI];\n"
+            "* marks a change whose 95% CI excludes 0):\n"
+            "\n== mmap_lock Acquisitions And Wait Time ==\n\n"
+            "Metric                 Vanilla (median)         Patched (median)        Change\n"
+            "------------------------------------------------------------------------------\n"
+            "Read Lock Count        20,010 [19,010, 21,011]  5,719 [5,147, 6,291]  -71.42%*\n"
+            "Read Avg Wait (us)     534 [507, 561]           71.0 [63.9, 78.1]     -86.70%*\n"
+            "Write Lock Count       838 [796, 880]           909 [818, 1,000]       +8.47%\n"
+            "Write Total Wait (us)  0                        0 [0, 0]                  N/A\n"
+            "\n== Read Lock Waiting Time Distribution of mmap_lock ==\n\n"
+            "Range (us)  Vanilla (median)       Patched (median)        Change\n"
+            "-----------------------------------------------------------------\n"
+            "[0, 1)      9,927 [9,431, 10,423]  4,286 [3,857, 4,715]  -56.82%*\n")
+      << text;
+}
+
+TEST(RenderMedianTables, MarkdownAndNothingWithoutTables) {
+  v1::Comparison c;
+  EXPECT_EQ(RenderMedianTables(c, "", ReportFormat::kTable), "");
+  c.set_baseline("a");
+  c.set_candidate("b");
+  v1::MedianTable* t = c.add_tables();
+  t->set_title("mmap_lock Acquisitions And Wait Time");
+  t->set_first_column("Metric");
+  t->set_unit("second");
+  AddRow(t, "Read Lock Count", 10, 5, 0.5, 0.4, 0.6);
+  const std::string md = RenderMedianTables(c, "", ReportFormat::kMarkdown);
+  EXPECT_NE(md.find("per second"), std::string::npos) << md;
+  EXPECT_NE(md.find("**mmap_lock Acquisitions And Wait Time**"), std::string::npos) << md;
+  EXPECT_NE(md.find("| Read Lock Count |"), std::string::npos) << md;
+}
+
+}  // namespace
+}  // namespace faultline::cli

@@ -1,0 +1,110 @@
+#include "services/controller/core/lock_wait_tables.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "common/lock_wait_names.h"
+
+namespace faultline::controller {
+namespace {
+
+constexpr char kPrefix[] = "mmap_lock_wait.";
+
+double ValueOf(const RunCounters& run, const std::string& name) {
+  auto it = run.values.find(name);
+  return it == run.values.end() ? 0.0 : it->second;
+}
+
+bool Traced(const RunCounters& run) {
+  return std::any_of(run.values.begin(), run.values.end(),
+                     [](const auto& kv) { return kv.first.starts_with(kPrefix); });
+}
+
+// A run's value of one row, already per unit where it is a count.
+using RowValue = std::function<double(const RunCounters&)>;
+
+std::vector<double> Values(const std::vector<RunCounters>& runs, const RowValue& value) {
+  std::vector<double> out;
+  out.reserve(runs.size());
+  for (const auto& r : runs) out.push_back(value(r));
+  return out;
+}
+
+MedianTableRow Row(std::string label, const std::vector<RunCounters>& a,
+                   const std::vector<RunCounters>& b, const RowValue& value, bool paired,
+                   const stats::CompareOptions& options) {
+  MedianTableRow row;
+  row.label = std::move(label);
+  const std::vector<double> va = Values(a, value), vb = Values(b, value);
+  row.baseline = stats::MedianCi(va, options.confidence);
+  row.candidate = stats::MedianCi(vb, options.confidence);
+  row.ratio = row.ci_low = row.ci_high = std::nan("");
+  auto all_zero = [](const std::vector<double>& v) {
+    return std::all_of(v.begin(), v.end(), [](double x) { return !(x > 0); });
+  };
+  // No ratio where a side never saw any (the seed prints N/A for 0 → 0).
+  if (va.size() < 2 || vb.size() < 2 || all_zero(va) || all_zero(vb)) return row;
+  const stats::CellComparison s =
+      paired ? stats::ComparePaired(va, vb, options) : stats::Compare(va, vb, options);
+  row.ratio = s.ratio;
+  row.ci_low = s.ci_low;
+  row.ci_high = s.ci_high;
+  return row;
+}
+
+}  // namespace
+
+std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline,
+                                        const std::vector<RunCounters>& candidate, bool paired,
+                                        const stats::CompareOptions& options) {
+  if (std::none_of(baseline.begin(), baseline.end(), Traced) &&
+      std::none_of(candidate.begin(), candidate.end(), Traced)) {
+    return {};
+  }
+  std::vector<RunCounters> a = baseline, b = candidate;
+  if (paired) PairByRepetition(baseline, candidate, &a, &b);
+  const bool per_second = CountersPerSecond(a, b);
+  const std::string unit = per_second ? "second" : "round";
+  auto per_unit = [per_second](const std::string& name) -> RowValue {
+    return [name, per_second](const RunCounters& r) {
+      const double u = per_second ? r.seconds : r.rounds;
+      return u > 0 ? ValueOf(r, name) / u : std::nan("");
+    };
+  };
+
+  MedianTable waits{"mmap_lock Acquisitions And Wait Time", "Metric", unit, {}};
+  std::vector<MedianTable> out;
+  for (const char* side : {"read", "write"}) {
+    const std::string p = std::string(kPrefix) + side + ".";
+    const std::string title = side == std::string("read") ? "Read" : "Write";
+    waits.rows.push_back(Row(title + " Lock Count", a, b, per_unit(p + "count"), paired, options));
+    waits.rows.push_back(
+        Row(title + " Total Wait (us)", a, b, per_unit(p + "total_us"), paired, options));
+    // Per run: its total wait over its acquisitions (no unit: µs per acquisition).
+    waits.rows.push_back(Row(
+        title + " Avg Wait (us)", a, b,
+        [p](const RunCounters& r) {
+          const double count = ValueOf(r, p + "count");
+          return count > 0 ? ValueOf(r, p + "total_us") / count : std::nan("");
+        },
+        paired, options));
+  }
+  out.push_back(std::move(waits));
+  for (const char* side : {"read", "write"}) {
+    const std::string p = std::string(kPrefix) + side + ".";
+    MedianTable dist{std::string(side == std::string("read") ? "Read" : "Write") +
+                         " Lock Waiting Time Distribution of mmap_lock",
+                     "Range (us)",
+                     unit,
+                     {}};
+    for (size_t d = 0; d < kWaitDecades; ++d) {
+      dist.rows.push_back(
+          Row(WaitDecadeLabel(d), a, b, per_unit(p + WaitDecadeCounter(d)), paired, options));
+    }
+    out.push_back(std::move(dist));
+  }
+  return out;
+}
+
+}  // namespace faultline::controller
