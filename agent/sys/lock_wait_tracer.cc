@@ -16,8 +16,9 @@
 namespace faultline::sys {
 namespace {
 
-// "\tfield:bool write;\toffset:24;\tsize:1;\tsigned:0;" -> offset of `name` (size 1).
-int FieldOffset(const std::string& format, const std::string& name) {
+// "\tfield:bool write;\toffset:24;\tsize:1;\tsigned:0;" -> offset of `name` if its size is
+// `bytes`, else -1.
+int FieldOffset(const std::string& format, const std::string& name, int bytes) {
   std::istringstream lines(format);
   std::string line;
   while (std::getline(lines, line)) {
@@ -30,7 +31,7 @@ int FieldOffset(const std::string& format, const std::string& name) {
     const auto off = line.find("offset:");
     const auto size = line.find("size:");
     if (off == std::string::npos || size == std::string::npos) return -1;
-    if (std::atoi(line.c_str() + size + 5) != 1) return -1;
+    if (std::atoi(line.c_str() + size + 5) != bytes) return -1;
     return std::atoi(line.c_str() + off + 7);
   }
   return -1;
@@ -42,33 +43,69 @@ int PerfEventOpen(perf_event_attr* attr, pid_t tid) {
 
 }  // namespace
 
-std::optional<LockTracepointLayout> ParseLockTracepointFormat(const std::string& format,
-                                                              bool needs_success,
-                                                              std::string* error) {
-  LockTracepointLayout layout;
+namespace {
+
+std::optional<uint64_t> FormatId(const std::string& format, std::string* error) {
   const auto id = format.find("\nID: ");
   if (id == std::string::npos) {
     *error = "no ID line in the tracepoint's format";
     return std::nullopt;
   }
-  layout.id = std::strtoull(format.c_str() + id + 5, nullptr, 10);
-  layout.write_offset = FieldOffset(format, "write");
-  if (layout.write_offset < 0) {
-    *error = "the tracepoint has no one-byte field 'write'";
+  return std::strtoull(format.c_str() + id + 5, nullptr, 10);
+}
+
+bool NeedField(const std::string& format, const char* name, int bytes, int* offset,
+               std::string* error) {
+  *offset = FieldOffset(format, name, bytes);
+  if (*offset >= 0) return true;
+  *error = "the tracepoint has no " + std::to_string(bytes) + "-byte field '" + name + "'";
+  return false;
+}
+
+template <typename T>
+T ReadAt(const char* raw, int offset) {
+  T value{};
+  std::memcpy(&value, raw + offset, sizeof(value));
+  return value;
+}
+
+// The raw record holds a field of `bytes` at `offset`.
+bool Holds(int offset, size_t bytes, uint32_t raw_size) {
+  return offset >= 0 && static_cast<size_t>(offset) + bytes <= raw_size;
+}
+
+}  // namespace
+
+std::optional<LockTracepointLayout> ParseLockTracepointFormat(const std::string& format,
+                                                              bool needs_success,
+                                                              std::string* error) {
+  LockTracepointLayout layout;
+  const auto id = FormatId(format, error);
+  if (!id) return std::nullopt;
+  layout.id = *id;
+  if (!NeedField(format, "write", 1, &layout.write_offset, error)) return std::nullopt;
+  if (needs_success && !NeedField(format, "success", 1, &layout.success_offset, error)) {
     return std::nullopt;
   }
-  if (needs_success) {
-    layout.success_offset = FieldOffset(format, "success");
-    if (layout.success_offset < 0) {
-      *error = "the tracepoint has no one-byte field 'success'";
-      return std::nullopt;
-    }
-  }
+  layout.mm_offset = FieldOffset(format, "mm", sizeof(void*));  // contention needs it
   return layout;
 }
 
-void DecodeLockRecords(const std::string& records, const LockTracepointLayout& start,
-                       const LockTracepointLayout& acquired, LockWaitAggregator& into) {
+std::optional<LockTracepointLayout> ParseContentionFormat(const std::string& format, bool begin,
+                                                          std::string* error) {
+  LockTracepointLayout layout;
+  const auto id = FormatId(format, error);
+  if (!id) return std::nullopt;
+  layout.id = *id;
+  if (!NeedField(format, "lock_addr", sizeof(void*), &layout.lock_addr_offset, error)) {
+    return std::nullopt;
+  }
+  if (begin && !NeedField(format, "flags", 4, &layout.flags_offset, error)) return std::nullopt;
+  return layout;
+}
+
+void DecodeLockRecords(const std::string& records, const LockTracepoints& events,
+                       LockWaitAggregator& into) {
   size_t at = 0;
   while (at + sizeof(perf_event_header) <= records.size()) {
     perf_event_header header;
@@ -78,41 +115,52 @@ void DecodeLockRecords(const std::string& records, const LockTracepointLayout& s
     const size_t body_size = header.size - sizeof(header);
     at += header.size;
     if (header.type == PERF_RECORD_LOST && body_size >= 16) {
-      uint64_t lost = 0;
-      std::memcpy(&lost, body + 8, sizeof(lost));
-      into.Lost(lost);
+      into.Lost(ReadAt<uint64_t>(body, 8));
       continue;
     }
     // PERF_SAMPLE_TID | TIME | RAW: u32 pid, tid; u64 time; u32 size; raw[size].
     if (header.type != PERF_RECORD_SAMPLE || body_size < 20) continue;
-    uint32_t tid = 0;
-    uint64_t time = 0;
-    uint32_t raw_size = 0;
-    std::memcpy(&tid, body + 4, sizeof(tid));
-    std::memcpy(&time, body + 8, sizeof(time));
-    std::memcpy(&raw_size, body + 16, sizeof(raw_size));
+    const auto raw_size = ReadAt<uint32_t>(body, 16);
     const char* raw = body + 20;
     if (20 + static_cast<size_t>(raw_size) > body_size || raw_size < 2) continue;
-    uint16_t type = 0;
-    std::memcpy(&type, raw, sizeof(type));
+    const auto type = ReadAt<uint16_t>(raw, 0);
     LockEvent event;
-    event.tid = tid;
-    event.time_ns = time;
+    event.tid = ReadAt<uint32_t>(body, 4);
+    event.time_ns = ReadAt<uint64_t>(body, 8);
     const LockTracepointLayout* layout = nullptr;
-    if (type == start.id) {
-      layout = &start;
+    if (type == events.start.id) {
+      layout = &events.start;
       event.kind = LockEvent::Kind::kStartLocking;
-    } else if (type == acquired.id) {
-      layout = &acquired;
+    } else if (type == events.acquired.id) {
+      layout = &events.acquired;
       event.kind = LockEvent::Kind::kAcquireReturned;
+    } else if (events.contention() && type == events.contention_begin.id) {
+      layout = &events.contention_begin;
+      event.kind = LockEvent::Kind::kContentionBegin;
+    } else if (events.contention() && type == events.contention_end.id) {
+      layout = &events.contention_end;
+      event.kind = LockEvent::Kind::kContentionEnd;
     } else {
       continue;
     }
-    if (layout->write_offset >= static_cast<int>(raw_size)) continue;
-    event.write = raw[layout->write_offset] != 0;
+    if (layout->write_offset >= 0) {
+      if (!Holds(layout->write_offset, 1, raw_size)) continue;
+      event.write = raw[layout->write_offset] != 0;
+    }
     if (layout->success_offset >= 0) {
-      if (layout->success_offset >= static_cast<int>(raw_size)) continue;
+      if (!Holds(layout->success_offset, 1, raw_size)) continue;
       event.success = raw[layout->success_offset] != 0;
+    }
+    if (Holds(layout->mm_offset, sizeof(uint64_t), raw_size)) {
+      event.mm = ReadAt<uint64_t>(raw, layout->mm_offset);
+    }
+    if (layout->lock_addr_offset >= 0) {
+      if (!Holds(layout->lock_addr_offset, sizeof(uint64_t), raw_size)) continue;
+      event.lock_addr = ReadAt<uint64_t>(raw, layout->lock_addr_offset);
+    }
+    if (layout->flags_offset >= 0) {
+      if (!Holds(layout->flags_offset, sizeof(uint32_t), raw_size)) continue;
+      event.flags = ReadAt<uint32_t>(raw, layout->flags_offset);
     }
     into.Add(event);
   }
@@ -120,20 +168,33 @@ void DecodeLockRecords(const std::string& records, const LockTracepointLayout& s
 
 std::optional<LockWaitTracer> LockWaitTracer::Open(const std::string& tracefs_root,
                                                    const std::vector<pid_t>& tids, size_t pages,
-                                                   std::string* error) {
+                                                   std::string* error,
+                                                   std::string* contention_error) {
+  std::string no_contention;
+  auto tracer = OpenEvents(tracefs_root, tids, pages, true, error, &no_contention);
+  if (contention_error != nullptr) *contention_error = no_contention;
+  return tracer;
+}
+
+std::optional<LockWaitTracer> LockWaitTracer::OpenEvents(const std::string& tracefs_root,
+                                                         const std::vector<pid_t>& tids,
+                                                         size_t pages, bool with_contention,
+                                                         std::string* error,
+                                                         std::string* contention_error) {
   if (pages == 0 || (pages & (pages - 1)) != 0) {
     *error = "ring buffer pages must be a power of two";
     return std::nullopt;
   }
   LockWaitTracer tracer;
-  const std::string dir = tracefs_root + "/events/mmap_lock/";
+  LockTracepoints& events = tracer.events_;
   for (const auto& [name, needs_success, layout] :
        {std::tuple<std::string, bool, LockTracepointLayout*>{"mmap_lock_start_locking", false,
-                                                             &tracer.start_layout_},
+                                                             &events.start},
         std::tuple<std::string, bool, LockTracepointLayout*>{"mmap_lock_acquire_returned", true,
-                                                             &tracer.acquired_layout_}}) {
+                                                             &events.acquired}}) {
     std::string read_error;
-    auto format = ReadFileToString(dir + name + "/format", &read_error);
+    auto format =
+        ReadFileToString(tracefs_root + "/events/mmap_lock/" + name + "/format", &read_error);
     if (!format) {
       *error = "no tracepoint mmap_lock:" + name + " on this kernel (" + read_error + ")";
       return std::nullopt;
@@ -146,30 +207,83 @@ std::optional<LockWaitTracer> LockWaitTracer::Open(const std::string& tracefs_ro
     }
     *layout = *parsed;
   }
+  // True contention where the kernel has it (5.19+, CONFIG_TRACEPOINTS): optional.
+  std::string& no_contention = *contention_error;
+  if (!with_contention) {
+    // no_contention already says why
+  } else if (events.start.mm_offset < 0) {
+    no_contention = "mmap_lock:mmap_lock_start_locking has no field 'mm' to match locks with";
+  }
+  for (const auto& [name, begin, layout] : {std::tuple<std::string, bool, LockTracepointLayout*>{
+                                                "contention_begin", true, &events.contention_begin},
+                                            std::tuple<std::string, bool, LockTracepointLayout*>{
+                                                "contention_end", false, &events.contention_end}}) {
+    if (!with_contention || !no_contention.empty()) break;
+    std::string read_error;
+    auto format = ReadFileToString(tracefs_root + "/events/lock/" + name + "/format", &read_error);
+    if (!format) {
+      no_contention = "no tracepoint lock:" + name + " on this kernel (" + read_error + ")";
+      break;
+    }
+    std::string why;
+    auto parsed = ParseContentionFormat("\n" + *format, begin, &why);
+    if (!parsed) {
+      no_contention = "lock:" + name + ": " + why;
+      break;
+    }
+    *layout = *parsed;
+  }
+  if (!with_contention || !no_contention.empty()) {
+    events.contention_begin = events.contention_end = {};
+  }
+
+  std::vector<const LockTracepointLayout*> layouts{&events.start, &events.acquired};
+  if (events.contention()) {
+    layouts.push_back(&events.contention_begin);
+    layouts.push_back(&events.contention_end);
+  }
   tracer.page_size_ = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   for (pid_t tid : tids) {
     Buffer buffer;
-    for (auto [layout, fd] :
-         {std::pair<const LockTracepointLayout*, UniqueFd*>{&tracer.start_layout_, &buffer.start},
-          {&tracer.acquired_layout_, &buffer.acquired}}) {
+    bool exited = false;
+    for (size_t i = 0; i < layouts.size() && !exited; ++i) {
       perf_event_attr attr{};
       attr.size = sizeof(attr);
       attr.type = PERF_TYPE_TRACEPOINT;
-      attr.config = layout->id;
+      attr.config = layouts[i]->id;
       attr.sample_period = 1;
       attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
       attr.disabled = 1;
       attr.wakeup_events = 0;
       const int opened = PerfEventOpen(&attr, tid);
       if (opened < 0) {
-        if (errno == ESRCH) break;  // the thread has exited
+        if (errno == ESRCH) {  // the thread has exited
+          exited = true;
+          break;
+        }
+        if (i >= 2) {  // a contention event refused: go on without contention
+          no_contention = "perf_event_open(lock:contention_*) for thread " + std::to_string(tid) +
+                          ": " + ErrnoMessage(errno);
+          return OpenEvents(tracefs_root, tids, pages, false, error, contention_error);
+        }
         *error = "perf_event_open(mmap_lock tracepoint, sampling) for thread " +
                  std::to_string(tid) + ": " + ErrnoMessage(errno);
         return std::nullopt;
       }
-      *fd = UniqueFd(opened);
+      if (layouts[i] == &events.contention_begin) {
+        // Only rwsem contention can be an mmap_lock's (READ or WRITE, not SPIN): the kernel
+        // drops the rest before they reach the buffer. Best effort: a kernel that refuses
+        // the filter sends them all, and the aggregator ignores them.
+        static constexpr char kRwsemOnly[] = "flags == 2 || flags == 4";
+        (void)::ioctl(opened, PERF_EVENT_IOC_SET_FILTER, kRwsemOnly);
+      }
+      if (i == 0) {
+        buffer.start = UniqueFd(opened);
+      } else {
+        buffer.others.emplace_back(opened);
+      }
     }
-    if (!buffer.start || !buffer.acquired) continue;
+    if (exited) continue;
     buffer.bytes = (pages + 1) * tracer.page_size_;
     buffer.base =
         ::mmap(nullptr, buffer.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, buffer.start.get(), 0);
@@ -179,10 +293,12 @@ std::optional<LockWaitTracer> LockWaitTracer::Open(const std::string& tracefs_ro
                " bytes): " + ErrnoMessage(errno);
       return std::nullopt;
     }
-    if (::ioctl(buffer.acquired.get(), PERF_EVENT_IOC_SET_OUTPUT, buffer.start.get()) != 0) {
-      *error = std::string("PERF_EVENT_IOC_SET_OUTPUT: ") + ErrnoMessage(errno);
-      ::munmap(buffer.base, buffer.bytes);
-      return std::nullopt;
+    for (const UniqueFd& other : buffer.others) {
+      if (::ioctl(other.get(), PERF_EVENT_IOC_SET_OUTPUT, buffer.start.get()) != 0) {
+        *error = std::string("PERF_EVENT_IOC_SET_OUTPUT: ") + ErrnoMessage(errno);
+        ::munmap(buffer.base, buffer.bytes);
+        return std::nullopt;
+      }
     }
     tracer.buffers_.push_back(std::move(buffer));
   }
@@ -190,18 +306,14 @@ std::optional<LockWaitTracer> LockWaitTracer::Open(const std::string& tracefs_ro
 }
 
 LockWaitTracer::LockWaitTracer(LockWaitTracer&& other) noexcept
-    : start_layout_(other.start_layout_),
-      acquired_layout_(other.acquired_layout_),
-      buffers_(std::move(other.buffers_)),
-      page_size_(other.page_size_) {
+    : events_(other.events_), buffers_(std::move(other.buffers_)), page_size_(other.page_size_) {
   other.buffers_.clear();
 }
 
 LockWaitTracer& LockWaitTracer::operator=(LockWaitTracer&& other) noexcept {
   if (this != &other) {
     Unmap();
-    start_layout_ = other.start_layout_;
-    acquired_layout_ = other.acquired_layout_;
+    events_ = other.events_;
     buffers_ = std::move(other.buffers_);
     other.buffers_.clear();
     page_size_ = other.page_size_;
@@ -222,8 +334,12 @@ void LockWaitTracer::Unmap() {
 
 bool LockWaitTracer::IoctlAll(unsigned long request, const char* name, std::string* error) {
   for (Buffer& b : buffers_) {
-    for (const UniqueFd* fd : {&b.start, &b.acquired}) {
-      if (::ioctl(fd->get(), request, 0) != 0) {
+    if (::ioctl(b.start.get(), request, 0) != 0) {
+      *error = std::string(name) + ": " + ErrnoMessage(errno);
+      return false;
+    }
+    for (const UniqueFd& fd : b.others) {
+      if (::ioctl(fd.get(), request, 0) != 0) {
         *error = std::string(name) + ": " + ErrnoMessage(errno);
         return false;
       }
@@ -256,7 +372,7 @@ void LockWaitTracer::Drain(LockWaitAggregator& into) {
       records.append(data + offset, n);
       at += n;
     }
-    DecodeLockRecords(records, start_layout_, acquired_layout_, into);
+    DecodeLockRecords(records, events_, into);
     __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
   }
 }

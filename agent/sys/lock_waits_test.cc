@@ -12,6 +12,24 @@ LockEvent Start(uint32_t tid, uint64_t t, bool write = false) {
 LockEvent Acquired(uint32_t tid, uint64_t t, bool write = false, bool success = true) {
   return {LockEvent::Kind::kAcquireReturned, tid, t, write, success};
 }
+constexpr uint64_t kMm = 0xffff888012340000;
+constexpr uint64_t kMmapLock = kMm + 184;  // where this build of 6.18 has it
+LockEvent StartIn(uint32_t tid, uint64_t t, bool write = false, uint64_t mm = kMm) {
+  LockEvent e = Start(tid, t, write);
+  e.mm = mm;
+  return e;
+}
+LockEvent Begin(uint32_t tid, uint64_t t, uint64_t lock, uint32_t flags) {
+  LockEvent e{LockEvent::Kind::kContentionBegin, tid, t};
+  e.lock_addr = lock;
+  e.flags = flags;
+  return e;
+}
+LockEvent End(uint32_t tid, uint64_t t, uint64_t lock) {
+  LockEvent e{LockEvent::Kind::kContentionEnd, tid, t};
+  e.lock_addr = lock;
+  return e;
+}
 
 TEST(LockWaits, DecadesAreTheSeedsRanges) {
   EXPECT_EQ(WaitDecade(0), 0u);
@@ -88,6 +106,52 @@ TEST(LockWaits, FailedAcquisitionsAreCountedApartAndNothingPairsAcrossAGap) {
   a.Add(Start(6, 1'000));  // still waiting at the end
   EXPECT_EQ(a.unpaired(), 3u);
   EXPECT_EQ(a.Counters().at("mmap_lock_wait.lost_records"), 7);
+}
+
+TEST(LockWaits, TrueContentionIsTheRwsemSlowPathOfTheMmapLockBeingTaken) {
+  LockWaitAggregator a;
+  a.TraceContention();
+  // 1 reads: spins on the rwsem's wait_lock (SPIN: not counted), then sleeps 40 us on the
+  // mmap_lock itself.
+  a.Add(StartIn(1, 1'000));
+  a.Add(Begin(1, 1'100, kMmapLock + 8, kLockFlagSpin));
+  a.Add(End(1, 1'200, kMmapLock + 8));
+  a.Add(Begin(1, 2'000, kMmapLock, kLockFlagRead));
+  a.Add(End(1, 42'000, kMmapLock));
+  a.Add(Acquired(1, 42'500));
+  // 2 writes: contended for 3 ms.
+  a.Add(StartIn(2, 5'000, true));
+  a.Add(Begin(2, 6'000, kMmapLock, kLockFlagWrite));
+  a.Add(End(2, 3'006'000, kMmapLock));
+  a.Add(Acquired(2, 3'006'100, true));
+  // 3 reads without contention; outside any wait its other locks are not counted, nor is a
+  // rwsem of another mm.
+  a.Add(Begin(3, 10, 0x1234, kLockFlagRead));
+  a.Add(End(3, 20, 0x1234));
+  a.Add(StartIn(3, 100));
+  a.Add(Begin(3, 200, kMm + 2 * kMmStructSpan, kLockFlagRead));
+  a.Add(End(3, 300, kMm + 2 * kMmStructSpan));
+  a.Add(Acquired(3, 400));
+
+  EXPECT_EQ(a.read().acquisitions, 2u);
+  EXPECT_EQ(a.read().contention.contended, 1u);
+  EXPECT_EQ(a.read().contention.wait_ns, 40'000u);
+  EXPECT_EQ(a.write().contention.contended, 1u);
+  EXPECT_EQ(a.write().contention.max_wait_ns, 3'000'000u);
+  const auto c = a.Counters();
+  EXPECT_EQ(c.at("mmap_lock_contention.read.count"), 1);
+  EXPECT_DOUBLE_EQ(c.at("mmap_lock_contention.read.total_us"), 40);
+  EXPECT_DOUBLE_EQ(c.at("mmap_lock_contention.write.max_us"), 3000);
+  EXPECT_EQ(c.size(), 2u * (4 + kWaitDecades) + 2 + 6);
+}
+
+TEST(LockWaits, NoContentionCountersUnlessTraced) {
+  LockWaitAggregator a;
+  a.Add(StartIn(1, 0));
+  a.Add(Begin(1, 10, kMmapLock, kLockFlagRead));
+  a.Add(End(1, 20, kMmapLock));
+  a.Add(Acquired(1, 30));
+  EXPECT_EQ(a.Counters().count("mmap_lock_contention.read.count"), 0u);
 }
 
 }  // namespace

@@ -47,11 +47,13 @@ void LockWaitTracing::ThreadsStarted() {
     unsupported_ = error;
     return;
   }
-  tracer_ = sys::LockWaitTracer::Open(tracefs->path(), tids, PagesPerThread(tids.size()), &error);
+  tracer_ = sys::LockWaitTracer::Open(tracefs->path(), tids, PagesPerThread(tids.size()), &error,
+                                      &contention_unsupported_);
   if (!tracer_) {
     unsupported_ = error;
     return;
   }
+  if (tracer_->traces_contention()) waits_.TraceContention();
   threads_ = tids.size();
 }
 
@@ -98,6 +100,9 @@ void LockWaitTracing::AddResults(std::map<std::string, double>* counters,
   }
   for (const auto& [name, value] : waits_.Counters()) (*counters)[name] = value;
   (*environment)["mmap_lock_wait.threads"] = std::to_string(threads_);
+  if (!contention_unsupported_.empty()) {
+    (*environment)["mmap_lock_contention.unsupported"] = contention_unsupported_;
+  }
 }
 
 }  // namespace faultline::workloads

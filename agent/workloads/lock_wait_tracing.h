@@ -5,10 +5,13 @@
 // start-of-interval snapshot and drained by a reader thread of its own (not traced) while
 // the run goes on. Results:
 //   counters     mmap_lock_wait.{read,write}.{count,failed,without_start,total_us,
-//                us_0_1,...,us_1000000_inf}, mmap_lock_wait.unpaired, .lost_records
+//                us_0_1,...,us_1000000_inf}, mmap_lock_wait.unpaired, .lost_records, and
+//                where the kernel has lock:contention_begin/end the true contention,
+//                mmap_lock_contention.{read,write}.{count,total_us,max_us}
 //   environment  mmap_lock_wait.unsupported   why nothing was traced (no tracepoints, no
 //                                             tracefs, perf refused): the run goes on
 //                mmap_lock_wait.threads       threads traced
+//                mmap_lock_contention.unsupported  why contention was not traced
 #include <atomic>
 #include <map>
 #include <optional>
@@ -46,6 +49,7 @@ class LockWaitTracing {
   size_t threads_ = 0;
   bool measured_ = false;
   std::string unsupported_;
+  std::string contention_unsupported_;
 };
 
 }  // namespace faultline::workloads

@@ -130,7 +130,8 @@ TEST(IsComparableCounter, CountsOfWorkOnly) {
   for (const char* yes :
        {"vmstat.pgfault", "memcg.pgscan", "memcg.events.high", "psi.memory_some_us", "rusage.nvcsw",
         "perf.mmap_lock:mmap_lock_start_locking", "cpu_seconds", "munmap_rounds",
-        "mmap_lock_wait.read.count", "mmap_lock_wait.write.us_10_100"}) {
+        "mmap_lock_wait.read.count", "mmap_lock_wait.write.us_10_100",
+        "mmap_lock_contention.read.count", "mmap_lock_contention.write.total_us"}) {
     EXPECT_TRUE(IsComparableCounter(yes)) << yes;
   }
   for (const char* no :
@@ -142,13 +143,19 @@ TEST(IsComparableCounter, CountsOfWorkOnly) {
 
 // A run that traced mmap_lock waits, shaped like the seed: `reads` acquisitions per round
 // waiting `read_us` each on average, split over the first three decades.
-RunCounters LockRun(int repetition, double rounds, double reads, double read_us, double writes) {
+RunCounters LockRun(int repetition, double rounds, double reads, double read_us, double writes,
+                    double contended = 0) {
   const double n = reads * rounds;
   std::map<std::string, double> v{
       {"mmap_lock_wait.read.count", n},           {"mmap_lock_wait.read.total_us", n * read_us},
       {"mmap_lock_wait.read.us_0_1", n * 0.5},    {"mmap_lock_wait.read.us_1_10", n * 0.4},
       {"mmap_lock_wait.read.us_10_100", n * 0.1}, {"mmap_lock_wait.lost_records", 0},
   };
+  if (contended > 0) {
+    v["mmap_lock_contention.read.count"] = contended * rounds;
+    v["mmap_lock_contention.read.total_us"] = contended * rounds * 100;
+    v["mmap_lock_contention.read.max_us"] = 900;
+  }
   if (writes > 0) {
     v["mmap_lock_wait.write.count"] = writes * rounds;
     v["mmap_lock_wait.write.total_us"] = writes * rounds * 50;
@@ -213,6 +220,22 @@ TEST(LockWaitTables, TheSeedsThreeTablesFromMediansOverRuns) {
       << "no acquisitions: no average";
   EXPECT_NEAR(RowOf(tables[1], "[1, 10)").baseline.median, 8, 0.8);
   EXPECT_DOUBLE_EQ(RowOf(tables[1], "[1000, 10000)").candidate.median, 0);
+}
+
+TEST(LockWaitTables, AFourthTableWhereTrueContentionWasTraced) {
+  std::vector<RunCounters> before, after;
+  for (int rep = 0; rep < 8; ++rep) {
+    before.push_back(LockRun(rep, 100 + rep, 20, 500, 0, /*contended=*/2));
+    after.push_back(LockRun(rep, 100 + rep, 6, 70, 0, /*contended=*/0.5));
+  }
+  const auto tables = LockWaitTables(before, after, true, stats::CompareOptions{});
+  ASSERT_EQ(tables.size(), 4u);
+  EXPECT_EQ(tables[3].title, "mmap_lock Contention (lock:contention_begin/end)");
+  const MedianTableRow& count = RowOf(tables[3], "Read Contended Count");
+  EXPECT_NEAR(count.baseline.median, 2, 1e-9);
+  EXPECT_NEAR(count.ratio, 0.25, 1e-6);
+  EXPECT_DOUBLE_EQ(RowOf(tables[3], "Read Max Wait (us)").baseline.median, 900);
+  EXPECT_DOUBLE_EQ(RowOf(tables[3], "Write Contended Count").baseline.median, 0);
 }
 
 TEST(LockWaitTables, NoneWithoutTracingAndPerSecondForCoarseRuns) {

@@ -112,6 +112,11 @@ TEST_F(ReportBuilderTest, MmapLockWaitsGetTheSeedsTablesAndLostRecordsACaveat) {
         if (patched && r.repetition == 1) {
           r.environment_json = nlohmann::json{{"mmap_lock_wait.unsupported", "no tracefs"}}.dump();
         }
+        if (!patched && r.repetition == 2) {
+          r.environment_json =
+              nlohmann::json{{"mmap_lock_contention.unsupported", "no lock:contention_begin"}}
+                  .dump();
+        }
       },
       /*lock_waits=*/true);
   auto built = BuildReport(&fake_.jobs, job);

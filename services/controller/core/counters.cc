@@ -60,6 +60,7 @@ bool IsComparableCounter(std::string_view name) {
   if (name.starts_with("mmap_lock_wait.")) {
     return name != "mmap_lock_wait.lost_records" && name != "mmap_lock_wait.unpaired";
   }
+  if (name.starts_with("mmap_lock_contention.")) return !name.ends_with(".max_us");
   return name == "cpu_seconds" || name.ends_with("_rounds");
 }
 

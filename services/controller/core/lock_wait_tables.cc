@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include "common/lock_wait_names.h"
 
@@ -91,6 +92,28 @@ std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline
         paired, options));
   }
   out.push_back(std::move(waits));
+  // True contention (lock:contention_begin/end), where the boards' kernels traced it.
+  auto contention_traced = [](const RunCounters& r) {
+    return r.values.count("mmap_lock_contention.read.count") > 0;
+  };
+  const bool contention = std::any_of(a.begin(), a.end(), contention_traced) ||
+                          std::any_of(b.begin(), b.end(), contention_traced);
+  std::optional<MedianTable> contended;
+  if (contention) {
+    contended = MedianTable{"mmap_lock Contention (lock:contention_begin/end)", "Metric", unit, {}};
+    for (const char* side : {"read", "write"}) {
+      const std::string p = std::string("mmap_lock_contention.") + side + ".";
+      const std::string title = side == std::string("read") ? "Read" : "Write";
+      contended->rows.push_back(
+          Row(title + " Contended Count", a, b, per_unit(p + "count"), paired, options));
+      contended->rows.push_back(
+          Row(title + " Contended Wait (us)", a, b, per_unit(p + "total_us"), paired, options));
+      // The run's longest (µs, no unit).
+      contended->rows.push_back(Row(
+          title + " Max Wait (us)", a, b,
+          [p](const RunCounters& r) { return ValueOf(r, p + "max_us"); }, paired, options));
+    }
+  }
   for (const char* side : {"read", "write"}) {
     const std::string p = std::string(kPrefix) + side + ".";
     MedianTable dist{std::string(side == std::string("read") ? "Read" : "Write") +
@@ -104,6 +127,7 @@ std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline
     }
     out.push_back(std::move(dist));
   }
+  if (contended) out.push_back(std::move(*contended));
   return out;
 }
 

@@ -5,6 +5,8 @@
 //   mmap_lock Acquisitions And Wait Time            read/write count, total and average wait
 //   Read Lock Waiting Time Distribution of mmap_lock   acquisitions per decade of µs
 //   Write Lock Waiting Time Distribution of mmap_lock
+// and, where the runs traced lock:contention_begin/end, a fourth: the true contention
+// (contended acquisitions, their wait, the longest), as `perf lock contention` reports it.
 // The seed averages warm starts; a faultline run is a fixed interval, so each value is per
 // round of the benchmark (per second when a run completed too few rounds, as the counters
 // are): Before and After are medians over the runs with their distribution-free 95% CI, and
@@ -34,7 +36,7 @@ struct MedianTable {
   std::vector<MedianTableRow> rows;
 };
 
-// The three tables, or none when no run on either side traced mmap_lock waits.
+// The three (or four) tables, or none when no run on either side traced mmap_lock waits.
 std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline,
                                         const std::vector<RunCounters>& candidate, bool paired,
                                         const stats::CompareOptions& options);

@@ -125,7 +125,7 @@ std::vector<std::string> LockWaitCaveatsOf(const std::vector<RunRecord>& runs,
                                            const std::vector<RunOutcome>& outcomes,
                                            const std::vector<RunCounters>& counters) {
   std::map<std::pair<std::string, std::string>, std::pair<int, double>> lost;  // runs, records
-  std::map<std::pair<std::string, std::string>, std::string> unsupported;
+  std::map<std::pair<std::string, std::string>, std::string> unsupported, no_contention;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (!outcomes[i].succeeded) continue;
     const RunRecord& r = runs[i];
@@ -140,11 +140,19 @@ std::vector<std::string> LockWaitCaveatsOf(const std::vector<RunRecord>& runs,
         env["mmap_lock_wait.unsupported"].is_string()) {
       unsupported[key] = env["mmap_lock_wait.unsupported"].get<std::string>();
     }
+    if (env.is_object() && env.contains("mmap_lock_contention.unsupported") &&
+        env["mmap_lock_contention.unsupported"].is_string()) {
+      no_contention[key] = env["mmap_lock_contention.unsupported"].get<std::string>();
+    }
   }
   std::vector<std::string> caveats;
   for (const auto& [key, why] : unsupported) {
     caveats.push_back("board " + key.first + ", kernel " + key.second +
                       ": mmap_lock waits were not traced: " + why);
+  }
+  for (const auto& [key, why] : no_contention) {
+    caveats.push_back("board " + key.first + ", kernel " + key.second +
+                      ": true mmap_lock contention was not traced: " + why);
   }
   for (const auto& [key, n] : lost) {
     caveats.push_back("board " + key.first + ", kernel " + key.second + ": " +
