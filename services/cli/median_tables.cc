@@ -1,5 +1,6 @@
 #include "services/cli/median_tables.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "services/cli/comparison.h"
@@ -18,13 +19,18 @@ std::string Grouped(double value) {
   return (value < 0 ? "-" : "") + out;
 }
 
-std::string WithCi(const v1::MedianSummary& m) {
+std::string WithCi(const v1::MedianSummary& m, double scale) {
   if (m.n() == 0) return "-";
-  std::string out = SeedNumber(m.median());
+  std::string out = SeedNumber(m.median() * scale);
   if (std::isfinite(m.ci_low()) && std::isfinite(m.ci_high())) {
-    out += " [" + SeedNumber(m.ci_low()) + ", " + SeedNumber(m.ci_high()) + "]";
+    out += " [" + SeedNumber(m.ci_low() * scale) + ", " + SeedNumber(m.ci_high() * scale) + "]";
   }
   return out;
+}
+
+// "round" -> "rounds", "second" -> "seconds".
+std::string Plural(const std::string& unit) {
+  return unit.empty() || unit.back() == 's' ? unit : unit + "s";
 }
 
 std::string Change(const v1::MedianTableRow& row) {
@@ -39,6 +45,10 @@ std::string SeedNumber(double value) {
   if (std::isnan(value)) return "-";
   if (value == 0) return "0";
   const double magnitude = std::fabs(value);
+  // Beyond six digits three figures and a suffix, so a CI stays short: 1.07M, 107k.
+  if (magnitude >= 9.995e8) return Printf("%.3gG", value / 1e9);
+  if (magnitude >= 9.995e5) return Printf("%.3gM", value / 1e6);
+  if (magnitude >= 99'950) return Printf("%.3gk", value / 1e3);
   if (magnitude >= 999.5) return Grouped(value);
   if (magnitude >= 99.95) return Printf("%.0f", value);
   if (magnitude >= 9.995) return Printf("%.1f", value);
@@ -46,14 +56,42 @@ std::string SeedNumber(double value) {
   return Printf("%.3g", value);
 }
 
+double TableScale(const v1::MedianTable& table) {
+  double smallest = INFINITY;
+  for (const v1::MedianTableRow& row : table.rows()) {
+    if (!row.per_unit()) continue;
+    for (const v1::MedianSummary* m : {&row.baseline(), &row.candidate()}) {
+      const double v = std::fabs(m->median());
+      if (m->n() > 0 && v > 0 && std::isfinite(v)) smallest = std::min(smallest, v);
+    }
+  }
+  double scale = 1;
+  while (smallest * scale < 0.1 && scale < 1e6) scale *= 1000;
+  return scale;
+}
+
+std::string TableUnit(const v1::MedianTable& table) {
+  const double scale = TableScale(table);
+  std::string out =
+      "per " + (scale == 1 ? table.unit() : SeedNumber(scale) + " " + Plural(table.unit()));
+  const bool per_acquisition =
+      std::any_of(table.rows().begin(), table.rows().end(),
+                  [](const v1::MedianTableRow& r) { return !r.per_unit(); });
+  if (per_acquisition) out += "; averages and maxima per acquisition";
+  return out;
+}
+
 Table MedianTableRows(const v1::MedianTable& table, const std::string& baseline,
                       const std::string& candidate) {
+  const double scale = TableScale(table);
   Table out;
   out.headers = {table.first_column(), KernelTitle(baseline) + " (median)",
                  KernelTitle(candidate) + " (median)", "Change"};
   out.right_align = {false, false, false, true};
   for (const v1::MedianTableRow& row : table.rows()) {
-    out.rows.push_back({row.label(), WithCi(row.baseline()), WithCi(row.candidate()), Change(row)});
+    const double k = row.per_unit() ? scale : 1;
+    out.rows.push_back(
+        {row.label(), WithCi(row.baseline(), k), WithCi(row.candidate(), k), Change(row)});
   }
   return out;
 }
@@ -65,15 +103,16 @@ std::string RenderMedianTables(const v1::Comparison& comparison, const std::stri
   const v1::MedianTable& first = comparison.tables(0);
   const uint32_t runs = std::max(first.rows().empty() ? 0u : first.rows(0).baseline().n(),
                                  first.rows().empty() ? 0u : first.rows(0).candidate().n());
-  std::string out = "\nmmap_lock waits" + where + " (per " + first.unit() + "; median of " +
-                    std::to_string(runs) + " runs per kernel [95% CI];\n* marks a change " +
-                    "whose 95% CI excludes 0):\n";
+  std::string out = "\nmmap_lock waits" + where + ": medians of " + std::to_string(runs) +
+                    " runs per kernel [95% CI];\n* marks a change whose 95% CI excludes 0.\n";
   for (const v1::MedianTable& table : comparison.tables()) {
     const Table rows = MedianTableRows(table, comparison.baseline(), comparison.candidate());
     if (markdown) {
-      out += "\n**" + EscapeMarkdown(table.title()) + "**\n\n" + RenderMarkdownTable(rows);
+      out += "\n**" + EscapeMarkdown(table.title()) + "** (" + TableUnit(table) + ")\n\n" +
+             RenderMarkdownTable(rows);
     } else {
-      out += "\n== " + table.title() + " ==\n\n" + RenderRuledTable(rows);
+      out +=
+          "\n== " + table.title() + " ==\n(" + TableUnit(table) + ")\n\n" + RenderRuledTable(rows);
     }
   }
   return out;

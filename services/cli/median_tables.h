@@ -11,8 +11,13 @@
 namespace faultline::cli {
 
 // 20010 -> "20,010", 534 -> "534", 71.04 -> "71.0", 5.719 -> "5.72", 0.0123 -> "0.0123",
-// NaN -> "-": three significant figures, thousands grouped.
+// 10695877 -> "10.7M", NaN -> "-": three significant figures (all digits up to 99,949,
+// thousands grouped).
 std::string SeedNumber(double value);
+
+// What a table's per-unit rows are multiplied by so that the smallest non-zero median is at
+// least 0.1: 1, 1000 or 1000000 ("per 1,000 rounds").
+double TableScale(const v1::MedianTable& table);
 
 // | Metric | Vanilla (median [95% CI]) | Patched (...) | Change |: Change is the
 // Hodges-Lehmann B/A as a percentage, starred when its CI excludes no change; "N/A" when a

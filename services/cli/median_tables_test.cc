@@ -25,12 +25,16 @@ v1::MedianTableRow* AddRow(v1::MedianTable* t, const std::string& label, double 
   r->set_ratio(ratio);
   r->set_ci_low(low);
   r->set_ci_high(high);
+  r->set_per_unit(true);
   return r;
 }
 
 TEST(SeedNumber, ThreeFiguresAndGroupedThousands) {
   EXPECT_EQ(SeedNumber(20010), "20,010");
-  EXPECT_EQ(SeedNumber(10695877.4), "10,695,877");
+  EXPECT_EQ(SeedNumber(99'949), "99,949");
+  EXPECT_EQ(SeedNumber(408436), "408k");
+  EXPECT_EQ(SeedNumber(10695877.4), "10.7M");
+  EXPECT_EQ(SeedNumber(2.5e9), "2.5G");
   EXPECT_EQ(SeedNumber(534), "534");
   EXPECT_EQ(SeedNumber(71.04), "71.0");
   EXPECT_EQ(SeedNumber(5.719), "5.72");
@@ -49,7 +53,7 @@ TEST(RenderMedianTables, SeedShapedWithinEightyColumns) {
   waits->set_first_column("Metric");
   waits->set_unit("round");
   AddRow(waits, "Read Lock Count", 20010, 5719, 0.2858, 0.27, 0.30);
-  AddRow(waits, "Read Avg Wait (us)", 534, 71, 0.133, 0.12, 0.15);
+  AddRow(waits, "Read Avg Wait (us)", 534, 71, 0.133, 0.12, 0.15)->set_per_unit(false);
   AddRow(waits, "Write Lock Count", 838, 909, 1.0847, 0.95, 1.2);
   v1::MedianTableRow* none =
       AddRow(waits, "Write Total Wait (us)", 0, 0, std::nan(""), std::nan(""), std::nan(""));
@@ -63,20 +67,49 @@ TEST(RenderMedianTables, SeedShapedWithinEightyColumns) {
 
   const std::string text = RenderMedianTables(c, " at threads=8", ReportFormat::kTable);
   EXPECT_EQ(text,
-            "\nmmap_lock waits at threads=8 (per round; median of 10 runs per kernel [95% CI];\n"
-            "* marks a change whose 95% CI excludes 0):\n"
-            "\n== mmap_lock Acquisitions And Wait Time ==\n\n"
+            "\nmmap_lock waits at threads=8: medians of 10 runs per kernel [95% CI];\n"
+            "* marks a change whose 95% CI excludes 0.\n"
+            "\n== mmap_lock Acquisitions And Wait Time ==\n"
+            "(per round; averages and maxima per acquisition)\n\n"
             "Metric                 Vanilla (median)         Patched (median)        Change\n"
             "------------------------------------------------------------------------------\n"
             "Read Lock Count        20,010 [19,010, 21,011]  5,719 [5,147, 6,291]  -71.42%*\n"
             "Read Avg Wait (us)     534 [507, 561]           71.0 [63.9, 78.1]     -86.70%*\n"
             "Write Lock Count       838 [796, 880]           909 [818, 1,000]       +8.47%\n"
             "Write Total Wait (us)  0                        0 [0, 0]                  N/A\n"
-            "\n== Read Lock Waiting Time Distribution of mmap_lock ==\n\n"
+            "\n== Read Lock Waiting Time Distribution of mmap_lock ==\n(per round)\n\n"
             "Range (us)  Vanilla (median)       Patched (median)        Change\n"
             "-----------------------------------------------------------------\n"
             "[0, 1)      9,927 [9,431, 10,423]  4,286 [3,857, 4,715]  -56.82%*\n")
       << text;
+}
+
+TEST(RenderMedianTables, SmallPerRoundCountsAreShownPerThousandRounds) {
+  v1::MedianTable t;
+  t.set_title("mmap_lock Acquisitions And Wait Time");
+  t.set_first_column("Metric");
+  t.set_unit("round");
+  AddRow(&t, "Read Lock Count", 1, 1, 1, 0.99, 1.01);
+  AddRow(&t, "Read Total Wait (us)", 0.000226, 0.000242, 1.1, 0.5, 2);
+  AddRow(&t, "Read Avg Wait (us)", 0.000226, 0.000242, 1.1, 0.5, 2)->set_per_unit(false);
+  AddRow(&t, "Write Total Wait (us)", 0, 0, std::nan(""), std::nan(""), std::nan(""));
+  EXPECT_DOUBLE_EQ(TableScale(t), 1000);  // 0.000226 x 1000 >= 0.1
+  const Table rows = MedianTableRows(t, "a", "b");
+  EXPECT_EQ(rows.rows[0][1], "1,000 [950, 1,050]");
+  EXPECT_EQ(rows.rows[1][1], "0.226 [0.215, 0.237]");
+  EXPECT_EQ(rows.rows[2][1], "0.000226 [0.000215, 0.000237]") << "per acquisition: as is";
+  t.mutable_rows(1)->mutable_baseline()->set_median(2e-5);
+  EXPECT_DOUBLE_EQ(TableScale(t), 1e6);
+  t.mutable_rows()->DeleteSubrange(1, 2);
+  EXPECT_DOUBLE_EQ(TableScale(t), 1) << "zeros do not count";
+  const std::string text = RenderMedianTables(
+      [&] {
+        v1::Comparison c;
+        *c.add_tables() = t;
+        return c;
+      }(),
+      "", ReportFormat::kTable);
+  EXPECT_NE(text.find("(per round)"), std::string::npos) << text;
 }
 
 TEST(RenderMedianTables, MarkdownAndNothingWithoutTables) {

@@ -125,11 +125,12 @@ repetitions: 10
 block_size: 1
 kernels: [vanilla, vanilla-aa]
 min_effect: 0.25
+mmap_lock_waits: true
 memcg: {memory_max: 256M}
 params: {file_size: 8M, threads: 2}
 YAML
 aa=$("$FL_BIN_CLI" submit "$FL_STATE/aa.yaml" --wait) || fail "A/A study did not succeed"
-"$FL_BIN_CLI" report "$aa"
+"$FL_BIN_CLI" report "$aa" | tee "$FL_STATE/aa-report.txt"
 sql "SELECT u.kernel, round(r.throughput) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $aa ORDER BY u.sequence" | tr '\n' ' '; echo
 order=$(sql "SELECT string_agg(kernel, ',' ORDER BY sequence) FROM runs WHERE job_id = $aa")
 [ "$order" = "$(printf 'vanilla,vanilla-aa,%.0s' $(seq 10) | sed 's/,$//')" ] \
@@ -146,6 +147,24 @@ esac
 awk -v r="$aa_ratio" 'BEGIN { exit !(r > 0.75 && r < 1.25) }' \
   || fail "A/A ratio $aa_ratio is outside 1 ± 0.25"
 pass "A/A study: alternating blocks, verdict $aa_verdict, ratio $aa_ratio"
+
+# The job traced mmap_lock waits: the report prints the seed's tables, from every run.
+for title in "== mmap_lock Acquisitions And Wait Time ==" \
+             "== Read Lock Waiting Time Distribution of mmap_lock ==" \
+             "== Write Lock Waiting Time Distribution of mmap_lock =="; do
+  grep -qF "$title" "$FL_STATE/aa-report.txt" || fail "report lacks '$title'"
+done
+writes=$(jq -r '.comparisons[0].tables[0].rows[] | select(.label == "Write Lock Count")
+  | "\(.baseline.n) \(.baseline.median) \(.candidate.n) \(.candidate.median)"' <<<"$aa_json")
+read -r wn_a wm_a wn_b wm_b <<<"$writes"
+[ "$wn_a" = 10 ] && [ "$wn_b" = 10 ] || fail "lock tables not over 10 runs a kernel: $writes"
+# Each round maps and unmaps its file: at least one write acquisition a round per side.
+awk -v a="$wm_a" -v b="$wm_b" 'BEGIN { exit !(a >= 1 && b >= 1) }' \
+  || fail "write acquisitions per round not seen: $writes"
+[ "$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $aa
+          AND (r.counters::jsonb ? 'mmap_lock_wait.write.count')")" = 20 ] \
+  || fail "not every run stored its mmap_lock waits"
+pass "mmap_lock waits traced in all 20 runs; write acquisitions per round $wm_a / $wm_b"
 
 # Cancel a running job: the workload is stopped and the job ends cancelled.
 sed 's/duration: 2s/duration: 120s/; s/repetitions: 2/repetitions: 1/' "$FL_STATE/study.yaml" >"$FL_STATE/long.yaml"

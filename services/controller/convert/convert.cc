@@ -331,6 +331,7 @@ void MedianTableToProto(const MedianTable& table, v1::MedianTable* out) {
     r->set_ratio(row.ratio);
     r->set_ci_low(row.ci_low);
     r->set_ci_high(row.ci_high);
+    r->set_per_unit(row.per_unit);
   }
 }
 

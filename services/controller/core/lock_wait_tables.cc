@@ -34,9 +34,10 @@ std::vector<double> Values(const std::vector<RunCounters>& runs, const RowValue&
 
 MedianTableRow Row(std::string label, const std::vector<RunCounters>& a,
                    const std::vector<RunCounters>& b, const RowValue& value, bool paired,
-                   const stats::CompareOptions& options) {
+                   const stats::CompareOptions& options, bool per_unit = true) {
   MedianTableRow row;
   row.label = std::move(label);
+  row.per_unit = per_unit;
   const std::vector<double> va = Values(a, value), vb = Values(b, value);
   row.baseline = stats::MedianCi(va, options.confidence);
   row.candidate = stats::MedianCi(vb, options.confidence);
@@ -89,7 +90,7 @@ std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline
           const double count = ValueOf(r, p + "count");
           return count > 0 ? ValueOf(r, p + "total_us") / count : std::nan("");
         },
-        paired, options));
+        paired, options, /*per_unit=*/false));
   }
   out.push_back(std::move(waits));
   // True contention (lock:contention_begin/end), where the boards' kernels traced it.
@@ -111,7 +112,8 @@ std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline
       // The run's longest (µs, no unit).
       contended->rows.push_back(Row(
           title + " Max Wait (us)", a, b,
-          [p](const RunCounters& r) { return ValueOf(r, p + "max_us"); }, paired, options));
+          [p](const RunCounters& r) { return ValueOf(r, p + "max_us"); }, paired, options,
+          /*per_unit=*/false));
     }
   }
   for (const char* side : {"read", "write"}) {

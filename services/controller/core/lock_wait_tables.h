@@ -1,5 +1,5 @@
 #pragma once
-// The seed series' three mmap_lock tables (docs/statistics.md, "mmap_lock waits"), from the
+// The seed series' three mmap_lock tables (docs/lock-waits.md), from the
 // runs' mmap_lock_wait.* counters (agent/workloads/lock_wait_tracing.h), kernel A (Before)
 // against kernel B (After) on one board and cell:
 //   mmap_lock Acquisitions And Wait Time            read/write count, total and average wait
@@ -27,6 +27,7 @@ struct MedianTableRow {
   double ratio = 0;  // B/A, NaN when not comparable (a side all zero)
   double ci_low = 0;
   double ci_high = 0;
+  bool per_unit = true;  // false: per acquisition (average, maximum wait)
 };
 
 struct MedianTable {
