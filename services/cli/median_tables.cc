@@ -19,11 +19,19 @@ std::string Grouped(double value) {
   return (value < 0 ? "-" : "") + out;
 }
 
-std::string WithCi(const v1::MedianSummary& m, double scale) {
+// A per-acquisition wait in µs below a nanosecond is the trylocks' zeros averaged in: shown
+// as "<0.001" rather than with digits that mean nothing.
+std::string Number(double value, bool per_unit) {
+  if (!per_unit && value > 0 && value < 0.001) return "<0.001";
+  return SeedNumber(value);
+}
+
+std::string WithCi(const v1::MedianSummary& m, double scale, bool per_unit) {
   if (m.n() == 0) return "-";
-  std::string out = SeedNumber(m.median() * scale);
+  std::string out = Number(m.median() * scale, per_unit);
   if (std::isfinite(m.ci_low()) && std::isfinite(m.ci_high())) {
-    out += " [" + SeedNumber(m.ci_low() * scale) + ", " + SeedNumber(m.ci_high() * scale) + "]";
+    out += " [" + Number(m.ci_low() * scale, per_unit) + ", " +
+           Number(m.ci_high() * scale, per_unit) + "]";
   }
   return out;
 }
@@ -90,8 +98,8 @@ Table MedianTableRows(const v1::MedianTable& table, const std::string& baseline,
   out.right_align = {false, false, false, true};
   for (const v1::MedianTableRow& row : table.rows()) {
     const double k = row.per_unit() ? scale : 1;
-    out.rows.push_back(
-        {row.label(), WithCi(row.baseline(), k), WithCi(row.candidate(), k), Change(row)});
+    out.rows.push_back({row.label(), WithCi(row.baseline(), k, row.per_unit()),
+                        WithCi(row.candidate(), k, row.per_unit()), Change(row)});
   }
   return out;
 }

@@ -97,7 +97,7 @@ TEST(RenderMedianTables, SmallPerRoundCountsAreShownPerThousandRounds) {
   const Table rows = MedianTableRows(t, "a", "b");
   EXPECT_EQ(rows.rows[0][1], "1,000 [950, 1,050]");
   EXPECT_EQ(rows.rows[1][1], "0.226 [0.215, 0.237]");
-  EXPECT_EQ(rows.rows[2][1], "0.000226 [0.000215, 0.000237]") << "per acquisition: as is";
+  EXPECT_EQ(rows.rows[2][1], "<0.001 [<0.001, <0.001]") << "per acquisition: not scaled";
   t.mutable_rows(1)->mutable_baseline()->set_median(2e-5);
   EXPECT_DOUBLE_EQ(TableScale(t), 1e6);
   t.mutable_rows()->DeleteSubrange(1, 2);

@@ -98,5 +98,16 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
     print $col["board"], $col["baseline_median"], $col["candidate_median"], $col["ratio"], $col["ci_low"], $col["ci_high"], $col["q_value"], $col["significant"] }' \
   "$S/counters.csv" | tee "$S/mmap-lock.txt"
 [ "$(wc -l <"$S/mmap-lock.txt")" -ge "${#arch_list[@]}" ] || fail "mmap_lock_start_locking is not compared on every board"
+# The spec traces mmap_lock waits: the seed's tables on every board, from all 14 runs a
+# kernel, and the munmap thread's write acquisitions in them.
+"$FL_BIN_CLI" report "$job" --format json >"$S/report.json" || fail "report json"
+tables=$(jq '[.comparisons[] | select((.tables | length) >= 3)] | length' "$S/report.json")
+[ "$tables" -ge "${#arch_list[@]}" ] || fail "mmap_lock tables on $tables comparisons, expected ${#arch_list[@]}"
+jq -r '.comparisons[] | .board as $b | .tables[0].rows[] | select(.label == "Write Lock Count")
+  | "\($b) \(.baseline.n) \(.baseline.median) \(.candidate.n) \(.candidate.median)"' \
+  "$S/report.json" | tee "$S/lock-writes.txt"
+awk '$2 != 14 || $4 != 14 || !($3 > 0) || !($5 > 0) { bad = 1 } END { exit bad }' "$S/lock-writes.txt" \
+  || fail "write acquisitions not traced in every run: $(cat "$S/lock-writes.txt")"
+pass "mmap_lock wait tables on all ${#arch_list[@]} boards"
 "$LAB" timings | tee "$S/timings.txt" || true
 echo "total $(secs "$T0") s; kept in $S"

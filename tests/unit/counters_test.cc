@@ -238,6 +238,25 @@ TEST(LockWaitTables, AFourthTableWhereTrueContentionWasTraced) {
   EXPECT_DOUBLE_EQ(RowOf(tables[3], "Write Contended Count").baseline.median, 0);
 }
 
+TEST(LockWaitTables, RowsWhereSomeRunsSawNoneCompareTheMedians) {
+  // A rare bucket: most runs see none. The log-scale estimate would swing on the zeros.
+  std::vector<RunCounters> a, b;
+  for (int rep = 0; rep < 8; ++rep) {
+    auto ra = LockRun(rep, 100, 10, 5, 0);
+    auto rb = LockRun(rep, 100, 10, 5, 0);
+    ra.values["mmap_lock_wait.read.us_1000_10000"] = rep % 2 == 0 ? 0 : 20;
+    rb.values["mmap_lock_wait.read.us_1000_10000"] = rep % 3 == 0 ? 0 : 10;
+    a.push_back(ra);
+    b.push_back(rb);
+  }
+  const auto tables = LockWaitTables(a, b, true, stats::CompareOptions{});
+  const MedianTableRow& rare = RowOf(tables[1], "[1000, 10000)");
+  EXPECT_DOUBLE_EQ(rare.baseline.median, 0.1);
+  EXPECT_DOUBLE_EQ(rare.candidate.median, 0.1);
+  EXPECT_DOUBLE_EQ(rare.ratio, 1.0);
+  EXPECT_TRUE(std::isnan(rare.ci_low)) << "no CI from the medians' ratio";
+}
+
 TEST(LockWaitTables, NoneWithoutTracingAndPerSecondForCoarseRuns) {
   std::vector<RunCounters> plain{MakeRun(0, 100, {{"vmstat.pgfault", 5}})};
   EXPECT_TRUE(LockWaitTables(plain, plain, false, stats::CompareOptions{}).empty());

@@ -47,6 +47,17 @@ MedianTableRow Row(std::string label, const std::vector<RunCounters>& a,
   };
   // No ratio where a side never saw any (the seed prints N/A for 0 → 0).
   if (va.size() < 2 || vb.size() < 2 || all_zero(va) || all_zero(vb)) return row;
+  // Some runs saw none: log ratios of a zero are meaningless (the Hodges–Lehmann estimate
+  // would swing on the clamp), so the change is the ratio of the medians, without a CI.
+  auto any_zero = [](const std::vector<double>& v) {
+    return std::any_of(v.begin(), v.end(), [](double x) { return std::isfinite(x) && !(x > 0); });
+  };
+  if (any_zero(va) || any_zero(vb)) {
+    if (row.baseline.median > 0 && row.candidate.median > 0) {
+      row.ratio = row.candidate.median / row.baseline.median;
+    }
+    return row;
+  }
   const stats::CellComparison s =
       paired ? stats::ComparePaired(va, vb, options) : stats::Compare(va, vb, options);
   row.ratio = s.ratio;
