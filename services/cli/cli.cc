@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 
 #include <unistd.h>
@@ -432,6 +433,7 @@ struct Invocation {
            *cancel = nullptr, *agents = nullptr, *schedule = nullptr, *schedules = nullptr,
            *unschedule = nullptr, *changes = nullptr, *mark = nullptr, *compare = nullptr,
            *kernels = nullptr;
+  std::string report_from;  // report --from FILE: a saved JSON report
 };
 
 // The controller connection's options, and the version flag.
@@ -480,7 +482,9 @@ void AddJobCommands(CLI::App& app, Invocation& in) {
   add_job_arg(in.watch);
 
   in.report = app.add_subcommand("report", "per matrix cell and kernel throughput of a job");
-  add_job_arg(in.report);
+  in.report->add_option("JOB", in.job_id, "job id (as printed by submit)")->check(job_id_check);
+  in.report->add_option("--from", in.report_from,
+                        "render a report saved with --format json instead (no controller)");
   in.report->add_option("--format", in.format_name, "table, markdown, csv or json")
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
   in.report
@@ -571,6 +575,45 @@ std::unique_ptr<JobStub> PrepareConnection(const Invocation& in, CliEnv& env,
   return client;
 }
 
+// report's --counters and --columns; false (after saying why) on a bad --columns.
+bool ReportViewOf(const Invocation& in, const CliEnv& env, ReportView* view) {
+  view->all_counters = in.counters_view == "all";
+  if (in.columns_text.empty()) return true;
+  std::string error;
+  auto columns = ParseColumns(in.columns_text, &error);
+  if (!columns) {
+    *env.err << "faultline: " << error << "\n";
+    return false;
+  }
+  view->columns = std::move(*columns);
+  return true;
+}
+
+// report --from FILE: a report saved with --format json, rendered again (e.g. as markdown)
+// without a controller.
+int ReportFromFile(const Invocation& in, const CliEnv& env) {
+  ReportView view;
+  if (!ReportViewOf(in, env, &view)) return kExitUsage;
+  std::ifstream file(in.report_from);
+  std::stringstream text;
+  text << file.rdbuf();
+  if (!file) {
+    PrintError(env, "--from: cannot read " + in.report_from);
+    return kExitUsage;
+  }
+  v1::GetReportResponse report;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // saved by a newer faultline
+  if (auto status = google::protobuf::util::JsonStringToMessage(text.str(), &report, options);
+      !status.ok()) {
+    PrintError(env, "--from " + in.report_from + ": not a saved report (faultline report JOB " +
+                        "--format json): " + std::string(status.message()));
+    return kExitUsage;
+  }
+  *env.out << RenderReport(report, *ParseReportFormat(in.format_name), view) << std::flush;
+  return kExitOk;
+}
+
 // The parsed command against the controller.
 int RunCommand(const Invocation& in, JobStub& client, const CliEnv& env) {
   if (in.submit->parsed()) return SubmitCommand(client, env, in.spec_path, in.wait);
@@ -578,16 +621,7 @@ int RunCommand(const Invocation& in, JobStub& client, const CliEnv& env) {
   if (in.watch->parsed()) return WatchCommand(client, env, in.job_id);
   if (in.report->parsed()) {
     ReportView view;
-    view.all_counters = in.counters_view == "all";
-    if (!in.columns_text.empty()) {
-      std::string error;
-      auto columns = ParseColumns(in.columns_text, &error);
-      if (!columns) {
-        *env.err << "faultline: " << error << "\n";
-        return kExitUsage;
-      }
-      view.columns = std::move(*columns);
-    }
+    if (!ReportViewOf(in, env, &view)) return kExitUsage;
     return ReportCommand(client, env, in.job_id, *ParseReportFormat(in.format_name), view);
   }
   if (in.cancel->parsed()) return CancelCommand(client, env, in.job_id);
@@ -625,6 +659,11 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
     PrintError(env, OneLine(e.what(), "; ") + " (see faultline --help)");
     return kExitUsage;
   }
+  if (in.report->parsed() && (in.job_id == 0) == in.report_from.empty()) {
+    PrintError(env, "report: give a JOB or --from FILE (one of them)");
+    return kExitUsage;
+  }
+  if (in.report->parsed() && !in.report_from.empty()) return ReportFromFile(in, env);
   if (in.compare->parsed()) {  // offline: no controller
     return CompareCommand(env, in.a_path, in.b_path, in.compare_options,
                           *ParseReportFormat(in.format_name), in.compare_paired);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -15,6 +16,7 @@
 
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
+#include "google/protobuf/util/json_util.h"
 
 namespace faultline::cli {
 namespace {
@@ -434,6 +436,61 @@ TEST_F(CliTest, ReportCsv) {
             "writers,kernel,board,n,median,min,max,mean,failed,baseline,ratio,ci_low,ci_high,p_"
             "value,q_value,verdict\n"
             "4,vanilla,,3,12596.234,0,0,0,0,,,,,,,\n");  // every row has every column
+}
+
+TEST_F(CliTest, AReportSavedAsJsonRendersAgainWithoutAController) {
+  v1::GetReportResponse saved;
+  saved.mutable_job()->set_id(12);
+  saved.mutable_job()->mutable_spec()->set_benchmark("filemap-thrash");
+  v1::ReportRow* row = saved.add_rows();
+  row->set_kernel("vanilla@849d35e96b26");
+  row->set_n(14);
+  row->set_median(108.5);
+  v1::Comparison* c = saved.add_comparisons();
+  c->set_board("lab-x86_64");
+  c->set_baseline("vanilla@849d35e96b26");
+  c->set_candidate("patched@19879d9e9838");
+  v1::MedianTable* t = c->add_tables();
+  t->set_title("mmap_lock Acquisitions And Wait Time");
+  t->set_first_column("Metric");
+  t->set_unit("round");
+  v1::MedianTableRow* r = t->add_rows();
+  r->set_label("Write Lock Count");
+  r->set_per_unit(true);
+  r->mutable_baseline()->set_n(14);
+  r->mutable_baseline()->set_median(14.6);
+  r->mutable_candidate()->set_n(14);
+  r->mutable_candidate()->set_median(12.0);
+  r->set_ratio(0.95);
+  for (v1::MedianSummary* m : {r->mutable_baseline(), r->mutable_candidate()}) {
+    m->set_ci_low(std::nan(""));
+    m->set_ci_high(std::nan(""));
+  }
+  r->set_ci_low(0.9);
+  r->set_ci_high(1.01);
+  std::string json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(saved, &json).ok());
+  const std::string path = WriteFile("saved-report.json", json);
+
+  EXPECT_EQ(Run({"report", "--from", path}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("job 12: filemap-thrash"));
+  EXPECT_THAT(out_.str(), HasSubstr("== mmap_lock Acquisitions And Wait Time =="));
+  EXPECT_THAT(out_.str(),
+              HasSubstr("Metric            Vanilla (median)  Patched (median)   Change\n"
+                        "-------------------------------------------------------------\n"
+                        "Write Lock Count  14.6              12.0              -5.00%\n"));
+  EXPECT_TRUE(target_.empty());  // offline: never connected
+  EXPECT_EQ(Run({"report", "--from", path, "--format", "markdown"}), 0) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("**mmap_lock Acquisitions And Wait Time** (per round)"));
+
+  EXPECT_EQ(Run({"report"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("report: give a JOB or --from FILE (one of them)"));
+  EXPECT_EQ(Run({"report", "12", "--from", path}), 2);
+  EXPECT_EQ(Run({"report", "--from", path + ".missing"}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("--from: cannot read"));
+  const std::string bad = WriteFile("not-a-report.json", "{\"rows\": 3}");
+  EXPECT_EQ(Run({"report", "--from", bad}), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("not a saved report (faultline report JOB --format json)"));
 }
 
 TEST_F(CliTest, CompareWorksOfflineOnSampleFiles) {

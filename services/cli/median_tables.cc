@@ -93,8 +93,13 @@ Table MedianTableRows(const v1::MedianTable& table, const std::string& baseline,
                       const std::string& candidate) {
   const double scale = TableScale(table);
   Table out;
-  out.headers = {table.first_column(), KernelTitle(baseline) + " (median)",
-                 KernelTitle(candidate) + " (median)", "Change"};
+  // The label without its build's "@commit" (the heading above names the builds), so the
+  // table keeps to 80 columns.
+  auto name = [](const std::string& label) {
+    return KernelTitle(label.substr(0, label.find('@')));
+  };
+  out.headers = {table.first_column(), name(baseline) + " (median)", name(candidate) + " (median)",
+                 "Change"};
   out.right_align = {false, false, false, true};
   for (const v1::MedianTableRow& row : table.rows()) {
     const double k = row.per_unit() ? scale : 1;

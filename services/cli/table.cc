@@ -107,30 +107,15 @@ std::string RenderMarkdownTable(const Table& table) {
   return out;
 }
 
-std::string RenderPlainTable(const Table& table) {
+namespace {
+// The header and every row as whitespace-aligned lines (no trailing spaces), `gap` spaces
+// between columns.
+std::vector<std::string> AlignedLines(const Table& table, const std::string& gap) {
   const std::vector<size_t> widths = ColumnWidths(table);
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (size_t c = 0; c < widths.size(); ++c) {
-      if (c > 0) out += "   ";
-      out += Pad(Cell(cells, c), widths[c], RightAligned(table, c));
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    return out + "\n";
-  };
-  std::string out = line(table.headers);
-  for (const auto& row : table.rows) out += line(row);
-  return out;
-}
-
-std::string RenderRuledTable(const Table& table) {
-  // Two spaces between columns (the seed's tables fit 80 columns), the rule under the header
-  // as wide as the widest line.
-  const std::vector<size_t> widths = ColumnWidths(table);
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    for (size_t c = 0; c < widths.size(); ++c) {
-      if (c > 0) out += "  ";
+      if (c > 0) out += gap;
       out += Pad(Cell(cells, c), widths[c], RightAligned(table, c));
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();
@@ -138,6 +123,20 @@ std::string RenderRuledTable(const Table& table) {
   };
   std::vector<std::string> lines{line(table.headers)};
   for (const auto& row : table.rows) lines.push_back(line(row));
+  return lines;
+}
+}  // namespace
+
+std::string RenderPlainTable(const Table& table) {
+  std::string out;
+  for (const std::string& l : AlignedLines(table, "   ")) out += l + "\n";
+  return out;
+}
+
+std::string RenderRuledTable(const Table& table) {
+  // Two spaces between columns (the seed's tables fit 80 columns), the rule under the header
+  // as wide as the widest line.
+  const std::vector<std::string> lines = AlignedLines(table, "  ");
   size_t widest = 0;
   for (const std::string& l : lines) widest = std::max(widest, DisplayWidth(l));
   std::string out = lines[0] + "\n" + std::string(widest, '-') + "\n";
