@@ -166,6 +166,33 @@ void DecodeLockRecords(const std::string& records, const LockTracepoints& events
   }
 }
 
+namespace {
+
+// Fills events->contention_begin/end from lock:contention_begin/end's format files, or
+// leaves them unset and says why.
+std::string FindContentionEvents(const std::string& tracefs_root, LockTracepoints* events) {
+  if (events->start.mm_offset < 0) {
+    return "mmap_lock:mmap_lock_start_locking has no field 'mm' to match locks with";
+  }
+  LockTracepoints found = *events;
+  for (const auto& [name, begin, layout] : {std::tuple<std::string, bool, LockTracepointLayout*>{
+                                                "contention_begin", true, &found.contention_begin},
+                                            std::tuple<std::string, bool, LockTracepointLayout*>{
+                                                "contention_end", false, &found.contention_end}}) {
+    std::string read_error;
+    auto format = ReadFileToString(tracefs_root + "/events/lock/" + name + "/format", &read_error);
+    if (!format) return "no tracepoint lock:" + name + " on this kernel (" + read_error + ")";
+    std::string why;
+    auto parsed = ParseContentionFormat("\n" + *format, begin, &why);
+    if (!parsed) return "lock:" + name + ": " + why;
+    *layout = *parsed;
+  }
+  *events = found;
+  return "";
+}
+
+}  // namespace
+
 std::optional<LockWaitTracer> LockWaitTracer::Open(const std::string& tracefs_root,
                                                    const std::vector<pid_t>& tids, size_t pages,
                                                    std::string* error,
@@ -208,34 +235,7 @@ std::optional<LockWaitTracer> LockWaitTracer::OpenEvents(const std::string& trac
     *layout = *parsed;
   }
   // True contention where the kernel has it (5.19+, CONFIG_TRACEPOINTS): optional.
-  std::string& no_contention = *contention_error;
-  if (!with_contention) {
-    // no_contention already says why
-  } else if (events.start.mm_offset < 0) {
-    no_contention = "mmap_lock:mmap_lock_start_locking has no field 'mm' to match locks with";
-  }
-  for (const auto& [name, begin, layout] : {std::tuple<std::string, bool, LockTracepointLayout*>{
-                                                "contention_begin", true, &events.contention_begin},
-                                            std::tuple<std::string, bool, LockTracepointLayout*>{
-                                                "contention_end", false, &events.contention_end}}) {
-    if (!with_contention || !no_contention.empty()) break;
-    std::string read_error;
-    auto format = ReadFileToString(tracefs_root + "/events/lock/" + name + "/format", &read_error);
-    if (!format) {
-      no_contention = "no tracepoint lock:" + name + " on this kernel (" + read_error + ")";
-      break;
-    }
-    std::string why;
-    auto parsed = ParseContentionFormat("\n" + *format, begin, &why);
-    if (!parsed) {
-      no_contention = "lock:" + name + ": " + why;
-      break;
-    }
-    *layout = *parsed;
-  }
-  if (!with_contention || !no_contention.empty()) {
-    events.contention_begin = events.contention_end = {};
-  }
+  if (with_contention) *contention_error = FindContentionEvents(tracefs_root, &events);
 
   std::vector<const LockTracepointLayout*> layouts{&events.start, &events.acquired};
   if (events.contention()) {
@@ -262,8 +262,8 @@ std::optional<LockWaitTracer> LockWaitTracer::OpenEvents(const std::string& trac
           break;
         }
         if (i >= 2) {  // a contention event refused: go on without contention
-          no_contention = "perf_event_open(lock:contention_*) for thread " + std::to_string(tid) +
-                          ": " + ErrnoMessage(errno);
+          *contention_error = "perf_event_open(lock:contention_*) for thread " +
+                              std::to_string(tid) + ": " + ErrnoMessage(errno);
           return OpenEvents(tracefs_root, tids, pages, false, error, contention_error);
         }
         *error = "perf_event_open(mmap_lock tracepoint, sampling) for thread " +
@@ -277,24 +277,20 @@ std::optional<LockWaitTracer> LockWaitTracer::OpenEvents(const std::string& trac
         static constexpr char kRwsemOnly[] = "flags == 2 || flags == 4";
         (void)::ioctl(opened, PERF_EVENT_IOC_SET_FILTER, kRwsemOnly);
       }
-      if (i == 0) {
-        buffer.start = UniqueFd(opened);
-      } else {
-        buffer.others.emplace_back(opened);
-      }
+      buffer.fds.emplace_back(opened);
     }
     if (exited) continue;
     buffer.bytes = (pages + 1) * tracer.page_size_;
     buffer.base =
-        ::mmap(nullptr, buffer.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, buffer.start.get(), 0);
+        ::mmap(nullptr, buffer.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, buffer.fds[0].get(), 0);
     if (buffer.base == MAP_FAILED) {
       buffer.base = nullptr;
       *error = "mmap of a perf ring buffer (" + std::to_string(buffer.bytes) +
                " bytes): " + ErrnoMessage(errno);
       return std::nullopt;
     }
-    for (const UniqueFd& other : buffer.others) {
-      if (::ioctl(other.get(), PERF_EVENT_IOC_SET_OUTPUT, buffer.start.get()) != 0) {
+    for (size_t i = 1; i < buffer.fds.size(); ++i) {
+      if (::ioctl(buffer.fds[i].get(), PERF_EVENT_IOC_SET_OUTPUT, buffer.fds[0].get()) != 0) {
         *error = std::string("PERF_EVENT_IOC_SET_OUTPUT: ") + ErrnoMessage(errno);
         ::munmap(buffer.base, buffer.bytes);
         return std::nullopt;
@@ -334,11 +330,7 @@ void LockWaitTracer::Unmap() {
 
 bool LockWaitTracer::IoctlAll(unsigned long request, const char* name, std::string* error) {
   for (Buffer& b : buffers_) {
-    if (::ioctl(b.start.get(), request, 0) != 0) {
-      *error = std::string(name) + ": " + ErrnoMessage(errno);
-      return false;
-    }
-    for (const UniqueFd& fd : b.others) {
+    for (const UniqueFd& fd : b.fds) {
       if (::ioctl(fd.get(), request, 0) != 0) {
         *error = std::string(name) + ": " + ErrnoMessage(errno);
         return false;

@@ -88,9 +88,9 @@ class LockWaitTracer {
   bool IoctlAll(unsigned long request, const char* name, std::string* error);
 
   struct Buffer {
-    UniqueFd start;  // owns the buffer
-    // acquired, contention_begin, contention_end (when traced): write into start's buffer
-    std::vector<UniqueFd> others;
+    // start_locking (owns the buffer), acquire_returned, and contention_begin/end when
+    // traced: fds[1..] write into fds[0]'s buffer.
+    std::vector<UniqueFd> fds;
     void* base = nullptr;
     size_t bytes = 0;  // the mapping: one meta page + the data pages
   };

@@ -7,23 +7,25 @@
 namespace faultline::controller {
 namespace {
 
-double ValueOf(const RunCounters& run, const std::string& name) {
-  auto it = run.values.find(name);
-  return it == run.values.end() ? 0.0 : it->second;
-}
-
 std::vector<double> PerUnit(const std::vector<RunCounters>& runs, const std::string& name,
                             bool per_second) {
   std::vector<double> out;
   out.reserve(runs.size());
-  for (const auto& r : runs) {
-    const double unit = per_second ? r.seconds : r.rounds;
-    out.push_back(unit > 0 ? ValueOf(r, name) / unit : std::nan(""));
-  }
+  for (const auto& r : runs) out.push_back(CounterPerUnit(r, name, per_second));
   return out;
 }
 
 }  // namespace
+
+double CounterValue(const RunCounters& run, const std::string& name) {
+  auto it = run.values.find(name);
+  return it == run.values.end() ? 0.0 : it->second;
+}
+
+double CounterPerUnit(const RunCounters& run, const std::string& name, bool per_second) {
+  const double unit = per_second ? run.seconds : run.rounds;
+  return unit > 0 ? CounterValue(run, name) / unit : std::nan("");
+}
 
 void PairByRepetition(const std::vector<RunCounters>& a, const std::vector<RunCounters>& b,
                       std::vector<RunCounters>* paired_a, std::vector<RunCounters>* paired_b) {
@@ -95,7 +97,7 @@ std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a
     c.median_b_per_second = stats::MedianOf(PerUnit(b, name, true));
     auto all_zero = [&](const std::vector<RunCounters>& runs) {
       return std::all_of(runs.begin(), runs.end(),
-                         [&](const RunCounters& r) { return ValueOf(r, name) == 0; });
+                         [&](const RunCounters& r) { return CounterValue(r, name) == 0; });
     };
     c.ratio = c.ci_low = c.ci_high = std::nan("");
     if (all_zero(a) && !a.empty()) {

@@ -54,6 +54,11 @@ bool IsComparableCounter(std::string_view name);
 // Fewer rounds than this in any run and counters are compared per second instead.
 inline constexpr double kMinRoundsPerRunForCounters = 5;
 
+// A run's counter (0 when it has none: a zero delta is not stored), and the same per round,
+// or per measured second (NaN when the run has neither).
+double CounterValue(const RunCounters& run, const std::string& name);
+double CounterPerUnit(const RunCounters& run, const std::string& name, bool per_second);
+
 // The runs of a and b that form pairs (same repetition on both sides), in repetition order.
 void PairByRepetition(const std::vector<RunCounters>& a, const std::vector<RunCounters>& b,
                       std::vector<RunCounters>* paired_a, std::vector<RunCounters>* paired_b);

@@ -11,11 +11,8 @@ namespace faultline::controller {
 namespace {
 
 constexpr char kPrefix[] = "mmap_lock_wait.";
-
-double ValueOf(const RunCounters& run, const std::string& name) {
-  auto it = run.values.find(name);
-  return it == run.values.end() ? 0.0 : it->second;
-}
+// The counters' side and the seed's word for it.
+const std::pair<std::string, std::string> kSides[] = {{"read", "Read"}, {"write", "Write"}};
 
 bool Traced(const RunCounters& run) {
   return std::any_of(run.values.begin(), run.values.end(),
@@ -80,17 +77,13 @@ std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline
   const bool per_second = CountersPerSecond(a, b);
   const std::string unit = per_second ? "second" : "round";
   auto per_unit = [per_second](const std::string& name) -> RowValue {
-    return [name, per_second](const RunCounters& r) {
-      const double u = per_second ? r.seconds : r.rounds;
-      return u > 0 ? ValueOf(r, name) / u : std::nan("");
-    };
+    return [name, per_second](const RunCounters& r) { return CounterPerUnit(r, name, per_second); };
   };
 
   MedianTable waits{"mmap_lock Acquisitions And Wait Time", "Metric", unit, {}};
   std::vector<MedianTable> out;
-  for (const char* side : {"read", "write"}) {
+  for (const auto& [side, title] : kSides) {
     const std::string p = std::string(kPrefix) + side + ".";
-    const std::string title = side == std::string("read") ? "Read" : "Write";
     waits.rows.push_back(Row(title + " Lock Count", a, b, per_unit(p + "count"), paired, options));
     waits.rows.push_back(
         Row(title + " Total Wait (us)", a, b, per_unit(p + "total_us"), paired, options));
@@ -98,8 +91,8 @@ std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline
     waits.rows.push_back(Row(
         title + " Avg Wait (us)", a, b,
         [p](const RunCounters& r) {
-          const double count = ValueOf(r, p + "count");
-          return count > 0 ? ValueOf(r, p + "total_us") / count : std::nan("");
+          const double count = CounterValue(r, p + "count");
+          return count > 0 ? CounterValue(r, p + "total_us") / count : std::nan("");
         },
         paired, options, /*per_unit=*/false));
   }
@@ -113,9 +106,8 @@ std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline
   std::optional<MedianTable> contended;
   if (contention) {
     contended = MedianTable{"mmap_lock Contention (lock:contention_begin/end)", "Metric", unit, {}};
-    for (const char* side : {"read", "write"}) {
+    for (const auto& [side, title] : kSides) {
       const std::string p = std::string("mmap_lock_contention.") + side + ".";
-      const std::string title = side == std::string("read") ? "Read" : "Write";
       contended->rows.push_back(
           Row(title + " Contended Count", a, b, per_unit(p + "count"), paired, options));
       contended->rows.push_back(
@@ -123,17 +115,14 @@ std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline
       // The run's longest (µs, no unit).
       contended->rows.push_back(Row(
           title + " Max Wait (us)", a, b,
-          [p](const RunCounters& r) { return ValueOf(r, p + "max_us"); }, paired, options,
+          [p](const RunCounters& r) { return CounterValue(r, p + "max_us"); }, paired, options,
           /*per_unit=*/false));
     }
   }
-  for (const char* side : {"read", "write"}) {
+  for (const auto& [side, title] : kSides) {
     const std::string p = std::string(kPrefix) + side + ".";
-    MedianTable dist{std::string(side == std::string("read") ? "Read" : "Write") +
-                         " Lock Waiting Time Distribution of mmap_lock",
-                     "Range (us)",
-                     unit,
-                     {}};
+    MedianTable dist{
+        title + " Lock Waiting Time Distribution of mmap_lock", "Range (us)", unit, {}};
     for (size_t d = 0; d < kWaitDecades; ++d) {
       dist.rows.push_back(
           Row(WaitDecadeLabel(d), a, b, per_unit(p + WaitDecadeCounter(d)), paired, options));

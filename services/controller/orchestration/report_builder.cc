@@ -123,26 +123,24 @@ ReportRunResult RunResultOf(const RunRecord& r, const RunCounters& rc,
 // says so rather than showing a short count as a measurement.
 std::vector<std::string> LockWaitCaveatsOf(const std::vector<RunRecord>& runs,
                                            const std::vector<RunOutcome>& outcomes,
-                                           const std::vector<RunCounters>& counters) {
-  std::map<std::pair<std::string, std::string>, std::pair<int, double>> lost;  // runs, records
-  std::map<std::pair<std::string, std::string>, std::string> unsupported, no_contention;
+                                           const std::vector<RunCounters>& counters,
+                                           const std::vector<RunEnvironment>& environments) {
+  using BoardKernel = std::pair<std::string, std::string>;
+  std::map<BoardKernel, std::pair<int, double>> lost;  // runs, records
   for (size_t i = 0; i < runs.size(); ++i) {
-    if (!outcomes[i].succeeded) continue;
-    const RunRecord& r = runs[i];
-    const auto key = std::make_pair(r.board, r.kernel);
-    auto it = counters[i].values.find("mmap_lock_wait.lost_records");
-    if (it != counters[i].values.end() && it->second > 0) {
-      ++lost[key].first;
-      lost[key].second += it->second;
+    const double records = CounterValue(counters[i], "mmap_lock_wait.lost_records");
+    if (!outcomes[i].succeeded || !(records > 0)) continue;
+    auto& [n, sum] = lost[{runs[i].board, runs[i].kernel}];
+    ++n;
+    sum += records;
+  }
+  std::map<BoardKernel, std::string> unsupported, no_contention;
+  for (const RunEnvironment& e : environments) {
+    if (auto it = e.facts.find("mmap_lock_wait.unsupported"); it != e.facts.end()) {
+      unsupported[{e.board, e.kernel}] = it->second;
     }
-    const auto env = nlohmann::json::parse(r.environment_json, nullptr, false);
-    if (env.is_object() && env.contains("mmap_lock_wait.unsupported") &&
-        env["mmap_lock_wait.unsupported"].is_string()) {
-      unsupported[key] = env["mmap_lock_wait.unsupported"].get<std::string>();
-    }
-    if (env.is_object() && env.contains("mmap_lock_contention.unsupported") &&
-        env["mmap_lock_contention.unsupported"].is_string()) {
-      no_contention[key] = env["mmap_lock_contention.unsupported"].get<std::string>();
+    if (auto it = e.facts.find("mmap_lock_contention.unsupported"); it != e.facts.end()) {
+      no_contention[{e.board, e.kernel}] = it->second;
     }
   }
   std::vector<std::string> caveats;
@@ -230,7 +228,7 @@ absl::StatusOr<BuiltReport> BuildReport(JobStore* store, int64_t job_id,
       if (need_counters) counters_of[{outcomes[i].cell, r.board, r.kernel}].push_back(parsed[i]);
     }
     if (lock_waits) {
-      for (std::string& c : LockWaitCaveatsOf(*runs, outcomes, parsed)) {
+      for (std::string& c : LockWaitCaveatsOf(*runs, outcomes, parsed, environments)) {
         report.caveats.push_back(std::move(c));
       }
     }
