@@ -78,6 +78,7 @@ struct Step {
   Mark outcome = Mark::kUntested;  // kUntested while open
   double llr = 0;                  // SPRT log likelihood ratio (bad over good) at the end
   std::string note;                // why it was broken, or what decided
+  std::vector<int64_t> jobs;       // the caller's: what measured it (the controller's job ids)
 };
 
 struct Result {

@@ -218,6 +218,31 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
     }
   }
 
+  // Reverts, each the commit's own diff applied backwards into the index.
+  for (size_t i = 0; i < request.revert.size(); ++i) {
+    const std::string& rev = request.revert[i];
+    absl::StatusOr<std::string> sha =
+        RunForOutput({{"git", "-C", tree, "rev-parse", "--verify", "--quiet", rev + "^{commit}"}});
+    if (!sha.ok() || rev.empty() || rev.front() == '-') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("revert[", i, "]: '", rev, "' is not a commit in ", request.tree));
+    }
+    const std::string commit_sha(absl::StripAsciiWhitespace(*sha));
+    absl::StatusOr<std::string> diff =
+        RunForOutput({{"git", "-C", tree, "diff", "--binary", commit_sha + "^", commit_sha}});
+    if (!diff.ok()) return diff.status();
+    const std::string file = absl::StrCat(cache_, "/locks/", tree_id, "-", request.arch, ".revert");
+    if (absl::Status s = WriteFile(file, *diff); !s.ok()) return s;
+    absl::StatusOr<Finished> run = Run({{"git", "-C", src, "apply", "--index", "-R", file}});
+    if (!run.ok()) return run.status();
+    if (run->exit_code != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "revert[", i, "]: ", commit_sha.substr(0, 12), " does not revert cleanly on ",
+          request.ref, ": ", absl::StripAsciiWhitespace(run->output.substr(0, 512))));
+    }
+    say(absl::StrCat("reverted ", commit_sha.substr(0, 12)));
+  }
+
   // The series, patch by patch, into the index (so write-tree sees it).
   int applied = 0;
   std::vector<std::string> subjects;

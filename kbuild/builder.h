@@ -34,7 +34,10 @@ struct BuildRequest {
   std::vector<NamedText> fragments;        // merged in order (merge_config.sh)
   std::vector<NamedText> series;           // mbox files, applied in order
   std::vector<std::string> include;        // apply only these paths (git apply --include)
-  int jobs = 0;                            // make -j; 0: the number of CPUs
+  // Commits reverted on the ref before the series (a bisection's confirmation: the bad end
+  // without its culprit). One that does not revert cleanly is INVALID_ARGUMENT.
+  std::vector<std::string> revert;
+  int jobs = 0;  // make -j; 0: the number of CPUs
 };
 
 struct Artifact {

@@ -173,6 +173,43 @@ TEST_F(KbuildTest, ASeriesMakesAnotherKernelAndTheBaseStaysCached) {
   EXPECT_EQ(same->key, vanilla->key);
 }
 
+TEST_F(KbuildTest, ARevertBuildsTheRefWithoutThatCommit) {
+  Put(tree_ + "/mm/memory.c", "// memory\nint a;\nint CULPRIT;\nint c;\n");
+  Git({"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "mm: the culprit"});
+  Put(tree_ + "/arch/x86/mm/fault.c", "int fault2;\n");
+  Git({"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "x86: later"});
+  Git({"tag", "bad"});
+  Builder builder(cache_);
+  absl::StatusOr<Artifact> base = builder.Build(Request());
+  ASSERT_TRUE(base.ok()) << base.status();
+  BuildRequest reverted = Request();
+  reverted.ref = "bad";
+  reverted.revert = {"bad~1"};
+  absl::StatusOr<Artifact> built = builder.Build(reverted);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const std::string image = Slurp(built->image);
+  EXPECT_NE(image.find("int b;"), std::string::npos);  // the culprit's change undone
+  EXPECT_EQ(image.find("CULPRIT"), std::string::npos);
+  EXPECT_NE(built->key, base->key);
+  // A commit whose lines a later one changed again does not revert cleanly: named.
+  Put(tree_ + "/mm/memory.c", "// memory\nint a;\nint LATER;\nint c;\n");
+  Git({"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "mm: later"});
+  BuildRequest conflict = Request();
+  conflict.ref = "HEAD";
+  conflict.revert = {"bad~1"};
+  absl::StatusOr<Artifact> refused = builder.Build(conflict);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("revert[0]: "), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("does not revert cleanly on HEAD"), std::string::npos)
+      << refused.status();
+  BuildRequest unknown = Request();
+  unknown.revert = {"0123456789abcdef"};
+  absl::StatusOr<Artifact> none = builder.Build(unknown);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("is not a commit"), std::string::npos) << none.status();
+}
+
 TEST_F(KbuildTest, ASeriesThatDoesNotApplyNamesThePatchTheFileAndTheHunk) {
   Builder builder(cache_);
   BuildRequest r = Request();

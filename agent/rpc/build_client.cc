@@ -189,6 +189,7 @@ void RunBuilder(const std::string& builder, const std::vector<std::string>& arch
         request.fragments.push_back({f.name(), f.content()});
       for (const auto& f : b.source().series()) request.series.push_back({f.name(), f.content()});
       request.include.assign(b.source().include().begin(), b.source().include().end());
+      request.revert.assign(b.source().revert().begin(), b.source().revert().end());
       request.jobs = jobs;
       built = kbuilder.Build(request, progress);
     }

@@ -26,6 +26,7 @@
 #include "common/strings.h"
 #include "common/tls.h"
 #include "common/units.h"
+#include "services/cli/bisect.h"
 #include "services/cli/comparison.h"
 #include "services/cli/format.h"
 #include "services/cli/run_table.h"
@@ -434,6 +435,11 @@ struct Invocation {
            *unschedule = nullptr, *changes = nullptr, *mark = nullptr, *compare = nullptr,
            *kernels = nullptr;
   std::string report_from;  // report --from FILE: a saved JSON report
+  BisectArgs bisect_args;
+  bool bisect_watch = false;
+  int64_t bisect_id = 0;
+  CLI::App *bisect = nullptr, *bisect_status = nullptr, *bisect_log = nullptr,
+           *bisect_watch_cmd = nullptr, *bisect_cancel = nullptr, *bisect_list = nullptr;
 };
 
 // The controller connection's options, and the version flag.
@@ -535,6 +541,68 @@ void AddHistoryCommands(CLI::App& app, Invocation& in) {
       ->check(CLI::IsMember({"open", "acknowledged", "fixed", "invalid"}));
 }
 
+// bisect (start), and its status, log, watch, cancel, list.
+void AddBisectCommands(CLI::App& app, Invocation& in) {
+  BisectArgs& a = in.bisect_args;
+  in.bisect = app.add_subcommand(
+      "bisect", "find the first bad commit between a good and a bad ref (docs/bisect.md)");
+  in.bisect->require_subcommand(0, 1);
+  in.bisect->add_option("--tree", a.tree, "kernel git tree (here and on the builders)");
+  in.bisect->add_option("--good", a.good, "a ref that is good");
+  in.bisect->add_option("--bad", a.bad, "a ref that is bad (good must be its ancestor)");
+  in.bisect->add_option("--spec", a.spec_path, "the study (YAML job spec) each step runs");
+  in.bisect->add_option("--from", a.from_job, "start from a job that compared two refs of one tree")
+      ->check(CLI::PositiveNumber);
+  in.bisect->add_option("--metric", a.metric, "throughput, or counter:NAME (per round)");
+  in.bisect->add_option("--cell", a.cells, "KNOB=VALUE: the matrix cell to measure (repeat)");
+  in.bisect->add_option("--board", a.board, "the board every step runs on");
+  in.bisect->add_option("--arch", a.arch, "choose the board among this arch's");
+  in.bisect->add_option("--config", a.config_base,
+                        "config make target (default: the spec's kernels', else tinyconfig)");
+  in.bisect->add_option("--fragment", a.fragments, "config fragment file (repeat)");
+  in.bisect->add_option("--block", a.block, "repetitions per job [4]")->check(CLI::Range(1u, 64u));
+  in.bisect->add_option("--max-pairs", a.max_pairs, "repetitions per step before skipping [512]")
+      ->check(CLI::Range(1u, 4096u));
+  in.bisect->add_option("--error", a.error, "each step's error rate, alpha = beta [0.002]")
+      ->check(CLI::Range(1e-9, 0.1));
+  in.bisect->add_flag("--no-confirm", a.no_confirm, "do not re-measure the culprit vs its parent");
+  in.bisect->add_flag("--no-revert", a.no_revert, "do not measure the bad end with it reverted");
+  in.bisect->add_flag("--watch", in.bisect_watch, "follow it to the end (exit 0: culprit named)");
+  auto add_id = [&in](CLI::App* sub) {
+    sub->add_option("ID", in.bisect_id, "bisection id")->required()->check(CLI::PositiveNumber);
+  };
+  in.bisect_status = in.bisect->add_subcommand("status", "where a bisection stands");
+  add_id(in.bisect_status);
+  in.bisect_log = in.bisect->add_subcommand("log", "a bisection's result and step table");
+  add_id(in.bisect_log);
+  in.bisect_watch_cmd = in.bisect->add_subcommand("watch", "follow a bisection to its end");
+  add_id(in.bisect_watch_cmd);
+  in.bisect_cancel = in.bisect->add_subcommand("cancel", "stop a bisection and its job");
+  add_id(in.bisect_cancel);
+  in.bisect_list = in.bisect->add_subcommand("list", "recent bisections");
+}
+
+// The command line as typed, quoted for a POSIX shell (bisect's "Reproduce:").
+std::string QuotedCommandLine(int argc, const char* const* argv) {
+  std::string out = "faultline";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--watch") continue;
+    const bool plain = !arg.empty() && arg.find_first_not_of(
+                                           "abcdefghijklmnopqrstuvwxyz"
+                                           "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789-_./:=@,+") == std::string::npos;
+    if (plain) {
+      out += " " + arg;
+      continue;
+    }
+    std::string q = "'";
+    for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += " " + q + "'";
+  }
+  return out;
+}
+
 // compare: offline, no controller.
 void AddCompareCommand(CLI::App& app, Invocation& in) {
   in.compare = app.add_subcommand(
@@ -633,6 +701,14 @@ int RunCommand(const Invocation& in, JobStub& client, const CliEnv& env) {
   if (in.unschedule->parsed()) return UnscheduleCommand(client, env, in.schedule_id);
   if (in.changes->parsed()) return ChangesCommand(client, env, in.all_changes);
   if (in.mark->parsed()) return MarkChangeCommand(client, env, in.change_id, in.change_state);
+  if (in.bisect->parsed()) {
+    if (in.bisect_status->parsed()) return BisectShowCommand(client, env, in.bisect_id, false);
+    if (in.bisect_log->parsed()) return BisectShowCommand(client, env, in.bisect_id, true);
+    if (in.bisect_watch_cmd->parsed()) return BisectWatchCommand(client, env, in.bisect_id);
+    if (in.bisect_cancel->parsed()) return BisectCancelCommand(client, env, in.bisect_id);
+    if (in.bisect_list->parsed()) return BisectListCommand(client, env);
+    return BisectStartCommand(client, env, in.bisect_args, in.bisect_watch);
+  }
   PrintError(env, "no command given (see faultline --help)");
   return kExitUsage;
 }
@@ -648,6 +724,8 @@ int RunCli(int argc, const char* const* argv, CliEnv env, const StubFactory& con
   AddJobCommands(app, in);
   AddHistoryCommands(app, in);
   AddCompareCommand(app, in);
+  AddBisectCommands(app, in);
+  in.bisect_args.command = QuotedCommandLine(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "services/controller/core/clock.h"
 #include "services/controller/storage/interfaces.h"
 
@@ -310,6 +311,64 @@ class FakeDutyLeaseStore final : public DutyLeaseStore {
 // One of each, wired as a Stores bundle.
 // Without a clock of the test's, the fakes stamp times from one of their own (a fixed
 // start, 2026-01-01 UTC), never 0.
+// Bisections in a map, with the PostgreSQL store's rules: request-id idempotence, updates
+// only while running, cancel leaves a final one as it is.
+class FakeBisectionStore final : public BisectionStore {
+ public:
+  absl::StatusOr<Created> CreateBisection(const std::string& request_id,
+                                          const std::string& doc_json) override {
+    std::lock_guard lock(mu_);
+    if (!request_id.empty()) {
+      for (const auto& [id, b] : rows_) {
+        if (request_ids_.at(id) == request_id) return Created{b, false};
+      }
+    }
+    BisectionRecord b{.id = next_id_++, .state = "running", .doc_json = doc_json};
+    rows_[b.id] = b;
+    request_ids_[b.id] = request_id;
+    return Created{b, true};
+  }
+  absl::StatusOr<BisectionRecord> GetBisection(int64_t id) override {
+    std::lock_guard lock(mu_);
+    auto it = rows_.find(id);
+    if (it == rows_.end()) return absl::NotFoundError(absl::StrCat("bisection ", id, " not found"));
+    return it->second;
+  }
+  absl::StatusOr<std::vector<BisectionRecord>> ListBisections(int limit,
+                                                              bool running_only) override {
+    std::lock_guard lock(mu_);
+    std::vector<BisectionRecord> out;
+    for (auto it = rows_.rbegin(); it != rows_.rend() && static_cast<int>(out.size()) < limit;
+         ++it) {
+      if (!running_only || it->second.state == "running") out.push_back(it->second);
+    }
+    return out;
+  }
+  absl::StatusOr<bool> UpdateBisection(int64_t id, const std::string& state,
+                                       const std::string& doc_json, int64_t current_job) override {
+    std::lock_guard lock(mu_);
+    auto it = rows_.find(id);
+    if (it == rows_.end() || it->second.state != "running") return false;
+    it->second.state = state;
+    it->second.doc_json = doc_json;
+    it->second.current_job = current_job;
+    return true;
+  }
+  absl::StatusOr<BisectionRecord> CancelBisection(int64_t id) override {
+    std::lock_guard lock(mu_);
+    auto it = rows_.find(id);
+    if (it == rows_.end()) return absl::NotFoundError(absl::StrCat("bisection ", id, " not found"));
+    if (it->second.state == "running") it->second.state = "cancelled";
+    return it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int64_t, BisectionRecord> rows_;
+  std::map<int64_t, std::string> request_ids_;
+  int64_t next_id_ = 1;
+};
+
 struct FakeStores {
   explicit FakeStores(const Clock* clock = nullptr)
       : boards(clock != nullptr ? clock : &own_clock),
@@ -322,7 +381,12 @@ struct FakeStores {
   FakeHistoryStore history;
   FakeTokenStore tokens;
   FakeMetricsSource metrics;
-  Stores stores() { return Stores{&jobs, &work, &boards, &schedules, &history, &tokens, &metrics}; }
+  FakeBisectionStore bisections;
+  Stores stores() {
+    Stores s{&jobs, &work, &boards, &schedules, &history, &tokens, &metrics};
+    s.bisections = &bisections;
+    return s;
+  }
 };
 
 }  // namespace faultline::controller::fakes

@@ -72,6 +72,19 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* ListBuilds(grpc::CallbackServerContext* ctx,
                                        const v1::ListBuildsRequest* req,
                                        v1::ListBuildsResponse* resp) override;
+  // Bisections (api/bisect_services.cc).
+  grpc::ServerUnaryReactor* StartBisection(grpc::CallbackServerContext* ctx,
+                                           const v1::StartBisectionRequest* req,
+                                           v1::Bisection* resp) override;
+  grpc::ServerUnaryReactor* GetBisection(grpc::CallbackServerContext* ctx,
+                                         const v1::GetBisectionRequest* req,
+                                         v1::Bisection* resp) override;
+  grpc::ServerUnaryReactor* ListBisections(grpc::CallbackServerContext* ctx,
+                                           const v1::ListBisectionsRequest* req,
+                                           v1::ListBisectionsResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelBisection(grpc::CallbackServerContext* ctx,
+                                            const v1::CancelBisectionRequest* req,
+                                            v1::Bisection* resp) override;
 
  private:
   Stores stores_;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "common/log.h"
+#include "services/controller/orchestration/bisection.h"
 #include "services/controller/orchestration/history.h"
 #include "services/controller/orchestration/submission.h"
 
@@ -75,6 +76,12 @@ DutyOutcome BackgroundDuties::RunOnce() {
     passes_since_history_ = 0;
     auto found = DetectHistoryChangePoints(stores_.history, change_points_);
     if (found.ok() && *found > 0) log::warn("event=change_points_found count={}", *found);
+  }
+  // Bisections: finished step jobs taken, the next ones submitted.
+  if (auto advanced = AdvanceBisections(stores_); !advanced.ok()) {
+    log::warn("event=bisections_failed error=\"{}\"", std::string(advanced.status().message()));
+  } else if (*advanced > 0) {
+    out.work_available = true;
   }
   auto fired = FireDueSchedules(stores_, *clock_);
   if (!fired.ok()) {

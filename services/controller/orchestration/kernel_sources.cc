@@ -105,6 +105,7 @@ std::string Canonical(const v1::KernelSource& s) {
     absl::StrAppend(&out, "series\n", f.name(), "\n", f.content().size(), "\n", f.content());
   }
   for (const auto& i : s.include()) absl::StrAppend(&out, "include\n", i, "\n");
+  for (const auto& r : s.revert()) absl::StrAppend(&out, "revert\n", r, "\n");
   return out;
 }
 
@@ -156,6 +157,17 @@ absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
     for (int i = 0; i < source.include().size(); ++i) {
       if (!IsSafeText(source.include(i), 256)) {
         return Invalid(absl::StrCat(field, ".include[", i, "]"), "a path glob of 1-256 chars");
+      }
+    }
+    if (source.revert_size() > 16) {
+      return Invalid(field + ".revert", "at most 16 commits to revert");
+    }
+    for (int i = 0; i < source.revert().size(); ++i) {
+      const std::string& r = source.revert(i);
+      if (source.tree().empty() || r.size() < 7 || r.size() > 64 ||
+          r.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return Invalid(absl::StrCat(field, ".revert[", i, "]"),
+                       "a commit id (7-64 lowercase hex) of a source with a tree");
       }
     }
     if (absl::Status s = CheckFiles(field + ".config.fragments", source.fragments(), limits, total);

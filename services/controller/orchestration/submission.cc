@@ -35,8 +35,8 @@ absl::StatusOr<ValidatedJob> ValidateAgainstFleet(BoardStore* boards, const v1::
   return ValidateJobSpec(SpecFromProto(spec), summaries);
 }
 
-absl::StatusOr<Submitted> SubmitSpec(BoardStore* boards, JobStore* jobs, v1::JobSpec spec,
-                                     const std::string& request_id) {
+absl::StatusOr<PreparedJob> PrepareSpec(BoardStore* boards, v1::JobSpec spec,
+                                        const std::string& request_id) {
   // The shuffle seed is recorded with the job, so its run order can be reproduced. A retry
   // under a request id must produce the same spec, so its seed derives from the id.
   if (spec.shuffle_seed() == 0) {
@@ -63,10 +63,17 @@ absl::StatusOr<Submitted> SubmitSpec(BoardStore* boards, JobStore* jobs, v1::Job
   auto job = ValidateJobSpec(SpecFromProto(spec), summaries);
   if (!job.ok()) return job.status();
   job->builds = std::move(*builds);
-  auto created =
-      jobs->CreateJob(*job, spec.name(), SpecToJson(WithoutFileContents(spec)), request_id);
+  return PreparedJob{std::move(spec), std::move(*job)};
+}
+
+absl::StatusOr<Submitted> SubmitSpec(BoardStore* boards, JobStore* jobs, v1::JobSpec spec,
+                                     const std::string& request_id) {
+  auto prepared = PrepareSpec(boards, std::move(spec), request_id);
+  if (!prepared.ok()) return prepared.status();
+  auto created = jobs->CreateJob(prepared->job, prepared->spec.name(),
+                                 SpecToJson(WithoutFileContents(prepared->spec)), request_id);
   if (!created.ok()) return created.status();
-  return Submitted{*created, job->runs.size(), job->benchmark};
+  return Submitted{*created, prepared->job.runs.size(), prepared->job.benchmark};
 }
 
 int64_t NextSlotMs(const std::string& cron, std::chrono::system_clock::time_point now) {

@@ -18,6 +18,15 @@ struct Submitted {
 // Validates `spec` against the catalogue, the limits and the boards registered now.
 absl::StatusOr<ValidatedJob> ValidateAgainstFleet(BoardStore* boards, const v1::JobSpec& spec);
 
+// A spec made ready to store: its kernels named by their sources, checked against the
+// boards registered now, its builds planned. Nothing is stored.
+struct PreparedJob {
+  v1::JobSpec spec;
+  ValidatedJob job;
+};
+absl::StatusOr<PreparedJob> PrepareSpec(BoardStore* boards, v1::JobSpec spec,
+                                        const std::string& request_id);
+
 // Validates `spec` against the registered boards and stores it (idempotent per request id).
 absl::StatusOr<Submitted> SubmitSpec(BoardStore* boards, JobStore* jobs, v1::JobSpec spec,
                                      const std::string& request_id);

@@ -202,6 +202,29 @@ class MetricsSource {
 };
 
 // Every interface, as the api layer is wired (one implementation may serve several).
+// Bisections: the API creates and cancels them; the duties' driver advances the running ones.
+class BisectionStore {
+ public:
+  virtual ~BisectionStore() = default;
+  // A new running bisection; with a request id already used, the first one (created false).
+  struct Created {
+    BisectionRecord record;
+    bool created = false;
+  };
+  virtual absl::StatusOr<Created> CreateBisection(const std::string& request_id,
+                                                  const std::string& doc_json) = 0;
+  virtual absl::StatusOr<BisectionRecord> GetBisection(int64_t id) = 0;  // NOT_FOUND
+  // Newest first; only running ones when asked.
+  virtual absl::StatusOr<std::vector<BisectionRecord>> ListBisections(int limit,
+                                                                      bool running_only) = 0;
+  // The driver's progress; false (nothing written) when it is no longer running.
+  virtual absl::StatusOr<bool> UpdateBisection(int64_t id, const std::string& state,
+                                               const std::string& doc_json,
+                                               int64_t current_job) = 0;
+  // Running -> cancelled (a final one is returned as it is); NOT_FOUND.
+  virtual absl::StatusOr<BisectionRecord> CancelBisection(int64_t id) = 0;
+};
+
 // The background duties (lease reaping, switch expiry, change points, schedules) run on
 // one controller at a time: the one holding this lease, kept in the database and renewed on
 // every pass. A controller that dies stops renewing; another takes over when it lapses.
@@ -226,6 +249,7 @@ struct Stores {
   MetricsSource* metrics = nullptr;
   DutyLeaseStore* duty_lease = nullptr;  // none: this controller always runs the duties
   BuildStore* builds = nullptr;          // none: jobs cannot bring kernels
+  BisectionStore* bisections = nullptr;  // none: no bisections
 };
 
 }  // namespace faultline::controller

@@ -450,6 +450,19 @@ ALTER TABLE artifacts ADD COLUMN location text NOT NULL DEFAULT 'db'
       {23, "jobs that trace mmap_lock waits", R"sql(
 ALTER TABLE jobs ADD COLUMN mmap_lock_waits boolean NOT NULL DEFAULT false;
 )sql"},
+      {24, "bisections: the request, the engine's steps and the job measuring now", R"sql(
+CREATE TABLE bisections (
+  id          bigserial PRIMARY KEY,
+  request_id  text UNIQUE,
+  state       text NOT NULL DEFAULT 'running'
+              CHECK (state IN ('running', 'done', 'failed', 'cancelled')),
+  doc         jsonb NOT NULL,
+  current_job bigint REFERENCES jobs (id),
+  created_at  timestamptz NOT NULL DEFAULT now(),
+  updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX bisections_running ON bisections (id) WHERE state = 'running';
+)sql"},
   };
   return kMigrations;
 }

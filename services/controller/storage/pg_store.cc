@@ -22,7 +22,8 @@ PgStore::PgStore(StoreOptions options)
       history_(pool_.get(), options_.database_url),
       tokens_(pool_.get()),
       duty_lease_(pool_.get()),
-      builds_(pool_.get(), options_) {}
+      builds_(pool_.get(), options_),
+      bisections_(pool_.get()) {}
 
 PgStore::~PgStore() = default;
 

@@ -166,6 +166,22 @@ class PgDutyLeaseStore final : public DutyLeaseStore {
   pg::Pool* pool_;
 };
 
+class PgBisectionStore final : public BisectionStore {
+ public:
+  explicit PgBisectionStore(pg::Pool* pool) : pool_(pool) {}
+  absl::StatusOr<Created> CreateBisection(const std::string& request_id,
+                                          const std::string& doc_json) override;
+  absl::StatusOr<BisectionRecord> GetBisection(int64_t id) override;
+  absl::StatusOr<std::vector<BisectionRecord>> ListBisections(int limit,
+                                                              bool running_only) override;
+  absl::StatusOr<bool> UpdateBisection(int64_t id, const std::string& state,
+                                       const std::string& doc_json, int64_t current_job) override;
+  absl::StatusOr<BisectionRecord> CancelBisection(int64_t id) override;
+
+ private:
+  pg::Pool* pool_;
+};
+
 // One database: the pool, the migrations and every store on it.
 class PgStore {
  public:
@@ -181,7 +197,7 @@ class PgStore {
 
   Stores stores() {
     return {&jobs_,   &work_,    &boards_,     &schedules_, &history_,
-            &tokens_, &history_, &duty_lease_, &builds_};
+            &tokens_, &history_, &duty_lease_, &builds_,    &bisections_};
   }
   PgJobStore& jobs() { return jobs_; }
   PgWorkStore& work() { return work_; }
@@ -191,6 +207,7 @@ class PgStore {
   PgTokenStore& tokens() { return tokens_; }
   PgDutyLeaseStore& duty_lease() { return duty_lease_; }
   PgBuildStore& builds() { return builds_; }
+  PgBisectionStore& bisections() { return bisections_; }
 
  private:
   StoreOptions options_;
@@ -203,6 +220,7 @@ class PgStore {
   PgTokenStore tokens_;
   PgDutyLeaseStore duty_lease_;
   PgBuildStore builds_;
+  PgBisectionStore bisections_;
 };
 
 }  // namespace faultline::controller

@@ -252,6 +252,17 @@ struct ScheduleRecord {
   std::string last_error;
 };
 
+// A bisection (faultline bisect): its whole document (v1.Bisection as JSON: the request,
+// the engine's steps and measurements) and where the driver is.
+struct BisectionRecord {
+  int64_t id = 0;
+  std::string state;  // running | done | failed | cancelled
+  std::string doc_json;
+  int64_t current_job = 0;  // the job measuring the open step (0: none)
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+};
+
 // An API credential. Only the SHA-256 of the token is stored.
 struct TokenRecord {
   std::string name;

@@ -1,0 +1,472 @@
+#include "services/cli/bisect.h"
+
+#include <grpcpp/client_context.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/strings.h"
+#include "kbuild/process.h"
+#include "services/cli/spec_file.h"
+#include "services/cli/table.h"
+
+namespace faultline::cli {
+namespace {
+
+constexpr int kMaxCommits = 4096;
+
+absl::Status Usage(const std::string& what) {
+  return absl::InvalidArgumentError(what);
+}
+
+absl::StatusOr<std::string> Git(const std::string& tree, std::vector<std::string> args) {
+  args.insert(args.begin(), {"git", "-C", tree});
+  kbuild::Command command;
+  command.argv = std::move(args);
+  absl::StatusOr<kbuild::Finished> run = kbuild::Run(command);
+  if (!run.ok()) return run.status();
+  if (run->exit_code != 0) {
+    return absl::FailedPreconditionError(
+        std::string(absl::StripAsciiWhitespace(kbuild::Tail(run->output, 3))));
+  }
+  return run->output;
+}
+
+absl::StatusOr<std::string> CommitOf(const std::string& tree, const std::string& ref,
+                                     const std::string& flag) {
+  if (ref.empty() || ref.front() == '-') return Usage(flag + ": a ref is needed");
+  auto out = Git(tree, {"rev-parse", "--verify", "--quiet", ref + "^{commit}"});
+  if (!out.ok()) return Usage(absl::StrCat(flag, ": '", ref, "' is not a commit in ", tree));
+  return std::string(absl::StripAsciiWhitespace(*out));
+}
+
+std::string Short(const std::string& sha) {
+  return sha.substr(0, 12);
+}
+
+std::string Ratio(double r) {
+  if (!std::isfinite(r) || r <= 0) return "-";
+  return r >= 100 ? Printf("%.0f", r) : Printf("%.3f", r);
+}
+
+std::string Ci(double low, double high) {
+  if (!std::isfinite(low) || !std::isfinite(high) || high <= 0) return "-";
+  return "[" + Ratio(low) + ", " + Ratio(high) + "]";
+}
+
+std::string Duration(double seconds) {
+  if (seconds <= 0 || !std::isfinite(seconds)) return "?";
+  if (seconds < 120) return Printf("%.0f s", seconds);
+  if (seconds < 7200) return Printf("%.0f min", seconds / 60);
+  return Printf("%.1f h", seconds / 3600);
+}
+
+const v1::BisectCommit* CommitAt(const v1::Bisection& b, int index) {
+  if (index < 0 || index >= b.request().commits_size()) return nullptr;
+  return &b.request().commits(index);
+}
+
+std::string CommitName(const v1::Bisection& b, int index) {
+  const auto* c = CommitAt(b, index);
+  return c == nullptr ? "?" : Short(c->sha());
+}
+
+std::string MetricName(const v1::BisectRequest& r) {
+  if (r.metric().empty() || r.metric() == "throughput") return "throughput (rounds/s)";
+  return r.metric().substr(r.metric().find(':') + 1) + " per round";
+}
+
+std::string Verdict(const v1::BisectStep& s) {
+  if (s.outcome() == "untested") return "measuring";
+  if (s.role() == "endpoints") return s.outcome() == "bad" ? "differ" : "same";
+  if (s.role() == "revert" && s.outcome() == "broken") return "no revert";
+  return s.outcome();
+}
+
+// The two most common causes of a stopped bisection, in the user's words.
+std::string Summary(const v1::Bisection& b) {
+  if (b.state() == "running") return "running (" + b.phase() + ")";
+  if (b.state() == "cancelled") return "cancelled";
+  if (b.state() == "failed") return "failed: " + b.failure();
+  if (b.culprit() >= 0) {
+    if (b.confirmation() == "bad") return "done: first bad commit found and confirmed";
+    if (b.confirmation() == "untested") return "done: first bad commit found (not confirmed)";
+    return "done: first bad commit found, NOT confirmed (" + b.confirmation() + ")";
+  }
+  return "done: skipped commits leave " + std::to_string(b.candidates_size()) + " candidates";
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<v1::BisectCommit>> ResolveCommits(const std::string& tree,
+                                                             const std::string& good,
+                                                             const std::string& bad) {
+  if (tree.empty()) return Usage("--tree: the kernel git tree is needed");
+  if (auto top = Git(tree, {"rev-parse", "--git-dir"}); !top.ok()) {
+    return Usage("--tree: " + tree + " is not a git repository");
+  }
+  auto g = CommitOf(tree, good, "--good");
+  if (!g.ok()) return g.status();
+  auto b = CommitOf(tree, bad, "--bad");
+  if (!b.ok()) return b.status();
+  if (*g == *b) return Usage("--good and --bad are the same commit (" + Short(*g) + ")");
+  if (auto anc = Git(tree, {"merge-base", "--is-ancestor", *g, *b}); !anc.ok()) {
+    return Usage(absl::StrCat("--good ", good, " (", Short(*g), ") is not an ancestor of --bad ",
+                              bad, " (", Short(*b), ")"));
+  }
+  // good, then every first-parent commit up to bad: NUL-separated fields, one per line.
+  auto listed = Git(tree, {"log", "--first-parent", "--reverse", "--format=%H%x00%s%x00%an <%ae>",
+                           absl::StrCat(*g, "..", *b)});
+  if (!listed.ok()) return listed.status();
+  auto head = Git(tree, {"log", "-1", "--format=%H%x00%s%x00%an <%ae>", *g});
+  if (!head.ok()) return head.status();
+  std::vector<v1::BisectCommit> commits;
+  for (absl::string_view line : absl::StrSplit(*head + *listed, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits('\0', 2));
+    if (f.size() != 3) continue;
+    v1::BisectCommit c;
+    c.set_sha(f[0]);
+    c.set_subject(f[1].substr(0, 1024));
+    c.set_author(f[2].substr(0, 512));
+    commits.push_back(std::move(c));
+  }
+  if (commits.size() < 2 || commits.back().sha() != *b) {
+    return Usage(absl::StrCat("--bad ", bad, " is not on the first-parent line from ", good,
+                              " (bisect along a branch's first parents)"));
+  }
+  if (static_cast<int>(commits.size()) - 1 > kMaxCommits) {
+    return Usage(absl::StrCat(commits.size() - 1,
+                              " commits from --good to --bad, over the limit "
+                              "of ",
+                              kMaxCommits, ": narrow the range"));
+  }
+  return commits;
+}
+
+absl::StatusOr<v1::BisectRequest> MakeBisectRequest(const BisectArgs& args, v1::JobSpec spec) {
+  v1::BisectRequest r;
+  // The study's own kernels (if it brings any) give the tree and the config.
+  const v1::KernelSource* source = nullptr;
+  if (!spec.kernel_sources().empty()) {
+    auto it = spec.kernel_sources().find(spec.baseline());
+    if (it == spec.kernel_sources().end() && spec.kernels_size() > 0) {
+      it = spec.kernel_sources().find(spec.kernels(0));
+    }
+    if (it == spec.kernel_sources().end()) it = spec.kernel_sources().begin();
+    source = &it->second;
+  }
+  r.set_tree(!args.tree.empty() ? args.tree : source != nullptr ? source->tree() : "");
+  if (!args.config_base.empty()) {
+    r.set_config_base(args.config_base);
+  } else if (source != nullptr) {
+    r.set_config_base(source->config_base());
+  }
+  if (!args.fragments.empty()) {
+    for (const std::string& path : args.fragments) {
+      std::ifstream file(path);
+      std::stringstream text;
+      text << file.rdbuf();
+      if (!file) return Usage("--fragment: cannot read " + path);
+      auto* f = r.add_fragments();
+      f->set_name(path.substr(path.rfind('/') + 1));
+      f->set_content(text.str());
+    }
+  } else if (source != nullptr) {
+    *r.mutable_fragments() = source->fragments();
+  }
+  auto commits = ResolveCommits(r.tree(), args.good, args.bad);
+  if (!commits.ok()) return commits.status();
+  for (auto& c : *commits) *r.add_commits() = std::move(c);
+  if (args.metric == "throughput" || args.metric.empty()) {
+    r.set_metric("throughput");
+  } else {
+    std::string name = args.metric;
+    if (absl::StartsWith(name, "counter:")) name = name.substr(8);
+    if (absl::StartsWith(name, "counter ")) name = name.substr(8);
+    r.set_metric("counter:" + name);
+  }
+  for (const std::string& kv : args.cells) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return Usage("--cell: KNOB=VALUE, got '" + kv + "'");
+    (*r.mutable_cell())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  r.set_board(args.board);
+  r.set_arch(args.arch);
+  r.set_block(args.block);
+  r.set_max_pairs(args.max_pairs);
+  r.set_error(args.error);
+  r.set_no_confirm(args.no_confirm);
+  r.set_no_revert(args.no_revert);
+  r.set_command(args.command);
+  if (args.from_job != 0) r.set_origin("job " + std::to_string(args.from_job));
+  *r.mutable_spec() = std::move(spec);
+  return r;
+}
+
+std::string FormatBisectProgress(const v1::Bisection& b) {
+  std::string line = absl::StrCat("bisection ", b.id(), ": ", b.phase());
+  if (b.state() != "running") return absl::StrCat(line, " (", b.state(), ")");
+  if (b.phase() == "bisecting") {
+    absl::StrAppend(&line, ", ", b.untested(), " commits left between ",
+                    CommitName(b, b.range_good()), " (good) and ", CommitName(b, b.range_bad()),
+                    " (bad)");
+  }
+  if (b.steps_size() > 0) {
+    const auto& s = b.steps(b.steps_size() - 1);
+    absl::StrAppend(&line, "; ", s.role(), " ",
+                    s.role() == "revert" ? "bad-revert" : CommitName(b, s.candidate()), ": ", s.n(),
+                    " reps");
+  }
+  absl::StrAppend(&line, "; ", b.runs(), " runs, ~", b.steps_left(), " steps / ",
+                  Duration(b.seconds_left()), " left");
+  return line;
+}
+
+std::string RenderBisection(const v1::Bisection& b, bool steps) {
+  const v1::BisectRequest& r = b.request();
+  const int n = r.commits_size();
+  std::string out = absl::StrCat("bisection ", b.id(), ": ", Summary(b), "\n");
+  if (n >= 2) {
+    absl::StrAppend(&out, "  good ", CommitName(b, 0), "  ", r.commits(0).subject().substr(0, 58),
+                    "\n  bad  ", CommitName(b, n - 1), "  ",
+                    r.commits(n - 1).subject().substr(0, 58), "\n");
+  }
+  absl::StrAppend(&out, "  ", n - 1, " commits, tree ", r.tree(), "\n  metric ", MetricName(r),
+                  ", board ", r.board());
+  for (const auto& [k, v] : r.cell()) absl::StrAppend(&out, ", ", k, "=", v);
+  absl::StrAppend(&out, "\n");
+  if (b.steps_size() > 0 && b.steps(0).outcome() == "bad") {
+    absl::StrAppend(&out, "  bad/good ", Ratio(std::exp(b.effect())), " (99% CI of the endpoints ",
+                    Ci(std::exp(b.effect_low()), std::exp(b.effect_high())), ")\n");
+  }
+  absl::StrAppend(&out, "  ", b.runs(), " runs, ", Duration(b.board_seconds()), " of measuring\n");
+  if (b.culprit() >= 0) {
+    const auto* c = CommitAt(b, b.culprit());
+    absl::StrAppend(&out, "\nFirst bad commit: ", c->sha(), "\n    ", c->subject(),
+                    "\n    Author: ", c->author(), "\n");
+    for (const auto& s : b.steps()) {
+      if (s.role() == "confirm") {
+        absl::StrAppend(&out, "Confirmed against its parent ", CommitName(b, s.reference()), ": ",
+                        s.outcome() == "bad" ? "yes" : "no (" + s.outcome() + ")", ", ratio ",
+                        Ratio(s.ratio()), " ", Ci(s.ci_low(), s.ci_high()), ", n=", s.n(), "\n");
+      }
+      if (s.role() == "revert") {
+        absl::StrAppend(&out, "Reverted on the bad end: ",
+                        s.outcome() == "good"  ? "like good (the revert removes the regression)"
+                        : s.outcome() == "bad" ? "still like bad"
+                        : s.outcome() == "broken"
+                            ? "could not be measured: " + OneLine(s.note(), "; ")
+                            : s.outcome(),
+                        s.outcome() == "broken" ? ""
+                                                : absl::StrCat(", ratio vs good ", Ratio(s.ratio()),
+                                                               " ", Ci(s.ci_low(), s.ci_high())),
+                        "\n");
+      }
+    }
+  } else if (b.candidates_size() > 0) {
+    absl::StrAppend(&out, "\nThe first bad commit is one of (the others could not be tested):\n");
+    for (int i : b.candidates()) {
+      const auto* c = CommitAt(b, i);
+      absl::StrAppend(&out, "  ", Short(c->sha()), "  ", c->subject().substr(0, 60), "  [",
+                      b.marks(i), "]\n");
+    }
+  }
+  if (steps) {
+    Table t;
+    t.headers = {"#", "role", "commit", "vs", "ratio", "95% CI", "n", "verdict"};
+    t.right_align = {true, false, false, false, true, false, true, false};
+    int i = 0;
+    for (const auto& s : b.steps()) {
+      t.rows.push_back({std::to_string(i++), s.role(),
+                        s.role() == "revert" ? "bad-rev" : CommitName(b, s.candidate()),
+                        s.reference() == 0 ? "good" : CommitName(b, s.reference()),
+                        Ratio(s.ratio()), Ci(s.ci_low(), s.ci_high()), std::to_string(s.n()),
+                        Verdict(s)});
+    }
+    absl::StrAppend(&out, "\n", RenderRuledTable(t));
+    for (const auto& s : b.steps()) {
+      if (s.outcome() == "broken" && s.role() == "step") {
+        absl::StrAppend(&out, "  ", CommitName(b, s.candidate()),
+                        " skipped: ", OneLine(s.note(), "; ").substr(0, 200), "\n");
+      }
+    }
+  }
+  if (!r.command().empty()) absl::StrAppend(&out, "\nReproduce: ", r.command(), "\n");
+  return out;
+}
+
+int BisectStartCommand(JobStub& client, const CliEnv& env, BisectArgs args, bool watch) {
+  v1::JobSpec spec;
+  if (args.from_job != 0) {
+    v1::GetJobRequest get;
+    get.set_job_id(args.from_job);
+    v1::GetJobResponse job;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
+    if (!env.token.empty()) context.AddMetadata("authorization", "Bearer " + env.token);
+    if (auto s = client.GetJob(&context, get, &job); !s.ok()) {
+      *env.err << "faultline: " << FormatRpcError(s, env.controller) << "\n";
+      return kExitFailure;
+    }
+    spec = job.job().spec();
+    // Two kernels of one tree at two refs: the baseline is good, the other bad.
+    std::string base =
+        spec.baseline().empty() && spec.kernels_size() > 0 ? spec.kernels(0) : spec.baseline();
+    const v1::KernelSource *a = nullptr, *b = nullptr;
+    for (const auto& [label, source] : spec.kernel_sources()) {
+      if (label == base) {
+        a = &source;
+      } else if (b == nullptr) {
+        b = &source;
+      }
+    }
+    if (a == nullptr || b == nullptr || a->tree().empty() || b->tree() != a->tree() ||
+        !b->series().empty() || !a->series().empty()) {
+      *env.err << "faultline: --from " << args.from_job
+               << ": the job must compare two refs of one tree without series (bisect a series "
+                  "by giving its patches as commits of a branch)\n";
+      return kExitUsage;
+    }
+    if (args.tree.empty()) args.tree = a->tree();
+    if (args.good.empty()) args.good = a->ref();
+    if (args.bad.empty()) args.bad = b->ref();
+    if (!a->fragments().empty() && args.fragments.empty()) {
+      *env.err << "faultline: --from " << args.from_job
+               << ": the job stored its config fragments by name only; pass them with --fragment\n";
+      return kExitUsage;
+    }
+    if (args.config_base.empty()) args.config_base = a->config_base();
+    spec.clear_kernel_sources();
+  } else {
+    if (args.spec_path.empty() || args.good.empty() || args.bad.empty()) {
+      *env.err << "faultline: bisect: --good, --bad and --spec are needed (or --from JOB)\n";
+      return kExitUsage;
+    }
+    absl::StatusOr<v1::JobSpec> loaded = LoadJobSpecFile(args.spec_path);
+    if (!loaded.ok()) {
+      *env.err << "faultline: " << OneLine(std::string(loaded.status().message()), "; ") << "\n";
+      return kExitUsage;
+    }
+    spec = *std::move(loaded);
+  }
+  absl::StatusOr<v1::BisectRequest> request = MakeBisectRequest(args, std::move(spec));
+  if (!request.ok()) {
+    *env.err << "faultline: " << OneLine(std::string(request.status().message()), "; ") << "\n";
+    return kExitUsage;
+  }
+  v1::StartBisectionRequest start;
+  *start.mutable_request() = *std::move(request);
+  start.set_request_id(
+      absl::StrCat("cli-bisect-", std::chrono::steady_clock::now().time_since_epoch().count()));
+  v1::Bisection response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
+  if (!env.token.empty()) context.AddMetadata("authorization", "Bearer " + env.token);
+  if (auto s = client.StartBisection(&context, start, &response); !s.ok()) {
+    *env.err << "faultline: " << FormatRpcError(s, env.controller) << "\n";
+    return kExitFailure;
+  }
+  *env.out << response.id() << "\n" << std::flush;
+  *env.err << "bisection " << response.id() << " started: " << response.request().commits_size() - 1
+           << " commits on board " << response.request().board() << "\n"
+           << std::flush;
+  if (!watch) return kExitOk;
+  return BisectWatchCommand(client, env, response.id());
+}
+
+namespace {
+
+int GetBisection(JobStub& client, const CliEnv& env, int64_t id, v1::Bisection* out) {
+  v1::GetBisectionRequest get;
+  get.set_id(id);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
+  if (!env.token.empty()) context.AddMetadata("authorization", "Bearer " + env.token);
+  if (auto s = client.GetBisection(&context, get, out); !s.ok()) {
+    *env.err << "faultline: " << FormatRpcError(s, env.controller) << "\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+int ExitOf(const v1::Bisection& b) {
+  return b.state() == "done" && b.culprit() >= 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+int BisectShowCommand(JobStub& client, const CliEnv& env, int64_t id, bool steps) {
+  v1::Bisection b;
+  if (int rc = GetBisection(client, env, id, &b); rc != kExitOk) return rc;
+  *env.out << RenderBisection(b, steps) << std::flush;
+  if (b.state() == "running") *env.err << FormatBisectProgress(b) << "\n";
+  return kExitOk;
+}
+
+int BisectWatchCommand(JobStub& client, const CliEnv& env, int64_t id) {
+  std::string last;
+  for (int lost = 0;;) {
+    v1::Bisection b;
+    if (GetBisection(client, env, id, &b) != kExitOk) {
+      if (++lost > 30) return kExitFailure;
+    } else {
+      lost = 0;
+      const std::string line = FormatBisectProgress(b);
+      if (line != last) *env.err << line << "\n" << std::flush;
+      last = line;
+      if (b.state() != "running") {
+        *env.out << RenderBisection(b, true) << std::flush;
+        return ExitOf(b);
+      }
+    }
+    // A poll, not a wait for something to happen: the duties advance it once a second.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+}
+
+int BisectCancelCommand(JobStub& client, const CliEnv& env, int64_t id) {
+  v1::CancelBisectionRequest req;
+  req.set_id(id);
+  v1::Bisection b;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
+  if (!env.token.empty()) context.AddMetadata("authorization", "Bearer " + env.token);
+  if (auto s = client.CancelBisection(&context, req, &b); !s.ok()) {
+    *env.err << "faultline: " << FormatRpcError(s, env.controller) << "\n";
+    return kExitFailure;
+  }
+  *env.out << "bisection " << id << " " << b.state() << "\n" << std::flush;
+  return kExitOk;
+}
+
+int BisectListCommand(JobStub& client, const CliEnv& env) {
+  v1::ListBisectionsRequest req;
+  v1::ListBisectionsResponse resp;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
+  if (!env.token.empty()) context.AddMetadata("authorization", "Bearer " + env.token);
+  if (auto s = client.ListBisections(&context, req, &resp); !s.ok()) {
+    *env.err << "faultline: " << FormatRpcError(s, env.controller) << "\n";
+    return kExitFailure;
+  }
+  Table t;
+  t.headers = {"id", "state", "phase", "commits", "board", "metric", "culprit"};
+  for (const auto& b : resp.bisections()) {
+    t.rows.push_back({std::to_string(b.id()), b.state(), b.phase(),
+                      std::to_string(b.request().commits_size() - 1), b.request().board(),
+                      MetricName(b.request()),
+                      b.culprit() >= 0 ? CommitName(b, b.culprit()) : "-"});
+  }
+  *env.out << RenderPlainTable(t) << std::flush;
+  return kExitOk;
+}
+
+}  // namespace faultline::cli
