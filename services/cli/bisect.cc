@@ -104,6 +104,30 @@ std::string Summary(const v1::Bisection& b) {
   return "done: skipped commits leave " + std::to_string(b.candidates_size()) + " candidates";
 }
 
+// `text` word-wrapped to 80 columns (its leading spaces kept), continuation lines indented
+// by `indent` spaces; a word longer than a line is cut.
+std::string Fold(const std::string& text, size_t indent) {
+  constexpr size_t kWidth = 80;
+  const size_t lead = text.find_first_not_of(' ');
+  if (lead == std::string::npos) return "\n";
+  std::string out;
+  std::string line(lead, ' ');
+  bool empty = true;  // no word on this line yet
+  for (absl::string_view word :
+       absl::StrSplit(absl::string_view(text).substr(lead), ' ', absl::SkipEmpty())) {
+    if (!empty && line.size() + 1 + word.size() > kWidth) {
+      out += line + "\n";
+      line.assign(indent, ' ');
+      empty = true;
+    }
+    if (!empty) line += ' ';
+    const size_t room = line.size() < kWidth ? kWidth - line.size() : 0;
+    line.append(word.data(), std::min(word.size(), room));
+    empty = false;
+  }
+  return out + line + "\n";
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<v1::BisectCommit>> ResolveCommits(const std::string& tree,
@@ -225,8 +249,8 @@ std::string FormatBisectProgress(const v1::Bisection& b) {
                     s.role() == "revert" ? "bad-revert" : CommitName(b, s.candidate()), ": ", s.n(),
                     " reps");
   }
-  absl::StrAppend(&line, "; ", b.runs(), " runs, ~", b.steps_left(), " steps / ",
-                  Duration(b.seconds_left()), " left");
+  absl::StrAppend(&line, "; ", b.kernels(), " kernels, ", b.runs(), " runs, ~", b.steps_left(),
+                  " steps / ", Duration(b.seconds_left()), " left");
   return line;
 }
 
@@ -247,28 +271,35 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
     absl::StrAppend(&out, "  bad/good ", Ratio(std::exp(b.effect())), " (99% CI of the endpoints ",
                     Ci(std::exp(b.effect_low()), std::exp(b.effect_high())), ")\n");
   }
-  absl::StrAppend(&out, "  ", b.runs(), " runs, ", Duration(b.board_seconds()), " of measuring\n");
+  absl::StrAppend(&out, "  ", b.kernels(), " kernels built, ", b.runs(), " runs (",
+                  Duration(b.board_seconds()), " measured), ", Duration(b.wall_seconds()),
+                  " in all\n");
   if (b.culprit() >= 0) {
     const auto* c = CommitAt(b, b.culprit());
-    absl::StrAppend(&out, "\nFirst bad commit: ", c->sha(), "\n    ", c->subject(),
-                    "\n    Author: ", c->author(), "\n");
+    absl::StrAppend(&out, "\nFirst bad commit: ", c->sha(), "\n", Fold("    " + c->subject(), 4),
+                    Fold("    Author: " + c->author(), 12));
     for (const auto& s : b.steps()) {
       if (s.role() == "confirm") {
-        absl::StrAppend(&out, "Confirmed against its parent ", CommitName(b, s.reference()), ": ",
-                        s.outcome() == "bad" ? "yes" : "no (" + s.outcome() + ")", ", ratio ",
-                        Ratio(s.ratio()), " ", Ci(s.ci_low(), s.ci_high()), ", n=", s.n(), "\n");
+        absl::StrAppend(
+            &out,
+            Fold(absl::StrCat("Confirmed against its parent ", CommitName(b, s.reference()), ": ",
+                              s.outcome() == "bad" ? "yes" : "no (" + s.outcome() + ")", ", ratio ",
+                              Ratio(s.ratio()), " ", Ci(s.ci_low(), s.ci_high()), ", n=", s.n()),
+                 2));
       }
       if (s.role() == "revert") {
-        absl::StrAppend(&out, "Reverted on the bad end: ",
-                        s.outcome() == "good"  ? "like good (the revert removes the regression)"
-                        : s.outcome() == "bad" ? "still like bad"
-                        : s.outcome() == "broken"
-                            ? "could not be measured: " + OneLine(s.note(), "; ")
-                            : s.outcome(),
-                        s.outcome() == "broken" ? ""
-                                                : absl::StrCat(", ratio vs good ", Ratio(s.ratio()),
-                                                               " ", Ci(s.ci_low(), s.ci_high())),
-                        "\n");
+        const std::string what =
+            s.outcome() == "good"     ? "like good (the revert removes the regression)"
+            : s.outcome() == "bad"    ? "still like bad"
+            : s.outcome() == "broken" ? "could not be measured: " + OneLine(s.note(), "; ")
+                                      : s.outcome();
+        absl::StrAppend(
+            &out, Fold(absl::StrCat("Reverted on the bad end: ", what,
+                                    s.outcome() == "broken"
+                                        ? ""
+                                        : absl::StrCat(", ratio vs good ", Ratio(s.ratio()), " ",
+                                                       Ci(s.ci_low(), s.ci_high()))),
+                       2));
       }
     }
   } else if (b.candidates_size() > 0) {
@@ -294,8 +325,9 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
     absl::StrAppend(&out, "\n", RenderRuledTable(t));
     for (const auto& s : b.steps()) {
       if (s.outcome() == "broken" && s.role() == "step") {
-        absl::StrAppend(&out, "  ", CommitName(b, s.candidate()),
-                        " skipped: ", OneLine(s.note(), "; ").substr(0, 200), "\n");
+        absl::StrAppend(&out, Fold(absl::StrCat("  ", CommitName(b, s.candidate()), " skipped: ",
+                                                OneLine(s.note(), "; ").substr(0, 300)),
+                                   4));
       }
     }
   }

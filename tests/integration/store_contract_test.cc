@@ -32,6 +32,7 @@ class PgStores {
   ScheduleStore& schedules() { return store_->schedules(); }
   HistoryStore& history() { return store_->history(); }
   TokenStore& tokens() { return store_->tokens(); }
+  BisectionStore& bisections() { return store_->bisections(); }
 
  private:
   std::unique_ptr<PgStore> store_;
@@ -47,6 +48,7 @@ class FakeStores {
   ScheduleStore& schedules() { return fakes_.schedules; }
   HistoryStore& history() { return fakes_.history; }
   TokenStore& tokens() { return fakes_.tokens; }
+  BisectionStore& bisections() { return fakes_.bisections; }
 
  private:
   SystemClock clock_;  // the fakes' timestamps, as the database's now() gives PostgreSQL's
@@ -303,6 +305,50 @@ TYPED_TEST(StoreContract, AChangePointIsStoredOnceAndTrackedByState) {
   EXPECT_EQ(all->size(), 1u);
   EXPECT_TRUE(absl::IsNotFound(
       history.SetChangePointState((*all)[0].id + 100, ChangePointState::kOpen).status()));
+}
+
+TYPED_TEST(StoreContract, ABisectionIsUpdatedOnlyWhileRunningAndCancelledOnce) {
+  BisectionStore& store = this->impl_.bisections();
+  auto first = store.CreateBisection("req-1", R"({"phase":"endpoints"})");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->created);
+  EXPECT_EQ(first->record.state, "running");
+  // The same request id: the first one, not a second.
+  auto again = store.CreateBisection("req-1", R"({"phase":"other"})");
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->record.id, first->record.id);
+  auto other = store.CreateBisection("", R"({})");
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->record.id, first->record.id);
+
+  const int64_t id = first->record.id;
+  const int64_t job = this->CreateJob();
+  auto updated = store.UpdateBisection(id, "running", R"({"phase":"bisecting"})", job);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_TRUE(*updated);
+  auto got = store.GetBisection(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->current_job, job);
+  EXPECT_NE(got->doc_json.find("bisecting"), std::string::npos);
+  auto running = store.ListBisections(10, /*running_only=*/true);
+  ASSERT_TRUE(running.ok());
+  EXPECT_EQ(running->size(), 2u);
+  EXPECT_EQ(running->front().id, other->record.id);  // newest first
+
+  auto cancelled = store.CancelBisection(id);
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state, "cancelled");
+  EXPECT_EQ(cancelled->current_job, job);  // so the caller can cancel its job
+  // A cancelled one is not written by a driver pass that raced the cancel.
+  auto late = store.UpdateBisection(id, "done", R"({"phase":"done"})", 0);
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(*late);
+  EXPECT_EQ(store.GetBisection(id)->state, "cancelled");
+  EXPECT_EQ(store.ListBisections(10, true)->size(), 1u);
+  EXPECT_EQ(store.ListBisections(10, false)->size(), 2u);
+  EXPECT_EQ(absl::StatusCode::kNotFound, store.GetBisection(id + 100).status().code());
+  EXPECT_EQ(absl::StatusCode::kNotFound, store.CancelBisection(id + 100).status().code());
 }
 
 }  // namespace

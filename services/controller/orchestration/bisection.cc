@@ -221,6 +221,14 @@ void FillDisplay(v1::Bisection* doc) {
   doc->set_steps_left(bisect::StepsLeft(state, options));
   doc->set_effect(bisect::EstimateEffect(state).effect);
   int finished = 0;
+  std::set<std::string> built;
+  for (const auto& step : doc->steps()) {
+    if (step.pairs().empty() && step.outcome() != "broken") continue;
+    built.insert(step.role() == "revert" ? "revert" : std::to_string(step.candidate()));
+    built.insert(std::to_string(step.reference()));
+    if (step.with_bad()) built.insert(std::to_string(doc->request().commits_size() - 1));
+  }
+  doc->set_kernels(static_cast<uint32_t>(built.size()));
   for (auto& step : *doc->mutable_steps()) {
     std::vector<double> a, b;
     for (const auto& p : step.pairs()) {
@@ -238,7 +246,7 @@ void FillDisplay(v1::Bisection* doc) {
     step.set_ci_high(c.ci_high);
   }
   doc->set_seconds_left(finished > 0 && doc->state() == "running"
-                            ? doc->board_seconds() / finished * doc->steps_left()
+                            ? doc->wall_seconds() / finished * doc->steps_left()
                             : 0);
 }
 
@@ -365,6 +373,9 @@ void TakeMeasurements(v1::Bisection* doc, bisect::State* state, const bisect::Op
   Folded f = Fold(*doc, step, runs);
   doc->set_runs(doc->runs() + f.runs);
   doc->set_board_seconds(doc->board_seconds() + f.seconds);
+  if (job.finished_at_ms > job.created_at_ms) {
+    doc->set_wall_seconds(doc->wall_seconds() + (job.finished_at_ms - job.created_at_ms) / 1000.0);
+  }
   if (!f.candidate_failure.empty()) {
     bisect::MarkBroken(state, options, f.candidate_failure);
     return;
