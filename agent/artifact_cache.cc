@@ -77,8 +77,12 @@ absl::Status WriteMeta(const std::string& path, const std::string& content) {
   return absl::OkStatus();
 }
 
-std::string MetaText(const std::string& release, const std::string& label, uint64_t bytes) {
-  return absl::StrCat("release=", release, "\nlabel=", label, "\nbytes=", bytes, "\n");
+std::string MetaText(const std::string& release, const std::vector<std::string>& labels,
+                     uint64_t bytes) {
+  std::string out = absl::StrCat("release=", release, "\n");
+  for (const std::string& label : labels) absl::StrAppend(&out, "label=", label, "\n");
+  absl::StrAppend(&out, "bytes=", bytes, "\n");
+  return out;
 }
 
 // The artifact at DIR/<sha> with its .meta, if the .meta is there and `require_meta`.
@@ -98,8 +102,9 @@ std::optional<CachedArtifact> Load(const std::string& dir, const std::string& sh
   std::string line;
   while (std::getline(in, line)) {
     if (absl::StartsWith(line, "release=")) a.release = line.substr(8);
-    if (absl::StartsWith(line, "label=")) a.label = line.substr(6);
+    if (absl::StartsWith(line, "label=")) a.labels.push_back(line.substr(6));
   }
+  if (!a.labels.empty()) a.label = a.labels.front();
   return a;
 }
 
@@ -183,11 +188,21 @@ absl::StatusOr<CachedArtifact> ArtifactCache::Fetch(
   if (std::optional<CachedArtifact> present = Find(sha256)) {
     // A crash between the rename and the .meta leaves a verified file without metadata.
     if (::access(meta.c_str(), F_OK) != 0) {
-      if (absl::Status s = WriteMeta(meta, MetaText(release, label, present->bytes)); !s.ok()) {
+      if (absl::Status s = WriteMeta(meta, MetaText(release, {label}, present->bytes)); !s.ok()) {
         return s;
       }
       present->release = release;
       present->label = label;
+      present->labels = {label};
+    } else if (std::find(present->labels.begin(), present->labels.end(), label) ==
+               present->labels.end()) {
+      // The same image under another label: the board must know it by that label too.
+      present->labels.push_back(label);
+      if (absl::Status s =
+              WriteMeta(meta, MetaText(present->release, present->labels, present->bytes));
+          !s.ok()) {
+        return s;
+      }
     }
     return *present;
   }
@@ -255,7 +270,7 @@ absl::StatusOr<CachedArtifact> ArtifactCache::Fetch(
   }
   if (::rename(partial.c_str(), path.c_str()) != 0) return Errno("rename " + partial);
   Touch(path);  // a resumed download may have been written long ago
-  if (absl::Status s = WriteMeta(meta, MetaText(release, label, bytes)); !s.ok()) return s;
+  if (absl::Status s = WriteMeta(meta, MetaText(release, {label}, bytes)); !s.ok()) return s;
   if (absl::Status s = SyncDirectory(dir_); !s.ok()) return s;
   Trim(sha256);
 
@@ -265,6 +280,7 @@ absl::StatusOr<CachedArtifact> ArtifactCache::Fetch(
   a.bytes = bytes;
   a.release = release;
   a.label = label;
+  a.labels = {label};
   return a;
 }
 
@@ -275,7 +291,11 @@ std::vector<CachedArtifact> ArtifactCache::List() const {
     const std::string name = entry.path().filename().string();
     if (!IsSha256Hex(name)) continue;
     if (std::optional<CachedArtifact> a = Load(dir_, name, /*require_meta=*/true)) {
-      out.push_back(std::move(*a));
+      for (const std::string& label : a->labels) {
+        CachedArtifact one = *a;
+        one.label = label;
+        out.push_back(std::move(one));
+      }
     }
   }
   std::sort(out.begin(), out.end(), [](const CachedArtifact& a, const CachedArtifact& b) {

@@ -39,7 +39,10 @@ struct CachedArtifact {
   std::string path;  // the verified file
   uint64_t bytes = 0;
   std::string release;  // metadata given at Fetch (uname -r of the kernel inside)
-  std::string label;    // metadata given at Fetch
+  std::string label;    // metadata given at Fetch (the first label it was fetched under)
+  // Every label it was fetched under: two labels can name one image (a bisection's commit
+  // whose tree is another's, e.g. a change and its revert), and a board running it runs both.
+  std::vector<std::string> labels;
 };
 
 class ArtifactCache {
@@ -69,7 +72,8 @@ class ArtifactCache {
       const std::function<void(uint64_t, uint64_t)>& progress = {});
 
   // Every verified artifact with metadata (for the agent's hello: the kernels it can boot
-  // without fetching), sorted by label. Does not count as use.
+  // without fetching), one entry per label it was fetched under, sorted by label. Does not
+  // count as use.
   std::vector<CachedArtifact> List() const;
 
   const std::string& dir() const { return dir_; }

@@ -301,5 +301,26 @@ TEST_F(ArtifactCacheTest, ListsVerifiedArtifactsByLabel) {
   EXPECT_EQ(list[1].bytes, 100u);
 }
 
+TEST_F(ArtifactCacheTest, OneImageUnderTwoLabelsIsListedUnderBoth) {
+  // A bisection's commit whose tree is another's (a change, then its revert) builds the same
+  // image under a second label: a board that boots it must say it runs both.
+  const std::string image = RandomBytes(300, 21);
+  ArtifactCache cache(dir_, 1 << 20);
+  ASSERT_TRUE(FetchData(cache, image, "c7").ok());
+  FakeSource source(image);
+  absl::StatusOr<CachedArtifact> again =
+      cache.Fetch(Sha(image), image.size(), "6.1.0-c7", "c9", source);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->labels, (std::vector<std::string>{"c7", "c9"}));
+  // A third fetch under a known label adds nothing; the next agent life lists both.
+  ASSERT_TRUE(cache.Fetch(Sha(image), image.size(), "6.1.0-c7", "c9", source).ok());
+  std::vector<CachedArtifact> list = ArtifactCache(dir_, 1 << 20).List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].label, "c7");
+  EXPECT_EQ(list[1].label, "c9");
+  EXPECT_EQ(list[0].path, list[1].path);
+  EXPECT_EQ(list[1].release, "6.1.0-c7");
+}
+
 }  // namespace
 }  // namespace faultline::agent
