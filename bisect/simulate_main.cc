@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     };
     row("faultline", c.engine);
     row("median-of-3", c.median_of_3);
+    row(("median-of-" + std::to_string(c.same_budget_runs)).c_str(), c.same_budget);
   }
   return 0;
 }

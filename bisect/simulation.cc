@@ -44,10 +44,11 @@ bool IsBroken(const History& history, int index) {
   return std::find(history.broken.begin(), history.broken.end(), index) != history.broken.end();
 }
 
-double MedianOf3(Board& board, int index) {
-  double v[3] = {board.Run(index), board.Run(index), board.Run(index)};
-  std::sort(v, v + 3);
-  return v[1];
+double MedianOfRuns(Board& board, int index, int runs) {
+  std::vector<double> v;
+  for (int i = 0; i < runs; ++i) v.push_back(board.Run(index));
+  std::sort(v.begin(), v.end());
+  return runs % 2 == 1 ? v[runs / 2] : (v[runs / 2 - 1] + v[runs / 2]) / 2;
 }
 
 void Count(Summary* summary, const History& history, const Outcome& outcome) {
@@ -118,11 +119,11 @@ Outcome RunEngine(const History& history, const Options& options, std::mt19937_6
   return out;
 }
 
-Outcome RunMedianOf3(const History& history, std::mt19937_64& rng) {
+Outcome RunMedianOf(const History& history, int runs, std::mt19937_64& rng) {
   Board board(history, rng);
   Outcome out;
-  const double good = std::log(MedianOf3(board, 0));
-  const double bad = std::log(MedianOf3(board, history.commits - 1));
+  const double good = std::log(MedianOfRuns(board, 0, runs));
+  const double bad = std::log(MedianOfRuns(board, history.commits - 1, runs));
   const double threshold = (good + bad) / 2;
   const bool bad_is_lower = bad < good;
   int lo = 0, hi = history.commits - 1;
@@ -141,7 +142,7 @@ Outcome RunMedianOf3(const History& history, std::mt19937_64& rng) {
       skipped[pick] = true;
       continue;
     }
-    const double value = std::log(MedianOf3(board, pick));
+    const double value = std::log(MedianOfRuns(board, pick, runs));
     const bool looks_bad = bad_is_lower ? value < threshold : value > threshold;
     (looks_bad ? hi : lo) = pick;
   }
@@ -154,16 +155,26 @@ Outcome RunMedianOf3(const History& history, std::mt19937_64& rng) {
 Comparison Simulate(const Scenario& scenario, const Options& options, int count, uint64_t seed) {
   Comparison c;
   std::mt19937_64 histories(seed);
+  std::vector<std::pair<History, uint64_t>> drawn;
   for (int i = 0; i < count; ++i) {
-    const History history = DrawHistory(scenario, histories);
-    const uint64_t noise_seed = histories();
+    History history = DrawHistory(scenario, histories);
+    drawn.emplace_back(std::move(history), histories());
+  }
+  for (const auto& [history, noise_seed] : drawn) {
     std::mt19937_64 engine_noise(noise_seed);
     Count(&c.engine, history, RunEngine(history, options, engine_noise));
     std::mt19937_64 plain_noise(noise_seed);
-    Count(&c.median_of_3, history, RunMedianOf3(history, plain_noise));
+    Count(&c.median_of_3, history, RunMedianOf(history, 3, plain_noise));
   }
   Finish(&c.engine);
   Finish(&c.median_of_3);
+  c.same_budget_runs =
+      std::max(3, static_cast<int>(std::lround(c.engine.mean_runs / (c.engine.mean_steps + 2))));
+  for (const auto& [history, noise_seed] : drawn) {
+    std::mt19937_64 plain_noise(noise_seed);
+    Count(&c.same_budget, history, RunMedianOf(history, c.same_budget_runs, plain_noise));
+  }
+  Finish(&c.same_budget);
   return c;
 }
 

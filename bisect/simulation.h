@@ -61,13 +61,19 @@ struct Summary {
 History DrawHistory(const Scenario& scenario, std::mt19937_64& rng);
 
 Outcome RunEngine(const History& history, const Options& options, std::mt19937_64& rng);
-Outcome RunMedianOf3(const History& history, std::mt19937_64& rng);
+// git bisect on the median of `runs` runs per commit (the ends measured first, the
+// threshold half way between their medians).
+Outcome RunMedianOf(const History& history, int runs, std::mt19937_64& rng);
 
 // `count` histories drawn from `seed`; both methods see the same histories and the same
 // noise stream seeds.
 struct Comparison {
   Summary engine;
   Summary median_of_3;
+  // The plain bisection given the engine's budget: the median of as many runs per commit as
+  // the engine used per measured commit on average (its mean runs / (steps + 2)).
+  Summary same_budget;
+  int same_budget_runs = 0;
 };
 Comparison Simulate(const Scenario& scenario, const Options& options, int count, uint64_t seed);
 
