@@ -172,7 +172,9 @@ TEST_P(Simulated, WrongCulpritAtMostOnePercentInLog2PlusTwoSteps) {
   EXPECT_GE(c.median_of_3.wrong, 200) << scenario.name;
   // Given the engine's budget, a fixed number of runs per commit does about as well on a
   // board that does not drift, and is lost on one that does (its runs are not interleaved).
-  if (scenario.drift_per_run != 0) EXPECT_GE(c.same_budget.wrong, 500) << scenario.name;
+  if (scenario.drift_per_run != 0) {
+    EXPECT_GE(c.same_budget.wrong, 500) << scenario.name;
+  }
   std::printf(
       "%-28s faultline: wrong %d ambiguous %d missed %d steps %.2f (max %d) runs %.0f"
       " | median-of-3: wrong %d | median-of-%d: wrong %d\n",
