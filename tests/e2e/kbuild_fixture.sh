@@ -4,7 +4,8 @@
 # kbuild's targets in milliseconds), patch mails, a builder (an agent with `builder:`), a
 # simulated board that boots what it is given with a `command` script (release and boot id
 # in files; a kernel released as 6.12.0-hangs "hangs" and the board comes back on its stock
-# kernel with a console in pstore), the A/B spec, and the cleanup. Defines:
+# kernel with a console in pstore; one whose image holds SLOWMARK runs the board's agent and
+# workloads on one CPU), the A/B spec, and the cleanup. Defines:
 #   kb_make_tree            $tree, $FL_STATE/{lab.config,fix.mbox,stale.mbox}
 #   kb_start_builder NAME   an agent that builds for this arch, in a session of its own
 #                           (BUILDER_PID); builder-1's make can be slowed (FL_FAKE_SLOW)
@@ -116,7 +117,10 @@ echo 6.1.0-sim-stock >"$board_dir/release"
 cat /proc/sys/kernel/random/uuid >"$board_dir/boot_id"
 cat >"$board_dir/start-agent.sh" <<SH
 #!/usr/bin/env bash
-"$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$board_dir/agent.yaml" \
+# A kernel whose image says SLOWMARK "runs" the board on one CPU (bisect_test.sh's regression).
+pin=()
+[ -f "$board_dir/one-cpu" ] && pin=(taskset -c 0)
+"\${pin[@]}" "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$board_dir/agent.yaml" \
   --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/agent.log" 2>&1 </dev/null &
 echo \$! >"$board_dir/agent.pid"
 SH
@@ -125,6 +129,7 @@ cat >"$board_dir/boot.sh" <<SH
 set -eu
 echo "\$FAULTLINE_KERNEL_LABEL \$FAULTLINE_KERNEL_RELEASE \$(sha256sum <"\$FAULTLINE_KERNEL_IMAGE" | cut -c1-64)" >>"$board_dir/boots.log"
 release=\$FAULTLINE_KERNEL_RELEASE
+if grep -q SLOWMARK "\$FAULTLINE_KERNEL_IMAGE"; then touch "$board_dir/one-cpu"; else rm -f "$board_dir/one-cpu"; fi
 if [ "\$release" = 6.12.0-hangs ]; then
   # This kernel hangs at its first disk read: the watchdog powers the board on again with
   # its default kernel; ramoops kept the console.

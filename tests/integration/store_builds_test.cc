@@ -73,6 +73,28 @@ TEST_F(BuildStoreTest, APrebuiltImageIsFetchedByABuilderOfAnyArch) {
       << "the source build is x86_64's";
 }
 
+TEST_F(BuildStoreTest, CancellingAJobStopsTheBuildsNoOtherJobNeeds) {
+  const int64_t first = SubmitBuilt("c1@aaaaaaaaaaaa");
+  const int64_t second = SubmitBuilt("c2@bbbbbbbbbbbb");
+  SubmitBuilt("c2@bbbbbbbbbbbb");  // a third job shares the second's build
+  auto claimed = store_->builds().ClaimBuild("builder", {"x86_64"}, 60);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  ASSERT_EQ((*claimed)->label, "c1@aaaaaaaaaaaa");
+  ASSERT_TRUE(store_->jobs().CancelJob(first).ok());
+  ASSERT_TRUE(store_->jobs().CancelJob(second).ok());
+  auto first_builds = store_->builds().ListBuilds(first);
+  ASSERT_TRUE(first_builds.ok());
+  ASSERT_EQ(first_builds->size(), 1u);
+  EXPECT_EQ((*first_builds)[0].state, "failed");
+  EXPECT_NE((*first_builds)[0].error.find("cancelled: job"), std::string::npos);
+  // The builder at work on it finds its lease gone.
+  EXPECT_FALSE(*store_->builds().RenewBuild((*claimed)->id, (*claimed)->attempt_id, 60));
+  // The shared one stays queued for the job that still wants it.
+  auto second_builds = store_->builds().ListBuilds(second);
+  ASSERT_TRUE(second_builds.ok());
+  EXPECT_EQ((*second_builds)[0].state, "queued");
+}
+
 TEST_F(BuildStoreTest, ABuiltKernelThatDoesNotComeBackIsBadOnThatBoard) {
   auto& builds = store_->builds();
   const std::string label = "patched@dddddddddddd";

@@ -229,6 +229,18 @@ absl::StatusOr<JobRecord> PgJobStore::CancelJob(int64_t job_id) {
        WHERE job_id = $1 AND state IN ('queued', 'assigned', 'running'))sql",
                   job_id);
     w.exec_params("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = $1", job_id);
+    // Its builds that no other open job needs stop: not handed out, and a builder at work on
+    // one finds its lease gone (its result is refused). A later job asking for the same
+    // kernel queues it again.
+    w.exec_params(R"sql(
+      UPDATE builds b SET state = 'failed', finished_at = now(), lease_expires = NULL,
+             error = 'cancelled: job ' || $1 || ' was cancelled and no other job needs it'
+       WHERE b.state IN ('queued', 'building')
+         AND b.id IN (SELECT build_id FROM job_builds WHERE job_id = $1)
+         AND NOT EXISTS (SELECT 1 FROM job_builds jb JOIN jobs j ON j.id = jb.job_id
+                          WHERE jb.build_id = b.id AND jb.job_id <> $1
+                            AND j.state IN ('queued', 'running')))sql",
+                  job_id);
     pg::KeepJobSeries(w, job_id);
     w.commit();
     return absl::OkStatus();
