@@ -62,6 +62,12 @@ std::string Ci(double low, double high) {
   return "[" + Ratio(low) + ", " + Ratio(high) + "]";
 }
 
+// " [low, high]" or nothing.
+std::string CiSuffix(double low, double high) {
+  const std::string ci = Ci(low, high);
+  return ci == "-" ? "" : " " + ci;
+}
+
 std::string Duration(double seconds) {
   if (seconds <= 0 || !std::isfinite(seconds)) return "?";
   if (seconds < 120) return Printf("%.0f s", seconds);
@@ -102,6 +108,23 @@ std::string Summary(const v1::Bisection& b) {
     return "done: first bad commit found, NOT confirmed (" + b.confirmation() + ")";
   }
   return "done: skipped commits leave " + std::to_string(b.candidates_size()) + " candidates";
+}
+
+// Why a commit was skipped, in one line: a build's first "error:" line (its path from the
+// tree's top), else the reason's first line.
+std::string WhySkipped(const std::string& note) {
+  for (absl::string_view line : absl::StrSplit(note, '\n')) {
+    if (line.find("error:") == absl::string_view::npos || absl::StartsWith(line, "make")) continue;
+    std::string l(absl::StripAsciiWhitespace(line));
+    // kbuild's worktree: <cache>/src/<tree id>-<arch>/path/in/tree
+    if (const size_t src = l.find("/src/"); src != std::string::npos && l.front() == '/') {
+      const size_t top = l.find('/', src + 5);
+      if (top != std::string::npos) l = l.substr(top + 1);
+    }
+    return "build error: " + l;
+  }
+  const std::string first = note.substr(0, note.find('\n'));
+  return std::string(absl::StripSuffix(absl::StripAsciiWhitespace(first), ";"));
 }
 
 // `text` word-wrapped to 80 columns (its leading spaces kept), continuation lines indented
@@ -237,7 +260,9 @@ absl::StatusOr<v1::BisectRequest> MakeBisectRequest(const BisectArgs& args, v1::
 
 std::string FormatBisectProgress(const v1::Bisection& b) {
   std::string line = absl::StrCat("bisection ", b.id(), ": ", b.phase());
-  if (b.state() != "running") return absl::StrCat(line, " (", b.state(), ")");
+  if (b.state() != "running") {
+    return b.state() == b.phase() ? line : absl::StrCat(line, " (", b.state(), ")");
+  }
   if (b.phase() == "bisecting") {
     absl::StrAppend(&line, ", ", b.untested(), " commits left between ",
                     CommitName(b, b.range_good()), " (good) and ", CommitName(b, b.range_bad()),
@@ -284,21 +309,21 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
             &out,
             Fold(absl::StrCat("Confirmed against its parent ", CommitName(b, s.reference()), ": ",
                               s.outcome() == "bad" ? "yes" : "no (" + s.outcome() + ")", ", ratio ",
-                              Ratio(s.ratio()), " ", Ci(s.ci_low(), s.ci_high()), ", n=", s.n()),
+                              Ratio(s.ratio()), CiSuffix(s.ci_low(), s.ci_high()), ", n=", s.n()),
                  2));
       }
       if (s.role() == "revert") {
         const std::string what =
             s.outcome() == "good"     ? "like good (the revert removes the regression)"
             : s.outcome() == "bad"    ? "still like bad"
-            : s.outcome() == "broken" ? "could not be measured: " + OneLine(s.note(), "; ")
+            : s.outcome() == "broken" ? "could not be measured: " + WhySkipped(s.note())
                                       : s.outcome();
         absl::StrAppend(
             &out, Fold(absl::StrCat("Reverted on the bad end: ", what,
                                     s.outcome() == "broken"
                                         ? ""
-                                        : absl::StrCat(", ratio vs good ", Ratio(s.ratio()), " ",
-                                                       Ci(s.ci_low(), s.ci_high()))),
+                                        : absl::StrCat(", ratio vs good ", Ratio(s.ratio()),
+                                                       CiSuffix(s.ci_low(), s.ci_high()))),
                        2));
       }
     }
@@ -323,10 +348,16 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
                         Verdict(s)});
     }
     absl::StrAppend(&out, "\n", RenderRuledTable(t));
+    bool no_ci = false;
+    for (const auto& s : b.steps()) no_ci |= s.n() > 0 && s.n() < 6;
+    if (no_ci) {
+      absl::StrAppend(&out, "  (no 95% CI below 6 repetitions; the verdicts are the sequential "
+                            "tests')\n");
+    }
     for (const auto& s : b.steps()) {
       if (s.outcome() == "broken" && s.role() == "step") {
         absl::StrAppend(&out, Fold(absl::StrCat("  ", CommitName(b, s.candidate()), " skipped: ",
-                                                OneLine(s.note(), "; ").substr(0, 300)),
+                                                WhySkipped(s.note()).substr(0, 300)),
                                    4));
       }
     }

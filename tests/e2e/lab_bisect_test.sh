@@ -38,8 +38,11 @@ T=$EPOCHREALTIME
 pass "lab up (x86_64) with a builder in $(secs "$T") s"
 
 # Bad input first: each refused with the field named, nothing stored.
-args=(--tree "$tree" --spec "$ROOT/deploy/examples/bisect-demo.yaml" --config tinyconfig
-      --fragment "$ROOT/deploy/kernel/board.config" --arch x86_64)
+# From the checkout, with its relative paths: the result's "Reproduce:" line is what a user
+# of a checkout types.
+cd "$ROOT"
+args=(--tree "$tree" --spec deploy/examples/bisect-demo.yaml --config tinyconfig
+      --fragment deploy/kernel/board.config --arch x86_64)
 expect_refused() {  # WANT ARGS...: the CLI exits non-zero and says WANT
   local want=$1 out; shift
   if out=$("$FL_BIN_CLI" bisect "$@" 2>&1); then fail "bisect $* was accepted"; fi
