@@ -55,8 +55,9 @@ block_size: 2
 memcg: {memory_max: 256M}
 params: {file_size: 4M, threads: 2}
 YAML
-args=(--tree "$tree" --spec "$FL_STATE/study.yaml" --config tinyconfig --fragment "$FL_STATE/lab.config"
-      --board sim-board --block 4)
+common=(--tree "$tree" --spec "$FL_STATE/study.yaml" --config tinyconfig --fragment "$FL_STATE/lab.config"
+        --block 4)
+args=("${common[@]}" --board sim-board)
 pass "a history of 8 commits, a builder and a board"
 
 # --- bad input --------------------------------------------------------------------------------
@@ -72,7 +73,7 @@ expect_refused "metric: the spec does not count sw:page-faults" "${args[@]}" --g
   --metric counter:perf.sw:page-faults
 expect_refused "cell.threads: the spec does not sweep this knob" "${args[@]}" --good v6.12 --bad bad \
   --cell threads=4
-expect_refused "board: no registered board named nowhere" "${args[@]}" --good v6.12 --bad bad --board nowhere
+expect_refused "board: no registered board named nowhere" "${common[@]}" --good v6.12 --bad bad --board nowhere
 [ "$(sql "SELECT count(*) FROM bisections")" = 0 ] && [ "$(sql "SELECT count(*) FROM jobs")" = 0 ] ||
   fail "a refused bisection left something behind"
 pass "refused naming the field: not an ancestor, unknown ref, same commit, metric, cell, board"
@@ -80,13 +81,15 @@ pass "refused naming the field: not an ancestor, unknown ref, same commit, metri
 # --- the bisection, with a controller restart in the middle -----------------------------------
 id=$("$FL_BIN_CLI" bisect "${args[@]}" --good v6.12 --bad bad) || fail "bisect start"
 steps_with_jobs() { sql "SELECT count(*) FROM bisections, jsonb_array_elements(doc->'steps') s WHERE id = $id AND s ? 'jobs'"; }
-FL_WAIT_SECONDS=300 fl_wait_for "the bisection to reach its first step" \
-  test "$(steps_with_jobs)" -ge 2 || fail "no step after the endpoints"
+past_endpoints() { [ "$(steps_with_jobs)" -ge 2 ]; }
+FL_WAIT_SECONDS=300 fl_wait_for "the bisection to reach its first step" past_endpoints ||
+  fail "no step after the endpoints"
 fl_stop_pid "$FL_CONTROLLER_PID"
 fl_start_controller
 pass "controller restarted during step $(steps_with_jobs)"
 state() { sql "SELECT state FROM bisections WHERE id = $id"; }
-FL_WAIT_SECONDS=900 fl_wait_for "bisection $id to end" test "$(state)" != running || fail "bisection $id did not end"
+ended() { [ "$(state)" != running ]; }
+FL_WAIT_SECONDS=900 fl_wait_for "bisection $id to end" ended || fail "bisection $id did not end"
 [ "$(state)" = done ] || fail "bisection $id: $(state): $(sql "SELECT doc->>'failure' FROM bisections WHERE id = $id")"
 "$FL_BIN_CLI" bisect log "$id" >"$FL_STATE/log.txt" || fail "bisect log"
 cat "$FL_STATE/log.txt"
@@ -104,8 +107,8 @@ pass "culprit commit 6 named, commit 4 skipped, confirmed, revert like good (res
 
 # --- cancel -----------------------------------------------------------------------------------
 id2=$("$FL_BIN_CLI" bisect "${args[@]}" --good v6.12 --bad bad~3) || fail "second bisect"
-FL_WAIT_SECONDS=60 fl_wait_for "its first job" test "$(sql "SELECT coalesce(current_job, 0) FROM bisections WHERE id = $id2")" != 0 ||
-  fail "no job for bisection $id2"
+has_job() { [ "$(sql "SELECT coalesce(current_job, 0) FROM bisections WHERE id = $id2")" != 0 ]; }
+FL_WAIT_SECONDS=60 fl_wait_for "its first job" has_job || fail "no job for bisection $id2"
 job2=$(sql "SELECT current_job FROM bisections WHERE id = $id2")
 "$FL_BIN_CLI" bisect cancel "$id2" | grep -q "bisection $id2 cancelled" || fail "cancel"
 job_state_is "$job2" cancelled || fail "job $job2 of the cancelled bisection is $(job_state "$job2")"

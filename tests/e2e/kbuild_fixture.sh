@@ -67,6 +67,7 @@ olddefconfig:
 bzImage:
 	@test -z "$(FL_FAKE_SLOW)" || ! test -f "$(FL_FAKE_SLOW)" || sleep 120
 	@mkdir -p $(O)/arch/x86/boot && cat $(CURDIR)/mm/memory.c $(O)/.config > $(O)/arch/x86/boot/bzImage
+	@echo "Linux version 6.12.0$(LOCALVERSION)" >> $(O)/arch/x86/boot/bzImage
 	@echo "  BUILD   arch/x86/boot/bzImage"
 kernelrelease:
 	@echo 6.12.0$(LOCALVERSION)
@@ -118,7 +119,8 @@ cat /proc/sys/kernel/random/uuid >"$board_dir/boot_id"
 cat >"$board_dir/start-agent.sh" <<SH
 #!/usr/bin/env bash
 # A kernel whose image says SLOWMARK "runs" the board on one CPU (bisect_test.sh's regression).
-pin=()
+# Every other kernel gets every online CPU back (the agent that boots it was pinned).
+pin=(taskset -c "\$(cat /sys/devices/system/cpu/online)")
 [ -f "$board_dir/one-cpu" ] && pin=(taskset -c 0)
 "\${pin[@]}" "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$board_dir/agent.yaml" \
   --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/agent.log" 2>&1 </dev/null &
