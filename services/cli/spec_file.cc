@@ -174,7 +174,7 @@ std::string FormatLimit(uint64_t bytes) {
 
 // The keys of one entry of `kernels` written as a map, and of its `config`.
 constexpr std::string_view kKernelSourceKeys =
-    "tree, ref, config, from, series, include, image, sha256, arch, release";
+    "tree, ref, config, from, series, include, revert, image, sha256, arch, release";
 constexpr std::string_view kKernelConfigKeys = "base, fragments";
 
 class YamlToMessage {
@@ -408,7 +408,8 @@ class YamlToMessage {
                           : name == "release" ? source->mutable_image_release()
                           : name == "arch"    ? source->mutable_image_arch()
                                               : nullptr;
-      if (text == nullptr && name != "config" && name != "series" && name != "include") {
+      if (text == nullptr && name != "config" && name != "series" && name != "include" &&
+          name != "revert") {
         return Error(key_mark, path,
                      "unknown key '" + name + "' (" + std::string(kKernelSourceKeys) + ")");
       }
@@ -430,6 +431,10 @@ class YamlToMessage {
         std::vector<std::pair<std::string, YAML::Mark>> patterns;
         status = ScalarList(value, key_path, value_mark, &patterns);
         for (auto& pattern : patterns) source->add_include(std::move(pattern.first));
+      } else if (name == "revert") {
+        std::vector<std::pair<std::string, YAML::Mark>> commits;
+        status = ScalarList(value, key_path, value_mark, &commits);
+        for (auto& commit : commits) source->add_revert(std::move(commit.first));
       }
       if (!status.ok()) return status;
     }
