@@ -318,13 +318,13 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
             : s.outcome() == "bad"    ? "still like bad"
             : s.outcome() == "broken" ? "could not be measured: " + WhySkipped(s.note())
                                       : s.outcome();
-        absl::StrAppend(
-            &out, Fold(absl::StrCat("Reverted on the bad end: ", what,
-                                    s.outcome() == "broken"
-                                        ? ""
-                                        : absl::StrCat(", ratio vs good ", Ratio(s.ratio()),
-                                                       CiSuffix(s.ci_low(), s.ci_high()))),
-                       2));
+        absl::StrAppend(&out,
+                        Fold(absl::StrCat("Reverted on the bad end: ", what,
+                                          s.outcome() == "broken"
+                                              ? ""
+                                              : absl::StrCat(", ratio vs good ", Ratio(s.ratio()),
+                                                             CiSuffix(s.ci_low(), s.ci_high()))),
+                             2));
       }
     }
   } else if (b.candidates_size() > 0) {
@@ -351,13 +351,14 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
     bool no_ci = false;
     for (const auto& s : b.steps()) no_ci |= s.n() > 0 && s.n() < 6;
     if (no_ci) {
-      absl::StrAppend(&out, "  (no 95% CI below 6 repetitions; the verdicts are the sequential "
-                            "tests')\n");
+      absl::StrAppend(&out,
+                      "  (no 95% CI below 6 repetitions; the verdicts are the sequential "
+                      "tests')\n");
     }
     for (const auto& s : b.steps()) {
       if (s.outcome() == "broken" && s.role() == "step") {
-        absl::StrAppend(&out, Fold(absl::StrCat("  ", CommitName(b, s.candidate()), " skipped: ",
-                                                WhySkipped(s.note()).substr(0, 300)),
+        absl::StrAppend(&out, Fold(absl::StrCat("  ", CommitName(b, s.candidate()),
+                                                " skipped: ", WhySkipped(s.note()).substr(0, 300)),
                                    4));
       }
     }
@@ -372,13 +373,7 @@ int BisectStartCommand(JobStub& client, const CliEnv& env, BisectArgs args, bool
     v1::GetJobRequest get;
     get.set_job_id(args.from_job);
     v1::GetJobResponse job;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
-    if (!env.token.empty()) context.AddMetadata("authorization", "Bearer " + env.token);
-    if (auto s = client.GetJob(&context, get, &job); !s.ok()) {
-      *env.err << "faultline: " << FormatRpcError(s, env.controller) << "\n";
-      return kExitFailure;
-    }
+    if (int rc = Unary(client, env, &JobStub::GetJob, get, &job); rc != kExitOk) return rc;
     spec = job.job().spec();
     // Two kernels of one tree at two refs: the baseline is good, the other bad.
     std::string base =
@@ -430,12 +425,8 @@ int BisectStartCommand(JobStub& client, const CliEnv& env, BisectArgs args, bool
   start.set_request_id(
       absl::StrCat("cli-bisect-", std::chrono::steady_clock::now().time_since_epoch().count()));
   v1::Bisection response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
-  if (!env.token.empty()) context.AddMetadata("authorization", "Bearer " + env.token);
-  if (auto s = client.StartBisection(&context, start, &response); !s.ok()) {
-    *env.err << "faultline: " << FormatRpcError(s, env.controller) << "\n";
-    return kExitFailure;
+  if (int rc = Unary(client, env, &JobStub::StartBisection, start, &response); rc != kExitOk) {
+    return rc;
   }
   *env.out << response.id() << "\n" << std::flush;
   *env.err << "bisection " << response.id() << " started: " << response.request().commits_size() - 1
@@ -450,14 +441,7 @@ namespace {
 int GetBisection(JobStub& client, const CliEnv& env, int64_t id, v1::Bisection* out) {
   v1::GetBisectionRequest get;
   get.set_id(id);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
-  if (!env.token.empty()) context.AddMetadata("authorization", "Bearer " + env.token);
-  if (auto s = client.GetBisection(&context, get, out); !s.ok()) {
-    *env.err << "faultline: " << FormatRpcError(s, env.controller) << "\n";
-    return kExitFailure;
-  }
-  return kExitOk;
+  return Unary(client, env, &JobStub::GetBisection, get, out);
 }
 
 int ExitOf(const v1::Bisection& b) {
@@ -499,13 +483,7 @@ int BisectCancelCommand(JobStub& client, const CliEnv& env, int64_t id) {
   v1::CancelBisectionRequest req;
   req.set_id(id);
   v1::Bisection b;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
-  if (!env.token.empty()) context.AddMetadata("authorization", "Bearer " + env.token);
-  if (auto s = client.CancelBisection(&context, req, &b); !s.ok()) {
-    *env.err << "faultline: " << FormatRpcError(s, env.controller) << "\n";
-    return kExitFailure;
-  }
+  if (int rc = Unary(client, env, &JobStub::CancelBisection, req, &b); rc != kExitOk) return rc;
   *env.out << "bisection " << id << " " << b.state() << "\n" << std::flush;
   return kExitOk;
 }
@@ -513,13 +491,7 @@ int BisectCancelCommand(JobStub& client, const CliEnv& env, int64_t id) {
 int BisectListCommand(JobStub& client, const CliEnv& env) {
   v1::ListBisectionsRequest req;
   v1::ListBisectionsResponse resp;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
-  if (!env.token.empty()) context.AddMetadata("authorization", "Bearer " + env.token);
-  if (auto s = client.ListBisections(&context, req, &resp); !s.ok()) {
-    *env.err << "faultline: " << FormatRpcError(s, env.controller) << "\n";
-    return kExitFailure;
-  }
+  if (int rc = Unary(client, env, &JobStub::ListBisections, req, &resp); rc != kExitOk) return rc;
   Table t;
   t.headers = {"id", "state", "phase", "commits", "board", "metric", "culprit"};
   for (const auto& b : resp.bisections()) {

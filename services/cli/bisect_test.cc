@@ -7,8 +7,8 @@
 #include <stdlib.h>
 
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -137,7 +137,8 @@ TEST(BisectRender, TheResultPastesIntoAnEightyColumnMail) {
   EXPECT_THAT(text, HasSubstr("Reverted on the bad end: like good"));
   EXPECT_THAT(text, HasSubstr("(no 95% CI below 6 repetitions"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr(" -, n=")));
-  EXPECT_THAT(text, HasSubstr("cccccccccccc skipped: build error: mm/util.c:1:36: error: expected"));
+  EXPECT_THAT(text,
+              HasSubstr("cccccccccccc skipped: build error: mm/util.c:1:36: error: expected"));
   EXPECT_THAT(text, HasSubstr("Reproduce: faultline bisect --tree /srv/linux"));
   EXPECT_THAT(text, HasSubstr("6 kernels built, 84 runs (15 min measured), 50 min in all"));
   EXPECT_THAT(text, HasSubstr("bad/good 60.000 (99% CI of the endpoints [50.000, 70.000])"));

@@ -40,30 +40,8 @@ void PrintError(const CliEnv& env, std::string_view message) {
   *env.err << "faultline: " << message << "\n" << std::flush;
 }
 
-int RpcFailed(const CliEnv& env, const grpc::Status& status) {
-  PrintError(env, FormatRpcError(status, env.controller));
-  return kExitFailure;
-}
-
 void Authorize(grpc::ClientContext* context, const CliEnv& env) {
   if (!env.token.empty()) context->AddMetadata("authorization", "Bearer " + env.token);
-}
-
-void SetDeadline(grpc::ClientContext* context, const CliEnv& env) {
-  context->set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
-  Authorize(context, env);
-}
-
-// One unary call with the CLI's deadline and credentials: kExitOk, or the failure printed
-// (FormatRpcError) and its exit code.
-template <typename Request, typename Response>
-int Unary(JobStub& client, const CliEnv& env,
-          grpc::Status (JobStub::*method)(grpc::ClientContext*, const Request&, Response*),
-          const Request& request, Response* response) {
-  grpc::ClientContext context;
-  SetDeadline(&context, env);
-  const grpc::Status status = (client.*method)(&context, request, response);
-  return status.ok() ? kExitOk : RpcFailed(env, status);
 }
 
 absl::StatusOr<v1::JobSpec> LoadSpec(const std::string& path) {
@@ -100,6 +78,16 @@ class ProgressPrinter {
 };
 
 }  // namespace
+
+int RpcFailed(const CliEnv& env, const grpc::Status& status) {
+  PrintError(env, FormatRpcError(status, env.controller));
+  return kExitFailure;
+}
+
+void SetDeadline(grpc::ClientContext* context, const CliEnv& env) {
+  context->set_deadline(std::chrono::system_clock::now() + env.rpc_timeout);
+  Authorize(context, env);
+}
 
 std::string FormatRpcError(const grpc::Status& status, std::string_view controller) {
   std::string out(absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())));

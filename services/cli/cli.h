@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include <grpcpp/client_context.h>
 #include <grpcpp/support/status.h>
 
 #include "faultline/v1/job.grpc.pb.h"
@@ -54,6 +55,22 @@ struct CliEnv {
 
 // "INVALID_ARGUMENT: spec.duration: ..." (one line; UNAVAILABLE also names the controller).
 std::string FormatRpcError(const grpc::Status& status, std::string_view controller);
+// Prints a failed call (FormatRpcError) and returns its exit code.
+int RpcFailed(const CliEnv& env, const grpc::Status& status);
+// The CLI's deadline and credentials on a call.
+void SetDeadline(grpc::ClientContext* context, const CliEnv& env);
+
+// One unary call with the CLI's deadline and credentials: kExitOk, or the failure printed
+// and its exit code.
+template <typename Request, typename Response>
+int Unary(JobStub& client, const CliEnv& env,
+          grpc::Status (JobStub::*method)(grpc::ClientContext*, const Request&, Response*),
+          const Request& request, Response* response) {
+  grpc::ClientContext context;
+  SetDeadline(&context, env);
+  const grpc::Status status = (client.*method)(&context, request, response);
+  return status.ok() ? kExitOk : RpcFailed(env, status);
+}
 
 // The subcommands. Each prints its output and errors and returns an exit code.
 // spec_path "-" reads the spec from stdin.

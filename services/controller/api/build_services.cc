@@ -8,14 +8,6 @@
 namespace faultline::controller {
 namespace {
 
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx, RpcTimer* timer,
-                                 const grpc::Status& status) {
-  timer->Finish(status.error_code());
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
-}
-
 // Receives an image in chunks, checks that the chunks are in order and that the whole has
 // the sha256 the first chunk named, then stores it (PutArtifact; with an object store, PUT
 // there and recorded). Bounded by kMaxArtifactBytes.
@@ -167,14 +159,15 @@ grpc::ServerUnaryReactor* AgentServiceImpl::AcquireBuild(grpc::CallbackServerCon
                                                          v1::AcquireBuildResponse* resp) {
   RpcTimer timer(metrics_, "AcquireBuild");
   if (auto denied = auth_->RequireAgent(ctx, req->builder()); !denied.ok()) {
-    return Finish(ctx, &timer, denied);
+    return FinishUnary(ctx, &timer, denied);
   }
   if (stores_.builds == nullptr) {
-    return Finish(ctx, &timer, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
+    return FinishUnary(ctx, &timer,
+                       grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
   }
   std::vector<std::string> arches(req->arches().begin(), req->arches().end());
   auto claimed = stores_.builds->ClaimBuild(req->builder(), arches, build_lease_seconds_);
-  if (!claimed.ok()) return Finish(ctx, &timer, ToGrpc(claimed.status()));
+  if (!claimed.ok()) return FinishUnary(ctx, &timer, ToGrpc(claimed.status()));
   if (*claimed) {
     const BuildRecord& b = **claimed;
     auto* order = resp->mutable_build();
@@ -186,7 +179,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::AcquireBuild(grpc::CallbackServerCon
     log::info("event=build_claimed build={} label={} arch={} builder={} attempt={}", b.id, b.label,
               b.arch, req->builder(), b.attempts);
   }
-  return Finish(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::BuildHeartbeat(grpc::CallbackServerContext* ctx,
@@ -194,15 +187,17 @@ grpc::ServerUnaryReactor* AgentServiceImpl::BuildHeartbeat(grpc::CallbackServerC
                                                            v1::BuildHeartbeatResponse* resp) {
   RpcTimer timer(metrics_, "BuildHeartbeat");
   // The attempt id is the fence: the agent that holds it renews it.
-  if (auto denied = auth_->RequireAnyAgent(ctx); !denied.ok()) return Finish(ctx, &timer, denied);
+  if (auto denied = auth_->RequireAnyAgent(ctx); !denied.ok())
+    return FinishUnary(ctx, &timer, denied);
   if (stores_.builds == nullptr) {
-    return Finish(ctx, &timer, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
+    return FinishUnary(ctx, &timer,
+                       grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
   }
   auto current =
       stores_.builds->RenewBuild(req->build_id(), req->attempt_id(), build_lease_seconds_);
-  if (!current.ok()) return Finish(ctx, &timer, ToGrpc(current.status()));
+  if (!current.ok()) return FinishUnary(ctx, &timer, ToGrpc(current.status()));
   resp->set_cancel(!*current);
-  return Finish(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerReadReactor<v1::ArtifactChunk>* AgentServiceImpl::UploadArtifact(
@@ -224,16 +219,18 @@ grpc::ServerUnaryReactor* AgentServiceImpl::FinishBuild(grpc::CallbackServerCont
                                                         const v1::FinishBuildRequest* req,
                                                         v1::FinishBuildResponse*) {
   RpcTimer timer(metrics_, "FinishBuild");
-  if (auto denied = auth_->RequireAnyAgent(ctx); !denied.ok()) return Finish(ctx, &timer, denied);
+  if (auto denied = auth_->RequireAnyAgent(ctx); !denied.ok())
+    return FinishUnary(ctx, &timer, denied);
   if (stores_.builds == nullptr) {
-    return Finish(ctx, &timer, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
+    return FinishUnary(ctx, &timer,
+                       grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
   }
   BuildRecord outcome = BuildFromProto(req->build());
   outcome.error = req->error().substr(0, 8000);
   if (req->succeeded() && !IsSha256Hex(outcome.image_sha256)) {
-    return Finish(ctx, &timer,
-                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                               "build.image_sha256: 64 lowercase hex characters"));
+    return FinishUnary(ctx, &timer,
+                       grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    "build.image_sha256: 64 lowercase hex characters"));
   }
   absl::Status s =
       stores_.builds->FinishBuild(req->build_id(), req->attempt_id(), req->succeeded(), outcome);
@@ -245,7 +242,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::FinishBuild(grpc::CallbackServerCont
       metrics_->ObserveBuild(req->succeeded(), outcome.build_seconds, outcome.cached);
     if (dispatcher_ != nullptr && req->succeeded()) dispatcher_->WorkAvailable();
   }
-  return Finish(ctx, &timer, ToGrpc(s));
+  return FinishUnary(ctx, &timer, ToGrpc(s));
 }
 
 grpc::ServerWriteReactor<v1::ArtifactChunk>* AgentServiceImpl::FetchArtifact(
@@ -271,12 +268,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListBuilds(grpc::CallbackServerContext
                                                      const v1::ListBuildsRequest* req,
                                                      v1::ListBuildsResponse* resp) {
   RpcTimer timer(metrics_, "ListBuilds");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Finish(ctx, &timer, denied);
-  if (stores_.builds == nullptr) return Finish(ctx, &timer, grpc::Status::OK);
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
+  if (stores_.builds == nullptr) return FinishUnary(ctx, &timer, grpc::Status::OK);
   auto builds = stores_.builds->ListBuilds(req->job_id());
-  if (!builds.ok()) return Finish(ctx, &timer, ToGrpc(builds.status()));
+  if (!builds.ok()) return FinishUnary(ctx, &timer, ToGrpc(builds.status()));
   for (const auto& b : *builds) BuildToProto(b, resp->add_builds());
-  return Finish(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 }  // namespace faultline::controller

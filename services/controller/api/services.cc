@@ -19,19 +19,6 @@
 namespace faultline::controller {
 namespace {
 
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, RpcTimer* timer,
-                               const grpc::Status& status) {
-  timer->Finish(status.error_code());
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, RpcTimer* timer,
-                               const absl::Status& status) {
-  return Done(ctx, timer, ToGrpc(status));
-}
-
 grpc::Status Invalid(const std::string& message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
 }
@@ -40,71 +27,84 @@ constexpr size_t kMaxNameLength = 128;
 
 }  // namespace
 
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx, RpcTimer* timer,
+                                      const grpc::Status& status) {
+  timer->Finish(status.error_code());
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx, RpcTimer* timer,
+                                      const absl::Status& status) {
+  return FinishUnary(ctx, timer, ToGrpc(status));
+}
+
 // ---- JobService ----
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
                                                     const v1::SubmitJobRequest* req,
                                                     v1::SubmitJobResponse* resp) {
   RpcTimer timer(metrics_, "SubmitJob");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
   if (req->request_id().size() > kMaxNameLength) {
-    return Done(
+    return FinishUnary(
         ctx, &timer,
         Invalid(absl::StrCat("request_id: must be at most ", kMaxNameLength, " characters")));
   }
   auto submitted = SubmitSpec(stores_.boards, stores_.jobs, req->spec(), req->request_id());
   if (!submitted.ok()) {
     log::info("event=job_refused error=\"{}\"", std::string(submitted.status().message()));
-    return Done(ctx, &timer, submitted.status());
+    return FinishUnary(ctx, &timer, submitted.status());
   }
   resp->set_job_id(submitted->created.job_id);
   resp->set_runs(static_cast<uint32_t>(submitted->runs));
   log::info("event=job_submitted job={} benchmark={} runs={} new={}", submitted->created.job_id,
             submitted->benchmark, submitted->runs, submitted->created.created);
   dispatcher_->WorkAvailable();
-  return Done(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* ctx,
                                                  const v1::GetJobRequest* req,
                                                  v1::GetJobResponse* resp) {
   RpcTimer timer(metrics_, "GetJob");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
   auto job = stores_.jobs->GetJob(req->job_id());
-  if (!job.ok()) return Done(ctx, &timer, job.status());
+  if (!job.ok()) return FinishUnary(ctx, &timer, job.status());
   JobToProto(*job, resp->mutable_job());
   if (req->include_runs()) {
     auto runs = stores_.jobs->ListRuns(req->job_id());
-    if (!runs.ok()) return Done(ctx, &timer, runs.status());
+    if (!runs.ok()) return FinishUnary(ctx, &timer, runs.status());
     for (const auto& r : *runs) RunToProto(r, resp->add_runs());
   }
-  return Done(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
                                                    const v1::ListJobsRequest* req,
                                                    v1::ListJobsResponse* resp) {
   RpcTimer timer(metrics_, "ListJobs");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  if (req->limit() > 1000) return Done(ctx, &timer, Invalid("limit: must be at most 1000"));
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
+  if (req->limit() > 1000) return FinishUnary(ctx, &timer, Invalid("limit: must be at most 1000"));
   int limit = req->limit() == 0 ? 50 : static_cast<int>(req->limit());
   auto jobs = stores_.jobs->ListJobs(limit);
-  if (!jobs.ok()) return Done(ctx, &timer, jobs.status());
+  if (!jobs.ok()) return FinishUnary(ctx, &timer, jobs.status());
   for (const auto& j : *jobs) JobToProto(j, resp->add_jobs());
-  return Done(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
                                                     const v1::CancelJobRequest* req,
                                                     v1::CancelJobResponse* resp) {
   RpcTimer timer(metrics_, "CancelJob");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
   auto job = stores_.jobs->CancelJob(req->job_id());
-  if (!job.ok()) return Done(ctx, &timer, job.status());
+  if (!job.ok()) return FinishUnary(ctx, &timer, job.status());
   JobToProto(*job, resp->mutable_job());
   log::info("event=job_cancelled job={}", req->job_id());
   dispatcher_->JobChanged(req->job_id());
-  return Done(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerWriteReactor<v1::JobProgress>* JobServiceImpl::WatchJob(
@@ -129,112 +129,112 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetReport(grpc::CallbackServerContext*
                                                     const v1::GetReportRequest* req,
                                                     v1::GetReportResponse* resp) {
   RpcTimer timer(metrics_, "GetReport");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
   ReportOptions options;
   if (req->run_counters_size() > 64) {
-    return Done(ctx, &timer, Invalid("run_counters: at most 64 counter names"));
+    return FinishUnary(ctx, &timer, Invalid("run_counters: at most 64 counter names"));
   }
   for (const auto& name : req->run_counters()) {
     if (name.empty() || name.size() > 128) {
-      return Done(ctx, &timer, Invalid("run_counters: each name must be 1..128 characters"));
+      return FinishUnary(ctx, &timer, Invalid("run_counters: each name must be 1..128 characters"));
     }
     options.run_counters.push_back(name);
   }
   auto built = BuildReport(stores_.jobs, req->job_id(), options);
-  if (!built.ok()) return Done(ctx, &timer, built.status());
+  if (!built.ok()) return FinishUnary(ctx, &timer, built.status());
   ReportToProto(built->job, built->report, resp);
   if (stores_.builds != nullptr) {
     auto builds = stores_.builds->ListBuilds(req->job_id());
-    if (!builds.ok()) return Done(ctx, &timer, builds.status());
+    if (!builds.ok()) return FinishUnary(ctx, &timer, builds.status());
     for (auto it = builds->rbegin(); it != builds->rend(); ++it) {
       BuildToProto(*it, resp->add_builds());
     }
   }
-  return Done(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListAgents(grpc::CallbackServerContext* ctx,
                                                      const v1::ListAgentsRequest*,
                                                      v1::ListAgentsResponse* resp) {
   RpcTimer timer(metrics_, "ListAgents");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
   auto boards = stores_.boards->ListBoards();
-  if (!boards.ok()) return Done(ctx, &timer, boards.status());
+  if (!boards.ok()) return FinishUnary(ctx, &timer, boards.status());
   for (const auto& b : *boards) BoardToProto(b, resp->add_boards());
-  return Done(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CreateSchedule(grpc::CallbackServerContext* ctx,
                                                          const v1::CreateScheduleRequest* req,
                                                          v1::Schedule* resp) {
   RpcTimer timer(metrics_, "CreateSchedule");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
   if (req->name().empty() || req->name().size() > kMaxNameLength) {
-    return Done(ctx, &timer,
-                Invalid(absl::StrCat("name: must be 1..", kMaxNameLength, " characters")));
+    return FinishUnary(ctx, &timer,
+                       Invalid(absl::StrCat("name: must be 1..", kMaxNameLength, " characters")));
   }
   auto cron = CronSchedule::Parse(req->cron());
-  if (!cron.ok()) return Done(ctx, &timer, Invalid(std::string(cron.status().message())));
+  if (!cron.ok()) return FinishUnary(ctx, &timer, Invalid(std::string(cron.status().message())));
   // The spec must be valid now; a later slot that no longer fits the fleet records why.
   if (auto v = ValidateAgainstFleet(stores_.boards, req->spec()); !v.ok()) {
-    return Done(ctx, &timer, v.status());
+    return FinishUnary(ctx, &timer, v.status());
   }
   const int64_t next_ms = NextSlotMs(req->cron(), clock_->Now());
   auto created =
       stores_.schedules->CreateSchedule(req->name(), req->cron(), SpecToJson(req->spec()), next_ms);
-  if (!created.ok()) return Done(ctx, &timer, created.status());
+  if (!created.ok()) return FinishUnary(ctx, &timer, created.status());
   ScheduleToProto(*created, resp);
   log::info("event=schedule_created id={} name={} cron=\"{}\"", created->id, req->name(),
             req->cron());
-  return Done(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListSchedules(grpc::CallbackServerContext* ctx,
                                                         const v1::ListSchedulesRequest*,
                                                         v1::ListSchedulesResponse* resp) {
   RpcTimer timer(metrics_, "ListSchedules");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
   auto schedules = stores_.schedules->ListSchedules();
-  if (!schedules.ok()) return Done(ctx, &timer, schedules.status());
+  if (!schedules.ok()) return FinishUnary(ctx, &timer, schedules.status());
   for (const auto& s : *schedules) ScheduleToProto(s, resp->add_schedules());
-  return Done(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::DeleteSchedule(grpc::CallbackServerContext* ctx,
                                                          const v1::DeleteScheduleRequest* req,
                                                          v1::DeleteScheduleResponse*) {
   RpcTimer timer(metrics_, "DeleteSchedule");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
-  return Done(ctx, &timer, stores_.schedules->DeleteSchedule(req->id()));
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
+  return FinishUnary(ctx, &timer, stores_.schedules->DeleteSchedule(req->id()));
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListChangePoints(grpc::CallbackServerContext* ctx,
                                                            const v1::ListChangePointsRequest* req,
                                                            v1::ListChangePointsResponse* resp) {
   RpcTimer timer(metrics_, "ListChangePoints");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
   auto points = stores_.history->ListChangePoints(req->include_closed());
-  if (!points.ok()) return Done(ctx, &timer, points.status());
+  if (!points.ok()) return FinishUnary(ctx, &timer, points.status());
   for (const auto& c : *points) ChangePointToProto(c, resp->add_change_points());
-  return Done(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::SetChangePointState(
     grpc::CallbackServerContext* ctx, const v1::SetChangePointStateRequest* req,
     v1::ChangePoint* resp) {
   RpcTimer timer(metrics_, "SetChangePointState");
-  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return Done(ctx, &timer, denied);
+  if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
   const auto state = FromProto(req->state());
   if (!state) {
-    return Done(
+    return FinishUnary(
         ctx, &timer,
         Invalid(absl::StrCat("state: must be one of open, acknowledged, fixed, invalid, got ",
                              static_cast<int>(req->state()))));
   }
   auto updated = stores_.history->SetChangePointState(req->id(), *state);
-  if (!updated.ok()) return Done(ctx, &timer, updated.status());
+  if (!updated.ok()) return FinishUnary(ctx, &timer, updated.status());
   ChangePointToProto(*updated, resp);
-  return Done(ctx, &timer, grpc::Status::OK);
+  return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 
 // ---- AgentService ----

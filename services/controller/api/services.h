@@ -25,6 +25,12 @@ struct PendingResult {
 // ReportResult's threads: the results that queued up meanwhile go into one transaction.
 using ResultPool = BatchPool<PendingResult>;
 
+// Ends a unary call: the timer records its code, the call's default reactor finishes it.
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx, RpcTimer* timer,
+                                      const grpc::Status& status);
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx, RpcTimer* timer,
+                                      const absl::Status& status);
+
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
   JobServiceImpl(const Stores& stores, Dispatcher* dispatcher, ControllerMetrics* metrics = nullptr,
