@@ -59,28 +59,16 @@ absl::StatusOr<v1::Bisection> FromRecord(const BisectionRecord& record) {
   return doc;
 }
 
+// The stored document's names back to the engine's values (its defaults for names it
+// does not know).
 bisect::Role RoleFrom(const std::string& s) {
-  if (s == "endpoints") return bisect::Role::kEndpoints;
-  if (s == "confirm") return bisect::Role::kConfirm;
-  if (s == "revert") return bisect::Role::kRevert;
-  return bisect::Role::kStep;
+  return bisect::ParseRole(s).value_or(bisect::Role::kStep);
 }
-
 bisect::Mark MarkFrom(const std::string& s) {
-  if (s == "good") return bisect::Mark::kGood;
-  if (s == "bad") return bisect::Mark::kBad;
-  if (s == "unknown") return bisect::Mark::kUnknown;
-  if (s == "broken") return bisect::Mark::kBroken;
-  return bisect::Mark::kUntested;
+  return bisect::ParseMark(s).value_or(bisect::Mark::kUntested);
 }
-
 bisect::Phase PhaseFrom(const std::string& s) {
-  if (s == "bisecting") return bisect::Phase::kBisecting;
-  if (s == "confirming") return bisect::Phase::kConfirming;
-  if (s == "reverting") return bisect::Phase::kReverting;
-  if (s == "done") return bisect::Phase::kDone;
-  if (s == "failed") return bisect::Phase::kFailed;
-  return bisect::Phase::kEndpoints;
+  return bisect::ParsePhase(s).value_or(bisect::Phase::kEndpoints);
 }
 
 // A commit's kernel label in the step jobs: good, bad, or c<12 hex>; the reverted bad end
