@@ -254,6 +254,7 @@ absl::StatusOr<v1::BisectRequest> MakeBisectRequest(const BisectArgs& args, v1::
   r.set_no_revert(args.no_revert);
   r.set_command(args.command);
   if (args.from_job != 0) r.set_origin("job " + std::to_string(args.from_job));
+  if (args.from_change != 0) r.set_origin("change point " + std::to_string(args.from_change));
   *r.mutable_spec() = std::move(spec);
   return r;
 }
@@ -367,45 +368,182 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
   return out;
 }
 
-int BisectStartCommand(JobStub& client, const CliEnv& env, BisectArgs args, bool watch) {
-  v1::JobSpec spec;
-  if (args.from_job != 0) {
-    v1::GetJobRequest get;
-    get.set_job_id(args.from_job);
-    v1::GetJobResponse job;
-    if (int rc = Unary(client, env, &JobStub::GetJob, get, &job); rc != kExitOk) return rc;
-    spec = job.job().spec();
-    // Two kernels of one tree at two refs: the baseline is good, the other bad.
-    std::string base =
-        spec.baseline().empty() && spec.kernels_size() > 0 ? spec.kernels(0) : spec.baseline();
-    const v1::KernelSource *a = nullptr, *b = nullptr;
-    for (const auto& [label, source] : spec.kernel_sources()) {
-      if (label == base) {
-        a = &source;
-      } else if (b == nullptr) {
-        b = &source;
+namespace {
+
+// The tree and config of a kernel a bisection starts from (--from, --from-change): one built
+// from a tree, without a series; what the arguments already say is kept.
+absl::Status TakeSource(const v1::KernelSource& source, const std::string& what, BisectArgs& args) {
+  if (source.tree().empty() || !source.series().empty()) {
+    return Usage(absl::StrCat(what,
+                              " must be built from a tree without a series (bisect a series by "
+                              "giving its patches as commits of a branch)"));
+  }
+  if (!source.fragments().empty() && args.fragments.empty()) {
+    return Usage(absl::StrCat(what,
+                              ": the job stored its config fragments by name only; pass them "
+                              "with --fragment"));
+  }
+  if (args.tree.empty()) args.tree = source.tree();
+  if (args.config_base.empty()) args.config_base = source.config_base();
+  return absl::OkStatus();
+}
+
+int Refuse(const CliEnv& env, const absl::Status& s) {
+  *env.err << "faultline: " << OneLine(std::string(s.message()), "; ") << "\n";
+  return kExitUsage;
+}
+
+}  // namespace
+
+absl::Status FromJob(const v1::Job& job, BisectArgs& args, v1::JobSpec& spec) {
+  spec = job.spec();
+  const std::string what = absl::StrCat("--from ", job.id());
+  // Two kernels of one tree at two refs: the baseline is good, the other bad.
+  const std::string base =
+      spec.baseline().empty() && spec.kernels_size() > 0 ? spec.kernels(0) : spec.baseline();
+  const v1::KernelSource *a = nullptr, *b = nullptr;
+  for (const auto& [label, source] : spec.kernel_sources()) {
+    if (label == base) {
+      a = &source;
+    } else if (b == nullptr) {
+      b = &source;
+    }
+  }
+  if (a == nullptr || b == nullptr || a->tree().empty() || b->tree() != a->tree() ||
+      !b->series().empty()) {
+    return Usage(what +
+                 ": the job must compare two refs of one tree without series (bisect a series "
+                 "by giving its patches as commits of a branch)");
+  }
+  if (absl::Status s = TakeSource(*a, what, args); !s.ok()) return s;
+  if (args.good.empty()) args.good = a->ref();
+  if (args.bad.empty()) args.bad = b->ref();
+  spec.clear_kernel_sources();
+  return absl::OkStatus();
+}
+
+absl::Status FromChange(const v1::ChangePoint& cp, const v1::Job& before,
+                        const std::vector<v1::Build>& before_builds, const v1::Job& after,
+                        const std::vector<v1::Build>& after_builds, BisectArgs& args,
+                        v1::JobSpec& spec) {
+  const std::string what = absl::StrCat("--from-change ", cp.id());
+  if (cp.previous_job_id() == 0) {
+    return Usage(what +
+                 ": the change point does not name the job before it (found by an older "
+                 "controller); bisect with --tree, --good and --bad");
+  }
+  struct Side {
+    const char* role;
+    const v1::Job* job;
+    const std::vector<v1::Build>* builds;
+    std::string commit;
+  };
+  Side sides[] = {{"good", &before, &before_builds, ""}, {"bad", &after, &after_builds, ""}};
+  for (Side& side : sides) {
+    const v1::JobSpec& s = side.job->spec();
+    // The kernel's label in the job: its series name, or that name with the slot of a
+    // schedule that follows a branch ("LABEL@<hash>+<slot>").
+    std::string label;
+    for (const auto& k : s.kernels()) {
+      if (k == cp.kernel() || absl::StartsWith(k, cp.kernel() + "+")) label = k;
+    }
+    auto it = s.kernel_sources().find(label);
+    if (label.empty() || it == s.kernel_sources().end()) {
+      return Usage(absl::StrCat(what, ": job ", side.job->id(), " does not build kernel ",
+                                cp.kernel(),
+                                " from a tree (a label installed on the board?); bisect with "
+                                "--tree, --good and --bad"));
+    }
+    if (absl::Status st =
+            TakeSource(it->second, absl::StrCat(what, ": kernel ", cp.kernel()), args);
+        !st.ok()) {
+      return st;
+    }
+    if (it->second.tree() != args.tree) {
+      return Usage(absl::StrCat(what, ": jobs ", before.id(), " and ", after.id(),
+                                " built the kernel from different trees"));
+    }
+    for (const v1::Build& b : *side.builds) {
+      if (b.label() == label && b.arch() == cp.arch() && b.state() == "done") {
+        side.commit = b.base_commit();
       }
     }
-    if (a == nullptr || b == nullptr || a->tree().empty() || b->tree() != a->tree() ||
-        !b->series().empty() || !a->series().empty()) {
-      *env.err << "faultline: --from " << args.from_job
-               << ": the job must compare two refs of one tree without series (bisect a series "
-                  "by giving its patches as commits of a branch)\n";
-      return kExitUsage;
+    if (side.commit.empty()) {
+      return Usage(absl::StrCat(what, ": job ", side.job->id(), " has no finished build of ", label,
+                                " for ", cp.arch()));
     }
-    if (args.tree.empty()) args.tree = a->tree();
-    if (args.good.empty()) args.good = a->ref();
-    if (args.bad.empty()) args.bad = b->ref();
-    if (!a->fragments().empty() && args.fragments.empty()) {
-      *env.err << "faultline: --from " << args.from_job
-               << ": the job stored its config fragments by name only; pass them with --fragment\n";
-      return kExitUsage;
+  }
+  if (sides[0].commit == sides[1].commit) {
+    return Usage(absl::StrCat(what, ": jobs ", before.id(), " and ", after.id(),
+                              " ran the same commit ", Short(sides[0].commit),
+                              ": the kernel did not change there, so the change is not the "
+                              "kernel's (look at the board, or mark the change point invalid)"));
+  }
+  args.good = sides[0].commit;
+  args.bad = sides[1].commit;
+  if (args.board.empty() && args.arch.empty()) args.board = cp.board();
+  if (args.cells.empty() && cp.config() != "default") {
+    args.cells = absl::StrSplit(cp.config(), ',', absl::SkipEmpty());
+  }
+  spec = after.spec();
+  spec.clear_kernel_sources();
+  return absl::OkStatus();
+}
+
+int BisectStartCommand(JobStub& client, const CliEnv& env, BisectArgs args, bool watch) {
+  v1::JobSpec spec;
+  auto get_job = [&](int64_t id, v1::Job* job, std::vector<v1::Build>* builds) {
+    v1::GetJobRequest get;
+    get.set_job_id(id);
+    v1::GetJobResponse response;
+    if (int rc = Unary(client, env, &JobStub::GetJob, get, &response); rc != kExitOk) return rc;
+    *job = response.job();
+    if (builds == nullptr) return kExitOk;
+    v1::ListBuildsRequest list;
+    list.set_job_id(id);
+    v1::ListBuildsResponse listed;
+    if (int rc = Unary(client, env, &JobStub::ListBuilds, list, &listed); rc != kExitOk) return rc;
+    builds->assign(listed.builds().begin(), listed.builds().end());
+    return kExitOk;
+  };
+  if (args.from_job != 0 && args.from_change != 0) {
+    return Refuse(env, Usage("bisect: --from and --from-change exclude each other"));
+  }
+  if (args.from_job != 0) {
+    v1::Job job;
+    if (int rc = get_job(args.from_job, &job, nullptr); rc != kExitOk) return rc;
+    if (absl::Status s = FromJob(job, args, spec); !s.ok()) return Refuse(env, s);
+  } else if (args.from_change != 0) {
+    v1::ListChangePointsRequest list;
+    list.set_include_closed(true);
+    v1::ListChangePointsResponse listed;
+    if (int rc = Unary(client, env, &JobStub::ListChangePoints, list, &listed); rc != kExitOk) {
+      return rc;
     }
-    if (args.config_base.empty()) args.config_base = a->config_base();
-    spec.clear_kernel_sources();
+    const v1::ChangePoint* cp = nullptr;
+    for (const auto& c : listed.change_points()) {
+      if (c.id() == args.from_change) cp = &c;
+    }
+    if (cp == nullptr) {
+      return Refuse(env, Usage(absl::StrCat("--from-change: no change point ", args.from_change,
+                                            " (faultline changes --all lists them)")));
+    }
+    v1::Job before, after;
+    std::vector<v1::Build> before_builds, after_builds;
+    if (cp->previous_job_id() != 0) {
+      if (int rc = get_job(cp->previous_job_id(), &before, &before_builds); rc != kExitOk) {
+        return rc;
+      }
+    }
+    if (int rc = get_job(cp->job_id(), &after, &after_builds); rc != kExitOk) return rc;
+    if (absl::Status s = FromChange(*cp, before, before_builds, after, after_builds, args, spec);
+        !s.ok()) {
+      return Refuse(env, s);
+    }
   } else {
     if (args.spec_path.empty() || args.good.empty() || args.bad.empty()) {
-      *env.err << "faultline: bisect: --good, --bad and --spec are needed (or --from JOB)\n";
+      *env.err << "faultline: bisect: --good, --bad and --spec are needed (or --from JOB, "
+                  "--from-change ID)\n";
       return kExitUsage;
     }
     absl::StatusOr<v1::JobSpec> loaded = LoadJobSpecFile(args.spec_path);

@@ -7,6 +7,7 @@
 //                    [--block N] [--max-pairs N] [--error P] [--no-confirm] [--no-revert]
 //                    [--watch]
 //   faultline bisect --from JOB [--cell ...] ...   (a job that compared two refs of a tree)
+//   faultline bisect --from-change ID [...]   (a change point of a schedule on a branch)
 //   faultline bisect status|log|watch|cancel ID
 //   faultline bisect list
 //
@@ -35,6 +36,7 @@ struct BisectArgs {
   bool no_confirm = false;
   bool no_revert = false;
   int64_t from_job = 0;
+  int64_t from_change = 0;
   std::string command;  // the command line as typed (to reproduce)
 };
 
@@ -47,6 +49,21 @@ absl::StatusOr<std::vector<v1::BisectCommit>> ResolveCommits(const std::string& 
 // The request from the arguments and the study (its kernels' tree and config are the
 // defaults for --tree and --config).
 absl::StatusOr<v1::BisectRequest> MakeBisectRequest(const BisectArgs& args, v1::JobSpec spec);
+
+// --from JOB: the job's spec; its baseline's ref is good, its other kernel's ref bad (one
+// tree, no series). Fills tree, good, bad and config where the arguments do not say.
+absl::Status FromJob(const v1::Job& job, BisectArgs& args, v1::JobSpec& spec);
+
+// --from-change ID: a change point of a series whose kernel a schedule builds from a branch.
+// good and bad are the commits that kernel was built at in the last job before the change
+// (`before`) and the first job after it (`after`), for the change point's arch; the board
+// and cell default to the change point's, the spec is the first job's. Refused, naming why:
+// no job before it recorded, a kernel not built from a tree or with a series, no finished
+// build, or both jobs at the same commit (the change is not the kernel's).
+absl::Status FromChange(const v1::ChangePoint& cp, const v1::Job& before,
+                        const std::vector<v1::Build>& before_builds, const v1::Job& after,
+                        const std::vector<v1::Build>& after_builds, BisectArgs& args,
+                        v1::JobSpec& spec);
 
 // A bisection as text: what was asked, the result (first bad commit, confirmation,
 // revert), the command to reproduce; with `steps`, the step table.

@@ -541,6 +541,10 @@ void AddBisectCommands(CLI::App& app, Invocation& in) {
   in.bisect->add_option("--spec", a.spec_path, "the study (YAML job spec) each step runs");
   in.bisect->add_option("--from", a.from_job, "start from a job that compared two refs of one tree")
       ->check(CLI::PositiveNumber);
+  in.bisect
+      ->add_option("--from-change", a.from_change,
+                   "start from a change point of a schedule that follows a branch")
+      ->check(CLI::PositiveNumber);
   in.bisect->add_option("--metric", a.metric, "throughput, or counter:NAME (per round)");
   in.bisect->add_option("--cell", a.cells, "KNOB=VALUE: the matrix cell to measure (repeat)");
   in.bisect->add_option("--board", a.board, "the board every step runs on");

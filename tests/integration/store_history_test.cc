@@ -34,6 +34,7 @@ TEST_F(StoreTest, ChangePointsAreStoredOnceAndTrackedByState) {
   cp.board = "box";
   cp.kernel = "vanilla";
   cp.job_id = (*histories)[0].job_ids[3];
+  cp.previous_job_id = (*histories)[0].job_ids[2];
   cp.mean_before = 100;
   cp.mean_after = 80;
   cp.relative_change = -0.2;
@@ -43,6 +44,8 @@ TEST_F(StoreTest, ChangePointsAreStoredOnceAndTrackedByState) {
   auto open = store_->history().ListChangePoints(false);
   ASSERT_TRUE(open.ok());
   ASSERT_EQ(open->size(), 1u);
+  EXPECT_EQ((*open)[0].job_id, cp.job_id);
+  EXPECT_EQ((*open)[0].previous_job_id, cp.previous_job_id);
   EXPECT_EQ(store_->history().Snapshot()->open_change_points.size(), 1u);
   auto fixed = store_->history().SetChangePointState((*open)[0].id, ChangePointState::kFixed);
   ASSERT_TRUE(fixed.ok());
@@ -50,6 +53,49 @@ TEST_F(StoreTest, ChangePointsAreStoredOnceAndTrackedByState) {
   EXPECT_TRUE(store_->history().ListChangePoints(false)->empty());
   EXPECT_EQ(store_->history().ListChangePoints(true)->size(), 1u);
   EXPECT_TRUE(store_->history().Snapshot()->open_change_points.empty());
+}
+
+// A schedule on a branch runs each night's build under a label of its own
+// ("LABEL@<hash>+<slot>"): the nights are one series, named without the slot.
+TEST_F(StoreTest, NightlyLabelsOfABranchFormOneSeries) {
+  const std::vector<std::string> nights = {"n@0123456789ab+20261202T0200",
+                                           "n@0123456789ab+20261203T0200"};
+  BoardRecord board;
+  board.summary = {.name = "nb",
+                   .arch = "x86_64",
+                   .memory_bytes = 8ull << 30,
+                   .kernel_labels = nights,
+                   .running_kernel_label = nights[0],
+                   .running_kernel_labels = nights};
+  board.facts_json = "{}";
+  ASSERT_TRUE(store_->boards().UpsertBoard(board).ok());
+  std::vector<int64_t> jobs;
+  for (const std::string& label : nights) {
+    jobs.push_back(Submit(1, {label}, 0, {"nb"}));
+    for (int r = 0; r < 2; ++r) {
+      auto a = ClaimRun("nb");
+      ASSERT_TRUE(a.ok() && a->has_value());
+      EXPECT_EQ((*a)->kernel, label);
+      ASSERT_TRUE(testing::StoreResult(store_->work(), "nb", (*a)->run_id, (*a)->attempt_id, true,
+                                       "", GoodResult(3))
+                      .ok());
+    }
+  }
+  auto histories = store_->history().SeriesHistories(2);
+  ASSERT_TRUE(histories.ok()) << histories.status();
+  ASSERT_EQ(histories->size(), 2u);  // threads=2 and threads=4, both nights in each
+  for (const auto& h : *histories) {
+    EXPECT_EQ(h.key.kernel, "n@0123456789ab");
+    EXPECT_EQ(h.job_ids, jobs);
+  }
+  auto snap = store_->history().Snapshot();
+  ASSERT_TRUE(snap.ok());
+  for (const auto& p : snap->series) EXPECT_EQ(p.kernel, "n@0123456789ab");
+  // Other labels are their own series, '+' or not.
+  EXPECT_EQ(Text("SELECT faultline_series_kernel('vanilla+20261203T0200')"),
+            "vanilla+20261203T0200");
+  EXPECT_EQ(Text("SELECT faultline_series_kernel('n@0123456789ab+20261203T02000')"),
+            "n@0123456789ab+20261203T02000");
 }
 
 // A finished job's medians are kept when it finishes; a scrape reads them, and aggregates

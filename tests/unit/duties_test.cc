@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "google/protobuf/util/json_util.h"
 #include "services/controller/convert/convert.h"
+#include "services/controller/core/report.h"
 #include "services/controller/orchestration/submission.h"
 #include "tests/support/fake_stores.h"
 
@@ -110,6 +112,50 @@ TEST_F(DutiesTest, NightlyScheduleFiresOnceAtItsSlotAndMovesToTheNextDay) {
   EXPECT_TRUE(out.work_available);
   EXPECT_EQ(fake_.jobs.create_calls(), 2);
   EXPECT_EQ(fake_.schedules.Find(nightly.id)->next_run_ms, Ms(kDay + hours(48 + 2)));
+}
+
+// A schedule whose kernel follows a branch: every slot is a build of its own (the branch as
+// it is then), under a label of its own whose series is the same every night. A kernel at a
+// commit id is one build for every night.
+TEST_F(DutiesTest, AScheduleOnABranchBuildsEverySlotUnderItsOwnLabel) {
+  BoardSummary builder{.name = "b2", .arch = "x86_64", .memory_bytes = 8ull << 30};
+  builder.boots_built_kernels = true;
+  builder.build_arches = {"x86_64"};
+  fake_.boards.AddBoard(builder);
+  auto on = [](const std::string& ref) {
+    v1::JobSpec spec = NightlySpec("nightly");
+    spec.add_boards("b2");
+    auto& source = (*spec.mutable_kernel_sources())["nightly"];
+    source.set_tree("/srv/linux.git");
+    source.set_ref(ref);
+    return spec;
+  };
+  AddSchedule("branch", "0 2 * * *", on("main"));
+  AddSchedule("pinned", "0 2 * * *", on(std::string(40, 'a')));
+  std::map<std::string, std::vector<std::string>> kernels;  // by schedule
+  for (int night = 0; night < 2; ++night) {
+    clock_.Set(kDay + hours(24 * night + 2));
+    duties_.RunOnce();
+  }
+  auto jobs = fake_.jobs.ListJobs(10);
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 4u);
+  for (const JobRecord& job : *jobs) {
+    v1::JobSpec spec;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(job.spec_json, &spec).ok());
+    ASSERT_EQ(spec.kernels_size(), 1);
+    kernels[job.name].push_back(spec.kernels(0));
+  }
+  ASSERT_EQ(kernels["branch"].size(), 2u);
+  std::sort(kernels["branch"].begin(), kernels["branch"].end());
+  const std::string first = kernels["branch"][0], second = kernels["branch"][1];
+  EXPECT_THAT(first, ::testing::MatchesRegex("nightly@[0-9a-f]{12}\\+20240301T0200"));
+  EXPECT_THAT(second, ::testing::MatchesRegex("nightly@[0-9a-f]{12}\\+20240302T0200"));
+  EXPECT_EQ(SeriesKernel(first), first.substr(0, first.find('+')));
+  EXPECT_EQ(SeriesKernel(first), SeriesKernel(second));
+  ASSERT_EQ(kernels["pinned"].size(), 2u);
+  EXPECT_EQ(kernels["pinned"][0], kernels["pinned"][1]);
+  EXPECT_THAT(kernels["pinned"][0], ::testing::MatchesRegex("nightly@[0-9a-f]{12}"));
 }
 
 TEST_F(DutiesTest, MissedSlotsFireOnceWhenTheControllerComesBack) {

@@ -40,7 +40,8 @@ TEST(DetectHistoryChangePoints, AClearStepIsOneChangePointAtTheFirstJobAfterIt) 
   ASSERT_TRUE(points.ok());
   ASSERT_EQ(points->size(), 1u);
   const ChangePointRecord& cp = points->front();
-  EXPECT_EQ(cp.job_id, 107);  // the first job at 50
+  EXPECT_EQ(cp.job_id, 107);           // the first job at 50
+  EXPECT_EQ(cp.previous_job_id, 106);  // the last one before it
   EXPECT_EQ(cp.study, "nightly");
   EXPECT_EQ(cp.benchmark, "filemap-thrash");
   EXPECT_EQ(cp.config, "threads=8");

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "services/controller/core/report.h"
+
 namespace faultline::controller {
 namespace {
 
@@ -82,6 +84,52 @@ TEST(KernelSources, LabelsAreNamedByTheirResolvedSourceAndTheSpecIsRewritten) {
   const v1::JobSpec stored = WithoutFileContents(spec);
   EXPECT_EQ(stored.kernel_sources().at(patched).series(0).name(), "v5.mbox");
   EXPECT_TRUE(stored.kernel_sources().at(patched).series(0).content().empty());
+}
+
+// A schedule's slot marks the kernels that follow a branch (a ref that is not a commit id);
+// `from` follows its base. The series drops the slot.
+TEST(KernelSources, ASlotNamesKernelsOnABranchPerSlot) {
+  v1::JobSpec plain = Spec();
+  ASSERT_TRUE(ResolveKernelSources(plain).ok());
+  v1::JobSpec tonight = Spec();
+  (*tonight.mutable_kernel_sources())["vanilla"].set_ref("main");
+  v1::JobSpec tomorrow = tonight;
+  const std::string slot = SlotTag(1764727200000);  // 2025-12-03 02:00 UTC
+  EXPECT_EQ(slot, "20251203T0200");
+  ASSERT_TRUE(ResolveKernelSources(tonight, {}, slot).ok());
+  ASSERT_TRUE(ResolveKernelSources(tomorrow, {}, SlotTag(1764727200000 + 86400000)).ok());
+  EXPECT_EQ(tonight.kernels(0).substr(8 + 12), "+20251203T0200");
+  EXPECT_EQ(tonight.kernels(1).substr(8 + 12), "+20251203T0200");  // patched: from vanilla
+  EXPECT_EQ(tomorrow.kernels(0).substr(8 + 12), "+20251204T0200");
+  EXPECT_EQ(SeriesKernel(tonight.kernels(0)), SeriesKernel(tomorrow.kernels(0)));
+  EXPECT_EQ(SeriesKernel(tonight.kernels(0)), tonight.kernels(0).substr(0, 8 + 12));
+  EXPECT_EQ(tonight.baseline(), tonight.kernels(0));
+  EXPECT_TRUE(tonight.kernel_sources().contains(tonight.kernels(1)));
+  // A tag is taken as moving too (tags can be moved); a commit id is not, nor an image.
+  v1::JobSpec commit = Spec();
+  (*commit.mutable_kernel_sources())["vanilla"].set_ref(std::string(40, 'c'));
+  ASSERT_TRUE(ResolveKernelSources(commit, {}, slot).ok());
+  EXPECT_EQ(commit.kernels(0).find('+'), std::string::npos);
+  v1::JobSpec image = Spec();
+  SetImage(image, kUrl, kSha, "x86_64");
+  image.mutable_kernel_sources()->erase("patched");
+  image.mutable_kernels()->RemoveLast();
+  image.mutable_kernel_overrides()->clear();
+  ASSERT_TRUE(ResolveKernelSources(image, {}, slot).ok());
+  EXPECT_EQ(image.kernels(0).find('+'), std::string::npos);
+  EXPECT_TRUE(IsCommitId(std::string(64, 'e')));
+  EXPECT_FALSE(IsCommitId(std::string(39, 'e')));
+  EXPECT_FALSE(IsCommitId(std::string(40, 'E')));
+}
+
+TEST(KernelSources, SeriesKernelDropsOnlyASlot) {
+  EXPECT_EQ(SeriesKernel("n@0123456789ab+20261203T0200"), "n@0123456789ab");
+  for (const std::string label :
+       {"vanilla", "n@0123456789ab", "n+20261203T0200", "n@0123456789aB+20261203T0200",
+        "n@0123456789ab+2026120xT0200", "n@0123456789ab-20261203T0200",
+        "@0123456789ab+20261203T0200", "n@0123456789ab+20261203T02000"}) {
+    EXPECT_EQ(SeriesKernel(label), label) << label;
+  }
 }
 
 TEST(KernelSources, BadSourcesAreRefusedNamingTheField) {

@@ -158,6 +158,30 @@ TEST_F(MetricsTest, ASummaryOfAVersionTheJobLeftIsDropped) {
   EXPECT_EQ(Summarize(), 1);
 }
 
+// A schedule on a branch names each night's kernels "LABEL@<hash>+<slot>": the alerts'
+// label set is the series, the same every night.
+TEST_F(MetricsTest, ANightlyKernelOfABranchIsExportedByItsSeries) {
+  fake_.metrics.FinishJob(job_, 1000);
+  JobComparisons nightly;
+  nightly.job_id = job_;
+  nightly.finished_ms = 1000;
+  nightly.study = "nightly";
+  nightly.benchmark = "filemap-thrash";
+  ComparisonSummary c;
+  c.board = "b1";
+  c.baseline = "vanilla@0123456789ab+20261203T0200";
+  c.candidate = "patched@ba9876543210+20261203T0200";
+  c.ratio = 0.9;
+  nightly.comparisons.push_back(c);
+  auto stored = fake_.metrics.StoreComparisons(nightly);
+  ASSERT_TRUE(stored.ok() && *stored);
+  const std::string body = Render();
+  EXPECT_THAT(Samples(body, "faultline_comparison_ratio", "candidate"),
+              ElementsAre(Pair("patched@ba9876543210", DoubleNear(0.9, 1e-12))));
+  EXPECT_THAT(Samples(body, "faultline_comparison_ratio", "baseline"),
+              ElementsAre(Pair("vanilla@0123456789ab", DoubleNear(0.9, 1e-12))));
+}
+
 TEST_F(MetricsTest, AJobWhoseReportCannotBeBuiltIsStoredEmptyNotRetried) {
   fake_.metrics.FinishJob(job_ + 1000, 5);  // no such job in the job store
   EXPECT_EQ(Summarize(), 1);

@@ -259,6 +259,34 @@ TEST_F(ServicesTest, CreateScheduleTakesItsFirstSlotFromTheClock) {
   EXPECT_EQ(fake_.schedules.ListSchedules()->size(), 1u);
 }
 
+// A schedule may bring its kernel (built every slot, kernel_sources.h): it is checked as a
+// job would be, with the source's own field named.
+TEST_F(ServicesTest, AScheduleMayBuildItsKernelFromATree) {
+  BoardSummary board = Summary("b1");
+  board.boots_built_kernels = true;
+  board.build_arches = {"x86_64"};
+  fake_.boards.AddBoard(board);
+  v1::CreateScheduleRequest req;
+  req.set_name("track");
+  req.set_cron("0 2 * * *");
+  *req.mutable_spec() = Spec();
+  req.mutable_spec()->clear_kernels();
+  req.mutable_spec()->add_kernels("nightly");
+  auto& source = (*req.mutable_spec()->mutable_kernel_sources())["nightly"];
+  source.set_tree("/srv/linux");
+  source.set_ref("main");
+  v1::Schedule created;
+  grpc::Status s = jobs_->CreateSchedule(Context().get(), req, &created);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  // Stored as written (the label is named at each slot).
+  EXPECT_THAT(fake_.schedules.ListSchedules()->front().spec_json, HasSubstr("\"ref\":\"main\""));
+  req.set_name("no-ref");
+  source.clear_ref();
+  s = jobs_->CreateSchedule(Context().get(), req, &created);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("kernels.nightly.ref"));
+}
+
 TEST_F(ServicesTest, HelloWithMissingFieldsIsInvalidArgument) {
   struct Case {
     std::function<void(v1::Board*)> spoil;

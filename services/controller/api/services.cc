@@ -175,8 +175,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::CreateSchedule(grpc::CallbackServerCon
   }
   auto cron = CronSchedule::Parse(req->cron());
   if (!cron.ok()) return FinishUnary(ctx, &timer, Invalid(std::string(cron.status().message())));
-  // The spec must be valid now; a later slot that no longer fits the fleet records why.
-  if (auto v = ValidateAgainstFleet(stores_.boards, req->spec()); !v.ok()) {
+  // The spec must be valid now, as a job would be (kernels it brings included); a later
+  // slot that no longer fits the fleet records why.
+  if (auto v = PrepareSpec(stores_.boards, req->spec(), ""); !v.ok()) {
     return FinishUnary(ctx, &timer, v.status());
   }
   const int64_t next_ms = NextSlotMs(req->cron(), clock_->Now());

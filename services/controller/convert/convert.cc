@@ -279,6 +279,7 @@ void ChangePointToProto(const ChangePointRecord& c, v1::ChangePoint* out) {
   out->set_board(c.board);
   out->set_kernel(c.kernel);
   out->set_job_id(c.job_id);
+  out->set_previous_job_id(c.previous_job_id);
   out->set_mean_before(c.mean_before);
   out->set_mean_after(c.mean_after);
   out->set_relative_change(c.relative_change);

@@ -58,6 +58,12 @@ std::map<std::string, std::string> EnvironmentDifferences(const std::vector<RunE
 // is named in metrics and in the history of a series.
 std::string ConfigLabel(const std::map<std::string, std::string>& cell);
 
+// The kernel of a series: a label as jobs run it, without the slot a schedule that follows
+// a branch gives each night's build ("nightly@3f9c2a1b04de+20261203T0200" is the series
+// "nightly@3f9c2a1b04de"; orchestration/kernel_sources.h). Other labels are their own
+// series. The storage's faultline_series_kernel() (migration 25) is the same rule.
+std::string SeriesKernel(const std::string& label);
+
 // One kernel against the baseline on a board and cell, with every counter compared under it.
 struct ReportComparison {
   ComparisonRow row;

@@ -148,11 +148,14 @@ std::shared_ptr<const ControllerMetrics::RenderedJob> ControllerMetrics::RenderC
                  std::initializer_list<Label> extra = {}) {
     AppendSample(&out->chunks[f], kNames[f].name(), labels, v, extra);
   };
+  // Kernels by series: a schedule's nightly label keeps its alerts' label set.
   for (const ComparisonSummary& c : job.comparisons) {
     const std::string config = ConfigLabel(c.cell);
-    const std::vector<Label> labels = {{"study", job.study},     {"benchmark", job.benchmark},
-                                       {"config", config},       {"board", c.board},
-                                       {"baseline", c.baseline}, {"candidate", c.candidate}};
+    // Labels hold views: the strings they view live through the loop body.
+    const std::string baseline = SeriesKernel(c.baseline), candidate = SeriesKernel(c.candidate);
+    const std::vector<Label> labels = {{"study", job.study},   {"benchmark", job.benchmark},
+                                       {"config", config},     {"board", c.board},
+                                       {"baseline", baseline}, {"candidate", candidate}};
     add(kRatio, labels, c.ratio);
     add(kCiLow, labels, c.ci_low);
     add(kCiHigh, labels, c.ci_high);

@@ -19,6 +19,7 @@ absl::StatusOr<int> DetectHistoryChangePoints(HistoryStore* store,
       r.board = h.key.board;
       r.kernel = h.key.kernel;
       r.job_id = h.job_ids[cp.index];
+      r.previous_job_id = h.job_ids[cp.index - 1];  // index > 0 by the detector's contract
       r.mean_before = cp.mean_before;
       r.mean_after = cp.mean_after;
       r.relative_change = cp.relative_change;

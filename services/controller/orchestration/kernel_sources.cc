@@ -1,6 +1,7 @@
 #include "services/controller/orchestration/kernel_sources.h"
 
 #include <algorithm>
+#include <ctime>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -111,8 +112,24 @@ std::string Canonical(const v1::KernelSource& s) {
 
 }  // namespace
 
+std::string SlotTag(int64_t slot_ms) {
+  const std::time_t t = static_cast<std::time_t>(slot_ms / 1000);
+  std::tm utc{};
+  char text[32] = "";
+  if (gmtime_r(&t, &utc) == nullptr ||
+      std::strftime(text, sizeof text, "%Y%m%dT%H%M", &utc) != 13) {
+    return "00000000T0000";
+  }
+  return text;
+}
+
+bool IsCommitId(const std::string& ref) {
+  return (ref.size() == 40 || ref.size() == 64) &&
+         ref.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
-    v1::JobSpec& spec, const KernelSourceLimits& limits) {
+    v1::JobSpec& spec, const KernelSourceLimits& limits, const std::string& slot) {
   std::map<std::string, v1::KernelSource> resolved;
   if (spec.kernel_sources().empty()) return resolved;
   const std::vector<std::string> labels(spec.kernels().begin(), spec.kernels().end());
@@ -196,7 +213,10 @@ absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
       r.clear_from();
     }
     if (r.config_base().empty() && r.image().empty()) r.set_config_base("defconfig");
-    const std::string name = absl::StrCat(label, "@", Sha256Hex(Canonical(r)).substr(0, 12));
+    std::string name = absl::StrCat(label, "@", Sha256Hex(Canonical(r)).substr(0, 12));
+    if (!slot.empty() && !r.tree().empty() && !IsCommitId(r.ref())) {
+      absl::StrAppend(&name, "+", slot);
+    }
     renamed[label] = name;
     resolved[name] = std::move(r);
   }

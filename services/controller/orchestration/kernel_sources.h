@@ -23,8 +23,22 @@ struct KernelSourceLimits {
 // such label "LABEL@<12 hex of sha256 over the resolved source>" and rewrites the spec to
 // those names (kernels, baseline, kernel_overrides). Returns the resolved sources by their
 // new names; `spec.kernel_sources` is keyed by the new names too, its files' contents kept.
+//
+// `slot` (a schedule's firing, SlotTag) marks the kernels that follow a branch: a source
+// whose ref is not a full commit id is named "LABEL@<hash>+<slot>", so each slot builds the
+// branch as it is then (a build is per label; the builders' key cache makes a branch that
+// did not move a cache hit), and a job keeps the commit it ran. Its series is the name
+// without "+<slot>" (SeriesKernel). Without a slot, equal sources share one label and so
+// one build: a branch is built once, when the first job asks.
 absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
-    v1::JobSpec& spec, const KernelSourceLimits& limits = {});
+    v1::JobSpec& spec, const KernelSourceLimits& limits = {}, const std::string& slot = "");
+
+// A schedule's slot as it appears in labels: its UTC minute, "20261203T0200".
+std::string SlotTag(int64_t slot_ms);
+
+// A ref that names one commit whatever happens to the tree: 40 (sha1) or 64 (sha256)
+// lowercase hex digits.
+bool IsCommitId(const std::string& ref);
 
 // The builds of a job: one per (label, arch) for every arch among the eligible boards
 // (the spec's arches and boards filters) that boot built kernels. An arch no registered

@@ -36,7 +36,7 @@ absl::StatusOr<ValidatedJob> ValidateAgainstFleet(BoardStore* boards, const v1::
 }
 
 absl::StatusOr<PreparedJob> PrepareSpec(BoardStore* boards, v1::JobSpec spec,
-                                        const std::string& request_id) {
+                                        const std::string& request_id, const std::string& slot) {
   // The shuffle seed is recorded with the job, so its run order can be reproduced. A retry
   // under a request id must produce the same spec, so its seed derives from the id.
   if (spec.shuffle_seed() == 0) {
@@ -44,7 +44,7 @@ absl::StatusOr<PreparedJob> PrepareSpec(BoardStore* boards, v1::JobSpec spec,
                                              : (StableHash(request_id) | 1ull << 32));
   }
   // Kernels the job brings get their unique labels before anything else reads the spec.
-  auto sources = ResolveKernelSources(spec);
+  auto sources = ResolveKernelSources(spec, {}, slot);
   if (!sources.ok()) return sources.status();
   auto listed = boards->ListBoards();
   if (!listed.ok()) return listed.status();
@@ -67,8 +67,8 @@ absl::StatusOr<PreparedJob> PrepareSpec(BoardStore* boards, v1::JobSpec spec,
 }
 
 absl::StatusOr<Submitted> SubmitSpec(BoardStore* boards, JobStore* jobs, v1::JobSpec spec,
-                                     const std::string& request_id) {
-  auto prepared = PrepareSpec(boards, std::move(spec), request_id);
+                                     const std::string& request_id, const std::string& slot) {
+  auto prepared = PrepareSpec(boards, std::move(spec), request_id, slot);
   if (!prepared.ok()) return prepared.status();
   auto created = jobs->CreateJob(prepared->job, prepared->spec.name(),
                                  SpecToJson(WithoutFileContents(prepared->spec)), request_id);
@@ -93,8 +93,10 @@ absl::StatusOr<int> FireDueSchedules(const Stores& stores, const Clock& clock) {
       return absl::InternalError("stored schedule spec is unreadable");
     }
     if (spec.name().empty()) spec.set_name(s.name);
-    auto submitted = SubmitSpec(stores.boards, stores.jobs, spec,
-                                absl::StrCat("schedule-", s.id, "-", s.next_run_ms));
+    // Kernels on a branch are built as the branch is at this slot (kernel_sources.h).
+    auto submitted =
+        SubmitSpec(stores.boards, stores.jobs, spec,
+                   absl::StrCat("schedule-", s.id, "-", s.next_run_ms), SlotTag(s.next_run_ms));
     if (!submitted.ok()) return submitted.status();
     int64_t job_id = submitted->created.job_id;
     if (auto tagged = stores.schedules->TagJobWithSchedule(job_id, s.id); !tagged.ok()) {

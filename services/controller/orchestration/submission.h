@@ -24,12 +24,14 @@ struct PreparedJob {
   v1::JobSpec spec;
   ValidatedJob job;
 };
+// `slot`: a schedule's firing (SlotTag), which gives kernels on a branch a build of their own.
 absl::StatusOr<PreparedJob> PrepareSpec(BoardStore* boards, v1::JobSpec spec,
-                                        const std::string& request_id);
+                                        const std::string& request_id,
+                                        const std::string& slot = "");
 
 // Validates `spec` against the registered boards and stores it (idempotent per request id).
 absl::StatusOr<Submitted> SubmitSpec(BoardStore* boards, JobStore* jobs, v1::JobSpec spec,
-                                     const std::string& request_id);
+                                     const std::string& request_id, const std::string& slot = "");
 
 // The first cron slot after `now` in ms since the epoch (a year ahead for a schedule
 // that never fires again or whose cron no longer parses).

@@ -463,6 +463,31 @@ CREATE TABLE bisections (
 );
 CREATE INDEX bisections_running ON bisections (id) WHERE state = 'running';
 )sql"},
+      {25, "schedules that follow a branch: one label per slot, one series", R"sql(
+-- A schedule's kernel on a branch is built anew at every slot under its own label,
+-- "LABEL@<source hash>+<slot>" (orchestration/kernel_sources.h); its series is the label
+-- without "+<slot>", so the nights form one history.
+CREATE OR REPLACE FUNCTION faultline_series_kernel(label text) RETURNS text
+  LANGUAGE sql IMMUTABLE AS $$
+  SELECT regexp_replace(label, '^(.+@[0-9a-f]{12})\+[0-9]{8}T[0-9]{4}$', '\1')
+$$;
+CREATE OR REPLACE FUNCTION faultline_job_medians(job_ids bigint[])
+  RETURNS TABLE (job_id bigint, study text, benchmark text, cell jsonb, arch text, board text,
+                 kernel text, median double precision, last_success timestamptz)
+  LANGUAGE sql STABLE AS $$
+  SELECT j.id, coalesce(nullif(j.name, ''), j.benchmark), j.benchmark, r.cell,
+         coalesce(b.arch, ''), coalesce(r.board, ''), faultline_series_kernel(r.kernel),
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY res.throughput), max(res.created_at)
+    FROM jobs j JOIN runs r ON r.job_id = j.id JOIN results res ON res.run_id = r.id
+    LEFT JOIN boards b ON b.name = r.board
+   WHERE j.id = ANY (job_ids)
+   GROUP BY j.id, r.cell, coalesce(b.arch, ''), coalesce(r.board, ''),
+            faultline_series_kernel(r.kernel)
+$$;
+-- A change point names the last job at the old level too: a bisection starts between them.
+ALTER TABLE change_points ADD COLUMN previous_job_id bigint REFERENCES jobs (id)
+  ON DELETE SET NULL;
+)sql"},
   };
   return kMigrations;
 }

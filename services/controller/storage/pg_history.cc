@@ -17,7 +17,8 @@ using pg::StringMap;
 
 constexpr const char* kChangePointColumns = R"sql(
   id, study, benchmark, config, arch, board, kernel, job_id, mean_before, mean_after,
-  relative_change, p_value, state, (extract(epoch FROM detected_at) * 1000)::bigint
+  relative_change, p_value, state, (extract(epoch FROM detected_at) * 1000)::bigint,
+  coalesce(previous_job_id, 0)
 )sql";
 
 ChangePointRecord ChangePointFromRow(const pqxx::row& r) {
@@ -37,6 +38,7 @@ ChangePointRecord ChangePointFromRow(const pqxx::row& r) {
   c.state =
       pg::ParseEnumOr(ParseChangePointState(r[12].as<std::string>()), ChangePointState::kOpen);
   c.detected_at_ms = r[13].as<int64_t>();
+  c.previous_job_id = r[14].as<int64_t>();
   return c;
 }
 
@@ -212,11 +214,13 @@ absl::StatusOr<int> PgHistoryStore::RecordChangePoints(
     for (const auto& p : points) {
       auto r = w.exec_params(R"sql(
         INSERT INTO change_points (study, benchmark, config, arch, board, kernel, job_id,
-                                   mean_before, mean_after, relative_change, p_value)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                                   mean_before, mean_after, relative_change, p_value,
+                                   previous_job_id)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, nullif($12, 0))
         ON CONFLICT DO NOTHING)sql",
                              p.study, p.benchmark, p.config, p.arch, p.board, p.kernel, p.job_id,
-                             p.mean_before, p.mean_after, p.relative_change, p.p_value);
+                             p.mean_before, p.mean_after, p.relative_change, p.p_value,
+                             p.previous_job_id);
       added += static_cast<int>(r.affected_rows());
     }
     w.commit();

@@ -173,7 +173,8 @@ struct SeriesHistory {
 struct ChangePointRecord {
   int64_t id = 0;
   std::string study, benchmark, config, arch, board, kernel;
-  int64_t job_id = 0;
+  int64_t job_id = 0;           // first job at the new level
+  int64_t previous_job_id = 0;  // last job at the old level (0: not known)
   double mean_before = 0, mean_after = 0, relative_change = 0, p_value = 1;
   ChangePointState state = ChangePointState::kOpen;
   int64_t detected_at_ms = 0;
