@@ -197,7 +197,14 @@ absl::StatusOr<CachedArtifact> ArtifactCache::Fetch(
     } else if (std::find(present->labels.begin(), present->labels.end(), label) ==
                present->labels.end()) {
       // The same image under another label: the board must know it by that label too.
+      // The oldest labels go past kMaxLabelsPerImage: a nightly schedule on a branch that
+      // does not move fetches one image under a new label every night.
       present->labels.push_back(label);
+      if (present->labels.size() > kMaxLabelsPerImage) {
+        present->labels.erase(present->labels.begin(),
+                              present->labels.end() - static_cast<long>(kMaxLabelsPerImage));
+        present->label = present->labels.front();
+      }
       if (absl::Status s =
               WriteMeta(meta, MetaText(present->release, present->labels, present->bytes));
           !s.ok()) {

@@ -34,6 +34,10 @@ class ArtifactSource {
                             const std::function<absl::Status(absl::string_view)>& sink) = 0;
 };
 
+// The labels one image keeps (the newest): its bisection labels, a few nights of a
+// schedule whose branch did not move.
+inline constexpr size_t kMaxLabelsPerImage = 16;
+
 struct CachedArtifact {
   std::string sha256;
   std::string path;  // the verified file

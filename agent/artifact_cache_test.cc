@@ -12,6 +12,8 @@
 #include <random>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
+
 namespace faultline::agent {
 namespace {
 
@@ -320,6 +322,22 @@ TEST_F(ArtifactCacheTest, OneImageUnderTwoLabelsIsListedUnderBoth) {
   EXPECT_EQ(list[1].label, "c9");
   EXPECT_EQ(list[0].path, list[1].path);
   EXPECT_EQ(list[1].release, "6.1.0-c7");
+}
+
+TEST_F(ArtifactCacheTest, AnImageKeepsItsNewestLabelsOnly) {
+  // A nightly schedule on a branch that does not move: one image, a label every night.
+  const std::string image = RandomBytes(300, 22);
+  ArtifactCache cache(dir_, 1 << 20);
+  FakeSource source(image);
+  for (size_t night = 0; night < kMaxLabelsPerImage + 5; ++night) {
+    ASSERT_TRUE(
+        cache.Fetch(Sha(image), image.size(), "6.12.0", absl::StrCat("n+", 100 + night), source)
+            .ok());
+  }
+  std::vector<CachedArtifact> list = ArtifactCache(dir_, 1 << 20).List();
+  ASSERT_EQ(list.size(), kMaxLabelsPerImage);
+  EXPECT_EQ(list.front().label, "n+105");  // the five oldest nights are gone
+  EXPECT_EQ(list.back().label, absl::StrCat("n+", 100 + kMaxLabelsPerImage + 4));
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 # End to end: faultline bisect through the real binaries (#28, docs/bisect.md). A history of
 # 8 commits on the stand-in tree of kernel_build_test.sh: commit 4 does not build, commit 6
 # puts SLOWMARK into the image, and the simulated board runs a kernel whose image holds it on
-# one CPU (filemap-thrash with 2 threads: about half the rounds per second). A builder
+# one CPU at a quarter of its time (kbuild_fixture.sh; about a sixth of the rounds per second,
+# a quarter where the cpu controller is missing and only the CPU is taken away). A builder
 # builds each commit the bisection measures; the board boots each one and runs the study.
 # Checks: bad input refused naming the field (nothing stored); the controller killed and
 # restarted mid-bisection resumes it from PostgreSQL; the culprit is commit 6, commit 4 is

@@ -5,7 +5,8 @@
 # simulated board that boots what it is given with a `command` script (release and boot id
 # in files; a kernel released as 6.12.0-hangs "hangs" and the board comes back on its stock
 # kernel with a console in pstore; one whose image holds SLOWMARK runs the board's agent and
-# workloads on one CPU), the A/B spec, and the cleanup. Defines:
+# workloads on one CPU, throttled to a quarter of it in a cpu cgroup the cleanup removes),
+# the A/B spec, and the cleanup. Defines:
 #   kb_make_tree            $tree, $FL_STATE/{lab.config,fix.mbox,stale.mbox}
 #   kb_start_builder NAME   an agent that builds for this arch, in a session of its own
 #                           (BUILDER_PID); builder-1's make can be slowed (FL_FAKE_SLOW)
@@ -28,6 +29,10 @@ kb_cleanup() {
   [ -n "${HTTP_PID:-}" ] && fl_stop_pid "$HTTP_PID"
   [ -n "${RGW_DIR:-}" ] && "$FL_ROOT/tests/support/radosgw.sh" stop "$RGW_DIR" >/dev/null 2>&1
   fl_stop_all
+  if [ -n "${slow_cpu_cgroup:-}" ] && [ -d "$slow_cpu_cgroup" ]; then
+    while read -r pid; do kill -KILL "$pid" 2>/dev/null; done <"$slow_cpu_cgroup/cgroup.procs"
+    for _ in $(seq 100); do rmdir "$slow_cpu_cgroup" 2>/dev/null && break; sleep 0.1; done
+  fi
   [ -n "${FL_KEEP_STATE:-}" ] || rm -rf "$FL_STATE"
 }
 sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
@@ -114,14 +119,28 @@ fl_wait_for "$1 to register" fl_agent_online "$1" || fail "$1 did not register"
 }
 
 kb_start_board() {
+# The slow kernel's cpu cgroup (v1 only: on v2 a cgroup of the agent's own would move the
+# workloads' memory cgroups too).
+slow_cpu_cgroup=/sys/fs/cgroup/cpu/faultline-e2e-slow-$$
+[ -d /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cgroup.procs ] || slow_cpu_cgroup=/nonexistent/cpu
 echo 6.1.0-sim-stock >"$board_dir/release"
 cat /proc/sys/kernel/random/uuid >"$board_dir/boot_id"
 cat >"$board_dir/start-agent.sh" <<SH
 #!/usr/bin/env bash
-# A kernel whose image says SLOWMARK "runs" the board on one CPU (bisect_test.sh's regression).
-# Every other kernel gets every online CPU back (the agent that boots it was pinned).
+# A kernel whose image says SLOWMARK "runs" the board on one CPU, and where the cgroup v1 cpu
+# controller is at hand at a quarter of it (bisect_test.sh's regression: on a 2-core machine
+# busy with the controller and PostgreSQL, one CPU alone was only 20-35% slower, within
+# the night-to-night noise). Every other kernel gets every online CPU and all of its time
+# back (the agent that boots it was pinned and throttled).
 pin=(taskset -c "\$(cat /sys/devices/system/cpu/online)")
-[ -f "$board_dir/one-cpu" ] && pin=(taskset -c 0)
+if [ -d "$slow_cpu_cgroup" ] || mkdir "$slow_cpu_cgroup" 2>/dev/null; then
+  echo 25000 >"$slow_cpu_cgroup/cpu.cfs_quota_us"
+  echo \$\$ >"$(dirname "$slow_cpu_cgroup")/cgroup.procs"
+fi
+if [ -f "$board_dir/one-cpu" ]; then
+  pin=(taskset -c 0)
+  [ -d "$slow_cpu_cgroup" ] && echo \$\$ >"$slow_cpu_cgroup/cgroup.procs"
+fi
 "\${pin[@]}" "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$board_dir/agent.yaml" \
   --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/agent.log" 2>&1 </dev/null &
 echo \$! >"$board_dir/agent.pid"

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# End to end: from a schedule that follows a branch to the first bad commit (#28,
+# docs/bisect.md). A schedule builds `track` of the stand-in tree (kbuild_fixture.sh) at
+# every slot; the slots are brought forward through the database (each one a minute of
+# its own in the past) instead of waiting for the cron. Four nights at commit A, then the
+# branch moves by three commits, the middle one SLOWMARK (the simulated board runs it on
+# one CPU: about half the rounds per second), then four nights at commit B.
+# Checks: every night is a build of its own under LABEL@<hash>+<slot>, the unchanged
+# branch a cache hit, the nights one series; the detector finds one change point at night
+# 5 that names night 4 as the job before; `faultline bisect --from-change` refuses what it
+# cannot use and bisects between the commits the two nights ran, naming the culprit.
+# Usage: bisect_change_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
+set -euo pipefail
+
+source "$(dirname "$0")/lib.sh" bisect-change "$@"
+E2E_LOG_LINES=60
+source "$(dirname "$0")/kbuild_fixture.sh"
+trap kb_cleanup EXIT
+command -v taskset >/dev/null || { echo "SKIP: taskset not installed (util-linux)"; exit 77; }
+[ "$(nproc)" -ge 2 ] || { echo "SKIP: the regression is 'one CPU instead of two': needs 2 CPUs"; exit 77; }
+e2e_diagnose() {
+  sql "SELECT id, label, state, outcome->>'base_commit', left(coalesce(error, ''), 200) FROM builds ORDER BY id" >&2 || true
+  sql "SELECT id, name, state FROM jobs ORDER BY id" >&2 || true
+  sql "SELECT job_id, kernel, median FROM job_series_medians ORDER BY job_id" >&2 || true
+  sql "SELECT * FROM change_points" >&2 || true
+  sql "SELECT id, state, doc->>'phase', doc->>'failure' FROM bisections" >&2 || true
+  sql "SELECT name, health, health_reason FROM boards" >&2 || true
+}
+
+kb_make_tree
+commit() { git -C "$tree" add -A && git -C "$tree" -c user.name=Dev -c user.email=dev@example.org commit -qm "$1"; }
+git -C "$tree" checkout -qb track
+echo "// one" >>"$tree/mm/memory.c"; commit "mm: one"
+a=$(git -C "$tree" rev-parse HEAD)
+
+fl_start_postgres
+fl_start_controller
+kb_start_builder builder-1
+kb_start_board
+cat >"$FL_STATE/track.yaml" <<YAML
+name: track-nightly
+benchmark: filemap-thrash
+duration: 1s
+repetitions: 3
+boards: [sim-board]
+kernels:
+  nightly: {tree: $tree, ref: track, config: {base: tinyconfig, fragments: [lab.config]}}
+memcg: {memory_max: 256M}
+params: {file_size: 4M, threads: 2}
+YAML
+sid=$("$FL_BIN_CLI" schedule "$FL_STATE/track.yaml" --cron '0 3 1 1 *' --name track) ||
+  fail "a schedule that builds its kernel was refused"
+pass "a schedule that builds its kernel from a branch"
+
+# --- eight nights -----------------------------------------------------------------------------
+nights=()
+night() {  # N: the slot N minutes after a start 100 minutes ago
+  local n=$1
+  sql "UPDATE schedules SET next_run = date_trunc('minute', now()) - interval '100 minutes' + interval '$n minutes' WHERE id = $sid" >/dev/null
+  fired() { [ "$(sql "SELECT count(*) FROM jobs WHERE schedule_id = $sid")" -ge "$n" ]; }
+  FL_WAIT_SECONDS=60 fl_wait_for "night $n to be submitted" fired || fail "night $n was not submitted"
+  local job
+  job=$(sql "SELECT max(id) FROM jobs WHERE schedule_id = $sid")
+  FL_WAIT_SECONDS=180 fl_wait_for "night $n (job $job) to finish" job_final "$job" || fail "night $n did not finish"
+  job_state_is "$job" succeeded || fail "night $n (job $job): $(job_state "$job")"
+  nights+=("$job")
+}
+for n in 1 2 3 4; do night "$n"; done
+echo "// two" >>"$tree/mm/memory.c"; commit "mm: two"
+echo "// SLOWMARK" >>"$tree/mm/memory.c"; commit "mm: make faults slow"
+culprit=$(git -C "$tree" rev-parse HEAD)
+echo "four" >"$tree/mm/other.c"; commit "mm: four"
+b=$(git -C "$tree" rev-parse HEAD)
+for n in 5 6 7 8; do night "$n"; done
+
+# Each night its own build and label; the commit it ran; the same commit a cache hit.
+for i in 0 1 2 3 4 5 6 7; do
+  row=$(sql "SELECT b.label || ' ' || (b.outcome->>'base_commit') || ' ' || coalesce(b.outcome->>'cached', 'false')
+               FROM builds b JOIN job_builds jb ON jb.build_id = b.id WHERE jb.job_id = ${nights[$i]}")
+  read -r label commit cached <<<"$row"
+  want=$a; [ "$i" -lt 4 ] || want=$b
+  [[ $label =~ ^nightly@[0-9a-f]{12}\+[0-9]{8}T[0-9]{4}$ ]] || fail "night $((i + 1)): label '$label'"
+  [ "$commit" = "$want" ] || fail "night $((i + 1)) ran $commit, not $want"
+  case $i in 0|4) ;; *) [ "$cached" = true ] || fail "night $((i + 1)): an unchanged branch was built again" ;; esac
+done
+[ "$(sql "SELECT count(DISTINCT label) FROM builds")" = 8 ] || fail "not one build per night"
+[ "$(sql "SELECT count(DISTINCT kernel) FROM job_series_medians")" = 1 ] ||
+  fail "the nights are not one series: $(sql "SELECT DISTINCT kernel FROM job_series_medians")"
+pass "8 nights: a build and a label each, commit A then B, unchanged nights from the cache, one series"
+
+# --- the change point -------------------------------------------------------------------------
+found() { [ "$(sql "SELECT count(*) FROM change_points WHERE study = 'track-nightly'")" -ge 1 ]; }
+FL_WAIT_SECONDS=90 fl_wait_for "the change point" found || fail "no change point"
+[ "$(sql "SELECT count(*) FROM change_points")" = 1 ] || fail "more than one change point"
+read -r cp cp_job cp_before cp_kernel <<<"$(sql "SELECT id || ' ' || job_id || ' ' || previous_job_id || ' ' || kernel FROM change_points")"
+[ "$cp_job" = "${nights[4]}" ] && [ "$cp_before" = "${nights[3]}" ] ||
+  fail "change point between jobs $cp_before and $cp_job, not ${nights[3]} and ${nights[4]}"
+[[ $cp_kernel =~ ^nightly@[0-9a-f]{12}$ ]] || fail "change point kernel '$cp_kernel'"
+pass "change point $cp at night 5 (job $cp_job), night 4 (job $cp_before) before it"
+
+# --- bisect from it ---------------------------------------------------------------------------
+expect_refused() {  # WANT ARGS...
+  local want=$1 out; shift
+  if out=$("$FL_BIN_CLI" bisect "$@" 2>&1); then fail "bisect $* was accepted"; fi
+  grep -qF -- "$want" <<<"$out" || fail "bisect $*: wanted '$want', got: $out"
+}
+expect_refused "--from-change: no change point 999" --from-change 999
+expect_refused "pass them with --fragment" --from-change "$cp"
+expect_refused "--from and --from-change exclude each other" --from-change "$cp" --from "$cp_job"
+[ "$(sql "SELECT count(*) FROM bisections")" = 0 ] || fail "a refused bisection was stored"
+id=$("$FL_BIN_CLI" bisect --from-change "$cp" --fragment "$FL_STATE/lab.config" --block 4) ||
+  fail "bisect --from-change $cp"
+req() { sql "SELECT doc->'request'$1 FROM bisections WHERE id = $id"; }
+[ "$(req "->'commits'->0->>'sha'")" = "$a" ] && [ "$(req "->'commits'->-1->>'sha'")" = "$b" ] &&
+  [ "$(req "->>'origin'")" = "change point $cp" ] && [ "$(req "->>'board'")" = sim-board ] ||
+  fail "bisect --from-change $cp: $(req "")"
+state() { sql "SELECT state FROM bisections WHERE id = $id"; }
+ended() { [ "$(state)" != running ]; }
+FL_WAIT_SECONDS=600 fl_wait_for "bisection $id to end" ended || fail "bisection $id did not end"
+[ "$(state)" = done ] || fail "bisection $id: $(state): $(sql "SELECT doc->>'failure' FROM bisections WHERE id = $id")"
+"$FL_BIN_CLI" bisect log "$id" >"$FL_STATE/log.txt" || fail "bisect log"
+cat "$FL_STATE/log.txt"
+grep -q "^First bad commit: $culprit" "$FL_STATE/log.txt" || fail "the culprit is not 'mm: make faults slow'"
+grep -q "^Confirmed against its parent .*: yes" "$FL_STATE/log.txt" || fail "not confirmed"
+grep -q "^Reverted on the bad end: like good" "$FL_STATE/log.txt" || fail "revert not like good"
+pass "bisect --from-change $cp: between the commits nights 4 and 5 ran; culprit named, confirmed, reverted"
+
+echo "e2e: all checks passed"
