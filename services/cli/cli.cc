@@ -1,6 +1,7 @@
 #include "services/cli/cli.h"
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "google/protobuf/util/json_util.h"
@@ -204,13 +205,32 @@ int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id) {
 }
 
 int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportFormat format,
-                  const ReportView& view) {
+                  const ReportView& view, bool runs) {
   v1::GetReportRequest request;
   request.set_job_id(job_id);
   for (const std::string& name : CountersOf(view.columns)) request.add_run_counters(name);
+  // mmtests and lkp compute their statistics over the runs.
+  request.set_runs(runs || format == ReportFormat::kMmtests || format == ReportFormat::kLkp);
   v1::GetReportResponse response;
   if (int rc = Unary(client, env, &JobStub::GetReport, request, &response); rc != kExitOk) {
     return rc;
+  }
+  if (format == ReportFormat::kLkp && request.run_counters().empty()) {
+    // lkp: each side's stddev of the counters that changed needs them per run.
+    std::set<std::string> changed;
+    for (const auto& c : response.comparisons()) {
+      for (const auto& k : c.counters()) {
+        if (k.significant()) changed.insert(k.name());
+      }
+    }
+    if (!changed.empty()) {
+      for (const auto& name : changed) {
+        if (request.run_counters_size() < 64) request.add_run_counters(name);
+      }
+      if (int rc = Unary(client, env, &JobStub::GetReport, request, &response); rc != kExitOk) {
+        return rc;
+      }
+    }
   }
   *env.out << RenderReport(response, format, view) << std::flush;
   return kExitOk;
@@ -409,6 +429,8 @@ struct Invocation {
   int64_t builds_job_id = 0;  // kernels --job: 0 for every job's
   std::string format_name = "table";
   std::string counters_view = "significant";
+  bool report_utf8 = false;
+  bool report_runs = false;
   std::string columns_text;
   std::string schedule_name, cron;
   int64_t schedule_id = 0;
@@ -479,8 +501,15 @@ void AddJobCommands(CLI::App& app, Invocation& in) {
   in.report->add_option("JOB", in.job_id, "job id (as printed by submit)")->check(job_id_check);
   in.report->add_option("--from", in.report_from,
                         "render a report saved with --format json instead (no controller)");
-  in.report->add_option("--format", in.format_name, "table, markdown, csv or json")
-      ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
+  in.report
+      ->add_option("--format", in.format_name,
+                   "table, markdown, csv, json; mail (80 columns, ASCII), mmtests or lkp "
+                   "(their layouts) for a mailing list")
+      ->check(CLI::IsMember({"table", "markdown", "csv", "json", "mail", "mmtests", "lkp"}));
+  in.report->add_flag("--utf8", in.report_utf8,
+                      "mail, mmtests, lkp: keep non-ASCII characters (default: ASCII only)");
+  in.report->add_flag("--runs", in.report_runs,
+                      "json: include every run (what mmtests and lkp use)");
   in.report
       ->add_option("--counters", in.counters_view,
                    "significant: under each comparison, the counters that changed (q <= alpha); "
@@ -638,6 +667,7 @@ std::unique_ptr<JobStub> PrepareConnection(const Invocation& in, CliEnv& env,
 // report's --counters and --columns; false (after saying why) on a bad --columns.
 bool ReportViewOf(const Invocation& in, const CliEnv& env, ReportView* view) {
   view->all_counters = in.counters_view == "all";
+  view->utf8 = in.report_utf8;
   if (in.columns_text.empty()) return true;
   std::string error;
   auto columns = ParseColumns(in.columns_text, &error);
@@ -682,7 +712,8 @@ int RunCommand(const Invocation& in, JobStub& client, const CliEnv& env) {
   if (in.report->parsed()) {
     ReportView view;
     if (!ReportViewOf(in, env, &view)) return kExitUsage;
-    return ReportCommand(client, env, in.job_id, *ParseReportFormat(in.format_name), view);
+    return ReportCommand(client, env, in.job_id, *ParseReportFormat(in.format_name), view,
+                         in.report_runs);
   }
   if (in.cancel->parsed()) return CancelCommand(client, env, in.job_id);
   if (in.agents->parsed()) return AgentsCommand(client, env);

@@ -78,7 +78,7 @@ int SubmitCommand(JobStub& client, const CliEnv& env, const std::string& spec_pa
 int JobsCommand(JobStub& client, const CliEnv& env, uint32_t limit);
 int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id);
 int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportFormat format,
-                  const ReportView& view = {});
+                  const ReportView& view = {}, bool runs = false);
 int CancelCommand(JobStub& client, const CliEnv& env, int64_t job_id);
 int AgentsCommand(JobStub& client, const CliEnv& env);
 // The kernels built for jobs (ListBuilds), all or one job's (job_id 0: all).

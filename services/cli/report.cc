@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "services/cli/comparison.h"
+#include "services/cli/mail.h"
 #include "services/cli/run_table.h"
 
 namespace faultline::cli {
@@ -123,6 +124,10 @@ std::string RenderReport(const v1::GetReportResponse& report, ReportFormat forma
                          const ReportView& view) {
   const bool all_counters = view.all_counters;
   if (format == ReportFormat::kJson) return MessageToJson(report);
+  const MailOptions mail{.utf8 = view.utf8};
+  if (format == ReportFormat::kMail) return RenderMail(report, mail);
+  if (format == ReportFormat::kMmtests) return RenderMmtests(report, mail);
+  if (format == ReportFormat::kLkp) return RenderLkp(report, mail);
   if (format == ReportFormat::kCsv) {
     if (!view.columns.empty()) return RenderCsv(RunTable(report, view.columns));
     return RenderCsv(all_counters ? CounterCsvTable(report) : ReportCsvTable(report));

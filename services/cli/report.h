@@ -25,6 +25,7 @@ struct ReportView {
   // Non-empty: the per-run table with these columns (RunTable) after the summary; with CSV,
   // that table instead of the throughput one. The report must hold run_results.
   std::vector<ColumnSpec> columns;
+  bool utf8 = false;  // mail, mmtests, lkp: keep non-ASCII characters (mail.h)
 };
 std::string RenderReport(const v1::GetReportResponse& report, ReportFormat format,
                          const ReportView& view = {});

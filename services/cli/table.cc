@@ -149,6 +149,9 @@ std::optional<ReportFormat> ParseReportFormat(std::string_view name) {
   if (name == "markdown" || name == "md") return ReportFormat::kMarkdown;
   if (name == "json") return ReportFormat::kJson;
   if (name == "csv") return ReportFormat::kCsv;
+  if (name == "mail") return ReportFormat::kMail;
+  if (name == "mmtests") return ReportFormat::kMmtests;
+  if (name == "lkp") return ReportFormat::kLkp;
   return std::nullopt;
 }
 

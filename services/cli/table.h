@@ -41,7 +41,8 @@ std::string RenderCsv(const Table& table);
 std::string EscapeMarkdown(std::string_view text);
 
 // How `faultline report` (and the offline comparison) render their tables.
-enum class ReportFormat { kTable, kMarkdown, kJson, kCsv };
+// mail, mmtests and lkp: text for a mailing list (mail.h), `faultline report` only.
+enum class ReportFormat { kTable, kMarkdown, kJson, kCsv, kMail, kMmtests, kLkp };
 std::optional<ReportFormat> ParseReportFormat(std::string_view name);  // "table", "md", ...
 
 }  // namespace faultline::cli

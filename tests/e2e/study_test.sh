@@ -166,6 +166,22 @@ awk -v a="$wm_a" -v b="$wm_b" 'BEGIN { exit !(a >= 1 && b >= 1) }' \
   || fail "not every run stored its mmap_lock waits"
 pass "mmap_lock waits traced in all 20 runs; write acquisitions per round $wm_a / $wm_b"
 
+# The same study as a mailing list reads it (#29): the mail 80 columns wide at most and
+# ASCII only; mmtests' and LKP's layouts computed over its runs.
+"$FL_BIN_CLI" report "$aa" --format mail >"$FL_STATE/aa.mail" || fail "report --format mail"
+cat "$FL_STATE/aa.mail"
+awk 'length > 80 { print "too wide: " $0; bad = 1 } END { exit bad }' "$FL_STATE/aa.mail" ||
+  fail "the mail is wider than 80 columns"
+if LC_ALL=C grep -n '[^ -~]' "$FL_STATE/aa.mail"; then fail "the mail is not plain ASCII"; fi
+grep -q "^  A vanilla: a kernel installed on the boards" "$FL_STATE/aa.mail" &&
+  grep -q "^  e2e-board: .*CPUs" "$FL_STATE/aa.mail" && grep -q "^name: e2e-aa$" "$FL_STATE/aa.mail" ||
+  fail "the mail lacks its header or the spec to run it again"
+"$FL_BIN_CLI" report "$aa" --format mmtests | grep -Eq '^Hmean +tput +[0-9.]+ \( +0\.00%\)' ||
+  fail "no mmtests Hmean row"
+"$FL_BIN_CLI" report "$aa" --format lkp | grep -Eq '^ +[0-9.e+-]+ .*  filemap-thrash\.throughput$' ||
+  fail "no lkp throughput row"
+pass "report as mail (<= 80 columns, ASCII), mmtests and lkp"
+
 # Cancel a running job: the workload is stopped and the job ends cancelled.
 sed 's/duration: 2s/duration: 120s/; s/repetitions: 2/repetitions: 1/' "$FL_STATE/study.yaml" >"$FL_STATE/long.yaml"
 long=$("$FL_BIN_CLI" submit "$FL_STATE/long.yaml")

@@ -5,7 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "nlohmann/json.hpp"
 #include "services/controller/convert/convert.h"
@@ -88,6 +91,53 @@ TEST_F(ReportBuilderTest, CountersThatExplainTheChangeComeUnderTheComparison) {
   EXPECT_EQ(c.counters(2).name(), "vmstat.new_debug");
   EXPECT_EQ(c.counters(2).only_on(), "candidate");
   EXPECT_FALSE(c.counters(2).significant());
+}
+
+// The report's header: what each board was (its facts, per-run values left out), and with
+// `runs` every succeeded run in the order they finished.
+TEST_F(ReportBuilderTest, BoardFactsAndEveryRunInTheOrderTheyFinished) {
+  const int64_t job = SubmitAndFinish([](RunRecord& r) {
+    r.rounds = 100;
+    r.throughput = 10;
+    r.finished_ms = 1000 - r.id;  // the last created finished first
+    r.environment_json = nlohmann::json{
+        {"cpu.model", "Xeon"},
+        {"thp.enabled", "always [madvise] never"},
+        {"kernel.release", r.kernel == "patched" ? "6.12.1" : "6.12.0"},
+        {"memcg.path", "/sys/fs/cgroup/run-" + std::to_string(r.id)},
+        {"work_dir",
+         "/var/lib/x"}}.dump();
+  });
+  ReportOptions options;
+  options.runs = true;
+  auto built = BuildReport(&fake_.jobs, job, options);
+  ASSERT_TRUE(built.ok()) << built.status();
+  v1::GetReportResponse report;
+  ReportToProto(built->job, built->report, &report);
+  ASSERT_EQ(report.boards_size(), 1);
+  const auto& facts = report.boards(0).facts();
+  EXPECT_EQ(report.boards(0).board(), "b1");
+  EXPECT_EQ(facts.at("cpu.model"), "Xeon");
+  EXPECT_EQ(facts.at("thp.enabled"), "always [madvise] never");
+  EXPECT_EQ(facts.at("kernel.release"), "6.12.0 | 6.12.1");
+  EXPECT_FALSE(facts.contains("memcg.path"));
+  EXPECT_FALSE(facts.contains("work_dir"));
+  ASSERT_EQ(report.run_results_size(), 16);
+  // Each row's order is its run's rank by finish time.
+  std::map<std::pair<std::string, uint32_t>, int64_t> finished;  // (kernel, repetition)
+  for (const RunRecord& r : *fake_.jobs.ListRuns(job)) {
+    finished[{r.kernel, static_cast<uint32_t>(r.repetition)}] = r.finished_ms;
+  }
+  std::vector<std::pair<int64_t, uint32_t>> by_time;  // (finished_ms, order)
+  for (const auto& r : report.run_results()) {
+    by_time.emplace_back(finished.at({r.kernel(), r.repetition()}), r.order());
+  }
+  std::sort(by_time.begin(), by_time.end());
+  for (size_t i = 0; i < by_time.size(); ++i) EXPECT_EQ(by_time[i].second, i + 1);
+  // Without `runs`, no run rows.
+  auto plain = BuildReport(&fake_.jobs, job);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->report.run_results.empty());
 }
 
 TEST_F(ReportBuilderTest, MmapLockWaitsGetTheSeedsTablesAndLostRecordsACaveat) {

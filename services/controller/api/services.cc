@@ -140,6 +140,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetReport(grpc::CallbackServerContext*
     }
     options.run_counters.push_back(name);
   }
+  options.runs = req->runs();
   auto built = BuildReport(stores_.jobs, req->job_id(), options);
   if (!built.ok()) return FinishUnary(ctx, &timer, built.status());
   ReportToProto(built->job, built->report, resp);

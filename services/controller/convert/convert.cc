@@ -395,7 +395,13 @@ void ReportToProto(const JobRecord& job, const JobReport& report, v1::GetReportR
     row->set_repetition(static_cast<uint32_t>(r.repetition));
     row->set_rounds(r.rounds);
     row->set_throughput(r.throughput);
+    row->set_order(r.order);
     for (const auto& [name, value] : r.counters) (*row->mutable_counters())[name] = value;
+  }
+  for (const auto& [board, facts] : report.board_facts) {
+    auto* b = out->add_boards();
+    b->set_board(board);
+    for (const auto& [k, v] : facts) (*b->mutable_facts())[k] = v;
   }
 }
 

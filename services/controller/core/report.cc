@@ -172,6 +172,34 @@ std::string ConfigLabel(const std::map<std::string, std::string>& cell) {
   return out;
 }
 
+std::map<std::string, std::map<std::string, std::string>> BoardFactsOf(
+    const std::vector<RunEnvironment>& runs) {
+  // What describes the board; per-run values (cgroup paths, params, labels) and the long
+  // kernel command line stay out.
+  auto about_board = [](const std::string& key) {
+    for (const char* prefix : {"cpu.", "memory.", "thp.", "swap.", "cgroup.", "virt.", "mm."}) {
+      if (key.rfind(prefix, 0) == 0) return true;
+    }
+    return key == "page_size" || key == "kernel.release" || key == "kernel.per_vma_lock" ||
+           key == "kernel.lru_gen";
+  };
+  std::map<std::string, std::map<std::string, std::set<std::string>>> seen;
+  for (const RunEnvironment& r : runs) {
+    for (const auto& [k, v] : r.facts) {
+      if (about_board(k)) seen[r.board][k].insert(v);
+    }
+  }
+  std::map<std::string, std::map<std::string, std::string>> out;
+  for (const auto& [board, facts] : seen) {
+    for (const auto& [k, values] : facts) {
+      std::string joined;
+      for (const std::string& v : values) joined += (joined.empty() ? "" : " | ") + v;
+      out[board][k] = joined;
+    }
+  }
+  return out;
+}
+
 std::string SeriesKernel(const std::string& label) {
   // LABEL@<12 hex>+<8 digits>T<4 digits>
   constexpr size_t kSlot = 1 + 8 + 1 + 4, kHash = 1 + 12;

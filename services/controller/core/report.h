@@ -54,6 +54,13 @@ struct RunEnvironment {
 // ignored: they differ by design.
 std::map<std::string, std::string> EnvironmentDifferences(const std::vector<RunEnvironment>& runs);
 
+// Per board, the facts its runs recorded about it (cpu.*, memory.*, thp.*, swap.*, cgroup.*,
+// virt.*, mm.*, page_size, kernel.release and the kernel's mm features): the value they agree
+// on, or the distinct values in sorted order joined by " | " (the report's header says what
+// each board was).
+std::map<std::string, std::map<std::string, std::string>> BoardFactsOf(
+    const std::vector<RunEnvironment>& runs);
+
 // "threads=8,writers=2" (sorted keys) or "default" for a job without a matrix: how a cell
 // is named in metrics and in the history of a series.
 std::string ConfigLabel(const std::map<std::string, std::string>& cell);
@@ -81,6 +88,7 @@ struct ReportRunResult {
   uint64_t rounds = 0;
   double throughput = 0;
   std::map<std::string, double> counters;  // every requested name; 0 where the run has none
+  uint32_t order = 0;                      // 1-based, among the job's succeeded runs by finish time
 };
 
 // A job's report as the controller builds it (orchestration/report_builder.h) and reads it
@@ -94,6 +102,7 @@ struct JobReport {
   std::map<std::string, std::string> environment_differences;
   std::vector<std::string> caveats;
   std::vector<ReportRunResult> run_results;
+  std::map<std::string, std::map<std::string, std::string>> board_facts;  // BoardFactsOf
 };
 
 }  // namespace faultline::controller

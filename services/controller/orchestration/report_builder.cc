@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <tuple>
 
 #include "nlohmann/json.hpp"
@@ -200,6 +201,7 @@ absl::StatusOr<BuiltReport> BuildReport(JobStore* store, int64_t job_id,
   report.rows = RowsOf(outcomes);
   const std::vector<RunEnvironment> environments = EnvironmentsOf(*runs);
   report.caveats = CaveatsOf(environments);
+  report.board_facts = BoardFactsOf(environments);
 
   // A/B: every other kernel against the baseline, per board and cell.
   const std::vector<std::string> kernels = SpecKernels(job->spec_json);
@@ -216,16 +218,27 @@ absl::StatusOr<BuiltReport> BuildReport(JobStore* store, int64_t job_id,
   CountersByRunGroup counters_of;
   const bool need_counters = kernels.size() > 1 && report_options.compare_counters;
   const bool lock_waits = SpecTracesLockWaits(job->spec_json);
-  if (need_counters || !report_options.run_counters.empty() || lock_waits) {
+  const bool run_rows = report_options.runs || !report_options.run_counters.empty();
+  if (need_counters || run_rows || lock_waits) {
     std::vector<RunCounters> parsed(runs->size());
+    std::vector<std::pair<int64_t, int64_t>> finished;  // (finished_ms, id) of each row
     for (size_t i = 0; i < runs->size(); ++i) {
       if (!outcomes[i].succeeded) continue;
       const RunRecord& r = (*runs)[i];
       parsed[i] = CountersOf(r);
-      if (!report_options.run_counters.empty()) {
+      if (run_rows) {
         report.run_results.push_back(RunResultOf(r, parsed[i], report_options.run_counters));
+        finished.emplace_back(r.finished_ms, r.id);
       }
       if (need_counters) counters_of[{outcomes[i].cell, r.board, r.kernel}].push_back(parsed[i]);
+    }
+    // Each row's place in the order the runs finished (ties: the run created first).
+    std::vector<size_t> by_finish(finished.size());
+    std::iota(by_finish.begin(), by_finish.end(), size_t{0});
+    std::sort(by_finish.begin(), by_finish.end(),
+              [&](size_t a, size_t b) { return finished[a] < finished[b]; });
+    for (size_t k = 0; k < by_finish.size(); ++k) {
+      report.run_results[by_finish[k]].order = static_cast<uint32_t>(k + 1);
     }
     if (lock_waits) {
       for (std::string& c : LockWaitCaveatsOf(*runs, outcomes, parsed, environments)) {

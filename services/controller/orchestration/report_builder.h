@@ -18,6 +18,8 @@ struct ReportOptions {
   // Counters to return per succeeded run (JobReport::run_results), for seed-shaped tables;
   // empty: no per-run rows.
   std::vector<std::string> run_counters;
+  // Every succeeded run in run_results (with run_counters), in the order they finished.
+  bool runs = false;
 };
 
 struct BuiltReport {

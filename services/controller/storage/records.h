@@ -53,6 +53,7 @@ struct RunRecord {
   double pages_per_second = 0;
   std::string environment_json = "{}";
   std::string counters_json = "{}";  // the result's counters (name -> value)
+  int64_t finished_ms = 0;           // when its result was stored (0: no result)
 };
 
 struct BoardRecord {

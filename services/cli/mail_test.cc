@@ -1,0 +1,188 @@
+// Reports for a mailing list (mail.h) and the spec written back (spec_yaml.h): golden files
+// of a real A/B study's report (testdata/, rewritten with FAULTLINE_UPDATE_GOLDEN=1), every
+// mail line within 80 columns and ASCII, and the spec reading back as the job's.
+#include "services/cli/mail.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_split.h"
+#include "services/cli/spec_file.h"
+#include "services/cli/spec_yaml.h"
+
+namespace faultline::cli {
+namespace {
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+v1::GetReportResponse Fixture(const std::string& name) {
+  v1::GetReportResponse report;
+  const std::string text = Read(std::string(FAULTLINE_CLI_TESTDATA) + "/" + name);
+  EXPECT_FALSE(text.empty()) << name;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text, &report).ok()) << name;
+  return report;
+}
+
+// Compares with the golden file, or writes it when FAULTLINE_UPDATE_GOLDEN is set.
+void ExpectGolden(const std::string& name, const std::string& got) {
+  const std::string path = std::string(FAULTLINE_CLI_TESTDATA) + "/" + name;
+  if (getenv("FAULTLINE_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path) << got;
+    return;
+  }
+  EXPECT_EQ(got, Read(path)) << "golden file " << name
+                             << " differs (FAULTLINE_UPDATE_GOLDEN=1 rewrites it)";
+}
+
+void ExpectMailable(const std::string& text, size_t width = 80) {
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++n;
+    EXPECT_LE(line.size(), width) << "line " << n << ": " << line;
+    for (char c : line) {
+      ASSERT_TRUE(static_cast<unsigned char>(c) < 0x80 && (c >= ' ' || c == '\t'))
+          << "line " << n << " is not printable ASCII: " << line;
+    }
+  }
+}
+
+TEST(MailReport, ARealStudyAsGoldenFiles) {
+  const v1::GetReportResponse report = Fixture("ab-report.json");
+  ASSERT_FALSE(report.comparisons().empty());
+  ASSERT_FALSE(report.run_results().empty());
+  const std::string mail = RenderMail(report);
+  ExpectGolden("ab-report.mail", mail);
+  ExpectGolden("ab-report.mmtests", RenderMmtests(report));
+  ExpectGolden("ab-report.lkp", RenderLkp(report));
+  ExpectMailable(mail);
+  ExpectMailable(RenderLkp(report), 89);  // LKP's own rule is 89 wide
+}
+
+// What stretches a mail: long labels, CPU models with (R), several matrix keys, long
+// counter names, a long tree path, non-ASCII in facts and caveats.
+TEST(MailReport, EveryLineFitsEightyColumnsWhateverTheReportHolds) {
+  v1::GetReportResponse report = Fixture("ab-report.json");
+  report.add_matrix_keys("writers");
+  report.add_matrix_keys("file_fill_mode_with_a_long_name");
+  for (auto& c : *report.mutable_comparisons()) {
+    (*c.mutable_cell())["writers"] = "16";
+    (*c.mutable_cell())["file_fill_mode_with_a_long_name"] = "written-by-a-helper-thread";
+    auto* k = c.add_counters();
+    k->set_name("perf.mmap_lock:mmap_lock_start_locking_with_an_even_longer_name");
+    k->set_unit("round");
+    k->set_baseline_median(1.5e9);
+    k->set_candidate_median(3.2e9);
+    k->set_ratio(2.13);
+    k->set_ci_low(2.01);
+    k->set_ci_high(2.3);
+    k->set_significant(true);
+  }
+  auto* b = report.add_boards();
+  b->set_board("a-board-with-a-name-that-goes-on-and-on-and-on-for-a-long-while");
+  (*b->mutable_facts())["cpu.model"] = "Intel® Xeon® Platinum 8488C CPU @ 2.40GHz — 48 cores";
+  (*b->mutable_facts())["cpu.count"] = "96";
+  report.add_caveats("µs waits are ±3% here; results ≤ 2 rounds are dropped → see the docs");
+  auto* spec = report.mutable_job()->mutable_spec();
+  spec->set_name("a study name that is long enough to need folding when it is in a title line");
+  auto& source = (*spec->mutable_kernel_sources())[spec->kernels(0)];
+  source.set_tree("/srv/kernels/trees/linux-with-a-very-long-path-name/that-keeps-going/linux.git");
+  source.set_ref("v6.12.118");
+  source.set_config_base("tinyconfig");
+  ExpectMailable(RenderMail(report));
+  MailOptions utf8;
+  utf8.utf8 = true;
+  EXPECT_NE(RenderMail(report, utf8).find("µs"), std::string::npos);
+}
+
+TEST(MailReport, AsciiAndFolding) {
+  EXPECT_EQ(ToAscii("17303 ± 2% µs × 3 ≤ 4 — ok → é"), "17303 +- 2% us x 3 <= 4 - ok -> ?");
+  EXPECT_EQ(FoldLines("short\n  a line that is too long for ten", 12),
+            "short\n  a line\n    that is\n    too long\n    for ten");
+  EXPECT_EQ(FoldLines("abcdefghijklmnop", 8), "abcdefgh\n  ijklmn\n  op");
+}
+
+// The spec in a mail reads back as the job's: labels without their hash, the commit that
+// was built as the ref, files by name.
+TEST(SpecYaml, ReadsBackAsTheJobsSpec) {
+  const v1::GetReportResponse report = Fixture("ab-report.json");
+  const v1::JobSpec& spec = report.job().spec();
+  const std::string yaml = SpecToYaml(spec);
+  auto loaded = LoadJobSpecFromString(yaml, "study.yaml");
+  ASSERT_TRUE(loaded.ok()) << loaded.status() << "\n" << yaml;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*loaded, spec))
+      << yaml << "\nread back:\n"
+      << loaded->DebugString();
+}
+
+TEST(SpecYaml, KernelsFromSourcesAndLongScalars) {
+  char tmpl[] = "/tmp/faultline-spec-yaml-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::ofstream(dir + "/lab.config") << "CONFIG_ZRAM=y\n";
+  std::ofstream(dir + "/v5.mbox") << "From x\nSubject: [PATCH] mm\n\n";
+  v1::JobSpec spec;
+  spec.set_name("nightly: \"quoted\" # not a comment");
+  spec.set_benchmark("filemap-thrash");
+  spec.set_duration("5s");
+  spec.set_repetitions(4);
+  spec.add_kernels("vanilla@0123456789ab+20261203T0200");
+  spec.add_kernels("patched@ba9876543210");
+  spec.set_baseline("vanilla@0123456789ab+20261203T0200");
+  auto& v = (*spec.mutable_kernel_sources())["vanilla@0123456789ab+20261203T0200"];
+  v.set_tree("/srv/" + std::string(90, 'x') + "/linux.git");
+  v.set_ref("main");
+  v.set_config_base("tinyconfig");
+  v.add_fragments()->set_name("lab.config");
+  auto& p = (*spec.mutable_kernel_sources())["patched@ba9876543210"];
+  p = v;
+  p.add_series()->set_name("v5.mbox");
+  p.add_include("arch/x86/*");
+  (*spec.mutable_kernel_overrides())["patched@ba9876543210"].mutable_params()->insert(
+      {"threads", "4"});
+  spec.mutable_memcg()->set_memory_max("256M");
+  (*spec.mutable_matrix())["threads"].add_values("2");
+  (*spec.mutable_matrix())["threads"].add_values("8");
+  spec.set_alpha(0.01);
+  spec.set_shuffle_seed(4294967297);
+  v1::Build built;
+  built.set_label("vanilla@0123456789ab+20261203T0200");
+  built.set_state("done");
+  built.set_base_commit(std::string(40, 'c'));
+  const std::string yaml = SpecToYaml(spec, {built});
+  for (absl::string_view line : absl::StrSplit(yaml, '\n')) EXPECT_LE(line.size(), 80u) << line;
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  auto loaded = LoadJobSpecFromString(yaml, "study.yaml");
+  std::filesystem::current_path(cwd);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status() << "\n" << yaml;
+  EXPECT_EQ(loaded->name(), spec.name());
+  EXPECT_EQ(std::vector<std::string>(loaded->kernels().begin(), loaded->kernels().end()),
+            (std::vector<std::string>{"vanilla", "patched"}));
+  EXPECT_EQ(loaded->baseline(), "vanilla");
+  const auto& lv = loaded->kernel_sources().at("vanilla");
+  EXPECT_EQ(lv.tree(), v.tree());
+  EXPECT_EQ(lv.ref(), std::string(40, 'c'));  // the commit that was built
+  EXPECT_EQ(lv.fragments(0).content(), "CONFIG_ZRAM=y\n");
+  const auto& lp = loaded->kernel_sources().at("patched");
+  EXPECT_EQ(lp.ref(), "main");  // no build known
+  EXPECT_EQ(lp.series(0).name(), "v5.mbox");
+  EXPECT_EQ(lp.include(0), "arch/x86/*");
+  EXPECT_EQ(loaded->kernel_overrides().at("patched").params().at("threads"), "4");
+  EXPECT_EQ(loaded->shuffle_seed(), spec.shuffle_seed());
+  EXPECT_EQ(loaded->matrix().at("threads").values_size(), 2);
+}
+
+}  // namespace
+}  // namespace faultline::cli
