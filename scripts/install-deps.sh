@@ -21,6 +21,8 @@ packages=(
   flex bison bc libelf-dev kmod linux-source-6.12
   # a real S3-compatible object store for the kernel-image tests (tests/support/radosgw.sh)
   radosgw ceph-mon ceph-osd ceph-common
+  # a real browser for the HTML report's test (tests/e2e/report_html_test.sh)
+  chromium
 )
 
 missing=()

@@ -30,6 +30,7 @@
 #include "services/cli/bisect.h"
 #include "services/cli/comparison.h"
 #include "services/cli/format.h"
+#include "services/cli/html.h"
 #include "services/cli/run_table.h"
 #include "services/cli/samples.h"
 #include "services/cli/spec_file.h"
@@ -210,7 +211,8 @@ int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportForm
   request.set_job_id(job_id);
   for (const std::string& name : CountersOf(view.columns)) request.add_run_counters(name);
   // mmtests and lkp compute their statistics over the runs.
-  request.set_runs(runs || format == ReportFormat::kMmtests || format == ReportFormat::kLkp);
+  request.set_runs(runs || format == ReportFormat::kMmtests || format == ReportFormat::kLkp ||
+                   format == ReportFormat::kHtml);
   v1::GetReportResponse response;
   if (int rc = Unary(client, env, &JobStub::GetReport, request, &response); rc != kExitOk) {
     return rc;
@@ -396,8 +398,15 @@ int CompareCommand(const CliEnv& env, const std::string& a_path, const std::stri
   }
   const stats::CellComparison cell =
       paired ? stats::ComparePaired(*a, *b, options) : stats::Compare(*a, *b, options);
-  *env.out << RenderOfflineComparison(ToComparison(cell, a_path, b_path), options, format)
-           << std::flush;
+  const v1::Comparison comparison = ToComparison(cell, a_path, b_path);
+  if (format == ReportFormat::kHtml) {
+    *env.out << RenderComparisonHtml(
+                    comparison, *a, *b,
+                    RenderOfflineComparison(comparison, options, ReportFormat::kTable))
+             << std::flush;
+    return kExitOk;
+  }
+  *env.out << RenderOfflineComparison(comparison, options, format) << std::flush;
   return kExitOk;
 }
 
@@ -504,8 +513,9 @@ void AddJobCommands(CLI::App& app, Invocation& in) {
   in.report
       ->add_option("--format", in.format_name,
                    "table, markdown, csv, json; mail (80 columns, ASCII), mmtests or lkp "
-                   "(their layouts) for a mailing list")
-      ->check(CLI::IsMember({"table", "markdown", "csv", "json", "mail", "mmtests", "lkp"}));
+                   "(their layouts) for a mailing list; html (one page with plots)")
+      ->check(
+          CLI::IsMember({"table", "markdown", "csv", "json", "mail", "mmtests", "lkp", "html"}));
   in.report->add_flag("--utf8", in.report_utf8,
                       "mail, mmtests, lkp: keep non-ASCII characters (default: ASCII only)");
   in.report->add_flag("--runs", in.report_runs,
@@ -640,8 +650,8 @@ void AddCompareCommand(CLI::App& app, Invocation& in) {
   in.compare->add_flag("--paired", in.compare_paired,
                        "line i of A and line i of B ran side by side (e.g. alternating blocks): "
                        "Wilcoxon signed-rank statistics on the per-pair log ratios");
-  in.compare->add_option("--format", in.format_name, "table, markdown, csv or json")
-      ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
+  in.compare->add_option("--format", in.format_name, "table, markdown, csv, json or html")
+      ->check(CLI::IsMember({"table", "markdown", "csv", "json", "html"}));
 }
 
 // The token file and the controller's address read, the connection made (lazily); null

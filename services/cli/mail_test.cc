@@ -3,6 +3,8 @@
 // mail line within 80 columns and ASCII, and the spec reading back as the job's.
 #include "services/cli/mail.h"
 
+#include "services/cli/html.h"
+
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
@@ -182,6 +184,62 @@ TEST(SpecYaml, KernelsFromSourcesAndLongScalars) {
   EXPECT_EQ(loaded->kernel_overrides().at("patched").params().at("threads"), "4");
   EXPECT_EQ(loaded->shuffle_seed(), spec.shuffle_seed());
   EXPECT_EQ(loaded->matrix().at("threads").values_size(), 2);
+}
+
+}  // namespace
+}  // namespace faultline::cli
+
+namespace faultline::cli {
+namespace {
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The page stands alone (nothing fetched at view time) and each plot holds what it says.
+TEST(HtmlReport, OneSelfContainedPageWithItsPlots) {
+  const v1::GetReportResponse report = Fixture("ab-report.json");
+  const std::string html = RenderHtml(report);
+  EXPECT_EQ(html.rfind("<!doctype html>", 0), 0u);
+  EXPECT_EQ(Count(html, " src="), 0u);
+  EXPECT_EQ(Count(html, " href="), 0u);
+  EXPECT_EQ(Count(html, "http://"), 0u);
+  EXPECT_EQ(Count(html, "https://"), 0u);
+  const size_t runs = static_cast<size_t>(report.run_results_size());
+  EXPECT_NE(html.find("data-plot=\"runs\" data-points=\"" + std::to_string(runs) + "\""),
+            std::string::npos);
+  EXPECT_NE(html.find("data-plot=\"dist\" data-points=\"" + std::to_string(runs) + "\""),
+            std::string::npos);
+  size_t significant = 0;
+  for (const auto& k : report.comparisons(0).counters()) {
+    significant += k.significant() && k.only_on().empty();
+  }
+  EXPECT_NE(html.find("data-plot=\"forest\" data-points=\"" +
+                      std::to_string(1 + std::min<size_t>(significant, 24)) + "\""),
+            std::string::npos);
+  // Points: a run plot's circles and a distribution's, the forest's rows.
+  EXPECT_EQ(Count(html, "class=\"pt\""), 2 * runs + 1 + std::min<size_t>(significant, 24));
+  EXPECT_NE(html.find("<pre>"), std::string::npos);  // the text report beneath
+  // Labels are escaped.
+  v1::GetReportResponse odd = report;
+  odd.mutable_job()->mutable_spec()->set_name("<script>alert(1)</script>");
+  EXPECT_EQ(RenderHtml(odd).find("<script>alert"), std::string::npos);
+}
+
+TEST(HtmlReport, ACompareOfTwoFiles) {
+  v1::Comparison c;
+  c.set_baseline("a.txt");
+  c.set_candidate("b.txt");
+  c.set_ratio(1.1);
+  c.set_ci_low(1.05);
+  c.set_ci_high(1.15);
+  c.set_verdict("improvement");
+  const std::string html = RenderComparisonHtml(c, {10, 11, 12}, {12, 13}, "text");
+  EXPECT_NE(html.find("data-plot=\"runs\" data-points=\"5\""), std::string::npos);
+  EXPECT_NE(html.find("data-plot=\"dist\" data-points=\"5\""), std::string::npos);
+  EXPECT_NE(html.find("data-plot=\"forest\" data-points=\"1\""), std::string::npos);
 }
 
 }  // namespace

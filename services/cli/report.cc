@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "services/cli/comparison.h"
+#include "services/cli/html.h"
 #include "services/cli/mail.h"
 #include "services/cli/run_table.h"
 
@@ -128,6 +129,7 @@ std::string RenderReport(const v1::GetReportResponse& report, ReportFormat forma
   if (format == ReportFormat::kMail) return RenderMail(report, mail);
   if (format == ReportFormat::kMmtests) return RenderMmtests(report, mail);
   if (format == ReportFormat::kLkp) return RenderLkp(report, mail);
+  if (format == ReportFormat::kHtml) return RenderHtml(report);
   if (format == ReportFormat::kCsv) {
     if (!view.columns.empty()) return RenderCsv(RunTable(report, view.columns));
     return RenderCsv(all_counters ? CounterCsvTable(report) : ReportCsvTable(report));

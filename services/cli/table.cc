@@ -152,6 +152,7 @@ std::optional<ReportFormat> ParseReportFormat(std::string_view name) {
   if (name == "mail") return ReportFormat::kMail;
   if (name == "mmtests") return ReportFormat::kMmtests;
   if (name == "lkp") return ReportFormat::kLkp;
+  if (name == "html") return ReportFormat::kHtml;
   return std::nullopt;
 }
 

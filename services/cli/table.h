@@ -41,8 +41,9 @@ std::string RenderCsv(const Table& table);
 std::string EscapeMarkdown(std::string_view text);
 
 // How `faultline report` (and the offline comparison) render their tables.
-// mail, mmtests and lkp: text for a mailing list (mail.h), `faultline report` only.
-enum class ReportFormat { kTable, kMarkdown, kJson, kCsv, kMail, kMmtests, kLkp };
+// mail, mmtests and lkp: text for a mailing list (mail.h), `faultline report` only; html:
+// one page with plots (html.h).
+enum class ReportFormat { kTable, kMarkdown, kJson, kCsv, kMail, kMmtests, kLkp, kHtml };
 std::optional<ReportFormat> ParseReportFormat(std::string_view name);  // "table", "md", ...
 
 }  // namespace faultline::cli

@@ -99,6 +99,7 @@ TEST(ConvertTest, AChangePointKeepsEveryFigure) {
                       "lab-02",
                       "patched",
                       77,
+                      76,
                       100,
                       80,
                       -0.2,
@@ -115,6 +116,7 @@ TEST(ConvertTest, AChangePointKeepsEveryFigure) {
   EXPECT_EQ(out.board(), "lab-02");
   EXPECT_EQ(out.kernel(), "patched");
   EXPECT_EQ(out.job_id(), 77);
+  EXPECT_EQ(out.previous_job_id(), 76);
   EXPECT_DOUBLE_EQ(out.mean_before(), 100);
   EXPECT_DOUBLE_EQ(out.mean_after(), 80);
   EXPECT_DOUBLE_EQ(out.relative_change(), -0.2);
