@@ -213,6 +213,7 @@ int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportForm
   // mmtests and lkp compute their statistics over the runs.
   request.set_runs(runs || format == ReportFormat::kMmtests || format == ReportFormat::kLkp ||
                    format == ReportFormat::kHtml);
+  request.set_samples(runs || format == ReportFormat::kHtml);  // the page plots some runs' seconds
   v1::GetReportResponse response;
   if (int rc = Unary(client, env, &JobStub::GetReport, request, &response); rc != kExitOk) {
     return rc;
@@ -518,8 +519,9 @@ void AddJobCommands(CLI::App& app, Invocation& in) {
           CLI::IsMember({"table", "markdown", "csv", "json", "mail", "mmtests", "lkp", "html"}));
   in.report->add_flag("--utf8", in.report_utf8,
                       "mail, mmtests, lkp: keep non-ASCII characters (default: ASCII only)");
-  in.report->add_flag("--runs", in.report_runs,
-                      "json: include every run (what mmtests and lkp use)");
+  in.report->add_flag(
+      "--runs", in.report_runs,
+      "json: include every run and its per-second samples (what mmtests, lkp and html use)");
   in.report
       ->add_option("--counters", in.counters_view,
                    "significant: under each comparison, the counters that changed (q <= alpha); "

@@ -208,6 +208,51 @@ std::string DistPlot(const std::map<std::string, std::vector<double>>& by_kernel
   return out + "</svg>\n";
 }
 
+// The per-second throughput of the median run of each kernel (by its throughput).
+std::string SamplesPlot(const std::vector<const v1::RunResult*>& runs, const std::string& title,
+                        const std::string& id, const std::vector<std::string>& kernels,
+                        const std::map<std::string, std::string>& colour) {
+  std::vector<const v1::RunResult*> chosen;
+  for (const std::string& k : kernels) {
+    std::vector<const v1::RunResult*> mine;
+    for (const auto* r : runs) {
+      if (r->kernel() == k && r->samples_size() > 0) mine.push_back(r);
+    }
+    if (mine.empty()) continue;
+    std::sort(mine.begin(), mine.end(),
+              [](auto* a, auto* b) { return a->throughput() < b->throughput(); });
+    chosen.push_back(mine[(mine.size() - 1) / 2]);
+  }
+  if (chosen.empty()) return "";
+  double hi = 0;
+  size_t seconds = 0, n = 0;
+  for (const auto* r : chosen) {
+    for (double s : r->samples()) hi = std::max(hi, s);
+    seconds = std::max(seconds, static_cast<size_t>(r->samples_size()));
+    n += static_cast<size_t>(r->samples_size());
+  }
+  Frame f{0.5, static_cast<double>(seconds) + 0.5, 0, hi * 1.08 + 1e-9};
+  std::string out = SvgOpen("samples", n, title, id) + YAxis(f, "rounds in the second");
+  absl::StrAppend(&out, "<text class=\"lab\" x=\"", (kWidth + kLeft) / 2, "\" y=\"", kHeight - 8,
+                  "\" text-anchor=\"middle\">second of the run</text>");
+  for (const auto* r : chosen) {
+    std::string points;
+    for (int s = 0; s < r->samples_size(); ++s) {
+      absl::StrAppend(&points, Num(f.X(s + 1)), ",", Num(f.Y(r->samples(s))), " ");
+    }
+    absl::StrAppend(&out, "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"",
+                    colour.at(r->kernel()), "\" points=\"", points, "\"/>");
+    for (int s = 0; s < r->samples_size(); ++s) {
+      absl::StrAppend(&out, "<circle class=\"pt\" data-kernel=\"", Escape(r->kernel()), "\" cx=\"",
+                      Num(f.X(s + 1)), "\" cy=\"", Num(f.Y(r->samples(s))), "\" r=\"2.5\" fill=\"",
+                      colour.at(r->kernel()), "\"><title>", Escape(r->kernel()), " #",
+                      r->repetition(), " second ", s + 1, ": ", Printf("%.0f", r->samples(s)),
+                      "</title></circle>");
+    }
+  }
+  return out + Legend(kernels, colour) + "</svg>\n";
+}
+
 struct ForestRow {
   std::string name;
   double ratio, low, high;
@@ -355,6 +400,19 @@ std::string RenderHtml(const v1::GetReportResponse& report) {
       std::map<std::string, std::vector<double>> by_kernel;
       for (const auto* r : runs_of[key]) by_kernel[r->kernel()].push_back(r->throughput());
       body += DistPlot(by_kernel, key, absl::StrCat("dist-", i++), kernels, colour, "rounds/s");
+    }
+    std::string samples;
+    i = 0;
+    for (const auto& [key, first] : groups) {
+      samples += SamplesPlot(runs_of[key], key + ": the median run of each kernel",
+                             absl::StrCat("samples-", i++), kernels, colour);
+    }
+    if (!samples.empty()) {
+      body +=
+          "<h2>Second by second</h2>\n<p>The rounds completed in each second of the run "
+          "whose throughput is its kernel's median: warm-up, stalls and steps within a "
+          "run.</p>\n" +
+          samples;
     }
   }
   if (!report.comparisons().empty()) {

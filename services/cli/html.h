@@ -9,6 +9,8 @@
 // - runs: every run's throughput in the order the runs finished, coloured by kernel, per
 //   board and cell: drift and the A/B alternation are visible where a table hides them;
 // - dist: each kernel's runs per board and cell, with the median marked;
+// - samples: the rounds completed in each second of the median run of each kernel, per
+//   board and cell (where the report holds samples: GetReportRequest.samples);
 // - forest: the throughput's and the changed counters' ratios (B/A) with their 95% CIs on a
 //   log axis, per comparison.
 // A small inline script checks every plot holds the points it declares (console.error

@@ -228,6 +228,29 @@ TEST(HtmlReport, OneSelfContainedPageWithItsPlots) {
   EXPECT_EQ(RenderHtml(odd).find("<script>alert"), std::string::npos);
 }
 
+// With samples, the median run of each kernel second by second.
+TEST(HtmlReport, TheMedianRunsSecondBySecond) {
+  v1::GetReportResponse report = Fixture("ab-report.json");
+  EXPECT_EQ(RenderHtml(report).find("data-plot=\"samples\""), std::string::npos);
+  for (auto& r : *report.mutable_run_results()) {
+    for (int s = 0; s < 2 + static_cast<int>(r.repetition() % 3); ++s) r.add_samples(100 + s);
+  }
+  // The median run of each kernel: 16 runs each, the 8th slowest.
+  size_t expected = 0;
+  for (const std::string kernel : {"vanilla", "vanilla-churn"}) {
+    std::vector<const v1::RunResult*> mine;
+    for (const auto& r : report.run_results()) {
+      if (r.kernel() == kernel) mine.push_back(&r);
+    }
+    std::sort(mine.begin(), mine.end(),
+              [](auto* a, auto* b) { return a->throughput() < b->throughput(); });
+    expected += static_cast<size_t>(mine[(mine.size() - 1) / 2]->samples_size());
+  }
+  EXPECT_NE(RenderHtml(report).find("data-plot=\"samples\" data-points=\"" +
+                                    std::to_string(expected) + "\""),
+            std::string::npos);
+}
+
 TEST(HtmlReport, ACompareOfTwoFiles) {
   v1::Comparison c;
   c.set_baseline("a.txt");

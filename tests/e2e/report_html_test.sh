@@ -6,7 +6,8 @@
 # verdict does not move (each pair sees the same board); the page's run-order plot shows
 # the drop. Checks: the page loads without a console message, its inline check finds every
 # plot holding the points it declares, the run plot has one point per run and shows the
-# drift, and a screenshot is kept (artifacts/report-html.png beside the test's build dir).
+# drift, the median runs are drawn second by second, and a screenshot is kept
+# (artifacts/report-html.png beside the test's build dir).
 # Usage: report_html_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
@@ -62,13 +63,14 @@ case "$verdict" in
 esac
 "$FL_BIN_CLI" report "$job" --format html >"$FL_STATE/report.html" || fail "report --format html"
 grep -q 'data-plot="runs" data-points="24"' "$FL_STATE/report.html" || fail "no run plot of 24 points"
+grep -q 'data-plot="samples"' "$FL_STATE/report.html" || fail "no plot of the runs' seconds"
 
 "$browser" --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 \
   --dump-dom "file://$FL_STATE/report.html" >"$FL_STATE/dom.html" 2>"$FL_STATE/browser.log" ||
   fail "chromium could not open the page"
 if grep ':CONSOLE' "$FL_STATE/browser.log"; then fail "the page logged to the console"; fi
 checked=$(grep -o 'data-checked="[^"]*"' "$FL_STATE/dom.html" || true)
-[ "$checked" = 'data-checked="3 plots"' ] || fail "the page's own check: '$checked' (want 3 plots)"
+[ "$checked" = 'data-checked="4 plots"' ] || fail "the page's own check: '$checked' (want 4 plots)"
 # The drift, read back from what the browser holds: the last six runs against the first six.
 drift=$(python3 - "$FL_STATE/dom.html" <<'PY'
 import re, sys
@@ -89,6 +91,6 @@ mkdir -p "$artifacts"
   --screenshot="$artifacts/report-html.png" "file://$FL_STATE/report.html" >/dev/null 2>&1 ||
   fail "no screenshot"
 [ -s "$artifacts/report-html.png" ] || fail "the screenshot is empty"
-pass "the page in Chromium: no console message, 3 plots checked, the drift visible (last/first $ratio) while the table says $verdict; screenshot $artifacts/report-html.png"
+pass "the page in Chromium: no console message, 4 plots checked, the drift visible (last/first $ratio) while the table says $verdict; screenshot $artifacts/report-html.png"
 
 echo "e2e: all checks passed"

@@ -81,6 +81,11 @@ TEST_F(StoreTest, NightlyLabelsOfABranchFormOneSeries) {
                       .ok());
     }
   }
+  // A run's seconds as stored (GoodResult: 10 rounds in each of 3 seconds).
+  auto samples = store_->jobs().RunSamples(jobs.back());
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_EQ(samples->size(), 2u);
+  for (const auto& [run, seconds] : *samples) EXPECT_EQ(seconds, (std::vector<double>{10, 10, 10}));
   auto histories = store_->history().SeriesHistories(2);
   ASSERT_TRUE(histories.ok()) << histories.status();
   ASSERT_EQ(histories->size(), 2u);  // threads=2 and threads=4, both nights in each

@@ -228,6 +228,23 @@ absl::StatusOr<std::vector<RunRecord>> FakeJobStore::ListRuns(int64_t job_id) {
   return out;
 }
 
+absl::StatusOr<std::map<int64_t, std::vector<double>>> FakeJobStore::RunSamples(int64_t job_id) {
+  std::lock_guard lock(mu_);
+  if (unavailable_) return Unavailable();
+  std::map<int64_t, std::vector<double>> out;
+  if (auto it = jobs_.find(job_id); it != jobs_.end()) {
+    for (const RunRecord& r : it->second.runs) {
+      if (auto s = samples_.find(r.id); s != samples_.end() && r.has_result) out[r.id] = s->second;
+    }
+  }
+  return out;
+}
+
+void FakeJobStore::SetRunSamples(int64_t run_id, std::vector<double> samples) {
+  std::lock_guard lock(mu_);
+  samples_[run_id] = std::move(samples);
+}
+
 absl::StatusOr<JobRecord> FakeJobStore::CancelJob(int64_t job_id) {
   std::lock_guard lock(mu_);
   if (unavailable_) return Unavailable();

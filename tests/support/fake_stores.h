@@ -64,9 +64,12 @@ class FakeJobStore final : public JobStore {
   absl::StatusOr<JobRecord> GetJob(int64_t job_id) override;
   absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit) override;
   absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id) override;
+  absl::StatusOr<std::map<int64_t, std::vector<double>>> RunSamples(int64_t job_id) override;
   absl::StatusOr<JobRecord> CancelJob(int64_t job_id) override;
 
   // Test set-up and inspection.
+  // A run's per-second rounds, as RunSamples answers them.
+  void SetRunSamples(int64_t run_id, std::vector<double> samples);
   // Sets every run of the job to `state` (and the job's state from them, as the stores do).
   void SetRunStates(int64_t job_id, RunState state);
   // Applies `edit` to every run of the job (results, boards, ...), then recomputes its state.
@@ -87,6 +90,7 @@ class FakeJobStore final : public JobStore {
   int64_t NowMs() const { return clock_->NowMs(); }
 
   const Clock* clock_;
+  std::map<int64_t, std::vector<double>> samples_;  // by run id
   mutable std::mutex mu_;
   std::map<int64_t, Job> jobs_;
   int64_t next_job_id_ = 1;

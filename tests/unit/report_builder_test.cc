@@ -108,8 +108,12 @@ TEST_F(ReportBuilderTest, BoardFactsAndEveryRunInTheOrderTheyFinished) {
         {"work_dir",
          "/var/lib/x"}}.dump();
   });
+  for (const RunRecord& r : *fake_.jobs.ListRuns(job)) {
+    fake_.jobs.SetRunSamples(r.id, {9, 10, static_cast<double>(r.id)});
+  }
   ReportOptions options;
   options.runs = true;
+  options.samples = true;
   auto built = BuildReport(&fake_.jobs, job, options);
   ASSERT_TRUE(built.ok()) << built.status();
   v1::GetReportResponse report;
@@ -134,6 +138,15 @@ TEST_F(ReportBuilderTest, BoardFactsAndEveryRunInTheOrderTheyFinished) {
   }
   std::sort(by_time.begin(), by_time.end());
   for (size_t i = 0; i < by_time.size(); ++i) EXPECT_EQ(by_time[i].second, i + 1);
+  // Each row carries its own run's seconds (the last one is the run's id here).
+  std::map<std::pair<std::string, uint32_t>, int64_t> id_of;
+  for (const RunRecord& r : *fake_.jobs.ListRuns(job)) {
+    id_of[{r.kernel, static_cast<uint32_t>(r.repetition)}] = r.id;
+  }
+  for (const auto& r : report.run_results()) {
+    ASSERT_EQ(r.samples_size(), 3);
+    EXPECT_EQ(r.samples(2), static_cast<double>(id_of.at({r.kernel(), r.repetition()})));
+  }
   // Without `runs`, no run rows.
   auto plain = BuildReport(&fake_.jobs, job);
   ASSERT_TRUE(plain.ok());

@@ -141,6 +141,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetReport(grpc::CallbackServerContext*
     options.run_counters.push_back(name);
   }
   options.runs = req->runs();
+  options.samples = req->samples();
   auto built = BuildReport(stores_.jobs, req->job_id(), options);
   if (!built.ok()) return FinishUnary(ctx, &timer, built.status());
   ReportToProto(built->job, built->report, resp);

@@ -396,6 +396,7 @@ void ReportToProto(const JobRecord& job, const JobReport& report, v1::GetReportR
     row->set_rounds(r.rounds);
     row->set_throughput(r.throughput);
     row->set_order(r.order);
+    for (double s : r.samples) row->add_samples(s);
     for (const auto& [name, value] : r.counters) (*row->mutable_counters())[name] = value;
   }
   for (const auto& [board, facts] : report.board_facts) {

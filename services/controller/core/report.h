@@ -89,6 +89,7 @@ struct ReportRunResult {
   double throughput = 0;
   std::map<std::string, double> counters;  // every requested name; 0 where the run has none
   uint32_t order = 0;                      // 1-based, among the job's succeeded runs by finish time
+  std::vector<double> samples;             // rounds each second (ReportOptions::samples)
 };
 
 // A job's report as the controller builds it (orchestration/report_builder.h) and reads it

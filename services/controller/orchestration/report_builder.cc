@@ -240,6 +240,14 @@ absl::StatusOr<BuiltReport> BuildReport(JobStore* store, int64_t job_id,
     for (size_t k = 0; k < by_finish.size(); ++k) {
       report.run_results[by_finish[k]].order = static_cast<uint32_t>(k + 1);
     }
+    if (report_options.samples && !finished.empty()) {
+      auto samples = store->RunSamples(job_id);
+      if (!samples.ok()) return samples.status();
+      for (size_t k = 0; k < finished.size(); ++k) {
+        auto it = samples->find(finished[k].second);
+        if (it != samples->end()) report.run_results[k].samples = std::move(it->second);
+      }
+    }
     if (lock_waits) {
       for (std::string& c : LockWaitCaveatsOf(*runs, outcomes, parsed, environments)) {
         report.caveats.push_back(std::move(c));

@@ -20,6 +20,8 @@ struct ReportOptions {
   std::vector<std::string> run_counters;
   // Every succeeded run in run_results (with run_counters), in the order they finished.
   bool runs = false;
+  // With runs: each run's rounds per second (JobStore::RunSamples).
+  bool samples = false;
 };
 
 struct BuiltReport {

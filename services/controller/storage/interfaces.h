@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +35,8 @@ class JobStore {
   virtual absl::StatusOr<JobRecord> GetJob(int64_t job_id) = 0;
   virtual absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit) = 0;
   virtual absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id) = 0;
+  // The rounds each second of every run of the job that has a result, by run id.
+  virtual absl::StatusOr<std::map<int64_t, std::vector<double>>> RunSamples(int64_t job_id) = 0;
   // Cancels every open run; FAILED_PRECONDITION when the job is already final.
   virtual absl::StatusOr<JobRecord> CancelJob(int64_t job_id) = 0;
 };

@@ -173,6 +173,23 @@ absl::StatusOr<std::vector<JobRecord>> PgJobStore::ListJobs(int limit) {
       });
 }
 
+absl::StatusOr<std::map<int64_t, std::vector<double>>> PgJobStore::RunSamples(int64_t job_id) {
+  return pool_->Query<std::map<int64_t, std::vector<double>>>(
+      [&](pqxx::connection& c, std::map<int64_t, std::vector<double>>& out) -> absl::Status {
+        pqxx::read_transaction t(c);
+        for (const auto& r : t.exec_params(R"sql(
+      SELECT s.run_id, s.rounds::text FROM run_samples s JOIN runs r ON r.id = s.run_id
+       WHERE r.job_id = $1)sql",
+                                           job_id)) {
+          std::vector<double>& v = out[r[0].as<int64_t>()];
+          for (const auto& item : pg::ArrayItems(r[1].as<std::string>())) {
+            v.push_back(std::stod(item));
+          }
+        }
+        return absl::OkStatus();
+      });
+}
+
 absl::StatusOr<std::vector<RunRecord>> PgJobStore::ListRuns(int64_t job_id) {
   return pool_->Query<std::vector<RunRecord>>(
       [&](pqxx::connection& c, std::vector<RunRecord>& runs) -> absl::Status {

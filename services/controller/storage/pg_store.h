@@ -26,6 +26,7 @@ class PgJobStore final : public JobStore {
   absl::StatusOr<JobRecord> GetJob(int64_t job_id) override;
   absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit) override;
   absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id) override;
+  absl::StatusOr<std::map<int64_t, std::vector<double>>> RunSamples(int64_t job_id) override;
   absl::StatusOr<JobRecord> CancelJob(int64_t job_id) override;
 
  private:
