@@ -56,6 +56,13 @@ std::string EffectText(double alpha, double min_effect) {
   return "α = " + Fraction(alpha) + ", δ = " + Fraction(min_effect * 100) + "%";
 }
 
+std::string RenderSection(const std::string& title, const Table& table, ReportFormat format) {
+  if (format == ReportFormat::kMarkdown) return title + "\n\n" + RenderMarkdownTable(table);
+  return title + "\n" + RenderBoxTable(table);
+}
+
+}  // namespace
+
 bool SameCell(const google::protobuf::Map<std::string, std::string>& a,
               const google::protobuf::Map<std::string, std::string>& b) {
   if (a.size() != b.size()) return false;
@@ -65,13 +72,6 @@ bool SameCell(const google::protobuf::Map<std::string, std::string>& a,
   }
   return true;
 }
-
-std::string RenderSection(const std::string& title, const Table& table, ReportFormat format) {
-  if (format == ReportFormat::kMarkdown) return title + "\n\n" + RenderMarkdownTable(table);
-  return title + "\n" + RenderBoxTable(table);
-}
-
-}  // namespace
 
 std::string KernelTitle(std::string_view label) {
   std::string out(label);

@@ -29,6 +29,10 @@ struct KnobNames {
 };
 KnobNames NamesForKnob(std::string_view key);
 
+// Whether two matrix cells are the same (every key with the same value).
+bool SameCell(const google::protobuf::Map<std::string, std::string>& a,
+              const google::protobuf::Map<std::string, std::string>& b);
+
 // ratio 1.063 -> "+6.3%"; "-" when not finite or not positive.
 std::string FormatChange(double ratio);
 // "[-2.1%, +9.8%]"; "unbounded" when the samples cannot bound it; "-" when absent.

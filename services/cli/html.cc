@@ -116,16 +116,6 @@ std::string Legend(const std::vector<std::string>& kernels,
   return out;
 }
 
-bool SameCell(const google::protobuf::Map<std::string, std::string>& a,
-              const google::protobuf::Map<std::string, std::string>& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [k, v] : a) {
-    auto it = b.find(k);
-    if (it == b.end() || it->second != v) return false;
-  }
-  return true;
-}
-
 std::string CellName(const google::protobuf::Map<std::string, std::string>& cell,
                      const google::protobuf::RepeatedPtrField<std::string>& keys) {
   std::vector<std::string> parts;

@@ -367,16 +367,6 @@ RunStats StatsOf(std::vector<double> v) {
   return s;
 }
 
-bool SameCell(const google::protobuf::Map<std::string, std::string>& a,
-              const google::protobuf::Map<std::string, std::string>& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [k, v] : a) {
-    auto it = b.find(k);
-    if (it == b.end() || it->second != v) return false;
-  }
-  return true;
-}
-
 std::vector<double> Throughputs(const v1::GetReportResponse& report, const v1::Comparison& c,
                                 const std::string& kernel) {
   std::vector<double> out;
