@@ -2,11 +2,11 @@
 """Slow, hostile and busy clients for the controller's HTTP endpoint (used by http_test.sh).
 
     http_clients.py hostile PORT DEADLINE   200 half-open connections and a one-byte-a-second
-                                            client while /healthz is probed (each < 100 ms);
+                                            client while /healthz is probed (each < 1 s);
                                             all of them must be cut off at DEADLINE seconds
     http_clients.py scrapes PORT N          N concurrent GET /metrics, all must succeed
     http_clients.py limits PORT             431, 413 (never read), 405 + Allow, 404, HEAD
-    http_clients.py probe PORT N            N probes of /healthz, each < 100 ms
+    http_clients.py probe PORT N            N probes of /healthz, each < 1 s
     http_clients.py tls PORT CA DEADLINE    TLS port: 100 connections that never finish a
                                             handshake while /healthz over TLS is probed;
                                             all cut off at DEADLINE seconds
@@ -22,7 +22,12 @@ import sys
 import time
 
 HOST = "127.0.0.1"
-PROBE_LIMIT = 0.100  # seconds: a /healthz answer slower than this fails the test
+# seconds: a /healthz answer slower than this fails the test. A server that let a stalled
+# peer hold it up would answer the probe only when that peer is cut off, at the 10 s
+# deadline; a healthy one answers in a few ms, but a 2-core machine under load has made a
+# single probe take 88 and 145 ms (CI, stop 37). One second tells the two apart without
+# failing by chance; the median and the maximum are printed for the record.
+PROBE_LIMIT = 1.0
 
 
 def fail(msg):
@@ -147,7 +152,7 @@ async def hostile(port, deadline):
     sender.cancel()
     slow = [t for t in times if t > PROBE_LIMIT]
     if slow:
-        fail(f"{len(slow)} of {len(times)} /healthz probes took over 100 ms ({summary(times)})")
+        fail(f"{len(slow)} of {len(times)} /healthz probes took over 1 s ({summary(times)})")
     if drip["answered"]:
         fail("the drip client got an answer")
     cut = drip["cut_after"]
@@ -164,7 +169,7 @@ async def hostile(port, deadline):
     if min(closes) < deadline - 0.5:
         fail(f"a half-open connection was closed after {min(closes):.1f} s, before the deadline")
     print(f"ok: 200 half-open connections + a drip client (1 byte/s, {drip['sent']} bytes sent): "
-          f"{len(times)} /healthz probes all 200 in < 100 ms ({summary(times)}); "
+          f"{len(times)} /healthz probes all 200 in < 1 s ({summary(times)}); "
           f"drip cut off after {cut:.1f} s; the half-open ones closed "
           f"{min(closes):.1f}-{max(closes):.1f} s after they opened (deadline {deadline} s); "
           f"the slowest probe began {at[times.index(max(times))]:.1f} s in", flush=True)
@@ -245,8 +250,8 @@ async def probes(port, n):
         await asyncio.sleep(0.1)  # the prober's pace
     slow = [t for t in times if t > PROBE_LIMIT]
     if slow:
-        fail(f"{len(slow)} of {n} /healthz probes took over 100 ms ({summary(times)})")
-    print(f"ok: {n} /healthz probes all 200 in < 100 ms ({summary(times)})", flush=True)
+        fail(f"{len(slow)} of {n} /healthz probes took over 1 s ({summary(times)})")
+    print(f"ok: {n} /healthz probes all 200 in < 1 s ({summary(times)})", flush=True)
 
 
 async def tls_stall(port, ca, deadline):
@@ -275,13 +280,13 @@ async def tls_stall(port, ca, deadline):
         writer.close()
     slow = [t for t in times if t > PROBE_LIMIT]
     if slow:
-        fail(f"{len(slow)} of {len(times)} TLS /healthz probes took over 100 ms ({summary(times)})")
+        fail(f"{len(slow)} of {len(times)} TLS /healthz probes took over 1 s ({summary(times)})")
     if any(c is None or c < 0 for c in closes):
         fail("a stalled TLS connection stayed open past the deadline or got an answer")
     if min(closes) < deadline - 0.5:
         fail(f"a stalled TLS connection was closed after {min(closes):.1f} s, before the deadline")
     print(f"ok: 100 TLS connections that never finish their handshake: {len(times)} /healthz "
-          f"probes over TLS all 200 in < 100 ms ({summary(times)}); the stalled ones closed "
+          f"probes over TLS all 200 in < 1 s ({summary(times)}); the stalled ones closed "
           f"{min(closes):.1f}-{max(closes):.1f} s after they opened (deadline {deadline} s)",
           flush=True)
 

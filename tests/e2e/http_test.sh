@@ -3,7 +3,8 @@
 # hostile and busy clients. Real PostgreSQL and the real controller (default limits: 10 s
 # per request, 8 KiB of header, 64 KiB of body). The clients are tests/e2e/http_clients.py:
 #   1. 200 half-open connections and a one-byte-a-second client: /healthz answers every
-#      probe within 100 ms, and the server cuts all of them off at the 10 s deadline;
+#      probe within 1 s (a few ms is typical; a probe held up by a stalled peer would wait
+#      for the 10 s deadline), and the server cuts all of them off at that deadline;
 #   2. 200 concurrent scrapes of /metrics all succeed (and three on one kept-alive connection);
 #   3. a 64 KiB header -> 431, a declared 10 GB body -> 413 without reading it, BREW /metrics
 #      -> 405 with Allow, an unknown path -> 404, HEAD /metrics; /metrics counts all of it;
@@ -66,7 +67,9 @@ metrics_pid=$!
 read -r code took < <(curl -s -o /dev/null -w '%{http_code} %{time_total}\n' --max-time 10 \
   "http://127.0.0.1:$port/readyz")
 [ "$code" = 503 ] || fail "/readyz with PostgreSQL stopped: $code after $took s"
-awk -v t="$took" 'BEGIN { exit !(t < 3.0) }' || fail "/readyz took $took s with PostgreSQL stopped"
+# /readyz gives up on the database after 2 s; 5 s leaves room for a loaded machine and is
+# still half of what a /readyz that waited on the stopped database would take (curl's 10 s).
+awk -v t="$took" 'BEGIN { exit !(t < 5.0) }' || fail "/readyz took $took s with PostgreSQL stopped"
 python3 "$CLIENTS" probe "$port" 20 || fail "/healthz while PostgreSQL is stopped"
 pass "PostgreSQL stopped: /readyz 503 in ${took} s; /healthz unaffected (above) while a scrape waits"
 kill -CONT "${STOPPED_PG[@]}"
