@@ -1,8 +1,11 @@
 #include "agent/app.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -77,7 +80,11 @@ std::optional<std::string> ReadToken(const std::string& path) {
   std::string error;
   auto text = sys::ReadFileToString(path, &error);
   if (!text) {
-    log::error("event=no_token error=\"{}\"", error);
+    log::error(
+        "event=no_token error=\"{}\" fix=\"put this board's token in {} (mode 0600; "
+        "faultline-controller tokens create --role agent --board NAME) or set token_file in "
+        "the agent's config\"",
+        error, path);
     return std::nullopt;
   }
   std::string token = *text;
@@ -85,6 +92,29 @@ std::optional<std::string> ReadToken(const std::string& path) {
     token.pop_back();
   }
   return token;
+}
+
+// The agent writes its switch records and result spool under state_dir and run files
+// under work_dir: refuse to start, saying which and why, when it cannot (a unit whose
+// ProtectSystem=strict leaves only its StateDirectory= and CacheDirectory= writable).
+bool WritableDirectory(const char* field, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string probe = dir + "/.faultline-write-test";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    log::error(
+        "event=bad_config field={} dir={} error=\"{}\" fix=\"make {} writable for root, or "
+        "set {} in the agent's config to a directory that is (faultline-agent.service may "
+        "write only /var/lib/faultline-agent and /var/cache/faultline-agent; others need "
+        "ReadWritePaths= in systemctl edit faultline-agent)\"",
+        field, dir, ec ? ec.message() : std::strerror(err), dir, field);
+    return false;
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return true;
 }
 
 std::shared_ptr<grpc::Channel> ControllerChannel(const std::string& address,
@@ -170,6 +200,10 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   auto config = LoadAgentConfig(options.config_path, facts.kernel_release);
   if (!config.ok()) {
     log::error("event=bad_config error=\"{}\"", std::string(config.status().message()));
+    return 2;
+  }
+  if (!WritableDirectory("state_dir", config->state_dir) ||
+      !WritableDirectory("work_dir", config->work_dir)) {
     return 2;
   }
   if (options.clear_needs_check) {

@@ -112,19 +112,52 @@ std::string_view CgroupVersionName(CgroupVersion version) {
 
 std::optional<CgroupBackend> DetectCgroupBackend(const CgroupBackendOptions& options,
                                                  std::string* error) {
-  if (!options.v2_parent.empty()) {
-    if (!HasMemoryController(options.v2_parent)) {
-      *error = "configured cgroup v2 parent " + options.v2_parent +
-               " does not offer the memory controller (no 'memory' in " + kControllers + ")";
+  const std::string v1_root = Join(options.cgroup_root, "memory");
+  const bool has_v1 = PathExists(Join(v1_root, kV1Limit)) && PathExists(Join(v1_root, kProcs));
+  const bool pure_v2 = PathExists(Join(options.cgroup_root, kControllers));
+  std::string v2_parent = options.v2_parent;
+  if (v2_parent == kDelegatedParent) {
+    v2_parent.clear();
+    if (pure_v2) {
+      // "0::/system.slice/faultline-agent.service/agent" -> the unit's cgroup.
+      std::string self = ReadFileToString(options.self_cgroup_file, nullptr).value_or("");
+      std::string path;
+      for (std::string_view rest = self; !rest.empty();) {
+        const size_t end = rest.find('\n');
+        std::string_view line = rest.substr(0, end);
+        if (line.substr(0, 3) == "0::") path = std::string(line.substr(3));
+        rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+      }
+      const size_t slash = path.rfind('/');
+      if (path.empty() || slash == std::string::npos || path.substr(slash + 1) != "agent") {
+        *error = "cgroup_parent 'delegated': the agent is not in an 'agent' leaf of a delegated "
+                 "cgroup (its cgroup is '" + path + "' in " + options.self_cgroup_file +
+                 "); start it with faultline-agent.service (Delegate=yes), or set "
+                 "cgroup_parent to a delegated cgroup v2 directory";
+        return std::nullopt;
+      }
+      v2_parent = slash == 0 ? options.cgroup_root
+                             : Join(options.cgroup_root, path.substr(1, slash - 1));
+    }
+  }
+  if (!v2_parent.empty()) {
+    if (!HasMemoryController(v2_parent)) {
+      if (has_v1 && !pure_v2) {
+        *error = "cgroup_parent " + v2_parent + " is a cgroup v2 directory, but this board has "
+                 "cgroup v1 (the memory controller is at " + v1_root + "): set cgroup_parent "
+                 "to 'delegated' or remove it";
+      } else {
+        *error = "configured cgroup v2 parent " + v2_parent +
+                 " does not offer the memory controller (no 'memory' in " + kControllers + ")";
+      }
       return std::nullopt;
     }
-    return CgroupBackend{CgroupVersion::kV2, options.cgroup_root, options.v2_parent};
+    return CgroupBackend{CgroupVersion::kV2, options.cgroup_root, v2_parent};
   }
   if (HasMemoryController(options.cgroup_root)) {
     return CgroupBackend{CgroupVersion::kV2, options.cgroup_root, options.cgroup_root};
   }
-  const std::string v1_root = Join(options.cgroup_root, "memory");
-  if (PathExists(Join(v1_root, kV1Limit)) && PathExists(Join(v1_root, kProcs))) {
+  if (has_v1) {
     return CgroupBackend{CgroupVersion::kV1, v1_root, v1_root};
   }
   const std::string hybrid_root = Join(options.cgroup_root, "unified");

@@ -32,8 +32,13 @@ struct CgroupBackend {
 
 struct CgroupBackendOptions {
   std::string cgroup_root = "/sys/fs/cgroup";  // overridable so tests can use fake trees
-  std::string v2_parent;                       // optional delegated v2 directory
+  // Optional delegated v2 directory, or kDelegatedParent: on cgroup v2 the parent of the
+  // agent's own cgroup, a leaf named "agent" (faultline-agent.service moves the agent
+  // there, see the unit); on v1 nothing (the v1 memory hierarchy).
+  std::string v2_parent;
+  std::string self_cgroup_file = "/proc/self/cgroup";  // the agent's own cgroup (tests: fake)
 };
+inline constexpr std::string_view kDelegatedParent = "delegated";
 
 // v2 when cgroup_root (or the configured v2 parent) lists "memory" in cgroup.controllers;
 // else the v1 memory hierarchy at <cgroup_root>/memory; else a hybrid v2 mount at

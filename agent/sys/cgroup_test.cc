@@ -78,6 +78,53 @@ TEST(DetectCgroupBackend, ConfiguredV2ParentMustOfferMemory) {
   EXPECT_EQ(backend->hierarchy_root, tree.root());
 }
 
+// cgroup_parent: delegated (the packaged agent.yaml): on v2 the unit's cgroup, the parent
+// of the agent's own leaf; on v1 the v1 hierarchy; refused outside an "agent" leaf.
+TEST(DetectCgroupBackend, DelegatedIsTheUnitsCgroupOnV2) {
+  FakeCgroupTree tree;
+  tree.Write("cgroup.controllers", "cpu memory pids\n");
+  tree.Write("system.slice/faultline-agent.service/cgroup.controllers", "memory pids\n");
+  tree.Write("self-cgroup", "0::/system.slice/faultline-agent.service/agent\n");
+  CgroupBackendOptions options{tree.root(), "delegated", tree.root() + "/self-cgroup"};
+  std::string error;
+  auto backend = DetectCgroupBackend(options, &error);
+  ASSERT_TRUE(backend) << error;
+  EXPECT_EQ(backend->version, CgroupVersion::kV2);
+  EXPECT_EQ(backend->parent_dir, tree.root() + "/system.slice/faultline-agent.service");
+
+  tree.Write("self-cgroup", "0::/user.slice/session-1.scope\n");  // started by hand
+  EXPECT_FALSE(DetectCgroupBackend(options, &error));
+  EXPECT_NE(error.find("not in an 'agent' leaf"), std::string::npos) << error;
+  EXPECT_NE(error.find("/user.slice/session-1.scope"), std::string::npos) << error;
+}
+
+TEST(DetectCgroupBackend, DelegatedIsTheV1HierarchyOnV1) {
+  FakeCgroupTree tree;
+  tree.Write("unified/cgroup.controllers", "");
+  tree.Write("memory/memory.limit_in_bytes", "9223372036854771712\n");
+  tree.Write("memory/cgroup.procs", "1\n");
+  tree.Write("self-cgroup", "12:memory:/system.slice/faultline-agent.service\n0::/x\n");
+  std::string error;
+  auto backend =
+      DetectCgroupBackend({tree.root(), "delegated", tree.root() + "/self-cgroup"}, &error);
+  ASSERT_TRUE(backend) << error;
+  EXPECT_EQ(backend->version, CgroupVersion::kV1);
+  EXPECT_EQ(backend->parent_dir, tree.root() + "/memory");
+}
+
+// A v2 directory configured on a board that has only v1: the message says what to do.
+TEST(DetectCgroupBackend, V2ParentOnAV1BoardSaysWhatToDo) {
+  FakeCgroupTree tree;
+  tree.Write("unified/cgroup.controllers", "");
+  tree.Write("memory/memory.limit_in_bytes", "9223372036854771712\n");
+  tree.Write("memory/cgroup.procs", "1\n");
+  std::string error;
+  EXPECT_FALSE(DetectCgroupBackend(
+      {tree.root(), "/sys/fs/cgroup/system.slice/faultline-agent.service"}, &error));
+  EXPECT_NE(error.find("this board has cgroup v1"), std::string::npos) << error;
+  EXPECT_NE(error.find("'delegated'"), std::string::npos) << error;
+}
+
 TEST(DetectCgroupBackend, FailsWithoutMemoryCgroup) {
   FakeCgroupTree tree;
   tree.Write("cgroup.controllers", "cpu io\n");

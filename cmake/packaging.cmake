@@ -1,0 +1,136 @@
+# Debian packages with CPack's DEB generator: faultline-controller, faultline-agent (with
+# faultline-workload) and faultline (the CLI). scripts/build-packages.sh runs it (version
+# from git, lintian, the cross-built agents); by hand: cpack -G DEB --config
+# build/CPackConfig.cmake -D CPACK_PACKAGE_VERSION=...
+#
+# Why CPack and not debhelper: the packages come from the tree CMake already built (CI and
+# developers have it), for three architectures with one description; debhelper would need
+# a debian/ directory whose rules re-run the build. What debhelper would add is written
+# here by hand and checked by lintian: the maintainer scripts are dh_installsystemd's
+# snippets (deploy/debian/*.in), conffiles, copyright, changelog.Debian.gz, manual pages,
+# stripped binaries.
+#
+# Components present in this tree: the agent everywhere (FAULTLINE_AGENT_ONLY cross
+# builds too), the controller and the CLI in full builds.
+include(GNUInstallDirs)
+
+set(_deb ${PROJECT_SOURCE_DIR}/deploy/debian)
+set(_units ${PROJECT_SOURCE_DIR}/deploy/systemd)
+set(_pkg_gen ${CMAKE_BINARY_DIR}/packaging)
+set(FAULTLINE_PACKAGE_COMPONENTS agent)
+if(TARGET faultline-controller)
+  list(APPEND FAULTLINE_PACKAGE_COMPONENTS controller cli)
+endif()
+
+# Per package: its Debian name, unit, purge directories and documentation.
+set(_name_agent faultline-agent)
+set(_name_controller faultline-controller)
+set(_name_cli faultline)
+set(_unit_agent faultline-agent.service)
+set(_unit_controller faultline-controller.service)
+set(_purge_agent "/var/lib/faultline-agent /var/cache/faultline-agent")
+set(_purge_controller "")
+
+# The units in deploy/systemd name /usr/local/bin (a build copied by hand); the packages
+# put the binaries in /usr/bin. Rewritten at install time, so `cmake --install --prefix P`
+# gets units that name P/bin.
+function(_faultline_install_unit component unit)
+  install(CODE "
+    file(READ \"${_units}/${unit}\" _text)
+    string(REPLACE \"/usr/local/bin/\" \"\${CMAKE_INSTALL_PREFIX}/bin/\" _text \"\${_text}\")
+    file(WRITE \"\$ENV{DESTDIR}/lib/systemd/system/${unit}\" \"\${_text}\")
+    " COMPONENT ${component})
+endfunction()
+
+foreach(c IN LISTS FAULTLINE_PACKAGE_COMPONENTS)
+  set(pkg ${_name_${c}})
+  # Maintainer scripts (daemons only) and conffiles.
+  set(_extra "")
+  if(DEFINED _unit_${c})
+    set(UNIT ${_unit_${c}})
+    set(PKG ${pkg})
+    set(PURGE_DIRS ${_purge_${c}})
+    foreach(script postinst prerm postrm)
+      configure_file(${_deb}/${script}.in ${_pkg_gen}/${c}/${script} @ONLY
+        FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
+        WORLD_READ WORLD_EXECUTE)
+      list(APPEND _extra ${_pkg_gen}/${c}/${script})
+    endforeach()
+    list(APPEND _extra ${_deb}/${c}/conffiles)
+    _faultline_install_unit(${c} ${_unit_${c}})
+  endif()
+  string(TOUPPER ${c} C)
+  set(CPACK_DEBIAN_${C}_PACKAGE_NAME ${pkg})
+  set(CPACK_DEBIAN_${C}_FILE_NAME DEB-DEFAULT)
+  set(CPACK_DEBIAN_${C}_PACKAGE_CONTROL_EXTRA "${_extra}")
+  install(FILES ${_deb}/copyright DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${pkg} COMPONENT ${c})
+  install(FILES ${_deb}/${c}/lintian-overrides DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
+    RENAME ${pkg} COMPONENT ${c} OPTIONAL)
+  # changelog.Debian.gz and the manual pages are made by build-packages.sh (they carry the
+  # version and the binaries' --help) into this directory before cpack runs.
+  install(DIRECTORY ${_pkg_gen}/${c}/usr/ DESTINATION . COMPONENT ${c} OPTIONAL
+    FILE_PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+endforeach()
+
+# What each package holds.
+install(TARGETS faultline-agent faultline-workload RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  COMPONENT agent)
+install(FILES ${_deb}/agent.yaml DESTINATION /etc/faultline COMPONENT agent)
+install(FILES ${_deb}/faultline-agent.default DESTINATION /etc/default RENAME faultline-agent
+  COMPONENT agent)
+if(TARGET faultline-controller)
+  install(TARGETS faultline-controller RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+    COMPONENT controller)
+  install(FILES ${_deb}/controller.env DESTINATION /etc/faultline/controller
+    PERMISSIONS OWNER_READ OWNER_WRITE COMPONENT controller)
+  install(TARGETS faultline RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
+endif()
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME faultline)
+set(CPACK_PACKAGE_VENDOR "the faultline authors")
+set(CPACK_PACKAGE_CONTACT "faultline authors <faultline@localhost>")
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL ${FAULTLINE_PACKAGE_COMPONENTS})
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
+set(CPACK_DEBIAN_PACKAGE_SECTION misc)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://faultline.invalid/")
+set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
+set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/packages)
+# Native builds: Depends from dpkg-shlibdeps. Cross builds (no dpkg database for the
+# target's libraries): build-packages.sh passes CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS made from
+# the sysroot's list of libraries and turns this off.
+if(CMAKE_CROSSCOMPILING)
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
+else()
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+endif()
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
+  set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE arm64)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^riscv64$")
+  set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE riscv64)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")
+  set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE amd64)
+endif()
+
+set(CPACK_COMPONENT_AGENT_DESCRIPTION "faultline agent: page-fault benchmarks on this board
+ Runs faultline's benchmarks (filemap-thrash, swap-in, mmap-writer-pressure, ...) one at a
+ time in fresh memory cgroups (v1 or v2), with zram swap and perf counters, for a
+ faultline controller; switches the board between kernels (kexec, grub, or a command).
+ Includes faultline-workload and faultline-agent.service.")
+set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "kexec-tools")
+set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS_EXTRA "")
+set(CPACK_COMPONENT_CONTROLLER_DESCRIPTION "faultline controller: schedules kernel A/B studies
+ The faultline controller keeps jobs, runs and results in PostgreSQL, hands runs to the
+ boards' agents over gRPC, computes the paired A/B statistics and serves /healthz,
+ /readyz and Prometheus /metrics. Includes faultline-controller.service.")
+set(CPACK_DEBIAN_CONTROLLER_PACKAGE_SUGGESTS "postgresql (>= 13), prometheus")
+set(CPACK_COMPONENT_CLI_DESCRIPTION "faultline command-line client
+ Submits page-fault studies to a faultline controller, watches them and prints their
+ reports (tables, mail, mmtests, LKP, HTML), compares kernels and bisects regressions.")
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "faultline")
+
+include(CPack)
