@@ -89,7 +89,10 @@ endif()
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME faultline)
 set(CPACK_PACKAGE_VENDOR "the faultline authors")
-set(CPACK_PACKAGE_CONTACT "faultline authors <faultline@localhost>")
+# The maintainer: FAULTLINE_MAINTAINER at configure time (a lab's own address).
+set(FAULTLINE_MAINTAINER "faultline authors <faultline@example.org>" CACHE STRING
+  "Maintainer: field of the Debian packages")
+set(CPACK_PACKAGE_CONTACT "${FAULTLINE_MAINTAINER}")
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL ${FAULTLINE_PACKAGE_COMPONENTS})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
@@ -116,21 +119,21 @@ elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")
   set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE amd64)
 endif()
 
-set(CPACK_COMPONENT_AGENT_DESCRIPTION "faultline agent: page-fault benchmarks on this board
- Runs faultline's benchmarks (filemap-thrash, swap-in, mmap-writer-pressure, ...) one at a
- time in fresh memory cgroups (v1 or v2), with zram swap and perf counters, for a
- faultline controller; switches the board between kernels (kexec, grub, or a command).
- Includes faultline-workload and faultline-agent.service.")
+# Descriptions: a summary line, then the long text (CPack indents it; lines < 80).
+set(CPACK_COMPONENT_AGENT_DESCRIPTION "page-fault benchmarks of Linux kernels on a board
+Runs faultline's benchmarks (filemap-thrash, swap-in, mmap-writer-pressure and
+more) one at a time in fresh memory cgroups (v1 or v2), with zram swap and perf
+counters, for a faultline controller, and switches the board between kernels
+(kexec, grub or a command). Includes faultline-workload and the systemd unit.")
 set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "kexec-tools")
-set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS_EXTRA "")
-set(CPACK_COMPONENT_CONTROLLER_DESCRIPTION "faultline controller: schedules kernel A/B studies
- The faultline controller keeps jobs, runs and results in PostgreSQL, hands runs to the
- boards' agents over gRPC, computes the paired A/B statistics and serves /healthz,
- /readyz and Prometheus /metrics. Includes faultline-controller.service.")
+set(CPACK_COMPONENT_CONTROLLER_DESCRIPTION "scheduler of kernel A/B page-fault studies
+The faultline controller keeps jobs, runs and results in PostgreSQL, hands runs
+to the boards' agents over gRPC, computes paired A/B statistics and serves
+/healthz, /readyz and Prometheus /metrics. Includes the systemd unit.")
 set(CPACK_DEBIAN_CONTROLLER_PACKAGE_SUGGESTS "postgresql (>= 13), prometheus")
-set(CPACK_COMPONENT_CLI_DESCRIPTION "faultline command-line client
- Submits page-fault studies to a faultline controller, watches them and prints their
- reports (tables, mail, mmtests, LKP, HTML), compares kernels and bisects regressions.")
+set(CPACK_COMPONENT_CLI_DESCRIPTION "command-line client of faultline page-fault studies
+Submits studies to a faultline controller, watches them, prints their reports
+(tables, mail, mmtests, LKP, HTML), compares kernels and bisects regressions.")
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "faultline")
 
 include(CPack)

@@ -8,8 +8,8 @@
 #                     Depends come from that sysroot's library list (bookworm for arm64,
 #                     trixie for riscv64: bookworm has no riscv64)
 # Output: ${FAULTLINE_PACKAGE_DIR:-build/packages}/<name>_<version>_<arch>.deb
-# Version: <project version>+git<commits on HEAD>.<short hash>, +dirty when tracked files
-# differ from HEAD; FAULTLINE_PACKAGE_VERSION overrides it (the packaging test builds a
+# Version: <project version>+git<commits on HEAD>.<short hash>[+dirty]-1 (+dirty when
+# tracked files differ from HEAD); FAULTLINE_PACKAGE_VERSION overrides it (the packaging test builds a
 # second, later version to upgrade to). lintian runs with --fail-on error,warning; each
 # override is explained in deploy/debian/<component>/lintian-overrides.
 set -euo pipefail
@@ -44,6 +44,7 @@ if [ -n "${FAULTLINE_PACKAGE_VERSION:-}" ]; then
 else
   version="$project_version+git$(git -C "$root" rev-list --count HEAD).$(git -C "$root" rev-parse --short=7 HEAD)"
   git -C "$root" diff --quiet HEAD -- || version+="+dirty"
+  version+="-1"  # the Debian revision: packaging of an upstream version, not a native package
 fi
 git_desc=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
 # The commit's date, not now: the same commit makes the same changelog.
@@ -57,6 +58,7 @@ gen_docs() {  # TREE COMPONENT PACKAGE BINARY...
   local dir=$tree/packaging/$c/usr/share
   rm -rf "$dir" && mkdir -p "$dir/doc/$pkg" "$dir/man/man1"
   sed -e "s|@PKG@|$pkg|; s|@VERSION@|$version|; s|@GIT@|$git_desc|; s|@DATE@|$date|" \
+    -e "s|@MAINTAINER@|$(sed -n 's/^FAULTLINE_MAINTAINER:STRING=//p' "$tree/CMakeCache.txt")|" \
     "$root/deploy/debian/changelog.in" | gzip -9n >"$dir/doc/$pkg/changelog.Debian.gz"
   local bin
   for bin in "$@"; do
