@@ -23,6 +23,10 @@ packages=(
   radosgw ceph-mon ceph-osd ceph-common
   # a real browser for the HTML report's test (tests/e2e/report_html_test.sh)
   chromium
+  # Debian packages, a systemd PID 1 to install them under, the controller's OCI image
+  # (scripts/build-packages.sh, scripts/build-image.sh, tests/packaging); runc, not crun:
+  # crun refuses a hybrid cgroup layout
+  lintian help2man systemd-container buildah podman runc
 )
 
 missing=()
