@@ -175,8 +175,16 @@ int RunController(const ControllerOptions& options) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  // The HTTP endpoint's web config first: a file that cannot be served as written stops the
-  // start before anything else happens.
+  // gRPC's TLS files and the HTTP endpoint's web config first: files that cannot be served
+  // as written stop the start before anything else happens (before the database, which may
+  // be unreachable and would hide them behind its retries).
+  std::string credentials_error;
+  auto credentials = ServerCredentials(options, &credentials_error);
+  if (!credentials) {
+    log::error("event=tls_failed error=\"{}\"", credentials_error);
+    return 2;
+  }
+  // The web config: a file that cannot be served as written stops the start too.
   std::optional<HttpWebConfig> web_config;
   if (!options.http_config.empty()) {
     auto web = LoadHttpWebConfig(options.http_config);
@@ -254,12 +262,6 @@ int RunController(const ControllerOptions& options) {
       result_threads, 256 * static_cast<size_t>(result_threads), 64,
       [&agent_service](std::vector<PendingResult>& batch) { agent_service.StoreReported(batch); });
   agent_service.SetHandlerPools(&board_calls, &result_calls);
-  std::string credentials_error;
-  auto credentials = ServerCredentials(options, &credentials_error);
-  if (!credentials) {
-    log::error("event=tls_failed error=\"{}\"", credentials_error);
-    return 2;
-  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
