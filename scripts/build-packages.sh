@@ -104,7 +104,7 @@ native() {
 # Depends of a cross-built agent: the packages of the libraries it links (the sysroot's
 # LIBRARIES list: soname package version), at least the versions it was built against.
 cross_depends() {  # LIBRARIES
-  awk '!/^#/ && NF >= 3 && !seen[$2]++ { printf "%s%s (>= %s)", sep, $2, $3; sep=", " }' "$1"
+  awk '!/^#/ && NF >= 3 && $2 !~ /^\(/ && !seen[$2]++ { printf "%s%s (>= %s)", sep, $2, $3; sep=", " }' "$1"
 }
 
 cross_arch() {  # arm64|riscv64

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds the Debian packages (scripts/build-packages.sh amd64 arm64 riscv64: lintian must
+# pass) and checks what they hold: the files and where, the units naming /usr/bin, the
+# conffiles, the maintainer scripts, the version from git, the cross packages' architecture
+# and ELF machine. Then a package with its copyright file removed must fail lintian (the
+# check can fail). Leaves the packages in ${FAULTLINE_BUILD_DIR:-build}/packages for
+# packaging_systemd and packaging_image.
+# Usage: build_test.sh REPO_ROOT
+set -euo pipefail
+ROOT=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+build=${FAULTLINE_BUILD_DIR:-$ROOT/build}
+out=$build/packages
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
+for tool in lintian help2man dpkg-deb cpack file; do
+  command -v "$tool" >/dev/null || skip "$tool is not installed (scripts/install-deps.sh)"
+done
+cross=${FAULTLINE_CROSS_BUILD_DIR:-$ROOT/build-cross}
+arches=(amd64)
+[ -f "$cross/aarch64-linux-gnu/agent/build.ninja" ] && arches+=(arm64)
+[ -f "$cross/riscv64-linux-gnu/agent/build.ninja" ] && arches+=(riscv64)
+[ ${#arches[@]} = 3 ] || fail "no cross build of the agent for ${arches[*]/#/not }: cross_build_agent makes them"
+
+rm -rf "$out"
+t0=$SECONDS
+FAULTLINE_PACKAGE_DIR=$out "$ROOT/scripts/build-packages.sh" "${arches[@]}" >"$build/packaging-build.log" 2>&1 ||
+  { grep -v '^N:' "$build/packaging-build.log" | tail -30 >&2; fail "build-packages.sh (or lintian)"; }
+pass "packages for ${arches[*]} built and lintian-clean (--pedantic, warnings fail) in $((SECONDS - t0)) s"
+
+hash=$(git -C "$ROOT" rev-parse --short=7 HEAD)
+deb() { ls "$out/${1}_"*"_$2.deb" 2>/dev/null | head -1; }
+has() {  # DEB PATH...
+  local f=$1; shift
+  local list; list=$(dpkg-deb -c "$f" | awk '{ print $6 }')
+  local p
+  for p in "$@"; do echo "$list" | grep -qx "./$p" || fail "$(basename "$f") lacks /$p"; done
+}
+for p in faultline-controller faultline-agent faultline; do
+  f=$(deb "$p" amd64)
+  [ -n "$f" ] || fail "no $p amd64 package"
+  v=$(dpkg-deb -f "$f" Version)
+  case $v in *"$hash"*-1) ;; *) fail "$p version $v does not name commit $hash" ;; esac
+  has "$f" "usr/share/doc/$p/copyright" "usr/share/doc/$p/changelog.Debian.gz"
+done
+c=$(deb faultline-controller amd64); a=$(deb faultline-agent amd64); l=$(deb faultline amd64)
+has "$c" usr/bin/faultline-controller lib/systemd/system/faultline-controller.service \
+  etc/faultline/controller/controller.env usr/share/man/man1/faultline-controller.1.gz
+has "$a" usr/bin/faultline-agent usr/bin/faultline-workload lib/systemd/system/faultline-agent.service \
+  etc/faultline/agent.yaml etc/default/faultline-agent usr/share/man/man1/faultline-agent.1.gz
+has "$l" usr/bin/faultline usr/share/man/man1/faultline.1.gz
+for f in "$c" "$a"; do
+  unit=$(dpkg-deb --fsys-tarfile "$f" | tar -xO --wildcards './lib/systemd/system/*.service')
+  echo "$unit" | grep -q '^ExecStart=.*/usr/bin/faultline-' || fail "$(basename "$f"): the unit does not start /usr/bin/..."
+  echo "$unit" | grep -v '^#' | grep -q '/usr/local/bin' && fail "$(basename "$f"): the unit names /usr/local/bin"
+done
+ctl=$(mktemp -d); trap 'rm -rf "$ctl"' EXIT
+dpkg-deb -e "$c" "$ctl/c"; dpkg-deb -e "$a" "$ctl/a"
+[ "$(cat "$ctl/c/conffiles")" = /etc/faultline/controller/controller.env ] || fail "controller conffiles: $(cat "$ctl/c/conffiles")"
+[ "$(sort "$ctl/a/conffiles" | tr '\n' ' ')" = "/etc/default/faultline-agent /etc/faultline/agent.yaml " ] ||
+  fail "agent conffiles: $(cat "$ctl/a/conffiles")"
+grep -q "adduser --system --group" "$ctl/c/postinst" || fail "the controller's postinst makes no system user"
+grep -q "deb-systemd-helper enable 'faultline-agent.service'" "$ctl/a/postinst" || fail "agent postinst"
+grep -q "rm -rf \"\$d\"" "$ctl/a/postrm" && grep -q "/var/lib/faultline-agent" "$ctl/a/postrm" ||
+  fail "the agent's postrm does not purge its state"
+dpkg-deb -f "$c" Depends | grep -q "libpqxx-6.4" || fail "controller Depends: $(dpkg-deb -f "$c" Depends)"
+pass "amd64: files, units on /usr/bin, conffiles, postinst (adduser, enable), postrm (purge), Depends; version $(dpkg-deb -f "$c" Version)"
+
+for arch in arm64 riscv64; do
+  f=$(deb faultline-agent "$arch")
+  [ -n "$f" ] || fail "no $arch agent package"
+  [ "$(dpkg-deb -f "$f" Architecture)" = "$arch" ] || fail "$(basename "$f"): Architecture $(dpkg-deb -f "$f" Architecture)"
+  machine=$(dpkg-deb --fsys-tarfile "$f" | tar -xO ./usr/bin/faultline-agent | file -b -)
+  case $arch:$machine in arm64:*aarch64*|riscv64:*RISC-V*) ;; *) fail "$arch agent is: $machine" ;; esac
+  dpkg-deb -f "$f" Depends | grep -q "libgrpc++1.51" || fail "$arch Depends: $(dpkg-deb -f "$f" Depends)"
+  pass "$arch agent: $(echo "$machine" | cut -d, -f1-2), Depends from its sysroot ($(dpkg-deb -f "$f" Depends | tr ',' '\n' | wc -l) packages)"
+done
+
+# The check can fail: a copy without its copyright file.
+dpkg-deb -R "$l" "$ctl/broken"
+rm "$ctl/broken/usr/share/doc/faultline/copyright"
+dpkg-deb --root-owner-group -b "$ctl/broken" "$ctl/broken.deb" >/dev/null
+if lintian --fail-on error,warning "$ctl/broken.deb" >"$ctl/lintian.txt" 2>&1; then
+  fail "lintian passed a package without its copyright file"
+fi
+grep -q "no-copyright-file" "$ctl/lintian.txt" || fail "lintian: $(cat "$ctl/lintian.txt")"
+pass "a package without its copyright file fails lintian (no-copyright-file)"
+
+for f in "$out"/*.deb; do
+  echo "figure: $(basename "$f") $(( $(stat -c %s "$f") / 1024 )) KiB, installed $(dpkg-deb -f "$f" Installed-Size) KiB"
+done
