@@ -130,21 +130,26 @@ std::optional<CgroupBackend> DetectCgroupBackend(const CgroupBackendOptions& opt
       }
       const size_t slash = path.rfind('/');
       if (path.empty() || slash == std::string::npos || path.substr(slash + 1) != "agent") {
-        *error = "cgroup_parent 'delegated': the agent is not in an 'agent' leaf of a delegated "
-                 "cgroup (its cgroup is '" + path + "' in " + options.self_cgroup_file +
-                 "); start it with faultline-agent.service (Delegate=yes), or set "
-                 "cgroup_parent to a delegated cgroup v2 directory";
+        *error =
+            "cgroup_parent 'delegated': the agent is not in an 'agent' leaf of a delegated "
+            "cgroup (its cgroup is '" +
+            path + "' in " + options.self_cgroup_file +
+            "); start it with faultline-agent.service (Delegate=yes), or set "
+            "cgroup_parent to a delegated cgroup v2 directory";
         return std::nullopt;
       }
-      v2_parent = slash == 0 ? options.cgroup_root
-                             : Join(options.cgroup_root, path.substr(1, slash - 1));
+      v2_parent =
+          slash == 0 ? options.cgroup_root : Join(options.cgroup_root, path.substr(1, slash - 1));
     }
   }
   if (!v2_parent.empty()) {
     if (!HasMemoryController(v2_parent)) {
       if (has_v1 && !pure_v2) {
-        *error = "cgroup_parent " + v2_parent + " is a cgroup v2 directory, but this board has "
-                 "cgroup v1 (the memory controller is at " + v1_root + "): set cgroup_parent "
+        *error = "cgroup_parent " + v2_parent +
+                 " is a cgroup v2 directory, but this board has "
+                 "cgroup v1 (the memory controller is at " +
+                 v1_root +
+                 "): set cgroup_parent "
                  "to 'delegated' or remove it";
       } else {
         *error = "configured cgroup v2 parent " + v2_parent +
