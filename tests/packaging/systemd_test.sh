@@ -15,8 +15,10 @@
 #      unit active and unrestarted (OOMPolicy=continue); `systemctl stop` mid-run ends the
 #      workload and removes its cgroup within TimeoutStopSec; `systemctl restart` comes
 #      back online;
-#   5. upgrade to this build's version: the edited conffiles and the state directory are
-#      kept byte for byte, both services restarted on the new binaries and back;
+#   5. upgrade to this build's version with the controller down and a result in the agent's
+#      spool: the edited conffiles and the state directory (spool included) kept byte for
+#      byte, the agent restarted on the new binary; the controller back, the spooled
+#      result delivered (first attempt) and its job succeeded;
 #   6. purge of the agent removes its state; remove of the controller keeps its config.
 # Usage: systemd_test.sh REPO_ROOT
 set -euo pipefail
@@ -282,6 +284,17 @@ cli cancel "$longjob" >/dev/null 2>&1 || true
 pass "systemctl start and restart: online again"
 
 # ------------------------------------------------ 5. upgrade ----
+# A result the agent could not deliver waits in its spool through the upgrade: the
+# controller stops while a run is under way and stays down (masked for this boot, so the
+# upgrade's postinst cannot start it) until the upgrade is done.
+in_ct sh -c 'sed -e "s/^name: .*/name: packaging-spool/; s/^duration: .*/duration: 3s/; s/^repetitions: .*/repetitions: 1/" /var/tmp/aa.yaml >/var/tmp/spool.yaml'
+spooljob=$(cli submit /var/tmp/spool.yaml) || fail "submit spool"
+wait_until 60 running || fail "no workload started for job $spooljob"
+in_ct systemctl stop faultline-controller
+in_ct systemctl mask --runtime faultline-controller >/dev/null 2>&1
+spooled() { in_ct sh -c 'ls /var/lib/faultline-agent/spool/ 2>/dev/null | grep -q .'; }
+wait_until 60 spooled || fail "no result in the agent's spool while the controller is down"
+spool_files=$(in_ct sh -c 'ls /var/lib/faultline-agent/spool | wc -l')
 in_ct sh -c 'echo kept >/var/lib/faultline-agent/upgrade-marker'
 before_cfg=$(in_ct sha256sum /etc/faultline/agent.yaml /etc/default/faultline-agent /etc/faultline/controller/controller.env)
 before_state=$(in_ct sh -c 'cd /var/lib/faultline-agent && find . -type f | sort | xargs sha256sum')
@@ -298,11 +311,18 @@ done
   fail "the upgrade changed an edited conffile"
 [ "$(in_ct sh -c 'cd /var/lib/faultline-agent && find . -type f | sort | xargs sha256sum')" = "$before_state" ] ||
   fail "the upgrade changed the agent's state directory"
-wait_until 60 curl -fsS "http://127.0.0.1:$http/readyz" || fail "/readyz after the upgrade"
-wait_until 60 online || fail "the agent is not online after the upgrade"
-[ "$(prop faultline-controller MainPID)" != "$ctl_pid" ] || fail "the controller was not restarted"
 [ "$(prop faultline-agent MainPID)" != "$agent_pid" ] || fail "the agent was not restarted"
-pass "upgrade $old_version -> $new_version in $((SECONDS - t0)) s: conffiles and $(echo "$before_state" | wc -l) state files kept byte for byte; both units restarted and back"
+[ "$(prop faultline-agent ActiveState)" = active ] || fail "the agent is not active after the upgrade"
+pass "upgrade $old_version -> $new_version in $((SECONDS - t0)) s: conffiles and $(echo "$before_state" | wc -l) state files ($spool_files spooled result(s) among them) kept byte for byte; the agent restarted on the new binary"
+in_ct systemctl unmask --runtime faultline-controller >/dev/null 2>&1
+in_ct systemctl start faultline-controller
+wait_until 60 curl -fsS "http://127.0.0.1:$http/readyz" || fail "/readyz after the upgrade"
+[ "$(prop faultline-controller MainPID)" != "$ctl_pid" ] || fail "the controller was not restarted"
+wait_until 60 online || fail "the agent is not online after the upgrade"
+cli watch "$spooljob" >"$state/spool-watch.log" 2>&1 || { cat "$state/spool-watch.log" >&2; fail "job $spooljob did not succeed after the upgrade"; }
+spooled && fail "the spool still holds results after the controller came back"
+attempts=$(psql -XAtq "$url" -c "SELECT string_agg(attempt::text, ',' ORDER BY id) FROM runs WHERE job_id = $spooljob")
+pass "controller back on the new binary: job $spooljob succeeded, the spool delivered and emptied (run attempts: $attempts)"
 
 # ------------------------------------------------ 6. remove and purge ----
 in_ct sh -c 'DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq faultline-agent </dev/null' >"$state/purge.log" 2>&1 || { cat "$state/purge.log" >&2; fail "purge"; }
