@@ -2,7 +2,8 @@
 # Builds the Debian packages (scripts/build-packages.sh amd64 arm64 riscv64: lintian must
 # pass) and checks what they hold: the files and where, the units naming /usr/bin, the
 # conffiles, the maintainer scripts, the version from git, the cross packages' architecture
-# and ELF machine. Then a package with its copyright file removed must fail lintian (the
+# and ELF machine, and that their Depends, fetched from Debian for their arch, are all the
+# binaries need (run under qemu-user). Then a package with its copyright file removed must fail lintian (the
 # check can fail). Leaves the packages in ${FAULTLINE_BUILD_DIR:-build}/packages for
 # packaging_systemd and packaging_image.
 # Usage: build_test.sh REPO_ROOT
@@ -14,7 +15,7 @@ out=$build/packages
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
-for tool in lintian help2man dpkg-deb cpack file; do
+for tool in lintian help2man dpkg-deb cpack file mmdebstrap qemu-aarch64-static qemu-riscv64-static; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (scripts/install-deps.sh)"
 done
 cross=${FAULTLINE_CROSS_BUILD_DIR:-$ROOT/build-cross}
@@ -74,7 +75,28 @@ for arch in arm64 riscv64; do
   machine=$(dpkg-deb --fsys-tarfile "$f" | tar -xO ./usr/bin/faultline-agent | file -b -)
   case $arch:$machine in arm64:*aarch64*|riscv64:*RISC-V*) ;; *) fail "$arch agent is: $machine" ;; esac
   dpkg-deb -f "$f" Depends | grep -q "libgrpc++1.51" || fail "$arch Depends: $(dpkg-deb -f "$f" Depends)"
-  pass "$arch agent: $(echo "$machine" | cut -d, -f1-2), Depends from its sysroot ($(dpkg-deb -f "$f" Depends | tr ',' '\n' | wc -l) packages)"
+  # Its Depends from the Debian archive of its arch (names; the versions are the sysroot's,
+  # which the archive has or newer), the package on top, both binaries run by qemu-user
+  # with only those libraries.
+  case $arch in arm64) suite=bookworm cpu=aarch64 ;; riscv64) suite=trixie cpu=riscv64 ;; esac
+  root=$ctl/root-$arch
+  mmdebstrap --quiet --variant=extract --arch="$arch" \
+    --include="$(dpkg-deb -f "$f" Depends | sed 's/ *([^)]*)//g; s/ //g')" "$suite" "$root" \
+    >"$ctl/mmdebstrap-$arch.log" 2>&1 || { tail -5 "$ctl/mmdebstrap-$arch.log" >&2; fail "$arch: its Depends from $suite"; }
+  for d in bin sbin lib; do  # a merged /usr, as an installed system has (trixie's are below /usr)
+    if [ -d "$root/$d" ] && [ ! -L "$root/$d" ]; then
+      mkdir -p "$root/usr/$d"; cp -a "$root/$d/." "$root/usr/$d/"; rm -rf "${root:?}/$d"
+    fi
+    [ -e "$root/$d" ] || ln -s "usr/$d" "$root/$d"
+  done
+  dpkg-deb --fsys-tarfile "$f" | tar -x --keep-directory-symlink -C "$root"  # /lib stays a link
+  for bin in faultline-agent faultline-workload; do
+    "qemu-$cpu-static" -L "$root" "$root/usr/bin/$bin" --help >"$ctl/help.txt" 2>&1 ||
+      { cat "$ctl/help.txt" >&2; fail "$arch $bin does not run with its Depends from $suite"; }
+    grep -q "faultline-workload\|runs faultline benchmarks" "$ctl/help.txt" || fail "$arch $bin --help: $(head -2 "$ctl/help.txt")"
+  done
+  rm -rf "$root"
+  pass "$arch agent: $(echo "$machine" | cut -d, -f1-2); its $(dpkg-deb -f "$f" Depends | tr ',' '\n' | wc -l) Depends from Debian $suite $arch, and both binaries run with them (qemu-$cpu-static)"
 done
 
 # The check can fail: a copy without its copyright file.
