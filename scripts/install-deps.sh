@@ -26,7 +26,7 @@ packages=(
   # Debian packages, a systemd PID 1 to install them under, the controller's OCI image
   # (scripts/build-packages.sh, scripts/build-image.sh, tests/packaging); runc, not crun:
   # crun refuses a hybrid cgroup layout
-  lintian help2man systemd-container buildah podman runc
+  lintian help2man systemd-container buildah podman runc uidmap fuse-overlayfs slirp4netns
 )
 
 missing=()
