@@ -14,7 +14,7 @@
 #      A/A study through the packaged CLI succeeds; a run OOM-killed in its memcg leaves the
 #      unit active and unrestarted (OOMPolicy=continue); `systemctl stop` mid-run ends the
 #      workload and removes its cgroup within TimeoutStopSec; `systemctl restart` comes
-#      back online;
+#      back online; a crash (SIGKILL) is restarted, a SIGTERM from outside is not;
 #   5. upgrade to this build's version with the controller down and a result in the agent's
 #      spool: the edited conffiles and the state directory (spool included) kept byte for
 #      byte, the agent restarted on the new binary; the controller back, the spooled
@@ -282,6 +282,25 @@ in_ct systemctl restart faultline-agent
 wait_until 60 online || fail "the agent did not come back after restart"
 cli cancel "$longjob" >/dev/null 2>&1 || true
 pass "systemctl start and restart: online again"
+
+# Restart=on-failure as the unit documents it: a crash (SIGKILL) is restarted after
+# RestartSec=10s; a SIGTERM that is not systemd's own stop (a board's boot command taking
+# the board down, as a shutdown would) ends the agent cleanly and is not restarted, so the
+# next life is the one after the reboot.
+restarts=$(prop faultline-agent NRestarts)
+in_ct systemctl kill --kill-whom=main --signal=SIGKILL faultline-agent
+restarted() { [ "$(prop faultline-agent NRestarts)" -gt "$restarts" ] && [ "$(prop faultline-agent ActiveState)" = active ]; }
+wait_until 40 restarted || fail "the agent was not restarted after SIGKILL (NRestarts $(prop faultline-agent NRestarts))"
+wait_until 60 online || fail "the agent did not come back online after a crash"
+restarts=$(prop faultline-agent NRestarts)
+in_ct systemctl kill --kill-whom=main --signal=SIGTERM faultline-agent
+ended() { [ "$(prop faultline-agent ActiveState)" = inactive ]; }
+wait_until 60 ended || fail "the agent is $(prop faultline-agent ActiveState) after SIGTERM"
+[ "$(prop faultline-agent ExecMainStatus)" = 0 ] || fail "SIGTERM: exit status $(prop faultline-agent ExecMainStatus)"
+[ "$(prop faultline-agent NRestarts)" = "$restarts" ] || fail "the agent was restarted after a clean SIGTERM"
+in_ct systemctl start faultline-agent
+wait_until 60 online || fail "the agent did not come back after start"
+pass "Restart=on-failure: SIGKILL restarted after RestartSec and back online; a SIGTERM from outside systemd's stop: exit 0, inactive, not restarted"
 
 # ------------------------------------------------ 5. upgrade ----
 # A result the agent could not deliver waits in its spool through the upgrade: the
