@@ -35,7 +35,8 @@ set(_purge_controller "")
 # left in place on purge, as is usual, so files it may own elsewhere keep a name.
 set(_user_setup_controller [=[
 if [ "$1" = "configure" ]; then
-	adduser --system --group --quiet --home /nonexistent --no-create-home 		--gecos "faultline controller" faultline
+	adduser --system --group --quiet --home /nonexistent --no-create-home \
+		--gecos "faultline controller" faultline
 fi
 ]=])
 set(_user_setup_agent "")

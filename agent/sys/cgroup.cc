@@ -120,14 +120,10 @@ std::optional<CgroupBackend> DetectCgroupBackend(const CgroupBackendOptions& opt
     v2_parent.clear();
     if (pure_v2) {
       // "0::/system.slice/faultline-agent.service/agent" -> the unit's cgroup.
-      std::string self = ReadFileToString(options.self_cgroup_file, nullptr).value_or("");
-      std::string path;
-      for (std::string_view rest = self; !rest.empty();) {
-        const size_t end = rest.find('\n');
-        std::string_view line = rest.substr(0, end);
-        if (line.substr(0, 3) == "0::") path = std::string(line.substr(3));
-        rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
-      }
+      const std::string path =
+          ParseProcCgroupPath(ReadFileToString(options.self_cgroup_file, nullptr).value_or(""),
+                              CgroupVersion::kV2)
+              .value_or("");
       const size_t slash = path.rfind('/');
       if (path.empty() || slash == std::string::npos || path.substr(slash + 1) != "agent") {
         *error =
@@ -146,11 +142,9 @@ std::optional<CgroupBackend> DetectCgroupBackend(const CgroupBackendOptions& opt
     if (!HasMemoryController(v2_parent)) {
       if (has_v1 && !pure_v2) {
         *error = "cgroup_parent " + v2_parent +
-                 " is a cgroup v2 directory, but this board has "
-                 "cgroup v1 (the memory controller is at " +
-                 v1_root +
-                 "): set cgroup_parent "
-                 "to 'delegated' or remove it";
+                 " is a cgroup v2 directory, but this board has cgroup v1 (the memory "
+                 "controller is at " +
+                 v1_root + "): set cgroup_parent to 'delegated' or remove it";
       } else {
         *error = "configured cgroup v2 parent " + v2_parent +
                  " does not offer the memory controller (no 'memory' in " + kControllers + ")";
