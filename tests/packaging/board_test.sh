@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# The agent's package on a board that boots: a qemu x86_64 guest (TCG) with a Debian
+# bookworm root file system (mmdebstrap), systemd as PID 1, cgroup v2 with its memory
+# controller, two Debian kernels installed as Debian installs them (the lab's pinned 6.1
+# and 6.12 .debs, initramfs-tools) and the faultline-agent .deb. The controller and a
+# throwaway PostgreSQL run on the host (the guest reaches its loopback as 10.0.2.2). What
+# the nspawn container (systemd_test.sh) cannot show, checked here:
+#   1. Delegate=yes on cgroup v2: the agent moves itself into the unit's agent/ leaf, runs
+#      live in faultline-agent.service/faultline/run-* with their memory.max;
+#   2. kernel switches through systemd: the agent loads the kernel and, with kexec_exec:
+#      auto under systemd, asks for `systemctl kexec`: the unit is stopped as part of the
+#      shutdown (not restarted), the file systems are unmounted, the new kernel boots and
+#      the unit's next life reports the switch (an A/B job, 6.1 -> 6.12 -> 6.1);
+#   3. OOMPolicy=continue on cgroup v2, where systemd sees a run's OOM kill in the unit's
+#      memory.events: the run fails oom_killed, the unit stays active with the same pid;
+#   4. `systemctl stop` mid-run removes the run, its cgroup and the unit's, and start brings
+#      the agent back online.
+# The guest's second serial port is a command port (board_shell.py): the checks read the
+# guest's state from there. Usage: board_test.sh REPO_ROOT
+set -euo pipefail
+ROOT=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+build=${FAULTLINE_BUILD_DIR:-$ROOT/build}
+packages=${FAULTLINE_PACKAGE_DIR:-$build/packages}
+cache=${FL_PACKAGING_CACHE:-/var/cache/faultline-packaging}
+mirror=${FL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (mmdebstrap, chroot, mkfs.ext4 -d)"
+[ "$(uname -m)" = x86_64 ] || skip "the board is an x86_64 guest running the host's amd64 package"
+for tool in mmdebstrap qemu-system-x86_64:qemu-system-x86 mkfs.ext4:e2fsprogs python3 psql:postgresql-client; do
+  command -v "${tool%%:*}" >/dev/null || skip "${tool%%:*} is not installed (apt-get install ${tool#*:})"
+done
+agent_deb=$(ls -t "$packages"/faultline-agent_*_amd64.deb 2>/dev/null | head -1)
+[ -n "$agent_deb" ] || { echo "FAIL: no faultline-agent amd64 package in $packages (packaging_build makes it)" >&2; exit 1; }
+export FL_BIN_CONTROLLER=$build/services/controller/faultline-controller FL_BIN_CLI=$build/services/cli/faultline
+export FL_BIN_AGENT=/nonexistent FL_BIN_WORKLOAD=/nonexistent  # (the board runs the package's)
+for b in "$FL_BIN_CONTROLLER" "$FL_BIN_CLI"; do [ -x "$b" ] || { echo "FAIL: no $b" >&2; exit 1; }; done
+
+# The lab's pinned x86_64 kernels (vanilla 6.1, patched 6.12): fetched and sha256-checked.
+"$ROOT/deploy/lab/lab.sh" fetch x86_64 >/dev/null
+FL_LAB_CACHE=${FL_LAB_CACHE:-/var/cache/faultline-lab}
+manifest=${FL_LAB_MANIFEST:-$ROOT/deploy/lab/kernels.manifest}
+kernel_line() { awk -v l="$1" '$1 == "x86_64" && $2 == l && $4 ~ /^linux-image-/' "$manifest"; }
+rel_v=$(kernel_line vanilla | awk '{ sub(/^linux-image-/, "", $4); print $4 }')
+rel_p=$(kernel_line patched | awk '{ sub(/^linux-image-/, "", $4); print $4 }')
+deb_v=$FL_LAB_CACHE/debs/$(kernel_line vanilla | awk '{ n = split($7, p, "/"); print p[n] }')
+deb_p=$FL_LAB_CACHE/debs/$(kernel_line patched | awk '{ n = split($7, p, "/"); print p[n] }')
+[ -f "$deb_v" ] && [ -f "$deb_p" ] || { echo "FAIL: the lab's kernel packages are missing ($deb_v, $deb_p)" >&2; exit 1; }
+
+state=$(mktemp -d /var/tmp/faultline-pkg-board-XXXXXX)  # the disk: a few GB, sparse
+chmod 755 "$state"
+S=$state
+QEMU_PID=""
+cleanup() {
+  set +e
+  if [ -n "${FL_PACKAGING_KEEP:-}" ]; then
+    echo "kept: $S (qemu pid $QEMU_PID; console $S/console.log; shell: $HERE/board_shell.py $S/shell.sock 60 CMD)" >&2
+    return
+  fi
+  [ -n "$QEMU_PID" ] && kill "$QEMU_PID" 2>/dev/null && while kill -0 "$QEMU_PID" 2>/dev/null; do sleep 0.1; done
+  [ -n "${FL_STATE:-}" ] && fl_stop_all >/dev/null 2>&1
+  rm -rf "$S"
+}
+trap cleanup EXIT
+on_board() {  # CMD (one string, run by bash on the board; 60 s unless BOARD_TIMEOUT)
+  python3 "$HERE/board_shell.py" "$S/shell.sock" "${BOARD_TIMEOUT:-60}" "$1"
+}
+fail() {
+  echo "FAIL: $*" >&2
+  set +e
+  echo "--- console (tail)" >&2; tail -n 40 "$S/console.log" 2>/dev/null | cut -d' ' -f2- | cut -c1-300 >&2
+  echo "--- the agent's journal on the board (tail)" >&2
+  BOARD_TIMEOUT=20 on_board 'journalctl --no-pager -o short-monotonic -n 40 -u faultline-agent' >&2
+  echo "--- controller.log (tail)" >&2; tail -n 20 "$FL_STATE/controller.log" >&2
+  exit 1
+}
+pass() { echo "ok: $*"; }
+wait_until() {  # SECONDS CMD...: poll, no fixed sleeps
+  local end=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do [ $SECONDS -lt $end ] || return 1; sleep 0.5; done
+}
+
+# ------------------------------------------------------------ the root file system ----
+# Cached by its recipe: the packages (the agent's Depends included, so its dpkg -i needs
+# no network), the kernels' sha256 and the files below.
+deps=$(dpkg-deb -f "$agent_deb" Depends | sed 's/([^)]*)//g; s/|[^,]*//g; s/ //g')
+mkdir -p "$S/files"
+cat >"$S/files/fl-test-shell" <<'EOF'
+#!/bin/bash
+# The faultline packaging test's command port on ttyS1 (tests/packaging/board_shell.py):
+# one line "TAG BASE64" per command, answered "@@FL TAG begin", output, "@@FL TAG rc=N".
+stty -F /dev/ttyS1 raw -echo 115200
+exec </dev/ttyS1 >/dev/ttyS1 2>&1
+while read -r tag b64; do
+  [ -n "$b64" ] || continue
+  echo "@@FL $tag begin"
+  bash -c "$(echo "$b64" | base64 -d)" </dev/null 2>&1
+  printf '\n@@FL %s rc=%d\n' "$tag" "$?"
+done
+EOF
+cat >"$S/files/fl-test-shell.service" <<'EOF'
+[Unit]
+Description=faultline packaging test: command port on ttyS1
+[Service]
+ExecStart=/usr/local/sbin/fl-test-shell
+Restart=always
+RestartSec=1
+[Install]
+WantedBy=multi-user.target
+EOF
+printf '[Match]\nName=en* eth*\n[Network]\nDHCP=ipv4\n' >"$S/files/80-dhcp.network"
+printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$S/files/fstab"
+include="systemd,systemd-sysv,dbus,kexec-tools,initramfs-tools,kmod,linux-base,procps,zstd,$deps"
+key=$( (echo "$include $mirror"; sha256sum "$deb_v" "$deb_p" | cut -d' ' -f1; cat "$S/files/"*) | sha256sum | cut -c1-16)
+tarball=$cache/board-bookworm-$key.tar
+mkdir -p "$cache"
+if [ ! -f "$tarball" ]; then
+  t0=$SECONDS
+  mmdebstrap --variant=minbase --include="$include" \
+    --customize-hook="upload $deb_v /tmp/kernel-vanilla.deb" \
+    --customize-hook="upload $deb_p /tmp/kernel-patched.deb" \
+    --customize-hook='chroot "$1" dpkg -i /tmp/kernel-vanilla.deb /tmp/kernel-patched.deb && rm "$1"/tmp/kernel-*.deb' \
+    --customize-hook="upload $S/files/fl-test-shell /usr/local/sbin/fl-test-shell" \
+    --customize-hook="upload $S/files/fl-test-shell.service /etc/systemd/system/fl-test-shell.service" \
+    --customize-hook="upload $S/files/80-dhcp.network /etc/systemd/network/80-dhcp.network" \
+    --customize-hook="upload $S/files/fstab /etc/fstab" \
+    --customize-hook='chmod 755 "$1/usr/local/sbin/fl-test-shell"; echo fl-board >"$1/etc/hostname"; mkdir -p "$1/var/log/journal"' \
+    --customize-hook='chroot "$1" systemctl enable systemd-networkd fl-test-shell >/dev/null 2>&1' \
+    --customize-hook='chroot "$1" systemctl mask apt-daily.timer apt-daily-upgrade.timer >/dev/null 2>&1; chroot "$1" passwd -d root >/dev/null' \
+    bookworm "$tarball.part.tar" "$mirror" >"$S/mmdebstrap.log" 2>&1 ||
+    { tail -20 "$S/mmdebstrap.log" >&2; rm -f "$tarball.part.tar"; fail "mmdebstrap"; }
+  mv "$tarball.part.tar" "$tarball"
+  pass "board root file system made in $((SECONDS - t0)) s ($(( $(stat -c %s "$tarball") / 1048576 )) MiB, cached)"
+fi
+
+# ------------------------------------------------------------ the stack on the host ----
+export FL_STATE=$S/stack
+mkdir -p "$FL_STATE"
+# shellcheck source=../../deploy/local/stack.sh
+source "$ROOT/deploy/local/stack.sh"
+fl_start_postgres >/dev/null 2>&1 || fail "PostgreSQL"
+fl_start_controller 2>/dev/null || fail "the controller"
+url=$FL_DATABASE_URL
+sql() { psql -XAtq "$url" -c "$1"; }
+cli() { "$FL_BIN_CLI" "$@"; }
+board=pkg-systemd-board
+token_file=$(fl_agent_token "$board") || fail "agent token"
+
+# ------------------------------------------------------------ the board's disk ----
+# The package installed as dpkg installs it (its postinst enables the unit), then the
+# operator's configuration: the controller, the token, the board's two kernels (kexec,
+# kexec_exec: auto, so `systemctl kexec` under systemd). cgroup_parent stays the
+# package's `delegated`.
+t0=$SECONDS
+mkdir "$S/rootfs"
+tar --numeric-owner --xattrs --xattrs-include='*' -C "$S/rootfs" -xf "$tarball"
+cp "$agent_deb" "$S/rootfs/tmp/agent.deb"
+chroot "$S/rootfs" dpkg -i /tmp/agent.deb >"$S/dpkg.log" 2>&1 || { cat "$S/dpkg.log" >&2; fail "dpkg -i of the agent package"; }
+rm "$S/rootfs/tmp/agent.deb"
+[ "$(chroot "$S/rootfs" systemctl is-enabled faultline-agent 2>/dev/null)" = enabled ] || fail "the package did not enable faultline-agent"
+install -m 0600 "$token_file" "$S/rootfs/etc/faultline/agent.token"
+echo "FAULTLINE_CONTROLLER=10.0.2.2:$FL_GRPC_PORT" >"$S/rootfs/etc/default/faultline-agent"
+sed -i "s|^#board: .*|board: $board|; s|^labels: .*|labels: {site: packaging-test}|" "$S/rootfs/etc/faultline/agent.yaml"
+sed -i '/^kernels:/,$d' "$S/rootfs/etc/faultline/agent.yaml"
+cat >>"$S/rootfs/etc/faultline/agent.yaml" <<YAML
+kernels:
+  - {label: vanilla, release: $rel_v, boot: kexec, kernel: /boot/vmlinuz-$rel_v, initrd: /boot/initrd.img-$rel_v, cmdline: running}
+  - {label: patched, release: $rel_p, boot: kexec, kernel: /boot/vmlinuz-$rel_p, initrd: /boot/initrd.img-$rel_p, cmdline: running}
+YAML
+grep -q '^cgroup_parent: delegated$' "$S/rootfs/etc/faultline/agent.yaml" || fail "the packaged agent.yaml no longer says cgroup_parent: delegated"
+cp "$S/rootfs/boot/initrd.img-$rel_v" "$S/initrd-vanilla"
+size_mb=$(( $(du -sm "$S/rootfs" | cut -f1) + 1536 ))
+mkfs.ext4 -q -F -L flroot -d "$S/rootfs" "$S/disk.img" "${size_mb}M" >"$S/mkfs.log" 2>&1 || { cat "$S/mkfs.log" >&2; fail "mkfs.ext4 -d"; }
+rm -rf "$S/rootfs"
+pass "board disk: the agent package installed and enabled, configured, ${size_mb} MiB ext4 in $((SECONDS - t0)) s"
+
+# ------------------------------------------------------------ power on ----
+# (-device isa-serial turns qemu's default serial off: ttyS0, the console, is named first.)
+t_on=$EPOCHREALTIME
+QEMU_PID=$("$ROOT/deploy/lab/boot.sh" x86_64 vanilla --disk "$S/disk.img" --initrd "$S/initrd-vanilla" \
+  --append "root=/dev/vda rw faultline.virt_accel=tcg" --log "$S/console.log" \
+  --qemu-arg -serial --qemu-arg stdio \
+  --qemu-arg -chardev --qemu-arg "socket,id=flsh,path=$S/shell.sock,server=on,wait=off" \
+  --qemu-arg -device --qemu-arg "isa-serial,chardev=flsh,index=1") || fail "qemu did not start"
+agent_row() { cli agents 2>/dev/null | awk -v b="$board" '$1 == b'; }
+online_on() { agent_row | grep -q " $1 (.* online "; }
+wait_until 400 online_on vanilla || fail "the board's agent did not come online on vanilla"
+boot_s=$(awk -v a="$t_on" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
+[ "$(on_board 'cat /proc/1/comm')" = systemd ] || fail "PID 1 on the board is not systemd"
+st=$(on_board 'systemctl is-system-running' || true)
+[ "$st" = running ] || fail "the board is '$st', not running: $(on_board 'systemctl --failed --no-legend' || true)"
+pass "board up: systemd PID 1 ($st), $(on_board 'uname -r'), agent online $boot_s s after power-on (TCG)"
+agent_prop() { on_board "systemctl show -P $1 faultline-agent"; }
+[ "$(agent_prop Delegate)" = yes ] || fail "the unit does not delegate its cgroup"
+[ "$(on_board 'stat -fc %T /sys/fs/cgroup')" = cgroup2fs ] || fail "the board does not run cgroup v2"
+agent_cg=$(on_board 'cat /proc/$(systemctl show -P MainPID faultline-agent)/cgroup')
+[ "$agent_cg" = "0::/system.slice/faultline-agent.service/agent" ] || fail "the agent runs in '$agent_cg', not the unit's agent/ leaf"
+pass "cgroup v2, Delegate=yes: the agent moved itself into $agent_cg"
+
+# ------------------------------------------------ 1. an A/B job across kexecs ----
+cat >"$S/ab.yaml" <<'YAML'
+name: packaging-board-ab
+benchmark: filemap-thrash
+duration: 2s
+repetitions: 2
+block_size: 1
+kernels: [vanilla, patched]
+min_effect: 0.5
+memcg: {memory_max: 128M, swap_max: 0}
+params: {file_size: 4M, threads: 2}
+YAML
+t0=$SECONDS
+job=$(cli submit "$S/ab.yaml") || fail "submit"
+timeout 1200 "$FL_BIN_CLI" watch "$job" >"$S/ab-watch.log" 2>&1 || { tail -20 "$S/ab-watch.log" >&2; fail "A/B job $job did not succeed"; }
+ab_s=$((SECONDS - t0))
+# Every run on the kernel it asked for, each a v2 memcg.
+bad=$(sql "SELECT r.kernel || ' ran on ' || coalesce(x.environment->>'kernel.release', '?') || ' cgroup ' || coalesce(x.environment->>'cgroup.version', '?')
+           FROM runs r JOIN results x ON x.run_id = r.id WHERE r.job_id = $job AND NOT (
+             x.environment->>'cgroup.version' = '2' AND x.environment->>'kernel.release' =
+             CASE r.kernel WHEN 'vanilla' THEN '$rel_v' ELSE '$rel_p' END)")
+[ -z "$bad" ] || fail "runs on the wrong kernel or cgroup: $bad"
+[ "$(sql "SELECT count(*) FROM results x JOIN runs r ON r.id = x.run_id WHERE r.job_id = $job")" = 4 ] || fail "job $job has not 4 results"
+switches=$(sql "SELECT kernel_switches FROM boards WHERE name = '$board'")
+[ "$switches" -ge 2 ] || fail "$switches kernel switches for an A/B job on one board (2 at least: there and back)"
+kexecs=$(grep -c 'kexec_core: Starting new kernel' "$S/console.log" || true)
+[ "$kexecs" = "$switches" ] || fail "$switches switches but $kexecs kexecs on the console"
+boots=$(on_board "journalctl --list-boots | grep -Ec '^ *-?[0-9]+ '")
+[ "$boots" = $((switches + 1)) ] || fail "$boots boots in the journal after $switches switches"
+# Each switch through systemd: the agent asked for `systemctl kexec`, systemd stopped the
+# unit as part of the shutdown (exit 0, not restarted), the next life verified the boot.
+for b in $(seq $((-switches)) -1); do
+  j=$(on_board "journalctl -b $b -o cat -u faultline-agent --no-pager")
+  grep -q 'event=boot_command label=[a-z]* command="systemctl kexec"' <<<"$j" || fail "boot $b: the agent did not ask for systemctl kexec: $(tail -3 <<<"$j")"
+  grep -q 'faultline-agent.service: Deactivated successfully' <<<"$j" || fail "boot $b: the unit did not end cleanly at the kexec: $(tail -3 <<<"$j")"
+  grep -q 'Scheduled restart job' <<<"$j" && fail "boot $b: systemd restarted the agent during the kexec"
+  on_board "journalctl -b $((b + 1)) -o cat -u faultline-agent --no-pager | grep -q event=kernel_switch_verified" ||
+    fail "boot $((b + 1)): the agent did not verify the switch"
+done
+# The file systems were unmounted before each kexec: no boot had to recover the journal.
+rec=$(on_board "journalctl -k --no-pager -o cat | grep -c 'EXT4-fs (vda): recovery complete'" || true)
+[ "$rec" = 0 ] || fail "$rec boots recovered an unclean root file system after a kexec"
+pass "A/B job $job: 4 runs on $rel_v and $rel_p (cgroup v2) in $ab_s s, $switches switches by systemctl kexec (auto): the unit stopped cleanly at each shutdown, every next life verified its kernel, no boot recovered its file system"
+running=$(agent_row | awk '{ for (i = 1; i <= NF; i++) if ($i == "vanilla" || $i == "patched") { print $i; exit } }')
+
+# ------------------------------------------------ 2. OOMPolicy=continue on cgroup v2 ----
+agent_pid=$(agent_prop MainPID); restarts=$(agent_prop NRestarts)
+cat >"$S/oom.yaml" <<YAML
+name: packaging-board-oom
+benchmark: shmem-folio-fault
+duration: 1s
+repetitions: 1
+kernels: [$running]
+memcg: {memory_max: 16M, swap_max: 0}
+params: {threads: 32}
+YAML
+oomjob=$(cli submit "$S/oom.yaml") || fail "submit oom"
+timeout 600 "$FL_BIN_CLI" watch "$oomjob" >"$S/oom.log" 2>&1 || true
+reason=$(sql "SELECT state || ': ' || coalesce(failure_reason, '') FROM runs WHERE job_id = $oomjob")
+[ "$reason" = "failed: oom_killed" ] || { cat "$S/oom.log" >&2; fail "the OOM run is '$reason', not failed: oom_killed"; }
+[ "$(agent_prop ActiveState)" = active ] || fail "the agent unit is $(agent_prop ActiveState) after an OOM kill"
+[ "$(agent_prop MainPID)" = "$agent_pid" ] && [ "$(agent_prop NRestarts)" = "$restarts" ] || fail "the agent was restarted after an OOM kill"
+seen=$(on_board 'journalctl -b -o cat -u faultline-agent --no-pager | grep -c "killed by the OOM killer"' || true)
+[ "$seen" -ge 1 ] || fail "systemd did not see the OOM kill in the unit (cgroup v2 memory.events)"
+pass "a run OOM-killed in its 16M memcg: failed: oom_killed; systemd saw it in the unit ($seen journal line(s)) and kept the agent (OOMPolicy=$(agent_prop OOMPolicy), pid $agent_pid)"
+
+# ------------------------------------------------ 3. a run's cgroup; stop mid-run ----
+sed -e 's/^name: .*/name: packaging-board-long/; s/^duration: .*/duration: 120s/; s/^repetitions: .*/repetitions: 1/' \
+  -e "s/^kernels: .*/kernels: [$running]/; /^block_size/d" "$S/ab.yaml" >"$S/long.yaml"
+longjob=$(cli submit "$S/long.yaml") || fail "submit long"
+workload_pid() { on_board 'pgrep -o -f /usr/bin/faultline-workload'; }
+wait_until 120 workload_pid || fail "no workload started for job $longjob"
+wcg=$(on_board 'cat /proc/$(pgrep -o -f /usr/bin/faultline-workload)/cgroup')
+case $wcg in 0::/system.slice/faultline-agent.service/faultline/run-*) ;; *) fail "the run is in '$wcg'";; esac
+max=$(on_board "cat /sys/fs/cgroup${wcg#0::}/memory.max")
+[ "$max" = 134217728 ] || fail "the run's memory.max is $max, not 128M"
+ctl=$(on_board 'cat /sys/fs/cgroup/system.slice/faultline-agent.service/cgroup.subtree_control /sys/fs/cgroup/system.slice/faultline-agent.service/faultline/cgroup.subtree_control' | tr '\n' ' ')
+grep -Eq 'memory.* .*memory' <<<"$ctl" || fail "memory is not enabled down to the runs: subtree_control '$ctl'"
+t0=$EPOCHREALTIME
+on_board 'systemctl stop faultline-agent' || fail "systemctl stop"
+took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+on_board 'pgrep -f /usr/bin/faultline-workload' && fail "a workload survived systemctl stop"
+on_board 'test ! -e /sys/fs/cgroup/system.slice/faultline-agent.service' || fail "the unit's cgroup is left after stop"
+awk -v t="$took" 'BEGIN { exit !(t < 55) }' || fail "stop took $took s (TimeoutStopSec is 60 s: SIGKILL)"
+pass "a run lives in ${wcg#0::} (memory.max 128M, memory enabled at each level); systemctl stop mid-run: done in $took s, no workload and no cgroup left"
+on_board 'systemctl start faultline-agent' || fail "systemctl start"
+wait_until 120 online_on "$running" || fail "the agent did not come back online after start"
+cli cancel "$longjob" >/dev/null 2>&1 || true
+pass "systemctl start: online again on $running"
+
+# ------------------------------------------------ power off ----
+on_board 'systemctl poweroff' >/dev/null 2>&1 || true
+t0=$SECONDS
+while kill -0 "$QEMU_PID" 2>/dev/null && [ $((SECONDS - t0)) -lt 120 ]; do sleep 0.5; done
+kill -0 "$QEMU_PID" 2>/dev/null && fail "the board did not power off within 120 s"
+QEMU_PID=""
+pass "systemctl poweroff: the board went down in $((SECONDS - t0)) s"
