@@ -10,16 +10,16 @@
 # snippets (deploy/debian/*.in), conffiles, copyright, changelog.Debian.gz, manual pages,
 # stripped binaries.
 #
-# Components present in this tree: the agent everywhere (FAULTLINE_AGENT_ONLY cross
-# builds too), the controller and the CLI in full builds.
+# Components present in this tree: the agent and the CLI everywhere (FAULTLINE_AGENT_ONLY
+# cross builds too), the controller in full builds.
 include(GNUInstallDirs)
 
 set(_deb ${PROJECT_SOURCE_DIR}/deploy/debian)
 set(_units ${PROJECT_SOURCE_DIR}/deploy/systemd)
 set(_pkg_gen ${CMAKE_BINARY_DIR}/packaging)
-set(FAULTLINE_PACKAGE_COMPONENTS agent)
+set(FAULTLINE_PACKAGE_COMPONENTS agent cli)
 if(TARGET faultline-controller)
-  list(APPEND FAULTLINE_PACKAGE_COMPONENTS controller cli)
+  list(APPEND FAULTLINE_PACKAGE_COMPONENTS controller)
 endif()
 
 # Per package: its Debian name, unit, purge directories and documentation.
@@ -94,8 +94,8 @@ if(TARGET faultline-controller)
     COMPONENT controller)
   install(FILES ${_deb}/controller.env DESTINATION /etc/faultline/controller
     PERMISSIONS OWNER_READ OWNER_WRITE COMPONENT controller)
-  install(TARGETS faultline RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
 endif()
+install(TARGETS faultline RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME faultline)
@@ -115,8 +115,8 @@ set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://faultline.invalid/")
 set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/packages)
 # Native builds: Depends from dpkg-shlibdeps. Cross builds (no dpkg database for the
-# target's libraries): build-packages.sh passes CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS made from
-# the sysroot's list of libraries and turns this off.
+# target's libraries): build-packages.sh passes CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS and
+# CPACK_DEBIAN_CLI_PACKAGE_DEPENDS made from the sysroot's list of libraries.
 if(CMAKE_CROSSCOMPILING)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
 else()

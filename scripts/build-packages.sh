@@ -3,10 +3,12 @@
 #   scripts/build-packages.sh [amd64] [arm64] [riscv64]      default: amd64
 #   amd64             faultline-controller, faultline-agent, faultline (CLI), from the build
 #                     tree (${FAULTLINE_BUILD_DIR:-build}; built first if needed)
-#   arm64 / riscv64   faultline-agent, from the cross build tree that
-#                     scripts/cross-build-agent.sh made (build-cross/<triple>/agent); its
+#   arm64 / riscv64   faultline-agent and faultline (CLI), from the cross build tree that
+#                     scripts/cross-build-agent.sh made (build-cross/<triple>/agent); their
 #                     Depends come from that sysroot's library list (bookworm for arm64,
-#                     trixie for riscv64: bookworm has no riscv64)
+#                     trixie for riscv64: bookworm has no riscv64). No controller: the
+#                     cross sysroots have no PostgreSQL, prometheus-cpp or Boost (and
+#                     trixie's libpqxx is 7.x, not the 6.4 the controller is written for)
 # Output: ${FAULTLINE_PACKAGE_DIR:-build/packages}/<name>_<version>_<arch>.deb
 # Version: <project version>+git<commits on HEAD>.<short hash>[+dirty]-1 (+dirty when
 # tracked files differ from HEAD); FAULTLINE_PACKAGE_VERSION overrides it (the packaging test builds a
@@ -101,10 +103,22 @@ native() {
   for f in "$out"/cpack/*.deb; do mv "$f" "$out/"; done
 }
 
-# Depends of a cross-built agent: the packages of the libraries it links (the sysroot's
+# Depends of a cross-built binary: the packages of the libraries it links (the sysroot's
 # LIBRARIES list: soname package version), at least the versions it was built against.
-cross_depends() {  # LIBRARIES
-  awk '!/^#/ && NF >= 3 && $2 !~ /^\(/ && !seen[$2]++ { printf "%s%s (>= %s)", sep, $2, $3; sep=", " }' "$1"
+# Without SONAMEs: every library of the list (the agent's bundle is made from exactly the
+# agent's); with them: those libraries' packages, each SONAME found in the list or fail.
+cross_depends() {  # LIBRARIES [SONAME...]
+  local libs=$1; shift
+  if [ $# -gt 0 ]; then
+    local so
+    for so in "$@"; do
+      awk -v so="$so" '$1 == so { f = 1 } END { exit !f }' "$libs" ||
+        die "$so is not in $libs: the cross bundle lacks a library the CLI needs"
+    done
+  fi
+  awk -v want="$*" 'BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) keep[w[i]] = 1 }
+    !/^#/ && NF >= 3 && $2 !~ /^\(/ && (n == 0 || $1 in keep) && !seen[$2]++ {
+      printf "%s%s (>= %s)", sep, $2, $3; sep=", " }' "$libs"
 }
 
 cross_arch() {  # arm64|riscv64
@@ -113,15 +127,20 @@ cross_arch() {  # arm64|riscv64
   local tree=$cross/$triple/agent libs=$cross/$triple/bundle/opt/faultline/LIBRARIES
   [ -f "$tree/build.ninja" ] && [ -f "$libs" ] ||
     die "no cross build for $arch in $cross/$triple: run scripts/cross-build-agent.sh ${triple%%-*} first"
-  log "building the $arch agent package ($version)"
+  log "building the $arch agent and CLI packages ($version)"
   [ -f "$out/man/faultline-agent.1.gz" ] || make_man_pages
   cmake "$tree" >/dev/null
-  ninja -C "$tree" faultline-agent faultline-workload >/dev/null
+  ninja -C "$tree" faultline-agent faultline-workload faultline >/dev/null
   gen_docs "$tree" agent faultline-agent faultline-agent faultline-workload
-  local depends
+  gen_docs "$tree" cli faultline faultline
+  local depends cli_depends needed
   depends=$(cross_depends "$libs")
-  (cd "$tree" && cpack -G DEB -D CPACK_PACKAGE_VERSION="$version" -D CPACK_COMPONENTS_ALL=agent \
-    -D CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS="$depends" -B "$out/cpack-$arch" \
+  # The CLI's own libraries (NEEDED), each of which the agent's bundle also has.
+  needed=$(readelf -dW "$tree/services/cli/faultline" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+  cli_depends=$(cross_depends "$libs" $needed)
+  (cd "$tree" && cpack -G DEB -D CPACK_PACKAGE_VERSION="$version" -D "CPACK_COMPONENTS_ALL=agent;cli" \
+    -D CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS="$depends" -D CPACK_DEBIAN_CLI_PACKAGE_DEPENDS="$cli_depends" \
+    -B "$out/cpack-$arch" \
     >"$out/cpack-$arch.log" 2>&1) || { cat "$out/cpack-$arch.log" >&2; die "cpack ($arch) failed"; }
   local f
   for f in "$out/cpack-$arch"/*.deb; do mv "$f" "$out/"; done

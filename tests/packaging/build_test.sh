@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds the Debian packages (scripts/build-packages.sh amd64 arm64 riscv64: lintian must
 # pass) and checks what they hold: the files and where, the units naming /usr/bin, the
-# conffiles, the maintainer scripts, the version from git, the cross packages' architecture
-# and ELF machine, and that their Depends, fetched from Debian for their arch, are all the
-# binaries need (run under qemu-user). Then a package with its copyright file removed must fail lintian (the
-# check can fail). Leaves the packages in ${FAULTLINE_BUILD_DIR:-build}/packages for
+# conffiles, the maintainer scripts, the version from git, the cross packages' (agent and
+# CLI) architecture and ELF machine, and that their Depends, fetched from Debian for their
+# arch, are all the binaries need (run under qemu-user; the CLI renders a saved report as
+# its golden file has it). Then a package with its copyright file removed must fail
+# lintian (the check can fail). Leaves the packages in ${FAULTLINE_BUILD_DIR:-build}/packages for
 # packaging_systemd and packaging_image.
 # Usage: build_test.sh REPO_ROOT
 set -euo pipefail
@@ -69,19 +70,26 @@ dpkg-deb -f "$c" Depends | grep -q "libpqxx-6.4" || fail "controller Depends: $(
 pass "amd64: files, units on /usr/bin, conffiles, postinst (adduser, enable), postrm (purge), Depends; version $(dpkg-deb -f "$c" Version)"
 
 for arch in arm64 riscv64; do
-  f=$(deb faultline-agent "$arch")
+  f=$(deb faultline-agent "$arch"); fc=$(deb faultline "$arch")
   [ -n "$f" ] || fail "no $arch agent package"
-  [ "$(dpkg-deb -f "$f" Architecture)" = "$arch" ] || fail "$(basename "$f"): Architecture $(dpkg-deb -f "$f" Architecture)"
+  [ -n "$fc" ] || fail "no $arch CLI package"
+  for p in "$f" "$fc"; do
+    [ "$(dpkg-deb -f "$p" Architecture)" = "$arch" ] || fail "$(basename "$p"): Architecture $(dpkg-deb -f "$p" Architecture)"
+  done
   machine=$(dpkg-deb --fsys-tarfile "$f" | tar -xO ./usr/bin/faultline-agent | file -b -)
   case $arch:$machine in arm64:*aarch64*|riscv64:*RISC-V*) ;; *) fail "$arch agent is: $machine" ;; esac
+  cmachine=$(dpkg-deb --fsys-tarfile "$fc" | tar -xO ./usr/bin/faultline | file -b -)
+  [ "$(echo "$cmachine" | cut -d, -f1-2)" = "$(echo "$machine" | cut -d, -f1-2)" ] || fail "$arch CLI is: $cmachine"
   dpkg-deb -f "$f" Depends | grep -q "libgrpc++1.51" || fail "$arch Depends: $(dpkg-deb -f "$f" Depends)"
-  # Its Depends from the Debian archive of its arch (names; the versions are the sysroot's,
-  # which the archive has or newer), the package on top, both binaries run by qemu-user
+  dpkg-deb -f "$fc" Depends | grep -q "libgrpc++1.51" || fail "$arch CLI Depends: $(dpkg-deb -f "$fc" Depends)"
+  # Their Depends from the Debian archive of its arch (names; the versions are the sysroot's,
+  # which the archive has or newer), the packages on top, the binaries run by qemu-user
   # with only those libraries.
   case $arch in arm64) suite=bookworm cpu=aarch64 ;; riscv64) suite=trixie cpu=riscv64 ;; esac
   root=$ctl/root-$arch
   mmdebstrap --quiet --variant=extract --arch="$arch" \
-    --include="$(dpkg-deb -f "$f" Depends | sed 's/ *([^)]*)//g; s/ //g')" "$suite" "$root" \
+    --include="$( (dpkg-deb -f "$f" Depends; echo ,; dpkg-deb -f "$fc" Depends) | tr -d '\n' | sed 's/ *([^)]*)//g; s/ //g')" \
+    "$suite" "$root" \
     >"$ctl/mmdebstrap-$arch.log" 2>&1 || { tail -5 "$ctl/mmdebstrap-$arch.log" >&2; fail "$arch: its Depends from $suite"; }
   for d in bin sbin lib; do  # a merged /usr, as an installed system has (trixie's are below /usr)
     if [ -d "$root/$d" ] && [ ! -L "$root/$d" ]; then
@@ -89,14 +97,23 @@ for arch in arm64 riscv64; do
     fi
     [ -e "$root/$d" ] || ln -s "usr/$d" "$root/$d"
   done
-  dpkg-deb --fsys-tarfile "$f" | tar -x --keep-directory-symlink -C "$root"  # /lib stays a link
+  for p in "$f" "$fc"; do
+    dpkg-deb --fsys-tarfile "$p" | tar -x --keep-directory-symlink -C "$root"  # /lib stays a link
+  done
   for bin in faultline-agent faultline-workload; do
     "qemu-$cpu-static" -L "$root" "$root/usr/bin/$bin" --help >"$ctl/help.txt" 2>&1 ||
       { cat "$ctl/help.txt" >&2; fail "$arch $bin does not run with its Depends from $suite"; }
     grep -q "faultline-workload\|runs faultline benchmarks" "$ctl/help.txt" || fail "$arch $bin --help: $(head -2 "$ctl/help.txt")"
   done
+  # The CLI renders a saved report (statistics and the mail format on this arch) as the
+  # build host does: the golden file of the same report.
+  "qemu-$cpu-static" -L "$root" "$root/usr/bin/faultline" report --from "$ROOT/services/cli/testdata/ab-report.json" \
+    --format mail >"$ctl/mail-$arch.txt" 2>"$ctl/cli-$arch.err" ||
+    { cat "$ctl/cli-$arch.err" >&2; fail "$arch faultline does not run with its Depends from $suite"; }
+  diff -u "$ROOT/services/cli/testdata/ab-report.mail" "$ctl/mail-$arch.txt" >&2 ||
+    fail "$arch faultline renders the saved report differently from the golden file"
   rm -rf "$root"
-  pass "$arch agent: $(echo "$machine" | cut -d, -f1-2); its $(dpkg-deb -f "$f" Depends | tr ',' '\n' | wc -l) Depends from Debian $suite $arch, and both binaries run with them (qemu-$cpu-static)"
+  pass "$arch agent and CLI: $(echo "$machine" | cut -d, -f1-2); $(dpkg-deb -f "$f" Depends | tr ',' '\n' | wc -l) and $(dpkg-deb -f "$fc" Depends | tr ',' '\n' | wc -l) Depends from Debian $suite $arch; the three binaries run with them (qemu-$cpu-static), the CLI's mail report equals the golden file"
 done
 
 # The check can fail: a copy without its copyright file.
