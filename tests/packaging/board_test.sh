@@ -24,6 +24,8 @@ packages=${FAULTLINE_PACKAGE_DIR:-$build/packages}
 cache=${FL_PACKAGING_CACHE:-/var/cache/faultline-packaging}
 mirror=${FL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=rootfs.sh
+source "$HERE/rootfs.sh"
 
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (mmdebstrap, chroot, mkfs.ext4 -d)"
@@ -114,25 +116,17 @@ printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$S/files/fstab"
 include="systemd,systemd-sysv,dbus,kexec-tools,initramfs-tools,kmod,linux-base,procps,zstd,$deps"
 key=$( (echo "$include $mirror"; sha256sum "$deb_v" "$deb_p" | cut -d' ' -f1; cat "$S/files/"*) | sha256sum | cut -c1-16)
 tarball=$cache/board-bookworm-$key.tar
-mkdir -p "$cache"
-if [ ! -f "$tarball" ]; then
-  t0=$SECONDS
-  mmdebstrap --variant=minbase --include="$include" \
-    --customize-hook="upload $deb_v /tmp/kernel-vanilla.deb" \
-    --customize-hook="upload $deb_p /tmp/kernel-patched.deb" \
-    --customize-hook='chroot "$1" dpkg -i /tmp/kernel-vanilla.deb /tmp/kernel-patched.deb && rm "$1"/tmp/kernel-*.deb' \
-    --customize-hook="upload $S/files/fl-test-shell /usr/local/sbin/fl-test-shell" \
-    --customize-hook="upload $S/files/fl-test-shell.service /etc/systemd/system/fl-test-shell.service" \
-    --customize-hook="upload $S/files/80-dhcp.network /etc/systemd/network/80-dhcp.network" \
-    --customize-hook="upload $S/files/fstab /etc/fstab" \
-    --customize-hook='chmod 755 "$1/usr/local/sbin/fl-test-shell"; echo fl-board >"$1/etc/hostname"; mkdir -p "$1/var/log/journal"' \
-    --customize-hook='chroot "$1" systemctl enable systemd-networkd fl-test-shell >/dev/null 2>&1' \
-    --customize-hook='chroot "$1" systemctl mask apt-daily.timer apt-daily-upgrade.timer >/dev/null 2>&1; chroot "$1" passwd -d root >/dev/null' \
-    bookworm "$tarball.part.tar" "$mirror" >"$S/mmdebstrap.log" 2>&1 ||
-    { tail -20 "$S/mmdebstrap.log" >&2; rm -f "$tarball.part.tar"; fail "mmdebstrap"; }
-  mv "$tarball.part.tar" "$tarball"
-  pass "board root file system made in $((SECONDS - t0)) s ($(( $(stat -c %s "$tarball") / 1048576 )) MiB, cached)"
-fi
+rootfs_cached "$tarball" "$S/mmdebstrap.log" bookworm "$mirror" --variant=minbase --include="$include" \
+  --customize-hook="upload $deb_v /tmp/kernel-vanilla.deb" \
+  --customize-hook="upload $deb_p /tmp/kernel-patched.deb" \
+  --customize-hook='chroot "$1" dpkg -i /tmp/kernel-vanilla.deb /tmp/kernel-patched.deb && rm "$1"/tmp/kernel-*.deb' \
+  --customize-hook="upload $S/files/fl-test-shell /usr/local/sbin/fl-test-shell" \
+  --customize-hook="upload $S/files/fl-test-shell.service /etc/systemd/system/fl-test-shell.service" \
+  --customize-hook="upload $S/files/80-dhcp.network /etc/systemd/network/80-dhcp.network" \
+  --customize-hook="upload $S/files/fstab /etc/fstab" \
+  --customize-hook='chmod 755 "$1/usr/local/sbin/fl-test-shell"; echo fl-board >"$1/etc/hostname"; mkdir -p "$1/var/log/journal"' \
+  --customize-hook='chroot "$1" systemctl enable systemd-networkd fl-test-shell >/dev/null 2>&1' \
+  --customize-hook='chroot "$1" systemctl mask apt-daily.timer apt-daily-upgrade.timer >/dev/null 2>&1; chroot "$1" passwd -d root >/dev/null'
 
 # ------------------------------------------------------------ the stack on the host ----
 export FL_STATE=$S/stack
@@ -153,8 +147,7 @@ token_file=$(fl_agent_token "$board") || fail "agent token"
 # kexec_exec: auto, so `systemctl kexec` under systemd). cgroup_parent stays the
 # package's `delegated`.
 t0=$SECONDS
-mkdir "$S/rootfs"
-tar --numeric-owner --xattrs --xattrs-include='*' -C "$S/rootfs" -xf "$tarball"
+rootfs_extract "$tarball" "$S/rootfs"
 cp "$agent_deb" "$S/rootfs/tmp/agent.deb"
 chroot "$S/rootfs" dpkg -i /tmp/agent.deb >"$S/dpkg.log" 2>&1 || { cat "$S/dpkg.log" >&2; fail "dpkg -i of the agent package"; }
 rm "$S/rootfs/tmp/agent.deb"

@@ -50,6 +50,8 @@ state=$(mktemp -d /tmp/faultline-packaging-XXXXXX)
 chmod 755 "$state"
 export CT_STATE=$state/ct
 source "$(dirname "$0")/nspawn.sh"
+# shellcheck source=rootfs.sh
+source "$(dirname "$0")/rootfs.sh"
 CT=fl-pkg-$$
 PG_DIR=$state/pg
 cleanup() {
@@ -84,22 +86,13 @@ wait_until() {  # SECONDS CMD...: poll, no fixed sleeps
 recipe="minbase systemd,systemd-sysv,dbus,libpam-systemd,ca-certificates,procps,curl $(ct_shim | sha256sum)"
 key=$(echo "$recipe $mirror" | sha256sum | cut -c1-16)
 tarball=$cache/rootfs-bookworm-$key.tar
-mkdir -p "$cache"
-if [ ! -f "$tarball" ]; then
-  ct_shim >"$state/ct-init"
-  t0=$SECONDS
-  mmdebstrap --quiet --variant=minbase \
-    --include=systemd,systemd-sysv,dbus,libpam-systemd,ca-certificates,procps,curl \
-    --customize-hook="upload $state/ct-init /usr/local/sbin/ct-init" \
-    --customize-hook='chmod 755 "$1/usr/local/sbin/ct-init"' \
-    --customize-hook='echo faultline-pkg-test >"$1/etc/hostname"' \
-    bookworm "$tarball.part.tar" "$mirror" >"$state/mmdebstrap.log" 2>&1 ||
-    { tail -20 "$state/mmdebstrap.log" >&2; rm -f "$tarball.part.tar"; fail "mmdebstrap"; }
-  mv "$tarball.part.tar" "$tarball"
-  pass "root file system made in $((SECONDS - t0)) s ($(( $(stat -c %s "$tarball") / 1048576 )) MiB, cached)"
-fi
-mkdir "$state/rootfs"
-tar --numeric-owner --xattrs --xattrs-include='*' -C "$state/rootfs" -xf "$tarball"
+ct_shim >"$state/ct-init"
+rootfs_cached "$tarball" "$state/mmdebstrap.log" bookworm "$mirror" --quiet --variant=minbase \
+  --include=systemd,systemd-sysv,dbus,libpam-systemd,ca-certificates,procps,curl \
+  --customize-hook="upload $state/ct-init /usr/local/sbin/ct-init" \
+  --customize-hook='chmod 755 "$1/usr/local/sbin/ct-init"' \
+  --customize-hook='echo faultline-pkg-test >"$1/etc/hostname"'
+rootfs_extract "$tarball" "$state/rootfs"
 
 # The earlier version: this build's packages with a lower version number.
 mkdir -p "$state/debs/old" "$state/debs/new" "$state/repack"

@@ -1,0 +1,21 @@
+# A Debian root file system for the packaging tests, made by mmdebstrap once per recipe and
+# kept as a tarball (sourced; the caller defines fail and pass):
+#   rootfs_cached TARBALL LOG SUITE MIRROR [mmdebstrap options...]
+#       makes TARBALL unless it exists (written under a temporary name, renamed whole);
+#       the caller names TARBALL by a hash of everything that goes into it
+#   rootfs_extract TARBALL DIR   unpacks it as root (owners, modes, xattrs kept)
+rootfs_cached() {
+  local tarball=$1 log=$2 suite=$3 mirror=$4 t0=$SECONDS
+  shift 4
+  [ -f "$tarball" ] && return 0
+  mkdir -p "$(dirname "$tarball")"
+  mmdebstrap "$@" "$suite" "$tarball.part.tar" "$mirror" >"$log" 2>&1 ||
+    { tail -20 "$log" >&2; rm -f "$tarball.part.tar"; fail "mmdebstrap ($log)"; }
+  mv "$tarball.part.tar" "$tarball"
+  pass "root file system $(basename "$tarball") made in $((SECONDS - t0)) s ($(($(stat -c %s "$tarball") / 1048576)) MiB, cached)"
+}
+
+rootfs_extract() {
+  mkdir -p "$2"
+  tar --numeric-owner --xattrs --xattrs-include='*' -C "$2" -xf "$1"
+}
