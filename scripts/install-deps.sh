@@ -27,6 +27,8 @@ packages=(
   # (scripts/build-packages.sh, scripts/build-image.sh, tests/packaging); runc, not crun:
   # crun refuses a hybrid cgroup layout
   lintian help2man systemd-container buildah podman runc uidmap fuse-overlayfs slirp4netns
+  # arm64/riscv64 root file systems for the packaging boards (mmdebstrap needs it)
+  arch-test
 )
 
 missing=()

@@ -6,6 +6,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 cd "${FAULTLINE_BUILD_DIR:-$root/build}"
-# Slow studies (label `study`: hours on emulated boards) run on request: ctest -L study.
-if [ $# -eq 0 ]; then set -- -LE study; fi
+# Slow studies (label `study`: hours on emulated boards) and the packaging boards of
+# foreign arches (label `boards`: TCG boots of aarch64 and riscv64) run on request:
+# ctest -L study, ctest -L boards.
+if [ $# -eq 0 ]; then set -- -LE '^(study|boards)$'; fi
 ctest --output-on-failure --timeout 900 "$@"

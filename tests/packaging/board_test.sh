@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The agent's package on a board that boots: a qemu x86_64 guest (TCG) with a Debian
-# bookworm root file system (mmdebstrap), systemd as PID 1, cgroup v2 with its memory
-# controller, two Debian kernels installed as Debian installs them (the lab's pinned 6.1
-# and 6.12 .debs, initramfs-tools) and the faultline-agent .deb. The controller and a
+# The agent's package on a board that boots: a qemu guest of ARCH (TCG) with a Debian root
+# file system (mmdebstrap; bookworm, trixie for riscv64), systemd as PID 1, cgroup v2 with
+# its memory controller and the lab's two pinned Debian kernels of that arch installed as
+# Debian installs them (dpkg, initramfs-tools). On the running board, through its command
+# port: `apt install` of the agent's package for that arch (its maintainer scripts run on
+# the arch, under systemd), then the operator's configuration. The controller and a
 # throwaway PostgreSQL run on the host (the guest reaches its loopback as 10.0.2.2). What
 # the nspawn container (systemd_test.sh) cannot show, checked here:
 #   1. Delegate=yes on cgroup v2: the agent moves itself into the unit's agent/ leaf, runs
@@ -10,13 +12,16 @@
 #   2. kernel switches through systemd: the agent loads the kernel and, with kexec_exec:
 #      auto under systemd, asks for `systemctl kexec`: the unit is stopped as part of the
 #      shutdown (not restarted), the file systems are unmounted, the new kernel boots and
-#      the unit's next life reports the switch (an A/B job, 6.1 -> 6.12 -> 6.1);
+#      the unit's next life reports the switch (an A/B job: there and back);
 #   3. OOMPolicy=continue on cgroup v2, where systemd sees a run's OOM kill in the unit's
 #      memory.events: the run fails oom_killed, the unit stays active with the same pid;
 #   4. `systemctl stop` mid-run removes the run, its cgroup and the unit's, and start brings
 #      the agent back online.
-# The guest's second serial port is a command port (board_shell.py): the checks read the
-# guest's state from there. Usage: board_test.sh REPO_ROOT
+# The guest's virtio serial port fl.shell is a command port (board_shell.py): the checks
+# read the guest's state from there. Foreign arches need binfmt_misc for mmdebstrap (the
+# test mounts it and registers qemu-user for the arch while it builds the root file
+# system, and undoes what it did).
+# Usage: board_test.sh REPO_ROOT [x86_64|aarch64|riscv64]   (default x86_64)
 set -euo pipefail
 ROOT=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 build=${FAULTLINE_BUILD_DIR:-$ROOT/build}
@@ -24,38 +29,65 @@ packages=${FAULTLINE_PACKAGE_DIR:-$build/packages}
 cache=${FL_PACKAGING_CACHE:-/var/cache/faultline-packaging}
 mirror=${FL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 HERE=$(cd "$(dirname "$0")" && pwd)
+ARCH=${2:-x86_64}
+case $ARCH in
+  x86_64) debarch=amd64 suite=bookworm qemu_pkg=qemu-system-x86 kexec_args="" ;;
+  # The lab's aarch64 boards load kernels with kexec -i (kexec_file_load would need a
+  # signed image on Debian's cloud kernel).
+  aarch64) debarch=arm64 suite=bookworm qemu_pkg=qemu-system-arm kexec_args=", kexec_args: [-i]" ;;
+  # riscv64's second kernel is trixie-backports' 7.2 (it depends on its linux-base-7.2).
+  riscv64) debarch=riscv64 suite=trixie qemu_pkg=qemu-system-misc kexec_args="" ;;
+  *) echo "board_test: ARCH is x86_64, aarch64 or riscv64" >&2; exit 2 ;;
+esac
 # shellcheck source=rootfs.sh
 source "$HERE/rootfs.sh"
 
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (mmdebstrap, chroot, mkfs.ext4 -d)"
-[ "$(uname -m)" = x86_64 ] || skip "the board is an x86_64 guest running the host's amd64 package"
-for tool in mmdebstrap qemu-system-x86_64:qemu-system-x86 mkfs.ext4:e2fsprogs python3 psql:postgresql-client; do
+[ "$(uname -m)" = x86_64 ] || skip "the test's host is x86_64 (the controller and the lab's scripts)"
+for tool in mmdebstrap "qemu-system-$ARCH:$qemu_pkg" mkfs.ext4:e2fsprogs python3 psql:postgresql-client; do
   command -v "${tool%%:*}" >/dev/null || skip "${tool%%:*} is not installed (apt-get install ${tool#*:})"
 done
-agent_deb=$(ls -t "$packages"/faultline-agent_*_amd64.deb 2>/dev/null | head -1)
-[ -n "$agent_deb" ] || { echo "FAIL: no faultline-agent amd64 package in $packages (packaging_build makes it)" >&2; exit 1; }
+if [ "$ARCH" != x86_64 ]; then
+  [ -f "/usr/lib/binfmt.d/qemu-$ARCH.conf" ] || skip "no /usr/lib/binfmt.d/qemu-$ARCH.conf (apt-get install qemu-user-static)"
+  grep -qw binfmt_misc /proc/filesystems || skip "the kernel has no binfmt_misc (mmdebstrap of a foreign arch needs it)"
+fi
+agent_deb=$(ls -t "$packages"/faultline-agent_*_"$debarch".deb 2>/dev/null | head -1)
+[ -n "$agent_deb" ] || { echo "FAIL: no faultline-agent $debarch package in $packages (packaging_build makes it)" >&2; exit 1; }
 export FL_BIN_CONTROLLER=$build/services/controller/faultline-controller FL_BIN_CLI=$build/services/cli/faultline
 export FL_BIN_AGENT=/nonexistent FL_BIN_WORKLOAD=/nonexistent  # (the board runs the package's)
 for b in "$FL_BIN_CONTROLLER" "$FL_BIN_CLI"; do [ -x "$b" ] || { echo "FAIL: no $b" >&2; exit 1; }; done
 
-# The lab's pinned x86_64 kernels (vanilla 6.1, patched 6.12): fetched and sha256-checked.
-"$ROOT/deploy/lab/lab.sh" fetch x86_64 >/dev/null
+# The lab's pinned kernels of ARCH (x86_64/aarch64: 6.1 and 6.12; riscv64: 6.12 and 7.2,
+# a split kernel of three packages): fetched and sha256-checked.
+"$ROOT/deploy/lab/lab.sh" fetch "$ARCH" >/dev/null
 FL_LAB_CACHE=${FL_LAB_CACHE:-/var/cache/faultline-lab}
 manifest=${FL_LAB_MANIFEST:-$ROOT/deploy/lab/kernels.manifest}
-kernel_line() { awk -v l="$1" '$1 == "x86_64" && $2 == l && $4 ~ /^linux-image-/' "$manifest"; }
-rel_v=$(kernel_line vanilla | awk '{ sub(/^linux-image-/, "", $4); print $4 }')
-rel_p=$(kernel_line patched | awk '{ sub(/^linux-image-/, "", $4); print $4 }')
-deb_v=$FL_LAB_CACHE/debs/$(kernel_line vanilla | awk '{ n = split($7, p, "/"); print p[n] }')
-deb_p=$FL_LAB_CACHE/debs/$(kernel_line patched | awk '{ n = split($7, p, "/"); print p[n] }')
-[ -f "$deb_v" ] && [ -f "$deb_p" ] || { echo "FAIL: the lab's kernel packages are missing ($deb_v, $deb_p)" >&2; exit 1; }
+kernel_lines() { awk -v a="$ARCH" -v l="$1" '$1 == a && $2 == l && $4 ~ /^linux-(image|binary|modules)-/' "$manifest"; }
+kernel_release() { kernel_lines "$1" | awk '$4 ~ /^linux-image-/ { sub(/^linux-image-/, "", $4); print $4 }'; }
+kernel_debs() { kernel_lines "$1" | awk -v d="$FL_LAB_CACHE/debs" '{ n = split($7, p, "/"); print d "/" p[n] }'; }
+rel_v=$(kernel_release vanilla) rel_p=$(kernel_release patched)
+mapfile -t debs_v < <(kernel_debs vanilla)
+mapfile -t debs_p < <(kernel_debs patched)
+# kexec-tools as the lab pins it (riscv64's is only in sid).
+kexec_deb=$FL_LAB_CACHE/debs/$(awk -v a="$ARCH" '$1 == a && $2 == "userland" && $4 == "kexec-tools" { n = split($7, p, "/"); print p[n] }' "$manifest")
+for f in "${debs_v[@]}" "${debs_p[@]}" "$kexec_deb"; do
+  [ -f "$f" ] || { echo "FAIL: the lab's kernel package $f is missing" >&2; exit 1; }
+done
 
 state=$(mktemp -d /var/tmp/faultline-pkg-board-XXXXXX)  # the disk: a few GB, sparse
 chmod 755 "$state"
 S=$state
 QEMU_PID=""
+BINFMT_MOUNTED="" BINFMT_REGISTERED=""
+binfmt_undo() {
+  [ -n "$BINFMT_REGISTERED" ] && echo -1 >"/proc/sys/fs/binfmt_misc/$BINFMT_REGISTERED"
+  [ -n "$BINFMT_MOUNTED" ] && umount /proc/sys/fs/binfmt_misc
+  BINFMT_MOUNTED="" BINFMT_REGISTERED=""
+}
 cleanup() {
   set +e
+  binfmt_undo
   if [ -n "${FL_PACKAGING_KEEP:-}" ]; then
     echo "kept: $S (qemu pid $QEMU_PID; console $S/console.log; shell: $HERE/board_shell.py $S/shell.sock 60 CMD)" >&2
     return
@@ -74,7 +106,7 @@ fail() {
   echo "--- console (tail)" >&2; tail -n 40 "$S/console.log" 2>/dev/null | cut -d' ' -f2- | cut -c1-300 >&2
   echo "--- the agent's journal on the board (tail)" >&2
   BOARD_TIMEOUT=20 on_board 'journalctl --no-pager -o short-monotonic -n 40 -u faultline-agent' >&2
-  echo "--- controller.log (tail)" >&2; tail -n 20 "$FL_STATE/controller.log" >&2
+  [ -n "${FL_STATE:-}" ] && { echo "--- controller.log (tail)" >&2; tail -n 20 "$FL_STATE/controller.log" >&2; }
   exit 1
 }
 pass() { echo "ok: $*"; }
@@ -84,49 +116,46 @@ wait_until() {  # SECONDS CMD...: poll, no fixed sleeps
 }
 
 # ------------------------------------------------------------ the root file system ----
-# Cached by its recipe: the packages (the agent's Depends included, so its dpkg -i needs
-# no network), the kernels' sha256 and the files below.
+# Cached by its recipe: the packages (the agent's Depends included, so its installation on
+# the board needs no network), the kernels' sha256 and the files below.
 deps=$(dpkg-deb -f "$agent_deb" Depends | sed 's/([^)]*)//g; s/|[^,]*//g; s/ //g')
 mkdir -p "$S/files"
-cat >"$S/files/fl-test-shell" <<'EOF'
-#!/bin/bash
-# The faultline packaging test's command port on ttyS1 (tests/packaging/board_shell.py):
-# one line "TAG BASE64" per command, answered "@@FL TAG begin", output, "@@FL TAG rc=N".
-stty -F /dev/ttyS1 raw -echo 115200
-exec </dev/ttyS1 >/dev/ttyS1 2>&1
-while read -r tag b64; do
-  [ -n "$b64" ] || continue
-  echo "@@FL $tag begin"
-  bash -c "$(echo "$b64" | base64 -d)" </dev/null 2>&1
-  printf '\n@@FL %s rc=%d\n' "$tag" "$?"
-done
-EOF
-cat >"$S/files/fl-test-shell.service" <<'EOF'
-[Unit]
-Description=faultline packaging test: command port on ttyS1
-[Service]
-ExecStart=/usr/local/sbin/fl-test-shell
-Restart=always
-RestartSec=1
-[Install]
-WantedBy=multi-user.target
-EOF
 printf '[Match]\nName=en* eth*\n[Network]\nDHCP=ipv4\n' >"$S/files/80-dhcp.network"
 printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$S/files/fstab"
-include="systemd,systemd-sysv,dbus,kexec-tools,initramfs-tools,kmod,linux-base,procps,zstd,$deps"
-key=$( (echo "$include $mirror"; sha256sum "$deb_v" "$deb_p" | cut -d' ' -f1; cat "$S/files/"*) | sha256sum | cut -c1-16)
-tarball=$cache/board-bookworm-$key.tar
-rootfs_cached "$tarball" "$S/mmdebstrap.log" bookworm "$mirror" --variant=minbase --include="$include" \
-  --customize-hook="upload $deb_v /tmp/kernel-vanilla.deb" \
-  --customize-hook="upload $deb_p /tmp/kernel-patched.deb" \
-  --customize-hook='chroot "$1" dpkg -i /tmp/kernel-vanilla.deb /tmp/kernel-patched.deb && rm "$1"/tmp/kernel-*.deb' \
-  --customize-hook="upload $S/files/fl-test-shell /usr/local/sbin/fl-test-shell" \
-  --customize-hook="upload $S/files/fl-test-shell.service /etc/systemd/system/fl-test-shell.service" \
+kexec_depends=$(dpkg-deb -f "$kexec_deb" Depends | sed 's/([^)]*)//g; s/|[^,]*//g; s/ //g')
+include="systemd,systemd-sysv,dbus,initramfs-tools,kmod,linux-base,procps,zstd,$kexec_depends,$deps"
+# The kernels go in with apt (a kernel's own dependencies come from the archive), with
+# $suite-backports as a source where a kernel comes from there.
+backports=""
+grep -q "^$ARCH [a-z]* $suite-backports " "$manifest" && backports="deb $mirror $suite-backports main"
+key=$( (echo "$ARCH $suite $include $mirror $backports apt"; sha256sum "${debs_v[@]}" "${debs_p[@]}" "$kexec_deb" | cut -d' ' -f1
+        cat "$S/files/"*) | sha256sum | cut -c1-16)
+tarball=$cache/board-$suite-$debarch-$key.tar
+if [ ! -f "$tarball" ] && [ "$ARCH" != x86_64 ]; then
+  # mmdebstrap runs the foreign packages' maintainer scripts under qemu-user.
+  if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+    mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc || fail "mounting binfmt_misc"
+    BINFMT_MOUNTED=1
+  fi
+  if [ ! -e "/proc/sys/fs/binfmt_misc/qemu-$ARCH" ]; then
+    cat "/usr/lib/binfmt.d/qemu-$ARCH.conf" >/proc/sys/fs/binfmt_misc/register || fail "registering qemu-$ARCH"
+    BINFMT_REGISTERED=qemu-$ARCH
+  fi
+fi
+kernel_hooks=()
+for f in "${debs_v[@]}" "${debs_p[@]}" "$kexec_deb"; do
+  kernel_hooks+=(--customize-hook="upload $f /tmp/kernel-$(basename "$f")")
+done
+rootfs_cached "$tarball" "$S/mmdebstrap.log" "$suite" "$mirror" --variant=minbase --arch="$debarch" \
+  --include="$include" "${kernel_hooks[@]}" \
+  --customize-hook="echo '$backports' >\"\$1/etc/apt/sources.list.d/backports.list\"" \
+  --customize-hook='chroot "$1" sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq /tmp/kernel-*.deb && rm /tmp/kernel-*.deb /etc/apt/sources.list.d/backports.list"' \
   --customize-hook="upload $S/files/80-dhcp.network /etc/systemd/network/80-dhcp.network" \
   --customize-hook="upload $S/files/fstab /etc/fstab" \
-  --customize-hook='chmod 755 "$1/usr/local/sbin/fl-test-shell"; echo fl-board >"$1/etc/hostname"; mkdir -p "$1/var/log/journal"' \
-  --customize-hook='chroot "$1" systemctl enable systemd-networkd fl-test-shell >/dev/null 2>&1' \
+  --customize-hook='echo fl-board >"$1/etc/hostname"; mkdir -p "$1/var/log/journal"' \
+  --customize-hook='chroot "$1" systemctl enable systemd-networkd >/dev/null 2>&1' \
   --customize-hook='chroot "$1" systemctl mask apt-daily.timer apt-daily-upgrade.timer >/dev/null 2>&1; chroot "$1" passwd -d root >/dev/null'
+binfmt_undo
 
 # ------------------------------------------------------------ the stack on the host ----
 export FL_STATE=$S/stack
@@ -138,52 +167,105 @@ fl_start_controller 2>/dev/null || fail "the controller"
 url=$FL_DATABASE_URL
 sql() { psql -XAtq "$url" -c "$1"; }
 cli() { "$FL_BIN_CLI" "$@"; }
-board=pkg-systemd-board
+board=pkg-board-$ARCH
 token_file=$(fl_agent_token "$board") || fail "agent token"
 
 # ------------------------------------------------------------ the board's disk ----
-# The package installed as dpkg installs it (its postinst enables the unit), then the
-# operator's configuration: the controller, the token, the board's two kernels (kexec,
-# kexec_exec: auto, so `systemctl kexec` under systemd). cgroup_parent stays the
-# package's `delegated`.
 t0=$SECONDS
 rootfs_extract "$tarball" "$S/rootfs"
-cp "$agent_deb" "$S/rootfs/tmp/agent.deb"
-chroot "$S/rootfs" dpkg -i /tmp/agent.deb >"$S/dpkg.log" 2>&1 || { cat "$S/dpkg.log" >&2; fail "dpkg -i of the agent package"; }
-rm "$S/rootfs/tmp/agent.deb"
-[ "$(chroot "$S/rootfs" systemctl is-enabled faultline-agent 2>/dev/null)" = enabled ] || fail "the package did not enable faultline-agent"
-install -m 0600 "$token_file" "$S/rootfs/etc/faultline/agent.token"
-echo "FAULTLINE_CONTROLLER=10.0.2.2:$FL_GRPC_PORT" >"$S/rootfs/etc/default/faultline-agent"
-sed -i "s|^#board: .*|board: $board|; s|^labels: .*|labels: {site: packaging-test}|" "$S/rootfs/etc/faultline/agent.yaml"
-sed -i '/^kernels:/,$d' "$S/rootfs/etc/faultline/agent.yaml"
-cat >>"$S/rootfs/etc/faultline/agent.yaml" <<YAML
-kernels:
-  - {label: vanilla, release: $rel_v, boot: kexec, kernel: /boot/vmlinuz-$rel_v, initrd: /boot/initrd.img-$rel_v, cmdline: running}
-  - {label: patched, release: $rel_p, boot: kexec, kernel: /boot/vmlinuz-$rel_p, initrd: /boot/initrd.img-$rel_p, cmdline: running}
-YAML
-grep -q '^cgroup_parent: delegated$' "$S/rootfs/etc/faultline/agent.yaml" || fail "the packaged agent.yaml no longer says cgroup_parent: delegated"
+cp "$agent_deb" "$S/rootfs/var/tmp/"
+# The test's command port (on the disk, not in the cached tarball: it is the test's own).
+mkdir -p "$S/shell"
+cat >"$S/shell/fl-test-shell" <<'EOF'
+#!/bin/bash
+# The faultline packaging test's command port, the virtio serial port fl.shell
+# (tests/packaging/board_shell.py): one line "TAG BASE64" per command, answered
+# "@@FL TAG begin", its output, "@@FL TAG rc=N". The port stays open: it reads end of
+# file while no host is connected, and the next host's command after that.
+port=/dev/virtio-ports/fl.shell
+until [ -e $port ]; do sleep 0.2; done
+exec <>$port >&0 2>&0
+while :; do
+  while read -r tag b64; do
+    [ -n "$b64" ] || continue
+    echo "@@FL $tag begin"
+    bash -c "$(echo "$b64" | base64 -d)" </dev/null 2>&1
+    printf '\n@@FL %s rc=%d\n' "$tag" "$?"
+  done
+  sleep 0.2
+done
+EOF
+cat >"$S/shell/fl-test-shell.service" <<'EOF'
+[Unit]
+Description=faultline packaging test: command port on virtio port fl.shell
+[Service]
+ExecStart=/usr/local/sbin/fl-test-shell
+Restart=always
+RestartSec=1
+[Install]
+WantedBy=multi-user.target
+EOF
+install -m 0755 "$S/shell/fl-test-shell" "$S/rootfs/usr/local/sbin/fl-test-shell"
+install -m 0644 "$S/shell/fl-test-shell.service" "$S/rootfs/etc/systemd/system/fl-test-shell.service"
+mkdir -p "$S/rootfs/etc/systemd/system/multi-user.target.wants"
+ln -s /etc/systemd/system/fl-test-shell.service "$S/rootfs/etc/systemd/system/multi-user.target.wants/fl-test-shell.service"
+image() {  # RELEASE: the kernel image Debian installed (vmlinux on riscv64)
+  if [ -f "$S/rootfs/boot/vmlinuz-$1" ]; then echo "/boot/vmlinuz-$1"; else echo "/boot/vmlinux-$1"; fi
+}
+img_v=$(image "$rel_v") img_p=$(image "$rel_p")
+for f in "$img_v" "$img_p" "/boot/initrd.img-$rel_v" "/boot/initrd.img-$rel_p"; do
+  [ -f "$S/rootfs$f" ] || fail "the root file system has no $f"
+done
 cp "$S/rootfs/boot/initrd.img-$rel_v" "$S/initrd-vanilla"
 size_mb=$(( $(du -sm "$S/rootfs" | cut -f1) + 1536 ))
 mkfs.ext4 -q -F -L flroot -d "$S/rootfs" "$S/disk.img" "${size_mb}M" >"$S/mkfs.log" 2>&1 || { cat "$S/mkfs.log" >&2; fail "mkfs.ext4 -d"; }
 rm -rf "$S/rootfs"
-pass "board disk: the agent package installed and enabled, configured, ${size_mb} MiB ext4 in $((SECONDS - t0)) s"
+pass "board disk ($ARCH, Debian $suite, kernels $rel_v and $rel_p): ${size_mb} MiB ext4 in $((SECONDS - t0)) s"
 
 # ------------------------------------------------------------ power on ----
-# (-device isa-serial turns qemu's default serial off: ttyS0, the console, is named first.)
 t_on=$EPOCHREALTIME
-QEMU_PID=$("$ROOT/deploy/lab/boot.sh" x86_64 vanilla --disk "$S/disk.img" --initrd "$S/initrd-vanilla" \
+QEMU_PID=$("$ROOT/deploy/lab/boot.sh" "$ARCH" vanilla --disk "$S/disk.img" --initrd "$S/initrd-vanilla" \
   --append "root=/dev/vda rw faultline.virt_accel=tcg" --log "$S/console.log" \
-  --qemu-arg -serial --qemu-arg stdio \
+  --qemu-arg -device --qemu-arg virtio-serial-pci,id=flser \
   --qemu-arg -chardev --qemu-arg "socket,id=flsh,path=$S/shell.sock,server=on,wait=off" \
-  --qemu-arg -device --qemu-arg "isa-serial,chardev=flsh,index=1") || fail "qemu did not start"
-agent_row() { cli agents 2>/dev/null | awk -v b="$board" '$1 == b'; }
-online_on() { agent_row | grep -q " $1 (.* online "; }
-wait_until 400 online_on vanilla || fail "the board's agent did not come online on vanilla"
-boot_s=$(awk -v a="$t_on" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
-[ "$(on_board 'cat /proc/1/comm')" = systemd ] || fail "PID 1 on the board is not systemd"
+  --qemu-arg -device --qemu-arg "virtserialport,bus=flser.0,chardev=flsh,name=fl.shell") || fail "qemu did not start"
+up() { [ "$(BOARD_TIMEOUT=5 on_board 'cat /proc/1/comm' 2>/dev/null)" = systemd ]; }
+wait_until 600 up || fail "the board did not answer on its command port"
+BOARD_TIMEOUT=300 on_board 'systemctl is-system-running --wait' >/dev/null || true
 st=$(on_board 'systemctl is-system-running' || true)
 [ "$st" = running ] || fail "the board is '$st', not running: $(on_board 'systemctl --failed --no-legend' || true)"
-pass "board up: systemd PID 1 ($st), $(on_board 'uname -r'), agent online $boot_s s after power-on (TCG)"
+pass "board up: systemd PID 1 ($st), $(on_board 'uname -r') on $(on_board 'uname -m'), $(awk -v a="$t_on" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s after power-on (TCG)"
+
+# ------------------------------------------------------------ install, configure ----
+# apt on the board: the maintainer scripts run on this arch under systemd (postinst
+# enables and starts the unit, which fails once, unconfigured). Then the operator's files:
+# the controller, the token, the board's two kernels (kexec, kexec_exec: auto, so
+# `systemctl kexec` under systemd); cgroup_parent stays the package's `delegated`.
+t0=$SECONDS
+BOARD_TIMEOUT=600 on_board "DEBIAN_FRONTEND=noninteractive apt-get install -y /var/tmp/$(basename "$agent_deb") </dev/null" \
+  >"$S/apt.log" 2>&1 || { tail -20 "$S/apt.log" >&2; fail "apt install of the agent package on the board"; }
+[ "$(on_board 'systemctl is-enabled faultline-agent')" = enabled ] || fail "the package did not enable faultline-agent"
+apt_s=$((SECONDS - t0))
+put() {  # FILE MODE PATH: a host file onto the board
+  on_board "echo $(base64 -w0 "$1") | base64 -d >$3 && chmod $2 $3" || fail "writing $3 on the board"
+}
+echo "FAULTLINE_CONTROLLER=10.0.2.2:$FL_GRPC_PORT" >"$S/agent.default"
+on_board 'cat /etc/faultline/agent.yaml' >"$S/agent.yaml" || fail "reading the packaged agent.yaml"
+grep -q '^cgroup_parent: delegated$' "$S/agent.yaml" || fail "the packaged agent.yaml no longer says cgroup_parent: delegated"
+sed -i "s|^#board: .*|board: $board|; s|^labels: .*|labels: {site: packaging-test}|; /^kernels:/,\$d" "$S/agent.yaml"
+cat >>"$S/agent.yaml" <<YAML
+kernels:
+  - {label: vanilla, release: $rel_v, boot: kexec, kernel: $img_v, initrd: /boot/initrd.img-$rel_v, cmdline: running$kexec_args}
+  - {label: patched, release: $rel_p, boot: kexec, kernel: $img_p, initrd: /boot/initrd.img-$rel_p, cmdline: running$kexec_args}
+YAML
+put "$token_file" 600 /etc/faultline/agent.token
+put "$S/agent.default" 644 /etc/default/faultline-agent
+put "$S/agent.yaml" 644 /etc/faultline/agent.yaml
+on_board 'systemctl reset-failed faultline-agent; systemctl restart faultline-agent' || fail "restarting the configured agent"
+agent_row() { cli agents 2>/dev/null | awk -v b="$board" '$1 == b'; }
+online_on() { agent_row | grep -q " $1 (.* online "; }
+wait_until 300 online_on vanilla || fail "the board's agent did not come online on vanilla"
+pass "apt install of $(basename "$agent_deb") on the board in $apt_s s (unit enabled); configured, online on vanilla ($rel_v)"
 agent_prop() { on_board "systemctl show -P $1 faultline-agent"; }
 [ "$(agent_prop Delegate)" = yes ] || fail "the unit does not delegate its cgroup"
 [ "$(on_board 'stat -fc %T /sys/fs/cgroup')" = cgroup2fs ] || fail "the board does not run cgroup v2"

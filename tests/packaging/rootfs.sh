@@ -2,7 +2,8 @@
 # kept as a tarball (sourced; the caller defines fail and pass):
 #   rootfs_cached TARBALL LOG SUITE MIRROR [mmdebstrap options...]
 #       makes TARBALL unless it exists (written under a temporary name, renamed whole);
-#       the caller names TARBALL by a hash of everything that goes into it
+#       the caller names TARBALL PREFIX-KEY.tar, KEY a hash of everything that goes into
+#       it; a new one replaces the PREFIX-*.tar of earlier recipes
 #   rootfs_extract TARBALL DIR   unpacks it as root (owners, modes, xattrs kept)
 rootfs_cached() {
   local tarball=$1 log=$2 suite=$3 mirror=$4 t0=$SECONDS
@@ -12,6 +13,10 @@ rootfs_cached() {
   mmdebstrap "$@" "$suite" "$tarball.part.tar" "$mirror" >"$log" 2>&1 ||
     { tail -20 "$log" >&2; rm -f "$tarball.part.tar"; fail "mmdebstrap ($log)"; }
   mv "$tarball.part.tar" "$tarball"
+  local old
+  for old in "${tarball%-*}"-*.tar; do
+    case $old in "$tarball"|*.part.tar) ;; *) rm -f "$old" ;; esac
+  done
   pass "root file system $(basename "$tarball") made in $((SECONDS - t0)) s ($(($(stat -c %s "$tarball") / 1048576)) MiB, cached)"
 }
 
