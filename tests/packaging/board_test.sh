@@ -128,7 +128,7 @@ include="systemd,systemd-sysv,dbus,initramfs-tools,kmod,linux-base,procps,zstd,$
 # $suite-backports as a source where a kernel comes from there.
 backports=""
 grep -q "^$ARCH [a-z]* $suite-backports " "$manifest" && backports="deb $mirror $suite-backports main"
-key=$( (echo "$ARCH $suite $include $mirror $backports apt"; sha256sum "${debs_v[@]}" "${debs_p[@]}" "$kexec_deb" | cut -d' ' -f1
+key=$( (echo "$ARCH $suite $include $mirror $backports apt -t"; sha256sum "${debs_v[@]}" "${debs_p[@]}" "$kexec_deb" | cut -d' ' -f1
         cat "$S/files/"*) | sha256sum | cut -c1-16)
 tarball=$cache/board-$suite-$debarch-$key.tar
 if [ ! -f "$tarball" ] && [ "$ARCH" != x86_64 ]; then
@@ -149,7 +149,7 @@ done
 rootfs_cached "$tarball" "$S/mmdebstrap.log" "$suite" "$mirror" --variant=minbase --arch="$debarch" \
   --include="$include" "${kernel_hooks[@]}" \
   --customize-hook="echo '$backports' >\"\$1/etc/apt/sources.list.d/backports.list\"" \
-  --customize-hook='chroot "$1" sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq /tmp/kernel-*.deb && rm /tmp/kernel-*.deb /etc/apt/sources.list.d/backports.list"' \
+  --customize-hook="chroot \"\$1\" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${backports:+-t $suite-backports} /tmp/kernel-*.deb && rm /tmp/kernel-*.deb /etc/apt/sources.list.d/backports.list'" \
   --customize-hook="upload $S/files/80-dhcp.network /etc/systemd/network/80-dhcp.network" \
   --customize-hook="upload $S/files/fstab /etc/fstab" \
   --customize-hook='echo fl-board >"$1/etc/hostname"; mkdir -p "$1/var/log/journal"' \
