@@ -2,7 +2,7 @@
 # The agent's package on a board that boots: a qemu guest of ARCH (TCG) with a Debian root
 # file system (mmdebstrap; bookworm, trixie for riscv64), systemd as PID 1, cgroup v2 with
 # its memory controller and the lab's two pinned Debian kernels of that arch installed as
-# Debian installs them (dpkg, initramfs-tools). On the running board, through its command
+# Debian installs them (apt, initramfs-tools). On the running board, through its command
 # port: `apt install` of the agent's package for that arch (its maintainer scripts run on
 # the arch, under systemd), then the operator's configuration. The controller and a
 # throwaway PostgreSQL run on the host (the guest reaches its loopback as 10.0.2.2). What
@@ -26,8 +26,6 @@ set -euo pipefail
 ROOT=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 build=${FAULTLINE_BUILD_DIR:-$ROOT/build}
 packages=${FAULTLINE_PACKAGE_DIR:-$build/packages}
-cache=${FL_PACKAGING_CACHE:-/var/cache/faultline-packaging}
-mirror=${FL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ARCH=${2:-x86_64}
 case $ARCH in
@@ -75,9 +73,8 @@ for f in "${debs_v[@]}" "${debs_p[@]}" "$kexec_deb"; do
   [ -f "$f" ] || { echo "FAIL: the lab's kernel package $f is missing" >&2; exit 1; }
 done
 
-state=$(mktemp -d /var/tmp/faultline-pkg-board-XXXXXX)  # the disk: a few GB, sparse
-chmod 755 "$state"
-S=$state
+S=$(mktemp -d /var/tmp/faultline-pkg-board-XXXXXX)  # the disk: a few GB, sparse
+chmod 755 "$S"
 QEMU_PID=""
 BINFMT_MOUNTED="" BINFMT_REGISTERED=""
 binfmt_undo() {
@@ -127,10 +124,10 @@ include="systemd,systemd-sysv,dbus,initramfs-tools,kmod,linux-base,procps,zstd,$
 # The kernels go in with apt (a kernel's own dependencies come from the archive), with
 # $suite-backports as a source where a kernel comes from there.
 backports=""
-grep -q "^$ARCH [a-z]* $suite-backports " "$manifest" && backports="deb $mirror $suite-backports main"
-key=$( (echo "$ARCH $suite $include $mirror $backports apt -t"; sha256sum "${debs_v[@]}" "${debs_p[@]}" "$kexec_deb" | cut -d' ' -f1
+grep -q "^$ARCH [a-z]* $suite-backports " "$manifest" && backports="deb $DEBIAN_MIRROR $suite-backports main"
+key=$( (echo "$ARCH $suite $include $DEBIAN_MIRROR $backports apt -t"; sha256sum "${debs_v[@]}" "${debs_p[@]}" "$kexec_deb" | cut -d' ' -f1
         cat "$S/files/"*) | sha256sum | cut -c1-16)
-tarball=$cache/board-$suite-$debarch-$key.tar
+tarball=$ROOTFS_CACHE/board-$suite-$debarch-$key.tar
 if [ ! -f "$tarball" ] && [ "$ARCH" != x86_64 ]; then
   # mmdebstrap runs the foreign packages' maintainer scripts under qemu-user.
   if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
@@ -146,7 +143,7 @@ kernel_hooks=()
 for f in "${debs_v[@]}" "${debs_p[@]}" "$kexec_deb"; do
   kernel_hooks+=(--customize-hook="upload $f /tmp/kernel-$(basename "$f")")
 done
-rootfs_cached "$tarball" "$S/mmdebstrap.log" "$suite" "$mirror" --variant=minbase --arch="$debarch" \
+rootfs_cached "$tarball" "$S/mmdebstrap.log" "$suite" "$DEBIAN_MIRROR" --variant=minbase --arch="$debarch" \
   --include="$include" "${kernel_hooks[@]}" \
   --customize-hook="echo '$backports' >\"\$1/etc/apt/sources.list.d/backports.list\"" \
   --customize-hook="chroot \"\$1\" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${backports:+-t $suite-backports} /tmp/kernel-*.deb && rm /tmp/kernel-*.deb /etc/apt/sources.list.d/backports.list'" \

@@ -5,6 +5,9 @@
 #       the caller names TARBALL PREFIX-KEY.tar, KEY a hash of everything that goes into
 #       it; a new one replaces the PREFIX-*.tar of earlier recipes
 #   rootfs_extract TARBALL DIR   unpacks it as root (owners, modes, xattrs kept)
+# Where the tarballs are kept, and the Debian mirror they come from:
+ROOTFS_CACHE=${FL_PACKAGING_CACHE:-/var/cache/faultline-packaging}
+DEBIAN_MIRROR=${FL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 rootfs_cached() {
   local tarball=$1 log=$2 suite=$3 mirror=$4 t0=$SECONDS
   shift 4

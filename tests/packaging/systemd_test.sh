@@ -25,8 +25,6 @@ set -euo pipefail
 ROOT=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 build=${FAULTLINE_BUILD_DIR:-$ROOT/build}
 packages=${FAULTLINE_PACKAGE_DIR:-$build/packages}
-cache=${FL_PACKAGING_CACHE:-/var/cache/faultline-packaging}
-mirror=${FL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (mmdebstrap, systemd-nspawn, cgroups)"
@@ -84,10 +82,10 @@ wait_until() {  # SECONDS CMD...: poll, no fixed sleeps
 
 # ------------------------------------------------------------------ the container ----
 recipe="minbase systemd,systemd-sysv,dbus,libpam-systemd,ca-certificates,procps,curl $(ct_shim | sha256sum)"
-key=$(echo "$recipe $mirror" | sha256sum | cut -c1-16)
-tarball=$cache/rootfs-bookworm-$key.tar
+key=$(echo "$recipe $DEBIAN_MIRROR" | sha256sum | cut -c1-16)
+tarball=$ROOTFS_CACHE/rootfs-bookworm-$key.tar
 ct_shim >"$state/ct-init"
-rootfs_cached "$tarball" "$state/mmdebstrap.log" bookworm "$mirror" --quiet --variant=minbase \
+rootfs_cached "$tarball" "$state/mmdebstrap.log" bookworm "$DEBIAN_MIRROR" --quiet --variant=minbase \
   --include=systemd,systemd-sysv,dbus,libpam-systemd,ca-certificates,procps,curl \
   --customize-hook="upload $state/ct-init /usr/local/sbin/ct-init" \
   --customize-hook='chmod 755 "$1/usr/local/sbin/ct-init"' \
