@@ -3,12 +3,10 @@
 #   scripts/build-packages.sh [amd64] [arm64] [riscv64]      default: amd64
 #   amd64             faultline-controller, faultline-agent, faultline (CLI), from the build
 #                     tree (${FAULTLINE_BUILD_DIR:-build}; built first if needed)
-#   arm64 / riscv64   faultline-agent and faultline (CLI), from the cross build tree that
+#   arm64 / riscv64   the same three, from the cross build tree that
 #                     scripts/cross-build-agent.sh made (build-cross/<triple>/agent); their
 #                     Depends come from that sysroot's library list (bookworm for arm64,
-#                     trixie for riscv64: bookworm has no riscv64). No controller: the
-#                     cross sysroots have no PostgreSQL, prometheus-cpp or Boost (and
-#                     trixie's libpqxx is 7.x, not the 6.4 the controller is written for)
+#                     trixie for riscv64: bookworm has no riscv64; trixie's libpqxx is 7.x)
 # Output: ${FAULTLINE_PACKAGE_DIR:-build/packages}/<name>_<version>_<arch>.deb
 # Version: <project version>+git<commits on HEAD>.<short hash>[+dirty]-1 (+dirty when
 # tracked files differ from HEAD); FAULTLINE_PACKAGE_VERSION overrides it (the packaging test builds a
@@ -113,7 +111,7 @@ cross_depends() {  # LIBRARIES [SONAME...]
     local so
     for so in "$@"; do
       awk -v so="$so" '$1 == so { f = 1 } END { exit !f }' "$libs" ||
-        die "$so is not in $libs: the cross bundle lacks a library the CLI needs"
+        die "$so is not in $libs: the cross build's list lacks a library a binary needs"
     done
   fi
   awk -v want="$*" 'BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) keep[w[i]] = 1 }
@@ -124,22 +122,27 @@ cross_depends() {  # LIBRARIES [SONAME...]
 cross_arch() {  # arm64|riscv64
   local arch=$1 triple
   case $arch in arm64) triple=aarch64-linux-gnu ;; riscv64) triple=riscv64-linux-gnu ;; esac
-  local tree=$cross/$triple/agent libs=$cross/$triple/bundle/opt/faultline/LIBRARIES
-  [ -f "$tree/build.ninja" ] && [ -f "$libs" ] ||
+  local tree=$cross/$triple/agent bundle_libs=$cross/$triple/bundle/opt/faultline/LIBRARIES
+  local libs=$cross/$triple/LIBRARIES
+  [ -f "$tree/build.ninja" ] && [ -f "$bundle_libs" ] && [ -f "$libs" ] ||
     die "no cross build for $arch in $cross/$triple: run scripts/cross-build-agent.sh ${triple%%-*} first"
-  log "building the $arch agent and CLI packages ($version)"
+  log "building the $arch agent, CLI and controller packages ($version)"
   [ -f "$out/man/faultline-agent.1.gz" ] || make_man_pages
   cmake "$tree" >/dev/null
-  ninja -C "$tree" faultline-agent faultline-workload faultline >/dev/null
+  ninja -C "$tree" faultline-agent faultline-workload faultline faultline-controller >/dev/null
   gen_docs "$tree" agent faultline-agent faultline-agent faultline-workload
   gen_docs "$tree" cli faultline faultline
-  local depends cli_depends needed
-  depends=$(cross_depends "$libs")
-  # The CLI's own libraries (NEEDED), each of which the agent's bundle also has.
-  needed=$(readelf -dW "$tree/services/cli/faultline" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-  cli_depends=$(cross_depends "$libs" $needed)
-  (cd "$tree" && cpack -G DEB -D CPACK_PACKAGE_VERSION="$version" -D "CPACK_COMPONENTS_ALL=agent;cli" \
+  gen_docs "$tree" controller faultline-controller faultline-controller
+  local depends cli_depends controller_depends
+  depends=$(cross_depends "$bundle_libs")
+  # The CLI's and the controller's own libraries (NEEDED); apt brings what those need.
+  needed() { readelf -dW "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+  cli_depends=$(cross_depends "$libs" $(needed "$tree/services/cli/faultline"))
+  controller_depends="adduser, $(cross_depends "$libs" $(needed "$tree/services/controller/faultline-controller"))"
+  (cd "$tree" && cpack -G DEB -D CPACK_PACKAGE_VERSION="$version" \
+    -D "CPACK_COMPONENTS_ALL=agent;cli;controller" \
     -D CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS="$depends" -D CPACK_DEBIAN_CLI_PACKAGE_DEPENDS="$cli_depends" \
+    -D CPACK_DEBIAN_CONTROLLER_PACKAGE_DEPENDS="$controller_depends" \
     -B "$out/cpack-$arch" \
     >"$out/cpack-$arch.log" 2>&1) || { cat "$out/cpack-$arch.log" >&2; die "cpack ($arch) failed"; }
   local f

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/s3.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"

@@ -32,7 +32,7 @@ TEST_F(StoreTest, TheDutyLeaseHasOneHolderAndLapses) {
 // Notifications on a channel, collected in the order they arrive.
 class Collector final : public pqxx::notification_receiver {
  public:
-  Collector(pqxx::connection_base& c, const std::string& channel, std::vector<std::string>* seen)
+  Collector(pqxx::connection& c, const std::string& channel, std::vector<std::string>* seen)
       : pqxx::notification_receiver(c, channel), seen_(seen) {}
   void operator()(const std::string& /*payload*/, int /*pid*/) override {
     seen_->push_back(channel());

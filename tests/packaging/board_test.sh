@@ -16,7 +16,11 @@
 #   3. OOMPolicy=continue on cgroup v2, where systemd sees a run's OOM kill in the unit's
 #      memory.events: the run fails oom_killed, the unit stays active with the same pid;
 #   4. `systemctl stop` mid-run removes the run, its cgroup and the unit's, and start brings
-#      the agent back online.
+#      the agent back online;
+#   5. the CLI's and the controller's packages for the arch, installed by apt beside it: the
+#      CLI renders a saved report as its golden file has it, the board's controller (its
+#      unit as packaged, TLS) on the host's database answers /readyz and the board's CLI,
+#      and stops cleanly.
 # The guest's virtio serial port fl.shell is a command port (board_shell.py): the checks
 # read the guest's state from there. Foreign arches need binfmt_misc for mmdebstrap (the
 # test mounts it and registers qemu-user for the arch while it builds the root file
@@ -43,7 +47,7 @@ source "$HERE/rootfs.sh"
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (mmdebstrap, chroot, mkfs.ext4 -d)"
 [ "$(uname -m)" = x86_64 ] || skip "the test's host is x86_64 (the controller and the lab's scripts)"
-for tool in mmdebstrap "qemu-system-$ARCH:$qemu_pkg" mkfs.ext4:e2fsprogs python3 psql:postgresql-client; do
+for tool in mmdebstrap "qemu-system-$ARCH:$qemu_pkg" mkfs.ext4:e2fsprogs python3 psql:postgresql-client openssl; do
   command -v "${tool%%:*}" >/dev/null || skip "${tool%%:*} is not installed (apt-get install ${tool#*:})"
 done
 if [ "$ARCH" != x86_64 ]; then
@@ -52,6 +56,10 @@ if [ "$ARCH" != x86_64 ]; then
 fi
 agent_deb=$(ls -t "$packages"/faultline-agent_*_"$debarch".deb 2>/dev/null | head -1)
 [ -n "$agent_deb" ] || { echo "FAIL: no faultline-agent $debarch package in $packages (packaging_build makes it)" >&2; exit 1; }
+cli_deb=$(ls -t "$packages"/faultline_*_"$debarch".deb 2>/dev/null | head -1)
+controller_deb=$(ls -t "$packages"/faultline-controller_*_"$debarch".deb 2>/dev/null | head -1)
+[ -n "$cli_deb" ] && [ -n "$controller_deb" ] ||
+  { echo "FAIL: no faultline or faultline-controller $debarch package in $packages" >&2; exit 1; }
 export FL_BIN_CONTROLLER=$build/services/controller/faultline-controller FL_BIN_CLI=$build/services/cli/faultline
 export FL_BIN_AGENT=/nonexistent FL_BIN_WORKLOAD=/nonexistent  # (the board runs the package's)
 for b in "$FL_BIN_CONTROLLER" "$FL_BIN_CLI"; do [ -x "$b" ] || { echo "FAIL: no $b" >&2; exit 1; }; done
@@ -113,14 +121,15 @@ wait_until() {  # SECONDS CMD...: poll, no fixed sleeps
 }
 
 # ------------------------------------------------------------ the root file system ----
-# Cached by its recipe: the packages (the agent's Depends included, so its installation on
-# the board needs no network), the kernels' sha256 and the files below.
-deps=$(dpkg-deb -f "$agent_deb" Depends | sed 's/([^)]*)//g; s/|[^,]*//g; s/ //g')
+# Cached by its recipe: the packages (our packages' Depends included, so their installation
+# on the board needs no network), the kernels' sha256 and the files below.
+deps=$(for d in "$agent_deb" "$cli_deb" "$controller_deb"; do dpkg-deb -f "$d" Depends; echo ,; done |
+  tr -d '\n' | sed 's/([^)]*)//g; s/|[^,]*//g; s/ //g; s/,$//')
 mkdir -p "$S/files"
 printf '[Match]\nName=en* eth*\n[Network]\nDHCP=ipv4\n' >"$S/files/80-dhcp.network"
 printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$S/files/fstab"
 kexec_depends=$(dpkg-deb -f "$kexec_deb" Depends | sed 's/([^)]*)//g; s/|[^,]*//g; s/ //g')
-include="systemd,systemd-sysv,dbus,initramfs-tools,kmod,linux-base,procps,zstd,$kexec_depends,$deps"
+include="systemd,systemd-sysv,dbus,initramfs-tools,kmod,linux-base,procps,zstd,curl,$kexec_depends,$deps"
 # The kernels go in with apt (a kernel's own dependencies come from the archive), with
 # $suite-backports as a source where a kernel comes from there.
 backports=""
@@ -170,7 +179,8 @@ token_file=$(fl_agent_token "$board") || fail "agent token"
 # ------------------------------------------------------------ the board's disk ----
 t0=$SECONDS
 rootfs_extract "$tarball" "$S/rootfs"
-cp "$agent_deb" "$S/rootfs/var/tmp/"
+cp "$agent_deb" "$cli_deb" "$controller_deb" "$ROOT/services/cli/testdata/ab-report.json" \
+  "$ROOT/services/cli/testdata/ab-report.mail" "$S/rootfs/var/tmp/"
 # The test's command port (on the disk, not in the cached tarball: it is the test's own).
 mkdir -p "$S/shell"
 cat >"$S/shell/fl-test-shell" <<'EOF'
@@ -359,6 +369,48 @@ on_board 'systemctl start faultline-agent' || fail "systemctl start"
 wait_until 120 online_on "$running" || fail "the agent did not come back online after start"
 cli cancel "$longjob" >/dev/null 2>&1 || true
 pass "systemctl start: online again on $running"
+
+# ------------------------------------------------ 5. the CLI and the controller ----
+# Their packages for this arch by apt beside the agent's (postinst: the system user, the
+# controller's unit enabled and started: it fails once, unconfigured). The board's
+# controller runs its unit as packaged (TLS, 0.0.0.0:50051 and :8080) on the host's
+# database, beside the host's controller.
+t0=$SECONDS
+BOARD_TIMEOUT=600 on_board "DEBIAN_FRONTEND=noninteractive apt-get install -y /var/tmp/$(basename "$cli_deb") /var/tmp/$(basename "$controller_deb") </dev/null" \
+  >"$S/apt-more.log" 2>&1 || { tail -20 "$S/apt-more.log" >&2; fail "apt install of the CLI and controller packages on the board"; }
+apt_more_s=$((SECONDS - t0))
+on_board 'id -u faultline' >/dev/null || fail "the controller's package made no system user"
+on_board 'faultline report --from /var/tmp/ab-report.json --format mail | cmp - /var/tmp/ab-report.mail' ||
+  fail "the board's CLI renders the saved report differently from the golden file"
+mkdir -p "$S/tls"
+(cd "$S/tls"
+ openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=faultline-board-ca" \
+   -keyout ca.key -out ca.pem >/dev/null 2>&1
+ openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr >/dev/null 2>&1
+ printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >server.ext
+ openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+   -extfile server.ext -out server.pem >/dev/null 2>&1) || fail "TLS files"
+put "$S/tls/server.pem" 640 /etc/faultline/controller/server.pem
+put "$S/tls/server.key" 640 /etc/faultline/controller/server.key
+put "$S/tls/ca.pem" 644 /var/tmp/ca.pem
+on_board "chgrp faultline /etc/faultline/controller/server.pem /etc/faultline/controller/server.key &&
+  sed -i 's|^#FAULTLINE_DATABASE_URL=.*|FAULTLINE_DATABASE_URL=${url/127.0.0.1/10.0.2.2}|' /etc/faultline/controller/controller.env &&
+  systemctl reset-failed faultline-controller; systemctl restart faultline-controller" ||
+  fail "configuring the board's controller"
+board_ready() { on_board 'curl -fsS http://127.0.0.1:8080/readyz'; }
+wait_until 300 board_ready || fail "the board's controller never answered /readyz: $(on_board 'journalctl -b -o cat -u faultline-controller --no-pager | tail -5')"
+ctl_user=$(on_board 'ps -o user= -p "$(systemctl show -P MainPID faultline-controller)"')
+[ "$ctl_user" = faultline ] || fail "the board's controller runs as '$ctl_user'"
+btoken=$(on_board 'set -a; . /etc/faultline/controller/controller.env; faultline-controller tokens create --name board-user --role user') ||
+  fail "tokens create by the board's controller binary"
+on_board "FAULTLINE_CONTROLLER=127.0.0.1:50051 FAULTLINE_TOKEN=$btoken faultline --tls-ca /var/tmp/ca.pem agents" >"$S/board-agents.txt" ||
+  fail "the board's CLI through the board's controller: $(cat "$S/board-agents.txt")"
+awk -v b="$board" '$1 == b && /online/ { f = 1 } END { exit !f }' "$S/board-agents.txt" ||
+  fail "the board's controller does not list $board online: $(cat "$S/board-agents.txt")"
+on_board 'systemctl stop faultline-controller' || fail "systemctl stop faultline-controller"
+ctl_end=$(on_board 'for p in ActiveState Result ExecMainStatus; do systemctl show -P $p faultline-controller; done | tr "\n" " "')
+[ "$ctl_end" = "inactive success 0 " ] || fail "the board's controller after stop: $ctl_end"
+pass "apt install of $(basename "$cli_deb") and $(basename "$controller_deb") on the board in $apt_more_s s: the CLI's mail report equals the golden file; the controller (user $ctl_user, TLS, $(dpkg-deb -f "$controller_deb" Depends | grep -o 'libpqxx-[0-9.]*')) answered /readyz and listed $board online to the board's CLI; stopped: $ctl_end"
 
 # ------------------------------------------------ power off ----
 on_board 'systemctl poweroff' >/dev/null 2>&1 || true

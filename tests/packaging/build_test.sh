@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the Debian packages (scripts/build-packages.sh amd64 arm64 riscv64: lintian must
 # pass) and checks what they hold: the files and where, the units naming /usr/bin, the
-# conffiles, the maintainer scripts, the version from git, the cross packages' (agent and
-# CLI) architecture and ELF machine, and that their Depends, fetched from Debian for their
-# arch, are all the binaries need (run under qemu-user; the CLI renders a saved report as
-# its golden file has it). Then a package with its copyright file removed must fail
-# lintian (the check can fail). Leaves the packages in ${FAULTLINE_BUILD_DIR:-build}/packages for
-# packaging_systemd and packaging_image.
+# conffiles, the maintainer scripts, the version from git, the cross packages' (agent,
+# CLI and controller) architecture and ELF machine, and that their Depends, fetched from
+# Debian for their arch, are all the binaries need (run under qemu-user: the CLI renders a
+# saved report as its golden file has it; the controller migrates a throwaway PostgreSQL,
+# answers /readyz and the CLI over gRPC). Then a package with its copyright file removed
+# must fail lintian (the check can fail). Leaves the packages in
+# ${FAULTLINE_BUILD_DIR:-build}/packages for packaging_systemd and packaging_image.
 # Usage: build_test.sh REPO_ROOT
 set -euo pipefail
 ROOT=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
@@ -57,7 +58,13 @@ for f in "$c" "$a"; do
   echo "$unit" | grep -q '^ExecStart=.*/usr/bin/faultline-' || fail "$(basename "$f"): the unit does not start /usr/bin/..."
   echo "$unit" | grep -v '^#' | grep -q '/usr/local/bin' && fail "$(basename "$f"): the unit names /usr/local/bin"
 done
-ctl=$(mktemp -d); trap 'rm -rf "$ctl"' EXIT
+ctl=$(mktemp -d)
+cleanup() {
+  [ -z "${FL_CONTROLLER_PID:-}" ] || fl_stop_pid "$FL_CONTROLLER_PID"
+  [ ! -d "$ctl/pg" ] || "$ROOT/scripts/pg-throwaway.sh" stop "$ctl/pg" >/dev/null 2>&1 || true
+  rm -rf "$ctl"
+}
+trap cleanup EXIT
 dpkg-deb -e "$c" "$ctl/c"; dpkg-deb -e "$a" "$ctl/a"
 [ "$(cat "$ctl/c/conffiles")" = /etc/faultline/controller/controller.env ] || fail "controller conffiles: $(cat "$ctl/c/conffiles")"
 [ "$(sort "$ctl/a/conffiles" | tr '\n' ' ')" = "/etc/default/faultline-agent /etc/faultline/agent.yaml " ] ||
@@ -69,11 +76,17 @@ grep -q "rm -rf \"\$d\"" "$ctl/a/postrm" && grep -q "/var/lib/faultline-agent" "
 dpkg-deb -f "$c" Depends | grep -q "libpqxx-6.4" || fail "controller Depends: $(dpkg-deb -f "$c" Depends)"
 pass "amd64: files, units on /usr/bin, conffiles, postinst (adduser, enable), postrm (purge), Depends; version $(dpkg-deb -f "$c" Version)"
 
+# The cross controllers run against a throwaway PostgreSQL here (deploy/local/stack.sh's
+# functions, with the binaries under qemu-user).
+FL_STATE=$ctl FL_WAIT_SECONDS=180  # qemu-user: a slow start
+source "$ROOT/deploy/local/stack.sh"
+fl_start_postgres 2>/dev/null || fail "a throwaway PostgreSQL for the cross controllers"
 for arch in arm64 riscv64; do
-  f=$(deb faultline-agent "$arch"); fc=$(deb faultline "$arch")
+  f=$(deb faultline-agent "$arch"); fc=$(deb faultline "$arch"); fd=$(deb faultline-controller "$arch")
   [ -n "$f" ] || fail "no $arch agent package"
   [ -n "$fc" ] || fail "no $arch CLI package"
-  for p in "$f" "$fc"; do
+  [ -n "$fd" ] || fail "no $arch controller package"
+  for p in "$f" "$fc" "$fd"; do
     [ "$(dpkg-deb -f "$p" Architecture)" = "$arch" ] || fail "$(basename "$p"): Architecture $(dpkg-deb -f "$p" Architecture)"
   done
   machine=$(dpkg-deb --fsys-tarfile "$f" | tar -xO ./usr/bin/faultline-agent | file -b -)
@@ -82,13 +95,18 @@ for arch in arm64 riscv64; do
   [ "$(echo "$cmachine" | cut -d, -f1-2)" = "$(echo "$machine" | cut -d, -f1-2)" ] || fail "$arch CLI is: $cmachine"
   dpkg-deb -f "$f" Depends | grep -q "libgrpc++1.51" || fail "$arch Depends: $(dpkg-deb -f "$f" Depends)"
   dpkg-deb -f "$fc" Depends | grep -q "libgrpc++1.51" || fail "$arch CLI Depends: $(dpkg-deb -f "$fc" Depends)"
+  dmachine=$(dpkg-deb --fsys-tarfile "$fd" | tar -xO ./usr/bin/faultline-controller | file -b -)
+  [ "$(echo "$dmachine" | cut -d, -f1-2)" = "$(echo "$machine" | cut -d, -f1-2)" ] || fail "$arch controller is: $dmachine"
+  # bookworm's libpqxx is 6.4, trixie's 7.10: the package names the one it was built with.
+  dpkg-deb -f "$fd" Depends | grep -q "adduser, .*libpqxx-[67]\.[0-9]*.*libpq5" ||
+    fail "$arch controller Depends: $(dpkg-deb -f "$fd" Depends)"
   # Their Depends from the Debian archive of its arch (names; the versions are the sysroot's,
   # which the archive has or newer), the packages on top, the binaries run by qemu-user
   # with only those libraries.
   case $arch in arm64) suite=bookworm cpu=aarch64 ;; riscv64) suite=trixie cpu=riscv64 ;; esac
   root=$ctl/root-$arch
   mmdebstrap --quiet --variant=extract --arch="$arch" \
-    --include="$( (dpkg-deb -f "$f" Depends; echo ,; dpkg-deb -f "$fc" Depends) | tr -d '\n' | sed 's/ *([^)]*)//g; s/ //g')" \
+    --include="$( (dpkg-deb -f "$f" Depends; echo ,; dpkg-deb -f "$fc" Depends; echo ,; dpkg-deb -f "$fd" Depends) | tr -d '\n' | sed 's/ *([^)]*)//g; s/ //g')" \
     "$suite" "$root" \
     >"$ctl/mmdebstrap-$arch.log" 2>&1 || { tail -5 "$ctl/mmdebstrap-$arch.log" >&2; fail "$arch: its Depends from $suite"; }
   for d in bin sbin lib; do  # a merged /usr, as an installed system has (trixie's are below /usr)
@@ -97,7 +115,7 @@ for arch in arm64 riscv64; do
     fi
     [ -e "$root/$d" ] || ln -s "usr/$d" "$root/$d"
   done
-  for p in "$f" "$fc"; do
+  for p in "$f" "$fc" "$fd"; do
     dpkg-deb --fsys-tarfile "$p" | tar -x --keep-directory-symlink -C "$root"  # /lib stays a link
   done
   for bin in faultline-agent faultline-workload; do
@@ -112,8 +130,28 @@ for arch in arm64 riscv64; do
     { cat "$ctl/cli-$arch.err" >&2; fail "$arch faultline does not run with its Depends from $suite"; }
   diff -u "$ROOT/services/cli/testdata/ab-report.mail" "$ctl/mail-$arch.txt" >&2 ||
     fail "$arch faultline renders the saved report differently from the golden file"
+  # The controller with its Depends: a token made by its own binary, the schema migrated on
+  # this arch's libpqxx (/readyz), the CLI of the same arch answered over gRPC, SIGTERM.
+  for b in controller cli; do
+    bin=faultline-controller; [ $b = controller ] || bin=faultline
+    printf '#!/bin/sh\nexec qemu-%s-static -L %s %s/usr/bin/%s "$@"\n' "$cpu" "$root" "$root" "$bin" >"$ctl/$arch-$b"
+    chmod +x "$ctl/$arch-$b"
+  done
+  FL_BIN_CONTROLLER=$ctl/$arch-controller FL_BIN_CLI=$ctl/$arch-cli
+  rm -f "$ctl/user.token" "$ctl/controller.log"
+  FL_GRPC_PORT=0 FL_HTTP_PORT=0 fl_start_controller 2>/dev/null ||
+    { tail -20 "$ctl/controller.log" >&2; fail "the $arch controller did not start"; }
+  fl_wait_alive "the $arch controller's /readyz" "$FL_CONTROLLER_PID" \
+    curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/readyz" ||
+    { tail -20 "$ctl/controller.log" >&2; fail "the $arch controller never answered /readyz 200"; }
+  "$FL_BIN_CLI" agents >"$ctl/agents-$arch.txt" 2>&1 ||
+    fail "the $arch CLI over gRPC to the $arch controller: $(cat "$ctl/agents-$arch.txt")"
+  kill -TERM "$FL_CONTROLLER_PID"
+  code=0; wait "$FL_CONTROLLER_PID" || code=$?
+  FL_CONTROLLER_PID=
+  [ "$code" = 0 ] || { tail -20 "$ctl/controller.log" >&2; fail "the $arch controller exited with $code on SIGTERM"; }
   rm -rf "$root"
-  pass "$arch agent and CLI: $(echo "$machine" | cut -d, -f1-2); $(dpkg-deb -f "$f" Depends | tr ',' '\n' | wc -l) and $(dpkg-deb -f "$fc" Depends | tr ',' '\n' | wc -l) Depends from Debian $suite $arch; the three binaries run with them (qemu-$cpu-static), the CLI's mail report equals the golden file"
+  pass "$arch agent, CLI and controller: $(echo "$machine" | cut -d, -f1-2); $(dpkg-deb -f "$f" Depends | tr ',' '\n' | wc -l), $(dpkg-deb -f "$fc" Depends | tr ',' '\n' | wc -l) and $(dpkg-deb -f "$fd" Depends | tr ',' '\n' | wc -l) Depends from Debian $suite $arch; the binaries run with them (qemu-$cpu-static), the CLI's mail report equals the golden file, the controller ($(dpkg-deb -f "$fd" Depends | grep -o 'libpqxx-[0-9.]*')) migrated a database, answered /readyz and the CLI over gRPC, and exited 0 on SIGTERM"
 done
 
 # The check can fail: a copy without its copyright file.

@@ -110,19 +110,19 @@ absl::StatusOr<JobStore::Created> PgJobStore::CreateJob(const ValidatedJob& job,
             .as<int64_t>();
     std::string arches = json(job.arches).dump();
     std::string boards = json(job.boards).dump();
-    pqxx::stream_to runs(
-        w, "runs",
-        std::vector<std::string>{"job_id", "cell_index", "cell", "params", "kernel", "repetition",
-                                 "arches", "boards", "sequence"});
+    auto runs =
+        pg::CopyInto(w, "runs",
+                     std::vector<std::string>{"job_id", "cell_index", "cell", "params", "kernel",
+                                              "repetition", "arches", "boards", "sequence"});
     for (const auto& run : job.runs) {
       json cell = json::object();
       for (const auto& [k, v] : run.cell) cell[k] = v;
       json params(run.params);
-      runs << std::make_tuple(
+      *runs << std::make_tuple(
           job_id, run.cell_index, cell.dump(), params.dump(), run.kernel, run.repetition, arches,
           run.board.empty() ? boards : json::array({run.board}).dump(), run.sequence);
     }
-    runs.complete();
+    runs->complete();
     // The kernels it brings: one build per (label, arch), shared with any job that asked for
     // the same kernel before (the label is unique to the source).
     for (const BuildRequest& b : job.builds) {

@@ -11,7 +11,7 @@ namespace {
 
 class Receiver final : public pqxx::notification_receiver {
  public:
-  Receiver(pqxx::connection_base& c, const std::function<void()>& on_work,
+  Receiver(pqxx::connection& c, const std::function<void()>& on_work,
            std::atomic<uint64_t>& received)
       : pqxx::notification_receiver(c, PgWorkListener::kChannel),
         on_work_(on_work),

@@ -8,9 +8,32 @@
 #include "nlohmann/json.hpp"
 
 namespace faultline::controller::pg {
+namespace {
+
+thread_local PooledConnection* current_connection = nullptr;
+
+// Names the connection fn runs on for ExecPrepared, for as long as fn runs.
+class CurrentConnection {
+ public:
+  explicit CurrentConnection(PooledConnection* c) : outer_(current_connection) {
+    current_connection = c;
+  }
+  ~CurrentConnection() { current_connection = outer_; }
+  CurrentConnection(const CurrentConnection&) = delete;
+  CurrentConnection& operator=(const CurrentConnection&) = delete;
+
+ private:
+  PooledConnection* outer_;
+};
+
+}  // namespace
+
+PooledConnection* CurrentPooledConnection() {
+  return current_connection;
+}
 
 absl::Status Pool::WithConnection(const std::function<absl::Status(pqxx::connection&)>& fn) {
-  std::unique_ptr<pqxx::connection> conn;
+  std::unique_ptr<PooledConnection> conn;
   {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return !idle_.empty() || open_ < size_; });
@@ -36,8 +59,12 @@ absl::Status Pool::WithConnection(const std::function<absl::Status(pqxx::connect
     return absl::UnavailableError(absl::StrCat("database unavailable: ", e.what()));
   };
   try {
-    if (!conn) conn = std::make_unique<pqxx::connection>(url_);
-    absl::Status status = fn(*conn);
+    if (!conn) conn = std::make_unique<PooledConnection>(url_);
+    absl::Status status;
+    {
+      CurrentConnection current(conn.get());
+      status = fn(*conn);
+    }
     give_back(true);
     return status;
   } catch (const pqxx::broken_connection& e) {

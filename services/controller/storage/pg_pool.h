@@ -1,7 +1,8 @@
 #pragma once
-// The PostgreSQL side's shared plumbing (libpqxx 6.4): a small connection pool that turns
-// libpqxx exceptions into absl::Status, one Query helper for every store method, and the
-// SQL that several stores share. Private to storage/: nothing above it includes libpqxx.
+// The PostgreSQL side's shared plumbing (libpqxx 6.4; 7.x too, for trixie's riscv64): a
+// small connection pool that turns libpqxx exceptions into absl::Status, one Query helper
+// for every store method, and the SQL that several stores share. Private to storage/: nothing above
+// it includes libpqxx.
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -20,6 +21,15 @@
 #include "services/controller/core/lifecycle.h"
 
 namespace faultline::controller::pg {
+
+// A pool's connection remembers the statements it has prepared (ExecPrepared): libpqxx 6.4
+// keeps that list itself (preparing the same text again is a no-op), 7.x sends every
+// prepare to the server, where a second one of the same name fails.
+class PooledConnection final : public pqxx::connection {
+ public:
+  explicit PooledConnection(const std::string& url) : pqxx::connection(url) {}
+  std::set<std::string> prepared;
+};
 
 class Pool {
  public:
@@ -47,7 +57,7 @@ class Pool {
   int size_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::unique_ptr<pqxx::connection>> idle_;
+  std::vector<std::unique_ptr<PooledConnection>> idle_;
   int open_ = 0;
 };
 
@@ -77,12 +87,36 @@ void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id);
 void MarkBadBoot(pqxx::transaction_base& t, const std::string& board, const std::string& label,
                  const std::string& reason, const std::string& console);
 // Runs `sql` as the connection's prepared statement `name` (prepared on first use on each
-// connection): the statements every dispatch pass runs are parsed and planned once instead
-// of on every pass.
+// pooled connection): the statements every dispatch pass runs are parsed and planned once
+// instead of on every pass. On a connection of no pool it is an unprepared statement.
+// COPY into `table` (plain identifiers) with `columns`: libpqxx 6.4's constructor; 7.x's
+// factory (its constructor with a column list is deprecated, and 7.10's does not compile).
+inline std::unique_ptr<pqxx::stream_to> CopyInto(pqxx::transaction_base& t,
+                                                 const std::string& table,
+                                                 const std::vector<std::string>& columns) {
+#if PQXX_VERSION_MAJOR >= 7
+  std::string list;
+  for (const std::string& c : columns) list += (list.empty() ? "" : ",") + c;
+  return std::make_unique<pqxx::stream_to>(pqxx::stream_to::raw_table(t, table, list));
+#else
+  return std::make_unique<pqxx::stream_to>(t, table, columns);
+#endif
+}
+
+// The pooled connection Pool::WithConnection runs its fn on in this thread, or null.
+PooledConnection* CurrentPooledConnection();
+
 template <typename... Args>
 pqxx::result ExecPrepared(pqxx::transaction_base& t, const std::string& name,
                           const std::string& sql, Args&&... args) {
-  t.conn().prepare(name, sql);  // the same definition again is a no-op
+  PooledConnection* pooled = CurrentPooledConnection();
+  if (pooled == nullptr || &t.conn() != pooled) {
+    return t.exec_params(sql, std::forward<Args>(args)...);
+  }
+  if (!pooled->prepared.contains(name)) {
+    t.conn().prepare(name, sql);
+    pooled->prepared.insert(name);
+  }
   return t.exec_prepared(name, std::forward<Args>(args)...);
 }
 

@@ -600,7 +600,7 @@ absl::StatusOr<std::vector<absl::StatusOr<int64_t>>> PgWorkStore::StoreBatch(
     }
     if (!stored.empty()) {
       // The results, then every result's samples (one row each, migration 18): two COPYs.
-      pqxx::stream_to results(
+      auto results = pg::CopyInto(
           w, "results",
           std::vector<std::string>{"run_id", "attempt_id", "board", "throughput", "rounds",
                                    "duration_seconds", "warmup_seconds", "counters", "environment",
@@ -608,14 +608,14 @@ absl::StatusOr<std::vector<absl::StatusOr<int64_t>>> PgWorkStore::StoreBatch(
       for (size_t i : stored) {
         const ResultUpload& u = uploads[i];
         const ResultRecord& r = u.result;
-        results << std::make_tuple(u.run_id, u.attempt_id, u.board, r.throughput,
-                                   static_cast<int64_t>(r.rounds), r.duration_seconds,
-                                   r.warmup_seconds, r.counters_json, r.environment_json,
-                                   static_cast<int64_t>(r.pages), r.pages_per_second, r.too_coarse);
+        *results << std::make_tuple(
+            u.run_id, u.attempt_id, u.board, r.throughput, static_cast<int64_t>(r.rounds),
+            r.duration_seconds, r.warmup_seconds, r.counters_json, r.environment_json,
+            static_cast<int64_t>(r.pages), r.pages_per_second, r.too_coarse);
       }
-      results.complete();
-      pqxx::stream_to samples(w, "run_samples",
-                              std::vector<std::string>{"run_id", "rounds", "pages"});
+      results->complete();
+      auto samples =
+          pg::CopyInto(w, "run_samples", std::vector<std::string>{"run_id", "rounds", "pages"});
       std::string rounds, pages;
       for (size_t i : stored) {
         const ResultRecord& r = uploads[i].result;
@@ -628,9 +628,9 @@ absl::StatusOr<std::vector<absl::StatusOr<int64_t>>> PgWorkStore::StoreBatch(
         }
         rounds += '}';
         pages += '}';
-        samples << std::make_tuple(uploads[i].run_id, rounds, pages);
+        *samples << std::make_tuple(uploads[i].run_id, rounds, pages);
       }
-      samples.complete();
+      samples->complete();
     }
     if (!finished.empty()) {
       w.exec_params(R"sql(
