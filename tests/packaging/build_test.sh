@@ -79,8 +79,10 @@ pass "amd64: files, units on /usr/bin, conffiles, postinst (adduser, enable), po
 # The cross controllers run against a throwaway PostgreSQL here (deploy/local/stack.sh's
 # functions, with the binaries under qemu-user).
 FL_STATE=$ctl FL_WAIT_SECONDS=180  # qemu-user: a slow start
+chmod 755 "$ctl"  # PostgreSQL's user makes its cluster below it
 source "$ROOT/deploy/local/stack.sh"
-fl_start_postgres 2>/dev/null || fail "a throwaway PostgreSQL for the cross controllers"
+fl_start_postgres 2>>"$ctl/stack.log" && [ -n "$FL_DATABASE_URL" ] ||
+  fail "a throwaway PostgreSQL for the cross controllers: $(tail -5 "$ctl/stack.log")"
 for arch in arm64 riscv64; do
   f=$(deb faultline-agent "$arch"); fc=$(deb faultline "$arch"); fd=$(deb faultline-controller "$arch")
   [ -n "$f" ] || fail "no $arch agent package"
@@ -138,18 +140,21 @@ for arch in arm64 riscv64; do
     chmod +x "$ctl/$arch-$b"
   done
   FL_BIN_CONTROLLER=$ctl/$arch-controller FL_BIN_CLI=$ctl/$arch-cli
-  rm -f "$ctl/user.token" "$ctl/controller.log"
-  FL_GRPC_PORT=0 FL_HTTP_PORT=0 fl_start_controller 2>/dev/null ||
-    { tail -20 "$ctl/controller.log" >&2; fail "the $arch controller did not start"; }
+  rm -f "$ctl/controller.log"
+  "$FL_BIN_CONTROLLER" --database-url "$FL_DATABASE_URL" tokens create --name "cross-$arch" --role user \
+    >"$ctl/user.token" 2>"$ctl/token.err" || fail "tokens create by the $arch controller: $(cat "$ctl/token.err")"
+  FL_GRPC_PORT=0 FL_HTTP_PORT=0  # the controller picks them (its --port-file)
+  fl_start_controller 2>>"$ctl/stack.log" ||
+    fail "the $arch controller did not start: $(tail -5 "$ctl/stack.log" "$ctl/controller.log" 2>&1)"
   fl_wait_alive "the $arch controller's /readyz" "$FL_CONTROLLER_PID" \
-    curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/readyz" ||
-    { tail -20 "$ctl/controller.log" >&2; fail "the $arch controller never answered /readyz 200"; }
+    curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/readyz" 2>>"$ctl/stack.log" ||
+    fail "the $arch controller never answered /readyz 200: $(tail -5 "$ctl/controller.log" 2>&1)"
   "$FL_BIN_CLI" agents >"$ctl/agents-$arch.txt" 2>&1 ||
     fail "the $arch CLI over gRPC to the $arch controller: $(cat "$ctl/agents-$arch.txt")"
   kill -TERM "$FL_CONTROLLER_PID"
   code=0; wait "$FL_CONTROLLER_PID" || code=$?
   FL_CONTROLLER_PID=
-  [ "$code" = 0 ] || { tail -20 "$ctl/controller.log" >&2; fail "the $arch controller exited with $code on SIGTERM"; }
+  [ "$code" = 0 ] || fail "the $arch controller exited with $code on SIGTERM: $(tail -5 "$ctl/controller.log" 2>&1)"
   rm -rf "$root"
   pass "$arch agent, CLI and controller: $(echo "$machine" | cut -d, -f1-2); $(dpkg-deb -f "$f" Depends | tr ',' '\n' | wc -l), $(dpkg-deb -f "$fc" Depends | tr ',' '\n' | wc -l) and $(dpkg-deb -f "$fd" Depends | tr ',' '\n' | wc -l) Depends from Debian $suite $arch; the binaries run with them (qemu-$cpu-static), the CLI's mail report equals the golden file, the controller ($(dpkg-deb -f "$fd" Depends | grep -o 'libpqxx-[0-9.]*')) migrated a database, answered /readyz and the CLI over gRPC, and exited 0 on SIGTERM"
 done
