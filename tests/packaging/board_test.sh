@@ -382,14 +382,7 @@ apt_more_s=$((SECONDS - t0))
 on_board 'id -u faultline' >/dev/null || fail "the controller's package made no system user"
 on_board 'faultline report --from /var/tmp/ab-report.json --format mail | cmp - /var/tmp/ab-report.mail' ||
   fail "the board's CLI renders the saved report differently from the golden file"
-mkdir -p "$S/tls"
-(cd "$S/tls"
- openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=faultline-board-ca" \
-   -keyout ca.key -out ca.pem >/dev/null 2>&1
- openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr >/dev/null 2>&1
- printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >server.ext
- openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
-   -extfile server.ext -out server.pem >/dev/null 2>&1) || fail "TLS files"
+test_tls "$S/tls"
 put "$S/tls/server.pem" 640 /etc/faultline/controller/server.pem
 put "$S/tls/server.key" 640 /etc/faultline/controller/server.key
 put "$S/tls/ca.pem" 644 /var/tmp/ca.pem

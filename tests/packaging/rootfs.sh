@@ -5,6 +5,8 @@
 #       the caller names TARBALL PREFIX-KEY.tar, KEY a hash of everything that goes into
 #       it; a new one replaces the PREFIX-*.tar of earlier recipes
 #   rootfs_extract TARBALL DIR   unpacks it as root (owners, modes, xattrs kept)
+# and the TLS files a packaged controller is configured with:
+#   test_tls DIR   ca.pem, server.pem and server.key (localhost, 127.0.0.1) for a day
 # Where the tarballs are kept, and the Debian mirror they come from:
 ROOTFS_CACHE=${FL_PACKAGING_CACHE:-/var/cache/faultline-packaging}
 DEBIAN_MIRROR=${FL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -26,4 +28,15 @@ rootfs_cached() {
 rootfs_extract() {
   mkdir -p "$2"
   tar --numeric-owner --xattrs --xattrs-include='*' -C "$2" -xf "$1"
+}
+
+test_tls() {
+  mkdir -p "$1"
+  (cd "$1"
+   openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=faultline-pkg-ca" \
+     -keyout ca.key -out ca.pem >/dev/null 2>&1
+   openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr >/dev/null 2>&1
+   printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >server.ext
+   openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+     -extfile server.ext -out server.pem >/dev/null 2>&1) || fail "TLS files"
 }
