@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds faultline's Debian packages and checks them with lintian:
-#   scripts/build-packages.sh [amd64] [arm64] [riscv64]      default: amd64
+#   scripts/build-packages.sh [--with-controller] [amd64] [arm64] [riscv64]   default: amd64
 #   amd64             faultline-controller, faultline-agent, faultline (CLI), from the build
 #                     tree (${FAULTLINE_BUILD_DIR:-build}; built first if needed)
-#   arm64 / riscv64   the same three, from the cross build tree that
-#                     scripts/cross-build-agent.sh made (build-cross/<triple>/agent); their
-#                     Depends come from that sysroot's library list (bookworm for arm64,
-#                     trixie for riscv64: bookworm has no riscv64; trixie's libpqxx is 7.x)
+#   arm64 / riscv64   faultline-agent and faultline, from the agent's cross build tree that
+#                     scripts/cross-build-agent.sh made (build-cross/<triple>/agent), and with
+#                     --with-controller faultline-controller too, from the whole tree that
+#                     cross-build-agent.sh --with-controller made (build-cross/<triple>/full);
+#                     their Depends come from that sysroot's library lists (bookworm for
+#                     arm64, trixie for riscv64: bookworm has no riscv64; trixie's libpqxx
+#                     is 7.x)
 # Output: ${FAULTLINE_PACKAGE_DIR:-build/packages}/<name>_<version>_<arch>.deb
 # Version: <project version>+git<commits on HEAD>.<short hash>[+dirty]-1 (+dirty when
 # tracked files differ from HEAD); FAULTLINE_PACKAGE_VERSION overrides it (the packaging test builds a
@@ -23,9 +26,10 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHD
 die() { echo "build-packages: $*" >&2; exit 1; }
 log() { echo "== $*"; }
 
-arches=()
+arches=() with_controller=""
 for a in "$@"; do
   case $a in
+    --with-controller) with_controller=1 ;;
     amd64|x86_64) arches+=(amd64) ;;
     arm64|aarch64) arches+=(arm64) ;;
     riscv64) arches+=(riscv64) ;;
@@ -123,30 +127,39 @@ cross_arch() {  # arm64|riscv64
   local arch=$1 triple
   case $arch in arm64) triple=aarch64-linux-gnu ;; riscv64) triple=riscv64-linux-gnu ;; esac
   local tree=$cross/$triple/agent bundle_libs=$cross/$triple/bundle/opt/faultline/LIBRARIES
-  local libs=$cross/$triple/LIBRARIES
+  local libs=$cross/$triple/LIBRARIES full=$cross/$triple/full
   [ -f "$tree/build.ninja" ] && [ -f "$bundle_libs" ] && [ -f "$libs" ] ||
     die "no cross build for $arch in $cross/$triple: run scripts/cross-build-agent.sh ${triple%%-*} first"
-  log "building the $arch agent, CLI and controller packages ($version)"
+  [ -z "$with_controller" ] || { [ -f "$full/build.ninja" ] && [ -f "$libs.controller" ]; } ||
+    die "no cross build of the controller for $arch in $full: run scripts/cross-build-agent.sh --with-controller ${triple%%-*} first"
+  log "building the $arch agent and CLI${with_controller:+ and controller} packages ($version)"
   [ -f "$out/man/faultline-agent.1.gz" ] || make_man_pages
   cmake "$tree" >/dev/null
-  ninja -C "$tree" faultline-agent faultline-workload faultline faultline-controller >/dev/null
+  ninja -C "$tree" faultline-agent faultline-workload faultline >/dev/null
   gen_docs "$tree" agent faultline-agent faultline-agent faultline-workload
   gen_docs "$tree" cli faultline faultline
-  gen_docs "$tree" controller faultline-controller faultline-controller
-  local depends cli_depends controller_depends
+  local depends cli_depends
   depends=$(cross_depends "$bundle_libs")
   # The CLI's and the controller's own libraries (NEEDED); apt brings what those need.
   needed() { readelf -dW "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
   cli_depends=$(cross_depends "$libs" $(needed "$tree/services/cli/faultline"))
-  controller_depends="adduser, $(cross_depends "$libs" $(needed "$tree/services/controller/faultline-controller"))"
-  (cd "$tree" && cpack -G DEB -D CPACK_PACKAGE_VERSION="$version" \
-    -D "CPACK_COMPONENTS_ALL=agent;cli;controller" \
+  (cd "$tree" && cpack -G DEB -D CPACK_PACKAGE_VERSION="$version" -D "CPACK_COMPONENTS_ALL=agent;cli" \
     -D CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS="$depends" -D CPACK_DEBIAN_CLI_PACKAGE_DEPENDS="$cli_depends" \
-    -D CPACK_DEBIAN_CONTROLLER_PACKAGE_DEPENDS="$controller_depends" \
     -B "$out/cpack-$arch" \
     >"$out/cpack-$arch.log" 2>&1) || { cat "$out/cpack-$arch.log" >&2; die "cpack ($arch) failed"; }
+  if [ -n "$with_controller" ]; then
+    cmake "$full" >/dev/null
+    ninja -C "$full" faultline-controller >/dev/null
+    gen_docs "$full" controller faultline-controller faultline-controller
+    local controller_depends
+    controller_depends="adduser, $(cross_depends "$libs.controller" $(needed "$full/services/controller/faultline-controller"))"
+    (cd "$full" && cpack -G DEB -D CPACK_PACKAGE_VERSION="$version" -D CPACK_COMPONENTS_ALL=controller \
+      -D CPACK_DEBIAN_CONTROLLER_PACKAGE_DEPENDS="$controller_depends" -B "$out/cpack-$arch-controller" \
+      >"$out/cpack-$arch-controller.log" 2>&1) ||
+      { cat "$out/cpack-$arch-controller.log" >&2; die "cpack ($arch controller) failed"; }
+  fi
   local f
-  for f in "$out/cpack-$arch"/*.deb; do mv "$f" "$out/"; done
+  for f in "$out/cpack-$arch"*/*.deb; do mv "$f" "$out/"; done
 }
 
 built=()

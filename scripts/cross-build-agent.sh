@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Cross-builds the FULL agent (faultline-agent: gRPC, protobuf, abseil, yaml-cpp, spdlog,
-# CLI11) and faultline-workload, dynamically linked against a Debian sysroot, for boards
-# and qemu-system guests, with the portable parts' and the agent's unit tests (and, for
-# aarch64, faultline-workload-static linked from the same objects); the same tree builds
-# the CLI and the controller (libpqxx, prometheus-cpp, Boost.Beast) with the controller's
-# unit tests, and its store tests, which run under qemu-user against a throwaway
-# PostgreSQL on the host; runs the tests, the agent and the workloads under qemu-user and
-# writes the agent's bundle, ready to copy into a guest's root:
-#   scripts/cross-build-agent.sh [aarch64|riscv64 ...]   default: aarch64 riscv64
-#                                (triples such as aarch64-linux-gnu work too)
+# CLI11), faultline-workload and the CLI, dynamically linked against a Debian sysroot, for
+# boards and qemu-system guests, with the portable parts' and the agent's unit tests (and,
+# for aarch64, faultline-workload-static linked from the same objects); runs the tests, the
+# agent and the workloads under qemu-user and writes the agent's bundle, ready to copy into
+# a guest's root:
+#   scripts/cross-build-agent.sh [--with-controller] [aarch64|riscv64 ...]
+#                                default: aarch64 riscv64 (triples such as
+#                                aarch64-linux-gnu work too)
+# --with-controller also builds the whole tree (the controller on libpqxx, prometheus-cpp,
+# Boost.Beast; every unit test) in a second build directory, runs its unit tests under
+# qemu-user and its store tests there against a throwaway PostgreSQL on the host. A cold
+# whole tree is ~15 min per arch on 2 cores: every CI run builds the agent's tree, the
+# controller's on request (ctest -L boards, which packages and boots them).
 #
 # Sysroot: ${FL_LAB_CACHE:-/var/cache/faultline-lab}/sysroot-<cpu>/ holds
 #   packages.lock  the pinned package set: name version arch sha256 file, one a line
@@ -26,15 +30,17 @@
 # protoc and grpc_cpp_plugin generate the code; the script checks they match the sysroot.
 #
 # Output in ${FAULTLINE_CROSS_BUILD_DIR:-build-cross}/<triple>/:
-#   agent/                    the build tree
+#   agent/                    the agent's build tree (-DFAULTLINE_AGENT_ONLY=ON)
+#   full/                     the whole tree (--with-controller)
 #   bundle/opt/faultline/bin  faultline-agent, faultline-workload (stripped; DT_RPATH
 #                             $ORIGIN/../lib)
 #   bundle/opt/faultline/lib  every shared library they need, named by SONAME
 #   bundle/lib/ld-linux-*.so.1  the target's dynamic loader at its PT_INTERP path (it goes
 #                             with bundle/opt/faultline/lib/libc.so.6: same glibc)
 #   bundle/opt/faultline/LIBRARIES  soname, Debian package and version of each library
-#   LIBRARIES                 the same for every packaged binary (agent, workload, CLI,
-#                             controller): scripts/build-packages.sh's Depends
+#   LIBRARIES                 the same for every packaged binary (agent, workload, CLI):
+#                             scripts/build-packages.sh's Depends
+#   LIBRARIES.controller      the same for the controller (--with-controller)
 # Copy the bundle's tree into the guest's root (cp -a bundle/. "$initramfs_root"/).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,9 +58,10 @@ toolchain=$root/cmake/toolchains/linux-gnu-sysroot.cmake
 die() { echo "cross-build-agent: $*" >&2; exit 1; }
 log() { echo "== $*"; }
 
-cpus=()
+cpus=() with_controller=""
 for a in "$@"; do
   case $a in
+    --with-controller) with_controller=1 ;;
     aarch64|aarch64-linux-gnu|arm64) cpus+=(aarch64) ;;
     riscv64|riscv64-linux-gnu) cpus+=(riscv64) ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -259,11 +266,11 @@ make_bundle() { # build triple sysroot dir
       echo "$so $pkg $version"
     done < <(library_lines "$sysroot" "$triple" "$dir" "$bundle"/opt/faultline/bin/*); } >"$bundle/opt/faultline/LIBRARIES"
   # The packages' list (scripts/build-packages.sh makes their Depends from it): every
-  # library the packaged binaries need, the controller's and the CLI's too.
+  # library the packaged binaries need, the CLI's too.
   { echo "$header"
     library_lines "$sysroot" "$triple" "$dir" "$build/agent/faultline-agent" \
-      "$build/agent/workloads/faultline-workload" "$build/services/cli/faultline" \
-      "$build/services/controller/faultline-controller" | cut -d' ' -f1-3; } >"$out/$triple/LIBRARIES"
+      "$build/agent/workloads/faultline-workload" "$build/services/cli/faultline" | cut -d' ' -f1-3
+  } >"$out/$triple/LIBRARIES"
   # The loader is also libc's: keep its name in the list.
   echo "${interp##*/} (dynamic loader at $interp)" >>"$bundle/opt/faultline/LIBRARIES"
   # Self-contained: qemu-user with the bundle as the target's root (a library missing from
@@ -271,6 +278,43 @@ make_bundle() { # build triple sysroot dir
   "qemu-${triple%%-*}-static" -L "$bundle" "$bundle/opt/faultline/bin/faultline-agent" --help >/dev/null ||
     die "faultline-agent does not run from the bundle"
   log "$triple: bundle $bundle ($(du -sh "$bundle" | cut -f1), $(grep -vc '^#' "$bundle/opt/faultline/LIBRARIES") files in LIBRARIES)"
+}
+
+build_tree() {  # BUILD_DIR CMAKE_OPTION...: configure (this arch's toolchain) and build all
+  local build=$1; shift
+  mkdir -p "$build"
+  log "$triple: configure $build"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" \
+    -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DFAULTLINE_CROSS_TRIPLE="$triple" -DFAULTLINE_SYSROOT="$sysroot" \
+    -DGTest_DIR="$gtest_prefix/lib/cmake/GTest" -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' >"$build/configure.log" 2>&1 ||
+    { tail -30 "$build/configure.log" >&2; die "configure failed (full log: $build/configure.log)"; }
+  log "$triple: build $build"
+  ninja -C "$build" -j "$jobs"
+}
+
+# --with-controller: the whole tree beside the agent's; under qemu-user the unit tests the
+# agent's tree did not run, and the store's tests.
+full_tree() {
+  local build=$out/$triple/full ran
+  build_tree "$build"
+  ran=$(cd "$out/$triple/agent" && ctest -N -L unit | sed -n 's/^ *Test *#[0-9]*: //p' | paste -sd'|')
+  log "$triple: the whole tree's other unit tests under ${qemu[*]}"
+  (cd "$build" && GTEST_FILTER=-RunBootCommand.PassesTheSwitchEnvironmentAndReportsTheExitStatus \
+    ctest -L unit -E "^(bisect_test|$ran)\$" --output-on-failure)
+  # The controller's store on this arch's libpqxx (bookworm 6.4, trixie 7.x): its tests
+  # under qemu-user against a throwaway PostgreSQL that the tests start on the host.
+  "${qemu[@]}" "$build/services/controller/faultline-controller" --help >"$build/controller-help.txt" ||
+    { cat "$build/controller-help.txt" >&2; die "faultline-controller --help failed under qemu"; }
+  (cd "$build" && ctest -R '^store_(integration|contract)_test$' --output-on-failure) \
+    >"$build/store-tests.log" 2>&1 || { tail -40 "$build/store-tests.log" >&2; die "the store tests failed on $triple"; }
+  # Skipped (no PostgreSQL on the host) is not passed: this is the store's only check here.
+  ! grep -q 'Skipped\|Not Run' "$build/store-tests.log" ||
+    { grep -i skip "$build/store-tests.log" >&2; die "the store tests did not run on $triple (PostgreSQL: scripts/install-deps.sh)"; }
+  grep 'tests passed' "$build/store-tests.log"
+
+  { echo "# soname package version (sysroot $sysroot, $(sed -n 's/^# pinned .* from //p' "$dir/packages.lock"))"
+    library_lines "$sysroot" "$triple" "$dir" "$build/services/controller/faultline-controller" | cut -d' ' -f1-3
+  } >"$out/$triple/LIBRARIES.controller"
 }
 
 for cpu in "${cpus[@]}"; do
@@ -302,18 +346,10 @@ for cpu in "${cpus[@]}"; do
     ninja -C "$out/$triple/agent-googletest-build" -j "$jobs" install >/dev/null
   fi
   build=$out/$triple/agent
-  mkdir -p "$build"
-  log "$triple: configure $build"
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DFAULTLINE_STATIC_WORKLOAD=$static -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
-    -DFAULTLINE_CROSS_TRIPLE="$triple" -DFAULTLINE_SYSROOT="$sysroot" \
-    -DGTest_DIR="$gtest_prefix/lib/cmake/GTest" -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' >"$build/configure.log" 2>&1 ||
-    { tail -30 "$build/configure.log" >&2; die "configure failed (full log: $build/configure.log)"; }
-  # Everything the tree has: the agent, the workload(s), the CLI, the controller, every
-  # unit test and the store tests. For aarch64 the portable parts are compiled only here
-  # (the static workload links them too).
-  log "$triple: build"
-  ninja -C "$build" -j "$jobs"
+  # Everything the agent-only tree has: the agent, the workload(s), the CLI, their unit
+  # tests. For aarch64 the portable parts are compiled only here (the static workload links
+  # them too).
+  build_tree "$build" -DFAULTLINE_AGENT_ONLY=ON -DFAULTLINE_STATIC_WORKLOAD=$static
 
   qemu=("qemu-$cpu-static" -L "$sysroot")
   log "$triple: smoke tests under ${qemu[*]}"
@@ -342,18 +378,8 @@ for cpu in "${cpus[@]}"; do
   # runs on the host only.
   (cd "$build" && GTEST_FILTER=-RunBootCommand.PassesTheSwitchEnvironmentAndReportsTheExitStatus \
     ctest -L unit -E '^bisect_test$' --output-on-failure)
-  # The controller's store on this arch's libpqxx (bookworm 6.4, trixie 7.x): its tests
-  # under qemu-user against a throwaway PostgreSQL that the tests start on the host.
-  "${qemu[@]}" "$build/services/controller/faultline-controller" --help >"$build/controller-help.txt" ||
-    { cat "$build/controller-help.txt" >&2; die "faultline-controller --help failed under qemu"; }
-  (cd "$build" && ctest -R '^store_(integration|contract)_test$' --output-on-failure) \
-    >"$build/store-tests.log" 2>&1 || { tail -40 "$build/store-tests.log" >&2; die "the store tests failed on $triple"; }
-  # Skipped (no PostgreSQL on the host) is not passed: this is the store's only check here.
-  ! grep -q 'Skipped\|Not Run' "$build/store-tests.log" ||
-    { grep -i skip "$build/store-tests.log" >&2; die "the store tests did not run on $triple (PostgreSQL: scripts/install-deps.sh)"; }
-  grep 'tests passed' "$build/store-tests.log"
-
   make_bundle "$build" "$triple" "$sysroot" "$dir"
+  [ -z "$with_controller" ] || full_tree
   log "$triple: done in $((SECONDS - start)) s"
 done
 echo "cross-build-agent: ok (${cpus[*]})"

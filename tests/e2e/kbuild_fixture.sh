@@ -24,7 +24,7 @@ e2e_diagnose() {
 }
 kb_cleanup() {
   set +e
-  FL_AGENT_PID=$(agent_pid)
+  e2e_stop_sim_board "$board_dir"
   [ -n "${BUILDER_PID:-}" ] && kill -KILL -- "-$BUILDER_PID" 2>/dev/null
   [ -n "${HTTP_PID:-}" ] && fl_stop_pid "$HTTP_PID"
   [ -n "${RGW_DIR:-}" ] && "$FL_ROOT/tests/support/radosgw.sh" stop "$RGW_DIR" >/dev/null 2>&1
@@ -127,6 +127,7 @@ echo 6.1.0-sim-stock >"$board_dir/release"
 cat /proc/sys/kernel/random/uuid >"$board_dir/boot_id"
 cat >"$board_dir/start-agent.sh" <<SH
 #!/usr/bin/env bash
+[ ! -e "$board_dir/halted" ] || exit 0  # the test is over (e2e_stop_sim_board)
 # A kernel whose image says SLOWMARK "runs" the board on one CPU, and where the cgroup v1 cpu
 # controller is at hand at a quarter of it (bisect_test.sh's regression: on a 2-core machine
 # busy with the controller and PostgreSQL, one CPU alone was only 20-35% slower, within

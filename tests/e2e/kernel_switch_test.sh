@@ -25,7 +25,7 @@ e2e_diagnose() {
 }
 cleanup() {
   set +e
-  FL_AGENT_PID=$(agent_pid)
+  e2e_stop_sim_board "$board_dir"
   fl_stop_all
   rm -rf "$FL_STATE"
 }
@@ -49,6 +49,7 @@ cat /proc/sys/kernel/random/uuid >"$board_dir/boot_id"
 # Starts the board's agent in the background (the board's init system, so to speak).
 cat >"$board_dir/start-agent.sh" <<SH
 #!/usr/bin/env bash
+[ ! -e "$board_dir/halted" ] || exit 0  # the test is over (e2e_stop_sim_board)
 "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" --config "$board_dir/agent.yaml" \
   --workload-binary "$FL_BIN_WORKLOAD" >>"$FL_STATE/agent.log" 2>&1 </dev/null &
 echo \$! >"$board_dir/agent.pid"

@@ -28,3 +28,29 @@ fail() {
   exit 1
 }
 pass() { echo "ok: $*"; }
+
+# e2e_stop_sim_board BOARD_DIR: ends a simulated board (kernel_switch_test.sh,
+# kbuild_fixture.sh) for good. Its boot script "reboots" in the background: a restarter
+# waits for the old agent to exit, then runs BOARD_DIR/start-agent.sh, which starts a new
+# agent and writes BOARD_DIR/agent.pid. A cleanup that only read agent.pid while a reboot
+# was in flight left that new agent running after the test. So: BOARD_DIR/halted stops
+# start-agent.sh from starting anything, then every restarter and start-agent.sh (their
+# command lines name start-agent.sh) is killed and every agent of the board (its
+# --config BOARD_DIR/agent.yaml) stopped by pid, until none is left.
+e2e_stop_sim_board() {
+  local dir=$1 pid left _
+  touch "$dir/halted"
+  for _ in $(seq 1 50); do
+    left=""
+    for pid in $(pgrep -f -- "$dir/start-agent\.sh"); do
+      kill -KILL "$pid" 2>/dev/null && left=1
+    done
+    for pid in $(pgrep -f -- "--config $dir/agent\.yaml"); do
+      fl_stop_pid "$pid"
+      left=1
+    done
+    [ -n "$left" ] || return 0
+  done
+  echo "e2e_stop_sim_board: processes of $dir still start after 50 rounds" >&2
+  return 1
+}

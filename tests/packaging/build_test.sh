@@ -2,15 +2,21 @@
 # Builds the Debian packages (scripts/build-packages.sh amd64 arm64 riscv64: lintian must
 # pass) and checks what they hold: the files and where, the units naming /usr/bin, the
 # conffiles, the maintainer scripts, the version from git, the cross packages' (agent,
-# CLI and controller) architecture and ELF machine, and that their Depends, fetched from
-# Debian for their arch, are all the binaries need (run under qemu-user: the CLI renders a
-# saved report as its golden file has it; the controller migrates a throwaway PostgreSQL,
-# answers /readyz and the CLI over gRPC). Then a package with its copyright file removed
-# must fail lintian (the check can fail). Leaves the packages in
-# ${FAULTLINE_BUILD_DIR:-build}/packages for packaging_systemd and packaging_image.
-# Usage: build_test.sh REPO_ROOT
+# CLI; with --with-controller the controller too) architecture and ELF machine, and that
+# their Depends, fetched from Debian for their arch, are all the binaries need (run under
+# qemu-user: the CLI renders a saved report as its golden file has it; the controller
+# migrates a throwaway PostgreSQL, answers /readyz and the CLI over gRPC). Then a package
+# with its copyright file removed must fail lintian (the check can fail). Leaves the
+# packages in ${FAULTLINE_BUILD_DIR:-build}/packages for packaging_systemd, packaging_image
+# and (with the cross controllers) the foreign boards.
+# Usage: build_test.sh REPO_ROOT [--with-controller]
+#   --with-controller  the arm64 and riscv64 controllers as well (from the whole trees that
+#                      scripts/cross-build-agent.sh --with-controller made; ctest
+#                      packaging_build_cross, label boards)
 set -euo pipefail
 ROOT=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+with_controller=""
+[ "${2:-}" != --with-controller ] || with_controller=1
 build=${FAULTLINE_BUILD_DIR:-$ROOT/build}
 out=$build/packages
 
@@ -25,15 +31,21 @@ arches=(amd64)
 [ -f "$cross/aarch64-linux-gnu/agent/build.ninja" ] && arches+=(arm64)
 [ -f "$cross/riscv64-linux-gnu/agent/build.ninja" ] && arches+=(riscv64)
 [ ${#arches[@]} = 3 ] || fail "no cross build of the agent for ${arches[*]/#/not }: cross_build_agent makes them"
+if [ -n "$with_controller" ]; then
+  for t in aarch64-linux-gnu riscv64-linux-gnu; do
+    [ -f "$cross/$t/full/build.ninja" ] ||
+      fail "no cross build of the controller in $cross/$t/full: cross_build_controllers (scripts/cross-build-agent.sh --with-controller) makes them"
+  done
+fi
 
 rm -rf "$out"
 t0=$SECONDS
-FAULTLINE_PACKAGE_DIR=$out "$ROOT/scripts/build-packages.sh" "${arches[@]}" >"$build/packaging-build.log" 2>&1 ||
+FAULTLINE_PACKAGE_DIR=$out "$ROOT/scripts/build-packages.sh" ${with_controller:+--with-controller} "${arches[@]}" >"$build/packaging-build.log" 2>&1 ||
   { grep -v '^N:' "$build/packaging-build.log" | tail -30 >&2; fail "build-packages.sh (or lintian)"; }
 pass "packages for ${arches[*]} built and lintian-clean (--pedantic, warnings fail) in $((SECONDS - t0)) s"
 
 hash=$(git -C "$ROOT" rev-parse --short=7 HEAD)
-deb() { ls "$out/${1}_"*"_$2.deb" 2>/dev/null | head -1; }
+deb() { ls "$out/${1}_"*"_$2.deb" 2>/dev/null | head -1 || true; }  # none: empty
 has() {  # DEB PATH...
   local f=$1; shift
   local list; list=$(dpkg-deb -c "$f" | awk '{ print $6 }')
@@ -81,14 +93,20 @@ pass "amd64: files, units on /usr/bin, conffiles, postinst (adduser, enable), po
 FL_STATE=$ctl FL_WAIT_SECONDS=180  # qemu-user: a slow start
 chmod 755 "$ctl"  # PostgreSQL's user makes its cluster below it
 source "$ROOT/deploy/local/stack.sh"
-fl_start_postgres 2>>"$ctl/stack.log" && [ -n "$FL_DATABASE_URL" ] ||
-  fail "a throwaway PostgreSQL for the cross controllers: $(tail -5 "$ctl/stack.log")"
+if [ -n "$with_controller" ]; then
+  fl_start_postgres 2>>"$ctl/stack.log" && [ -n "$FL_DATABASE_URL" ] ||
+    fail "a throwaway PostgreSQL for the cross controllers: $(tail -5 "$ctl/stack.log")"
+fi
 for arch in arm64 riscv64; do
   f=$(deb faultline-agent "$arch"); fc=$(deb faultline "$arch"); fd=$(deb faultline-controller "$arch")
   [ -n "$f" ] || fail "no $arch agent package"
   [ -n "$fc" ] || fail "no $arch CLI package"
-  [ -n "$fd" ] || fail "no $arch controller package"
-  for p in "$f" "$fc" "$fd"; do
+  if [ -n "$with_controller" ]; then
+    [ -n "$fd" ] || fail "no $arch controller package"
+  else
+    [ -z "$fd" ] || fail "an $arch controller package was built without --with-controller: $fd"
+  fi
+  for p in "$f" "$fc" $fd; do
     [ "$(dpkg-deb -f "$p" Architecture)" = "$arch" ] || fail "$(basename "$p"): Architecture $(dpkg-deb -f "$p" Architecture)"
   done
   machine=$(dpkg-deb --fsys-tarfile "$f" | tar -xO ./usr/bin/faultline-agent | file -b -)
@@ -97,18 +115,20 @@ for arch in arm64 riscv64; do
   [ "$(echo "$cmachine" | cut -d, -f1-2)" = "$(echo "$machine" | cut -d, -f1-2)" ] || fail "$arch CLI is: $cmachine"
   dpkg-deb -f "$f" Depends | grep -q "libgrpc++1.51" || fail "$arch Depends: $(dpkg-deb -f "$f" Depends)"
   dpkg-deb -f "$fc" Depends | grep -q "libgrpc++1.51" || fail "$arch CLI Depends: $(dpkg-deb -f "$fc" Depends)"
-  dmachine=$(dpkg-deb --fsys-tarfile "$fd" | tar -xO ./usr/bin/faultline-controller | file -b -)
-  [ "$(echo "$dmachine" | cut -d, -f1-2)" = "$(echo "$machine" | cut -d, -f1-2)" ] || fail "$arch controller is: $dmachine"
-  # bookworm's libpqxx is 6.4, trixie's 7.10: the package names the one it was built with.
-  dpkg-deb -f "$fd" Depends | grep -q "adduser, .*libpqxx-[67]\.[0-9]*.*libpq5" ||
-    fail "$arch controller Depends: $(dpkg-deb -f "$fd" Depends)"
+  if [ -n "$fd" ]; then
+    dmachine=$(dpkg-deb --fsys-tarfile "$fd" | tar -xO ./usr/bin/faultline-controller | file -b -)
+    [ "$(echo "$dmachine" | cut -d, -f1-2)" = "$(echo "$machine" | cut -d, -f1-2)" ] || fail "$arch controller is: $dmachine"
+    # bookworm's libpqxx is 6.4, trixie's 7.10: the package names the one it was built with.
+    dpkg-deb -f "$fd" Depends | grep -q "adduser, .*libpqxx-[67]\.[0-9]*.*libpq5" ||
+      fail "$arch controller Depends: $(dpkg-deb -f "$fd" Depends)"
+  fi
   # Their Depends from the Debian archive of its arch (names; the versions are the sysroot's,
   # which the archive has or newer), the packages on top, the binaries run by qemu-user
   # with only those libraries.
   case $arch in arm64) suite=bookworm cpu=aarch64 ;; riscv64) suite=trixie cpu=riscv64 ;; esac
   root=$ctl/root-$arch
   mmdebstrap --quiet --variant=extract --arch="$arch" \
-    --include="$( (dpkg-deb -f "$f" Depends; echo ,; dpkg-deb -f "$fc" Depends; echo ,; dpkg-deb -f "$fd" Depends) | tr -d '\n' | sed 's/ *([^)]*)//g; s/ //g')" \
+    --include="$( (dpkg-deb -f "$f" Depends; echo ,; dpkg-deb -f "$fc" Depends; [ -z "$fd" ] || { echo ,; dpkg-deb -f "$fd" Depends; }) | tr -d '\n' | sed 's/ *([^)]*)//g; s/ //g')" \
     "$suite" "$root" \
     >"$ctl/mmdebstrap-$arch.log" 2>&1 || { tail -5 "$ctl/mmdebstrap-$arch.log" >&2; fail "$arch: its Depends from $suite"; }
   for d in bin sbin lib; do  # a merged /usr, as an installed system has (trixie's are below /usr)
@@ -117,7 +137,7 @@ for arch in arm64 riscv64; do
     fi
     [ -e "$root/$d" ] || ln -s "usr/$d" "$root/$d"
   done
-  for p in "$f" "$fc" "$fd"; do
+  for p in "$f" "$fc" $fd; do
     dpkg-deb --fsys-tarfile "$p" | tar -x --keep-directory-symlink -C "$root"  # /lib stays a link
   done
   for bin in faultline-agent faultline-workload; do
@@ -132,6 +152,11 @@ for arch in arm64 riscv64; do
     { cat "$ctl/cli-$arch.err" >&2; fail "$arch faultline does not run with its Depends from $suite"; }
   diff -u "$ROOT/services/cli/testdata/ab-report.mail" "$ctl/mail-$arch.txt" >&2 ||
     fail "$arch faultline renders the saved report differently from the golden file"
+  if [ -z "$fd" ]; then
+    rm -rf "$root"
+    pass "$arch agent and CLI: $(echo "$machine" | cut -d, -f1-2); $(dpkg-deb -f "$f" Depends | tr ',' '\n' | wc -l) and $(dpkg-deb -f "$fc" Depends | tr ',' '\n' | wc -l) Depends from Debian $suite $arch; the binaries run with them (qemu-$cpu-static), the CLI's mail report equals the golden file (the controller: --with-controller)"
+    continue
+  fi
   # The controller with its Depends: a token made by its own binary, the schema migrated on
   # this arch's libpqxx (/readyz), the CLI of the same arch answered over gRPC, SIGTERM.
   for b in controller cli; do
