@@ -10,9 +10,9 @@
 #                                aarch64-linux-gnu work too)
 # --with-controller also builds the whole tree (the controller on libpqxx, prometheus-cpp,
 # Boost.Beast; every unit test) in a second build directory, runs its unit tests under
-# qemu-user and its store tests there against a throwaway PostgreSQL on the host. A cold
-# whole tree is ~15 min per arch on 2 cores: every CI run builds the agent's tree, the
-# controller's on request (ctest -L boards, which packages and boots them).
+# qemu-user and its store tests there against a throwaway PostgreSQL on the host. The whole
+# trees cost up to ~15 min per arch on 2 cores when ccache misses: every CI run builds the
+# agent's tree, the controller's on request (ctest -L boards, which packages and boots them).
 #
 # Sysroot: ${FL_LAB_CACHE:-/var/cache/faultline-lab}/sysroot-<cpu>/ holds
 #   packages.lock  the pinned package set: name version arch sha256 file, one a line
