@@ -65,3 +65,14 @@ find_program(_faultline_qemu qemu-${_faultline_cpu}-static)
 if(_faultline_qemu)
   set(CMAKE_CROSSCOMPILING_EMULATOR ${_faultline_qemu} -L ${FAULTLINE_SYSROOT})
 endif()
+
+# riscv64: bookworm's GNU ld pads .rela.dyn with R_RISCV_NONE at offset 0 and so marks PIE
+# executables DT_TEXTREL; glibc then makes the text segment writable at start, which
+# systemd's MemoryDenyWriteExecute=yes (the controller's unit) refuses. Each executable's
+# link ends with scripts/elf-drop-none-textrel.py, which drops the flag when every
+# relocation in a read-only segment is R_RISCV_NONE and fails the link otherwise.
+if(_faultline_cpu STREQUAL "riscv64")
+  get_filename_component(_faultline_root "${CMAKE_CURRENT_LIST_DIR}/../.." ABSOLUTE)
+  set(CMAKE_CXX_LINK_EXECUTABLE
+      "<CMAKE_CXX_COMPILER> <FLAGS> <CMAKE_CXX_LINK_FLAGS> <LINK_FLAGS> <OBJECTS> -o <TARGET> <LINK_LIBRARIES> && python3 ${_faultline_root}/scripts/elf-drop-none-textrel.py <TARGET>")
+endif()
