@@ -248,9 +248,14 @@ library_lines() { # sysroot triple dir files...
   done < <(needed_libs "$sysroot" "$triple" "$@")
 }
 
+# The first line of every LIBRARIES list: what its columns are and where they come from.
+libraries_header() { # sysroot dir
+  echo "# soname package version (sysroot $1, $(sed -n 's/^# pinned .* from //p' "$2/packages.lock"))"
+}
+
 make_bundle() { # build triple sysroot dir
   local build=$1 triple=$2 sysroot=$3 dir=$4 bundle=$out/$2/bundle
-  local interp so pkg version path header
+  local interp so pkg version path
   rm -rf "$bundle"; mkdir -p "$bundle/opt/faultline/bin" "$bundle/opt/faultline/lib"
   for b in agent/faultline-agent agent/workloads/faultline-workload; do
     "$triple-strip" -o "$bundle/opt/faultline/bin/${b##*/}" "$build/$b"
@@ -259,15 +264,14 @@ make_bundle() { # build triple sysroot dir
   [ -n "$interp" ] || die "faultline-agent has no PT_INTERP"
   mkdir -p "$bundle$(dirname "$interp")"
   cp -L "$sysroot$interp" "$bundle$interp"
-  header="# soname package version (sysroot $sysroot, $(sed -n 's/^# pinned .* from //p' "$dir/packages.lock"))"
-  { echo "$header"
+  { libraries_header "$sysroot" "$dir"
     while read -r so pkg version path; do
       cp -L "$path" "$bundle/opt/faultline/lib/$so"
       echo "$so $pkg $version"
     done < <(library_lines "$sysroot" "$triple" "$dir" "$bundle"/opt/faultline/bin/*); } >"$bundle/opt/faultline/LIBRARIES"
   # The packages' list (scripts/build-packages.sh makes their Depends from it): every
   # library the packaged binaries need, the CLI's too.
-  { echo "$header"
+  { libraries_header "$sysroot" "$dir"
     library_lines "$sysroot" "$triple" "$dir" "$build/agent/faultline-agent" \
       "$build/agent/workloads/faultline-workload" "$build/services/cli/faultline" | cut -d' ' -f1-3
   } >"$out/$triple/LIBRARIES"
@@ -312,7 +316,7 @@ full_tree() {
     { grep -i skip "$build/store-tests.log" >&2; die "the store tests did not run on $triple (PostgreSQL: scripts/install-deps.sh)"; }
   grep 'tests passed' "$build/store-tests.log"
 
-  { echo "# soname package version (sysroot $sysroot, $(sed -n 's/^# pinned .* from //p' "$dir/packages.lock"))"
+  { libraries_header "$sysroot" "$dir"
     library_lines "$sysroot" "$triple" "$dir" "$build/services/controller/faultline-controller" | cut -d' ' -f1-3
   } >"$out/$triple/LIBRARIES.controller"
 }
