@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Runs the .clang-tidy checks (a short list that finds real bugs) on every tracked C++ file
 # the build compiles (build/compile_commands.json): the whole tree, on every core.
-#   scripts/check-tidy.sh          exit 1 on any finding, 2 when it cannot run at all
+#   scripts/check-tidy.sh              exit 1 on any finding, 2 when it cannot run at all
+#   scripts/check-tidy.sh --since REF  only the files a change since REF can affect: the .cc
+#                                      files changed since REF (commits, working tree,
+#                                      untracked) and those whose objects include a changed
+#                                      header (ninja's dependency log); the whole tree when
+#                                      .clang-tidy changed or REF is not in the history.
+#                                      CI's gate passes the last commit whose whole tree was
+#                                      checked clean (.ci/tidy-clean); tier lint_full checks
+#                                      everything.
 # A file is checked again only when what the compiler sees of it changed: each clean
 # result is remembered under the sha256 of the file's preprocessed text (every header it
 # includes, as included), its flags, .clang-tidy and clang-tidy's version, in
@@ -15,9 +23,50 @@ build=${FAULTLINE_BUILD_DIR:-$root/build}
 cache=${FAULTLINE_TIDY_CACHE:-$HOME/.cache/faultline-tidy}
 command -v clang-tidy >/dev/null || { echo "check-tidy: clang-tidy not found (apt install clang-tidy)" >&2; exit 2; }
 [ -f "$build/compile_commands.json" ] || { echo "check-tidy: no $build/compile_commands.json (build first)" >&2; exit 2; }
+since=
+if [ "${1:-}" = --since ]; then
+  [ -n "${2:-}" ] || { echo "check-tidy: --since needs a commit" >&2; exit 2; }
+  since=$2
+fi
 mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' |
   while read -r f; do grep -q "\"file\": \"$root/$f\"" "$build/compile_commands.json" && echo "$f"; done)
 [ ${#files[@]} -gt 0 ] || { echo "check-tidy: no compiled C++ file in $build (build first)" >&2; exit 2; }
+if [ -n "$since" ]; then
+  if ! git rev-parse -q --verify "$since^{commit}" >/dev/null; then
+    echo "check-tidy: $since is not in this history: checking the whole tree"
+  elif ! git diff --quiet "$since" -- .clang-tidy; then
+    echo "check-tidy: .clang-tidy changed since $since: checking the whole tree"
+  else
+    changed=$( (git diff --name-only "$since"; git ls-files --others --exclude-standard) | sort -u)
+    # Objects whose recorded inputs (ninja -t deps: the source and every header it included)
+    # contain a changed file; then the sources of those objects.
+    mapfile -t files < <(ninja -C "$build" -t deps 2>/dev/null | python3 -c '
+import json, os, shlex, sys
+root, db = sys.argv[1], json.load(open(sys.argv[2]))
+changed = {os.path.join(root, l.strip()) for l in open(sys.argv[3]) if l.strip()}
+build = os.path.dirname(os.path.abspath(sys.argv[2]))
+source_of = {}
+for e in db:
+    args = shlex.split(e["command"]) if "command" in e else list(e["arguments"])
+    out = e.get("output") or (args[args.index("-o") + 1] if "-o" in args else "")
+    source_of[os.path.normpath(os.path.join(e["directory"], out))] = e["file"]
+hit, obj = set(), None
+for line in sys.stdin:
+    if not line.startswith((" ", "\t")):
+        obj = os.path.normpath(os.path.join(build, line.split(":", 1)[0])) if line.strip() else None
+        continue
+    dep = os.path.normpath(os.path.join(build, line.strip()))
+    if obj in source_of and dep in changed:
+        hit.add(source_of[obj])
+for f in sorted(hit | {c for c in changed if c.endswith(".cc")}):
+    rel = os.path.relpath(f, root)
+    if any(e["file"] == f for e in db):
+        print(rel)
+' "$root" "$build/compile_commands.json" <(printf '%s\n' "$changed"))
+    echo "check-tidy: ${#files[@]} compiled file(s) can be affected by what changed since $since"
+    [ ${#files[@]} -gt 0 ] || { echo "check-tidy: nothing to check"; exit 0; }
+  fi
+fi
 start=$(date +%s)
 
 # "FILE KEY" per file: the key of what clang-tidy would see (see above); "FILE -" when the

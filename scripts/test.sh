@@ -1,13 +1,36 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, builds, runs unit, integration and end-to-end
-# tests (real PostgreSQL, real cgroups, the real binaries). Run as root on Debian bookworm.
+# The test command: installs dependencies, builds, runs one tier of the suite (real
+# PostgreSQL, real cgroups and swap, the real binaries). Run as root on Debian bookworm.
+#   scripts/test.sh                      tier gate: what every CI run (.ci/run) proves
+#   scripts/test.sh --tier nightly       the slow tiers (cross, lab, packaging, fuzz, lint_full)
+#   scripts/test.sh --tier weekly        boards and studies (hours on emulated boards)
+#   scripts/test.sh --tier all           every test
+#   scripts/test.sh CTEST_ARGS...        ctest's own selection (e.g. -L unit, -R e2e_lab)
+# What a change touches of the slow tiers: scripts/test-affected.sh BASE. The tiers, their
+# cadence and their figures: docs/testing.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/install-deps.sh"
+tier=
+if [ "${1:-}" = --tier ]; then
+  tier=${2:?--tier needs gate, nightly, weekly or all}
+  shift 2
+elif [ $# -eq 0 ]; then
+  tier=gate
+fi
+case "$tier" in
+  gate) groups=(test) labels='^(unit|integration|e2e|lint)$' ;;
+  nightly) groups=(test cross lab packaging fuzz) labels='^(cross|lab|packaging|fuzz|lint_full)$' ;;
+  weekly) groups=(all) labels='^(boards|study)$' ;;
+  all | '') groups=(all) labels= ;;
+  *) echo "test.sh: unknown tier '$tier' (gate, nightly, weekly, all)" >&2; exit 2 ;;
+esac
+"$root/scripts/install-deps.sh" "${groups[@]}"
 "$root/scripts/build.sh"
 cd "${FAULTLINE_BUILD_DIR:-$root/build}"
-# Slow studies (label `study`: hours on emulated boards) and the packaging boards of
-# foreign arches (label `boards`: TCG boots of aarch64 and riscv64) run on request:
-# ctest -L study, ctest -L boards.
-if [ $# -eq 0 ]; then set -- -LE '^(study|boards)$'; fi
-ctest --output-on-failure --timeout 900 "$@"
+select=()
+[ -z "$labels" ] || select=(-L "$labels")
+# Side by side on every core: tests that must be alone say so (RUN_SERIAL: the e2e tests,
+# whose agents own the host's faultline cgroups) or share a RESOURCE_LOCK (memcg and zram).
+# Every test sets its own TIMEOUT (with its reason, at least twice its cold time); the
+# default here is for the unit tests, which take seconds.
+ctest --output-on-failure -j "$(nproc)" --timeout 300 "${select[@]}" "$@"
