@@ -9,7 +9,12 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 # fresh clone elsewhere (CI's) hits what another clone compiled. Debug info keeps the first
 # clone's paths.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
+# Configured every time (a few seconds; ninja rebuilds nothing that did not change), so a
+# tree first built without the test tools (the local stack's install) gets its tests once
+# they are installed.
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+else
+  cmake "$build" >/dev/null
 fi
 ninja -C "$build" "$@"

@@ -27,6 +27,9 @@ esac
 "$root/scripts/install-deps.sh" "${groups[@]}"
 "$root/scripts/build.sh"
 cd "${FAULTLINE_BUILD_DIR:-$root/build}"
+# A tree configured without GoogleTest has no tests: that is a failed install, not a pass.
+[ "$(ctest -N | sed -n 's/^Total Tests: //p')" -gt 0 ] ||
+  { echo "test.sh: no tests in $(pwd) (GoogleTest missing? scripts/install-deps.sh test)" >&2; exit 1; }
 select=()
 [ -z "$labels" ] || select=(-L "$labels")
 # Side by side on every core: tests that must be alone say so (RUN_SERIAL: the e2e tests,
