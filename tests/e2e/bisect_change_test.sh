@@ -2,11 +2,13 @@
 # End to end: from a schedule that follows a branch to the first bad commit (#28,
 # docs/bisect.md). A schedule builds `track` of the stand-in tree (kbuild_fixture.sh) at
 # every slot; the slots are brought forward through the database (each one a minute of
-# its own in the past) instead of waiting for the cron. Five nights at commit A, then the
+# its own in the past) instead of waiting for the cron. Seven nights at commit A, then the
 # branch moves by three commits, the middle one SLOWMARK (the simulated board runs it on
-# one CPU: about half the rounds per second), then four nights at commit B. (Five before:
-# with four, one night slowed by a busy host left the segment so spread that Welch's p was
-# just above the detector's 0.001, seen once: 342 432 431 468 | 81 93 92 94.)
+# one CPU: about half the rounds per second), then five nights at commit B. The detector
+# needs Welch's p < 0.001 on the nightly medians, which a busy host spreads: with four
+# nights before, 342 432 431 468 | 81 93 92 94 missed it (seen once); with five and four,
+# 471 276 412 355 449 | 127 132 114 144 (p 0.0014, a niced clang-tidy beside it, seen
+# 2026-12-04). Seven and five with that spread (its extremes repeated) give p 0.00016.
 # Checks: every night is a build of its own under LABEL@<hash>+<slot>, the unchanged
 # branch a cache hit, the nights one series; the detector finds one change point at night
 # 6 that names night 5 as the job before; `faultline bisect --from-change` refuses what it
@@ -54,7 +56,7 @@ sid=$("$FL_BIN_CLI" schedule "$FL_STATE/track.yaml" --cron '0 3 1 1 *' --name tr
   fail "a schedule that builds its kernel was refused"
 pass "a schedule that builds its kernel from a branch"
 
-# --- nine nights ------------------------------------------------------------------------------
+# --- the nights ----------------------------------------------------------------------------------
 nights=()
 night() {  # N: the slot N minutes after a start 100 minutes ago
   local n=$1
@@ -67,38 +69,41 @@ night() {  # N: the slot N minutes after a start 100 minutes ago
   job_state_is "$job" succeeded || fail "night $n (job $job): $(job_state "$job")"
   nights+=("$job")
 }
-for n in 1 2 3 4 5; do night "$n"; done
+nights_a=7 nights_b=5
+for n in $(seq 1 $nights_a); do night "$n"; done
 echo "// two" >>"$tree/mm/memory.c"; commit "mm: two"
 echo "// SLOWMARK" >>"$tree/mm/memory.c"; commit "mm: make faults slow"
 culprit=$(git -C "$tree" rev-parse HEAD)
 echo "four" >"$tree/mm/other.c"; commit "mm: four"
 b=$(git -C "$tree" rev-parse HEAD)
-for n in 6 7 8 9; do night "$n"; done
+for n in $(seq $((nights_a + 1)) $((nights_a + nights_b))); do night "$n"; done
+all=$((nights_a + nights_b))
 
 # Each night its own build and label; the commit it ran; the same commit a cache hit.
-for i in 0 1 2 3 4 5 6 7 8; do
+for i in $(seq 0 $((all - 1))); do
   row=$(sql "SELECT b.label || ' ' || (b.outcome->>'base_commit') || ' ' || coalesce(b.outcome->>'cached', 'false')
                FROM builds b JOIN job_builds jb ON jb.build_id = b.id WHERE jb.job_id = ${nights[$i]}")
   read -r label commit cached <<<"$row"
-  want=$a; [ "$i" -lt 5 ] || want=$b
+  want=$a; [ "$i" -lt "$nights_a" ] || want=$b
   [[ $label =~ ^nightly@[0-9a-f]{12}\+[0-9]{8}T[0-9]{4}$ ]] || fail "night $((i + 1)): label '$label'"
   [ "$commit" = "$want" ] || fail "night $((i + 1)) ran $commit, not $want"
-  case $i in 0|5) ;; *) [ "$cached" = true ] || fail "night $((i + 1)): an unchanged branch was built again" ;; esac
+  [ "$i" = 0 ] || [ "$i" = "$nights_a" ] || [ "$cached" = true ] ||
+    fail "night $((i + 1)): an unchanged branch was built again"
 done
-[ "$(sql "SELECT count(DISTINCT label) FROM builds")" = 9 ] || fail "not one build per night"
+[ "$(sql "SELECT count(DISTINCT label) FROM builds")" = "$all" ] || fail "not one build per night"
 [ "$(sql "SELECT count(DISTINCT kernel) FROM job_series_medians")" = 1 ] ||
   fail "the nights are not one series: $(sql "SELECT DISTINCT kernel FROM job_series_medians")"
-pass "9 nights: a build and a label each, commit A then B, unchanged nights from the cache, one series"
+pass "$all nights: a build and a label each, commit A then B, unchanged nights from the cache, one series"
 
 # --- the change point -------------------------------------------------------------------------
 found() { [ "$(sql "SELECT count(*) FROM change_points WHERE study = 'track-nightly'")" -ge 1 ]; }
 FL_WAIT_SECONDS=90 fl_wait_for "the change point" found || fail "no change point"
 [ "$(sql "SELECT count(*) FROM change_points")" = 1 ] || fail "more than one change point"
 read -r cp cp_job cp_before cp_kernel <<<"$(sql "SELECT id || ' ' || job_id || ' ' || previous_job_id || ' ' || kernel FROM change_points")"
-[ "$cp_job" = "${nights[5]}" ] && [ "$cp_before" = "${nights[4]}" ] ||
-  fail "change point between jobs $cp_before and $cp_job, not ${nights[4]} and ${nights[5]}"
+[ "$cp_job" = "${nights[$nights_a]}" ] && [ "$cp_before" = "${nights[$((nights_a - 1))]}" ] ||
+  fail "change point between jobs $cp_before and $cp_job, not ${nights[$((nights_a - 1))]} and ${nights[$nights_a]}"
 [[ $cp_kernel =~ ^nightly@[0-9a-f]{12}$ ]] || fail "change point kernel '$cp_kernel'"
-pass "change point $cp at night 6 (job $cp_job), night 5 (job $cp_before) before it"
+pass "change point $cp at night $((nights_a + 1)) (job $cp_job), night $nights_a (job $cp_before) before it"
 
 # --- bisect from it ---------------------------------------------------------------------------
 expect_refused() {  # WANT ARGS...
@@ -125,6 +130,6 @@ cat "$FL_STATE/log.txt"
 grep -q "^First bad commit: $culprit" "$FL_STATE/log.txt" || fail "the culprit is not 'mm: make faults slow'"
 grep -q "^Confirmed against its parent .*: yes" "$FL_STATE/log.txt" || fail "not confirmed"
 grep -q "^Reverted on the bad end: like good" "$FL_STATE/log.txt" || fail "revert not like good"
-pass "bisect --from-change $cp: between the commits nights 5 and 6 ran; culprit named, confirmed, reverted"
+pass "bisect --from-change $cp: between the commits the nights around it ran; culprit named, confirmed, reverted"
 
 echo "e2e: all checks passed"
