@@ -34,6 +34,5 @@ select=()
 [ -z "$labels" ] || select=(-L "$labels")
 # Side by side on every core: tests that must be alone say so (RUN_SERIAL: the e2e tests,
 # whose agents own the host's faultline cgroups) or share a RESOURCE_LOCK (memcg and zram).
-# Every test sets its own TIMEOUT (with its reason, at least twice its cold time); the
-# default here is for the unit tests, which take seconds.
-ctest --output-on-failure -j "$(nproc)" --timeout 300 "${select[@]}" "$@"
+# Every test sets its own TIMEOUT, at least twice its cold time (docs/testing.md).
+ctest --output-on-failure -j "$(nproc)" "${select[@]}" "$@"
