@@ -4,6 +4,7 @@
 #include <cctype>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace faultline {
@@ -43,6 +44,41 @@ inline std::string JoinStrings(const std::vector<std::string>& parts, std::strin
     out += parts[i];
   }
   return out;
+}
+
+// A hypervisor's name from its CPUID signature (leaf 0x40000000: "KVMKVMKVM\0\0\0",
+// "bhyve bhyve ", " lrpepyh  vr") or from a value an older agent stored raw: the known
+// signatures by name ("kvm", "bhyve", "parallels"), anything else trimmed, NULs and
+// non-printables dropped, a word repeated to fill the twelve bytes kept once, lower case.
+inline std::string HypervisorName(std::string_view vendor) {
+  static constexpr std::pair<std::string_view, std::string_view> kKnown[] = {
+      {"KVMKVMKVM", "kvm"},         {"TCGTCGTCGTCG", "tcg"},        {"Microsoft Hv", "hyperv"},
+      {"VMwareVMware", "vmware"},   {"XenVMMXenVMM", "xen"},        {"bhyve bhyve", "bhyve"},
+      {"lrpepyh  vr", "parallels"}, {"VBoxVBoxVBox", "virtualbox"}, {"ACRNACRNACRN", "acrn"},
+      {"QNXQVMBSQG", "qnx"},        {"Linux KVM Hv", "kvm"},        {"HAXMHAXMHAXM", "haxm"},
+      {"VirtualApple", "apple"}};
+  std::string printable;
+  for (char c : vendor) {
+    if (c >= 0x20 && c < 0x7f) printable += c;
+  }
+  const std::string trimmed(TrimSpace(printable));
+  for (const auto& [signature, name] : kKnown) {
+    if (trimmed == signature) return std::string(name);
+  }
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : trimmed + " ") {
+    if (c != ' ') {
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!word.empty()) {
+      words.push_back(word);
+      word.clear();
+    }
+  }
+  bool repeated = words.size() > 1;
+  for (const std::string& w : words) repeated &= w == words.front();
+  if (repeated) return words.front();
+  return JoinStrings(words, " ");
 }
 
 }  // namespace faultline

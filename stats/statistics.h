@@ -86,6 +86,24 @@ inline constexpr int kExactPairedLimit = 60;
 CellComparison ComparePaired(const std::vector<double>& a, const std::vector<double>& b,
                              const CompareOptions& options = {});
 
+// The same comparison as a difference b − a instead of a ratio: for values that can be 0
+// (counters a kernel hits in some runs only), where a ratio is ∞ or 0 and says nothing.
+//   shift  Hodges–Lehmann estimate of b − a (unpaired: median of all b_j − a_i; paired: of
+//          the Walsh averages of b_i − a_i), in the values' own unit.
+//   CI     the same order statistics as Compare/ComparePaired; −∞/+∞ when the samples are
+//          too few for the confidence level.
+//   p      two-sided, the rank tests of Compare/ComparePaired on the values themselves.
+// Fewer than 2 samples (pairs) a side: NaN shift and CI, p = 1.
+struct DifferenceComparison {
+  double shift = 0;
+  double ci_low = 0;
+  double ci_high = 0;
+  double p_value = 1;  // two-sided
+  bool paired = false;
+};
+DifferenceComparison CompareDifference(const std::vector<double>& a, const std::vector<double>& b,
+                                       bool paired, const CompareOptions& options = {});
+
 // Benjamini–Hochberg of the two-sided p across the study's cells (those with at least 2
 // samples per side form the family), then the verdicts from the adjusted q-values.
 void ApplyStudyVerdicts(std::vector<CellComparison>* cells, const CompareOptions& options = {});

@@ -59,16 +59,8 @@ std::string VirtAccel(const std::string& cmdline, const std::string& x86_hypervi
     if (word.rfind(kKey, 0) == 0 && word.size() > kKey.size()) return word.substr(kKey.size());
   }
   if (x86_hypervisor_vendor.empty()) return "none";
-  std::string vendor = x86_hypervisor_vendor;
-  while (!vendor.empty() && vendor.back() == '\0') vendor.pop_back();
-  if (vendor == "TCGTCGTCGTCG") return "tcg";
-  if (vendor == "KVMKVMKVM") return "kvm";
-  if (vendor == "Microsoft Hv") return "hyperv";
-  if (vendor == "VMwareVMware") return "vmware";
-  if (vendor == "XenVMMXenVMM") return "xen";
-  std::string printable;
-  for (char ch : vendor) printable += (ch >= 0x20 && ch < 0x7f) ? ch : '?';
-  return printable;
+  const std::string name = HypervisorName(x86_hypervisor_vendor);
+  return name.empty() ? "none" : name;
 }
 
 std::string DetectVirtAccel() {

@@ -46,6 +46,12 @@ TEST(EnvironmentFingerprint, VirtAccelFromTheLabsCmdlineOrTheHypervisorLeaf) {
   EXPECT_EQ(VirtAccel("root=/dev/vda", "TCGTCGTCGTCG"), "tcg");
   EXPECT_EQ(VirtAccel("root=/dev/vda", ""), "none");
   EXPECT_EQ(VirtAccel("faultline.virt_accel=", ""), "none");  // empty value: ignored
+  // Named, never raw: bhyve's signature is "bhyve bhyve " (a trailing space).
+  EXPECT_EQ(VirtAccel("root=/dev/vda", "bhyve bhyve "), "bhyve");
+  EXPECT_EQ(VirtAccel("root=/dev/vda", " lrpepyh  vr"), "parallels");
+  EXPECT_EQ(VirtAccel("root=/dev/vda", "Microsoft Hv"), "hyperv");
+  EXPECT_EQ(VirtAccel("root=/dev/vda", std::string("ABCDABCD\0\0\0\0", 12)), "abcdabcd");
+  EXPECT_EQ(VirtAccel("root=/dev/vda", "Odd  Visor  "), "odd visor");
 }
 
 TEST(EnvironmentFingerprint, KernelConfigFlags) {

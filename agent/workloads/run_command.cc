@@ -214,7 +214,6 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   for (auto& [key, value] : sys::CollectEnvironmentFingerprint()) {
     environment.try_emplace(key, std::move(value));
   }
-  environment["kernel_release"] = environment["kernel.release"];
   environment["arch"] = environment["cpu.arch"];
   environment["page_size"] = std::to_string(options.page_size);
   if (!command.preset.empty()) environment["preset"] = command.preset;

@@ -75,7 +75,8 @@ bool SameCell(const google::protobuf::Map<std::string, std::string>& a,
 
 std::string KernelTitle(std::string_view label) {
   std::string out(label);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+  if (!out.empty() && out.find('@') == std::string::npos)
+    out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
   return out;
 }
 
@@ -100,6 +101,22 @@ std::string FormatCi(double low, double high) {
   if (std::isnan(low) || std::isnan(high)) return "-";
   if (!(low > 0) || std::isinf(high)) return "unbounded";
   return "[" + FormatChange(low) + ", " + FormatChange(high) + "]";
+}
+
+bool IsDifference(const v1::CounterComparison& k) {
+  return k.only_on().empty() && std::isnan(k.ratio()) && std::isfinite(k.difference());
+}
+
+std::string FormatCounterChange(const v1::CounterComparison& k) {
+  if (IsDifference(k)) return Printf("%+.3g", k.difference());
+  return FormatChange(k.ratio());
+}
+
+std::string FormatCounterCi(const v1::CounterComparison& k) {
+  if (!IsDifference(k)) return FormatCi(k.ci_low(), k.ci_high());
+  if (std::isnan(k.difference_low()) || std::isnan(k.difference_high())) return "-";
+  if (std::isinf(k.difference_low()) || std::isinf(k.difference_high())) return "unbounded";
+  return Printf("[%+.3g, %+.3g]", k.difference_low(), k.difference_high());
 }
 
 std::string FormatPValue(double p) {
@@ -177,8 +194,9 @@ Table SamePressureTable(const ComparisonGroup& group) {
     if (has_knob) row.push_back(CellValue(*c, group.knob));
     row.push_back(Throughput(c->n_baseline(), c->baseline_median()));
     row.push_back(Throughput(c->n_candidate(), c->candidate_median()));
-    row.push_back(FormatChange(
-        Ratio(c->n_baseline(), c->baseline_median(), c->n_candidate(), c->candidate_median())));
+    // The change as the statistics estimate it (Hodges-Lehmann, paired where the runs are),
+    // not the ratio of the two medians beside it: one number per change in a report.
+    row.push_back(FormatChange(c->ratio()));
     table.rows.push_back(std::move(row));
   }
   const size_t first = has_knob ? 1 : 0;
@@ -300,11 +318,13 @@ std::string CounterRatio(const v1::CounterComparison& k, const std::string& base
                          const std::string& candidate) {
   if (k.only_on() == "candidate") return "only on " + KernelTitle(candidate);
   if (k.only_on() == "baseline") return "only on " + KernelTitle(baseline);
+  if (IsDifference(k)) return Printf("%+.3g", k.difference());
   if (!std::isfinite(k.ratio())) return "-";
   return Printf("×%.3g", k.ratio());
 }
 
 std::string CounterCi(const v1::CounterComparison& k) {
+  if (IsDifference(k)) return FormatCounterCi(k);
   if (std::isnan(k.ci_low()) || std::isnan(k.ci_high())) return "-";
   if (!(k.ci_low() > 0) || std::isinf(k.ci_high())) return "unbounded";
   return Printf("[%.3g, %.3g]", k.ci_low(), k.ci_high());
@@ -355,24 +375,52 @@ Table CounterTable(const v1::Comparison& c, bool all_counters) {
 Table CounterCsvTable(const v1::GetReportResponse& report) {
   Table table;
   for (const std::string& key : report.matrix_keys()) table.headers.push_back(key);
-  for (const char* h :
-       {"board", "baseline", "candidate", "counter", "unit", "baseline_median", "candidate_median",
-        "baseline_per_second", "candidate_per_second", "ratio", "ci_low", "ci_high", "p_value",
-        "q_value", "significant", "paired", "only_on"}) {
+  for (const char* h : {"board",
+                        "baseline",
+                        "candidate",
+                        "counter",
+                        "unit",
+                        "baseline_median",
+                        "candidate_median",
+                        "baseline_per_second",
+                        "candidate_per_second",
+                        "ratio",
+                        "ci_low",
+                        "ci_high",
+                        "p_value",
+                        "q_value",
+                        "significant",
+                        "paired",
+                        "only_on",
+                        "difference",
+                        "difference_low",
+                        "difference_high"}) {
     table.headers.push_back(h);
   }
   for (const v1::Comparison& c : report.comparisons()) {
     for (const v1::CounterComparison& k : c.counters()) {
       std::vector<std::string> row;
       for (const std::string& key : report.matrix_keys()) row.push_back(CellValue(c, key));
-      for (const std::string& v :
-           {c.board(), c.baseline(), c.candidate(), k.name(), k.unit(),
-            CsvNumber(k.baseline_median()), CsvNumber(k.candidate_median()),
-            CsvNumber(k.baseline_per_second()), CsvNumber(k.candidate_per_second()),
-            CsvNumber(k.ratio()), CsvNumber(k.ci_low()), CsvNumber(k.ci_high()),
-            CsvNumber(k.p_value()), CsvNumber(k.q_value()),
-            std::string(k.significant() ? "true" : "false"),
-            std::string(k.paired() ? "true" : "false"), k.only_on()}) {
+      for (const std::string& v : {c.board(),
+                                   c.baseline(),
+                                   c.candidate(),
+                                   k.name(),
+                                   k.unit(),
+                                   CsvNumber(k.baseline_median()),
+                                   CsvNumber(k.candidate_median()),
+                                   CsvNumber(k.baseline_per_second()),
+                                   CsvNumber(k.candidate_per_second()),
+                                   CsvNumber(k.ratio()),
+                                   CsvNumber(k.ci_low()),
+                                   CsvNumber(k.ci_high()),
+                                   CsvNumber(k.p_value()),
+                                   CsvNumber(k.q_value()),
+                                   std::string(k.significant() ? "true" : "false"),
+                                   std::string(k.paired() ? "true" : "false"),
+                                   k.only_on(),
+                                   CsvNumber(k.difference()),
+                                   CsvNumber(k.difference_low()),
+                                   CsvNumber(k.difference_high())}) {
         row.push_back(v);
       }
       table.rows.push_back(std::move(row));
@@ -392,6 +440,7 @@ std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat 
     out += "\n" + RenderSection(SamePressureTitle(group), SamePressureTable(group), format);
     const Table pressure = PressureTable(group);
     if (!pressure.rows.empty()) out += "\n" + RenderSection(PressureTitle(group), pressure, format);
+    out += std::string(markdown ? "\n" : "") + kImprovementNote + "\n";
     out += "\n" + RenderSection(StatsTitle(group, report.alpha(), report.min_effect()),
                                 ComparisonStatsTable(group), format);
     for (const v1::Comparison* c : group.cells) {
@@ -399,11 +448,16 @@ std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat 
       const Table counters = CounterTable(*c, all_counters);
       const std::string title = CounterTitle(group, *c, counters, all_counters, report.alpha());
       out += "\n" + (counters.rows.empty() ? title : RenderSection(title, counters, format));
+      const bool differences = std::any_of(
+          c->counters().begin(), c->counters().end(), [&](const v1::CounterComparison& k) {
+            return IsDifference(k) && (all_counters || k.significant());
+          });
+      if (differences) out += std::string(markdown ? "\n" : "") + kDifferenceNote + "\n";
     }
     for (const v1::Comparison* c : group.cells) {
       const std::string where =
           group.knob.empty() ? "" : " at " + group.knob + "=" + CellValue(*c, group.knob);
-      out += RenderMedianTables(*c, where, format);
+      out += RenderMedianTables(*c, where, format, report.alpha());
     }
   }
   // Keys are "board/fact" (or plain "fact"): one section per board, in key order.

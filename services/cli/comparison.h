@@ -14,7 +14,9 @@
 
 namespace faultline::cli {
 
-// "vanilla" -> "Vanilla" (first letter upper-cased, the rest as given).
+// "vanilla" -> "Vanilla" (first letter upper-cased, the rest as given), as the seeds head
+// their tables. A label with a source ("patched@1743ea3805bc") is an identifier the reader
+// types back into commands: kept as it is.
 std::string KernelTitle(std::string_view label);
 
 // How a swept knob is named in the tables: writers -> "mmap writers" (columns "2 mmap
@@ -37,6 +39,21 @@ bool SameCell(const google::protobuf::Map<std::string, std::string>& a,
 std::string FormatChange(double ratio);
 // "[-2.1%, +9.8%]"; "unbounded" when the samples cannot bound it; "-" when absent.
 std::string FormatCi(double low, double high);
+// A counter's change: "+6.3%" from its ratio; where some run counted 0 (no ratio), the
+// difference B − A per unit, "+7.6" (no % sign); "-" when neither.
+std::string FormatCounterChange(const v1::CounterComparison& k);
+// Its CI in the same form: "[-2.1%, +9.8%]" or "[+5.1, +9.3]"; "unbounded"; "-".
+std::string FormatCounterCi(const v1::CounterComparison& k);
+// True for a counter compared by its difference (FormatCounterChange without %).
+bool IsDifference(const v1::CounterComparison& k);
+// The note under the seed's box table: its Improvement is the statistics' estimate, the one
+// number a report gives for a change (not the ratio of the two medians beside it).
+inline constexpr char kImprovementNote[] =
+    "Improvement: the Hodges-Lehmann change, as in the statistics below.";
+// The note under a counter table that has differences.
+inline constexpr char kDifferenceNote[] =
+    "A change without %: the difference B - A per unit, where some run counted 0\n"
+    "(a ratio to 0 says nothing).";
 // "0.0040", "<0.0001"; "-" when absent.
 std::string FormatPValue(double p);
 

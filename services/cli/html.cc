@@ -7,7 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "services/cli/comparison.h"
 #include "services/cli/mail.h"
+#include "services/cli/median_tables.h"
 #include "services/cli/report.h"
 #include "services/cli/table.h"
 
@@ -103,6 +105,23 @@ std::string YAxis(const Frame& f, const std::string& label) {
   return out;
 }
 
+// Ticks and their labels under the plot (whole numbers only: runs, seconds).
+std::string XAxis(const Frame& f, const std::string& label) {
+  std::string out =
+      absl::StrCat("<line class=\"ax\" x1=\"", kLeft, "\" y1=\"", kHeight - kBottom, "\" x2=\"",
+                   kWidth - kRight, "\" y2=\"", kHeight - kBottom, "\"/>");
+  for (double t : Ticks(f.x0, f.x1)) {
+    if (std::fabs(t - std::round(t)) > 1e-9) continue;
+    absl::StrAppend(&out, "<line class=\"ax\" x1=\"", Num(f.X(t)), "\" x2=\"", Num(f.X(t)),
+                    "\" y1=\"", kHeight - kBottom, "\" y2=\"", kHeight - kBottom + 4,
+                    "\"/><text class=\"tick xtick\" x=\"", Num(f.X(t)), "\" y=\"",
+                    kHeight - kBottom + 16, "\" text-anchor=\"middle\">", TickLabel(t), "</text>");
+  }
+  absl::StrAppend(&out, "<text class=\"lab\" x=\"", (kWidth + kLeft) / 2, "\" y=\"", kHeight - 6,
+                  "\" text-anchor=\"middle\">", Escape(label), "</text>");
+  return out;
+}
+
 std::string Legend(const std::vector<std::string>& kernels,
                    const std::map<std::string, std::string>& colour) {
   std::string out;
@@ -141,9 +160,8 @@ std::string RunsPlot(const std::vector<const v1::RunResult*>& runs, const std::s
   const double pad = (hi - lo) * 0.08 + 1e-9;
   Frame f{static_cast<double>(first) - 0.5, static_cast<double>(last) + 0.5,
           std::max(0.0, lo - pad), hi + pad};
-  std::string out = SvgOpen("runs", runs.size(), title, id) + YAxis(f, "rounds/s");
-  absl::StrAppend(&out, "<text class=\"lab\" x=\"", (kWidth + kLeft) / 2, "\" y=\"", kHeight - 8,
-                  "\" text-anchor=\"middle\">run, in the order they finished</text>");
+  std::string out = SvgOpen("runs", runs.size(), title, id) + YAxis(f, "rounds/s") +
+                    XAxis(f, "run, in the order they finished");
   for (const auto* r : runs) {
     absl::StrAppend(&out, "<circle class=\"pt\" data-kernel=\"", Escape(r->kernel()),
                     "\" data-order=\"", r->order(), "\" data-y=\"", Printf("%.6g", r->throughput()),
@@ -222,9 +240,8 @@ std::string SamplesPlot(const std::vector<const v1::RunResult*>& runs, const std
     n += static_cast<size_t>(r->samples_size());
   }
   Frame f{0.5, static_cast<double>(seconds) + 0.5, 0, hi * 1.08 + 1e-9};
-  std::string out = SvgOpen("samples", n, title, id) + YAxis(f, "rounds in the second");
-  absl::StrAppend(&out, "<text class=\"lab\" x=\"", (kWidth + kLeft) / 2, "\" y=\"", kHeight - 8,
-                  "\" text-anchor=\"middle\">second of the run</text>");
+  std::string out = SvgOpen("samples", n, title, id) + YAxis(f, "rounds in the second") +
+                    XAxis(f, "second of the run");
   for (const auto* r : chosen) {
     std::string points;
     for (int s = 0; s < r->samples_size(); ++s) {
@@ -248,31 +265,50 @@ struct ForestRow {
   double ratio, low, high;
 };
 
-// Ratios B/A with their CIs on a log axis; 1 marked.
-std::string ForestPlot(const std::vector<ForestRow>& rows, const std::string& title,
-                       const std::string& id) {
+// The x range every forest plot of a page shares: 1 and every finite estimate and bound,
+// with a margin.
+struct ForestScale {
   double lo = 1, hi = 1;
-  for (const auto& r : rows) {
-    for (double v : {r.ratio, r.low, r.high}) {
-      if (std::isfinite(v) && v > 0) {
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
+  void Add(const std::vector<ForestRow>& rows) {
+    for (const auto& r : rows) {
+      for (double v : {r.ratio, r.low, r.high}) {
+        if (std::isfinite(v) && v > 0) {
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
       }
     }
   }
-  lo /= 1.15;
-  hi *= 1.15;
+};
+
+std::string ForestText(const ForestRow& r) {
+  if (!std::isfinite(r.ratio) || !(r.ratio > 0)) return "-";
+  std::string out = Printf("%.3gx", r.ratio);
+  if (std::isfinite(r.low) && std::isfinite(r.high) && r.low > 0) {
+    absl::StrAppend(&out, " [", Printf("%.3g", r.low), ", ", Printf("%.3g", r.high), "]");
+  } else {
+    absl::StrAppend(&out, " [unbounded]");
+  }
+  return out;
+}
+
+// Ratios B/A with their CIs on a log axis, 1 marked, each row's estimate and interval
+// printed at its right; `scale` is shared by the page's plots so that they compare.
+std::string ForestPlot(const std::vector<ForestRow>& rows, const std::string& title,
+                       const std::string& id, const ForestScale& scale) {
+  const double lo = scale.lo / 1.15, hi = scale.hi * 1.15;
   const double row_h = 18, height = kTop + row_h * static_cast<double>(rows.size()) + kBottom;
-  const double left = 300;
+  const double left = 270, right = kWidth - 170;
   auto x = [&](double v) {
-    const double a = std::log(v), l = std::log(lo), h = std::log(hi);
-    return left + (a - l) / (h - l) * (kWidth - left - kRight);
+    const double a = std::log(std::clamp(v, lo, hi)), l = std::log(lo), h = std::log(hi);
+    return left + (a - l) / (h - l) * (right - left);
   };
   std::string out = absl::StrCat(
       "<svg class=\"plot\" id=\"", id, "\" data-plot=\"forest\" data-points=\"", rows.size(),
-      "\" viewBox=\"0 0 ", kWidth, " ", Num(height), "\" width=\"", kWidth, "\" height=\"",
-      Num(height), "\" role=\"img\" aria-label=\"", Escape(title),
-      "\"><text x=\"10\" y=\"16\" class=\"t\">", Escape(title), "</text>");
+      "\" data-lo=\"", Printf("%.6g", lo), "\" data-hi=\"", Printf("%.6g", hi), "\" viewBox=\"0 0 ",
+      kWidth, " ", Num(height), "\" width=\"", kWidth, "\" height=\"", Num(height),
+      "\" role=\"img\" aria-label=\"", Escape(title), "\"><text x=\"10\" y=\"16\" class=\"t\">",
+      Escape(title), "</text>");
   absl::StrAppend(&out, "<line class=\"one\" x1=\"", Num(x(1)), "\" x2=\"", Num(x(1)), "\" y1=\"",
                   kTop - 4, "\" y2=\"", Num(height - kBottom + 4), "\"/>");
   double last_x = -1e9;
@@ -280,7 +316,7 @@ std::string ForestPlot(const std::vector<ForestRow>& rows, const std::string& ti
                    100.0, 200.0, 500.0, 1000.0}) {
     if (t < lo || t > hi || x(t) - last_x < 34) continue;  // no labels on top of each other
     last_x = x(t);
-    absl::StrAppend(&out, "<text class=\"tick\" x=\"", Num(x(t)), "\" y=\"",
+    absl::StrAppend(&out, "<text class=\"tick xtick\" x=\"", Num(x(t)), "\" y=\"",
                     Num(height - kBottom + 18), "\" text-anchor=\"middle\">", Printf("%.3gx", t),
                     "</text>");
   }
@@ -288,7 +324,7 @@ std::string ForestPlot(const std::vector<ForestRow>& rows, const std::string& ti
     const ForestRow& r = rows[i];
     const double y = kTop + row_h * (static_cast<double>(i) + 0.5);
     absl::StrAppend(&out, "<text class=\"tick\" x=\"", left - 8, "\" y=\"", Num(y + 4),
-                    "\" text-anchor=\"end\">", Escape(r.name.substr(0, 44)), "</text>");
+                    "\" text-anchor=\"end\">", Escape(r.name.substr(0, 40)), "</text>");
     if (std::isfinite(r.low) && std::isfinite(r.high) && r.low > 0) {
       absl::StrAppend(&out, "<line class=\"ci\" x1=\"", Num(x(r.low)), "\" x2=\"", Num(x(r.high)),
                       "\" y1=\"", Num(y), "\" y2=\"", Num(y), "\"/>");
@@ -296,12 +332,35 @@ std::string ForestPlot(const std::vector<ForestRow>& rows, const std::string& ti
     const double shown = std::isfinite(r.ratio) && r.ratio > 0 ? r.ratio : 1;
     absl::StrAppend(&out, "<rect class=\"pt\" x=\"", Num(x(shown) - 4), "\" y=\"", Num(y - 4),
                     "\" width=\"8\" height=\"8\"><title>", Escape(r.name), ": ",
-                    Printf("%.4g", r.ratio), " [", Printf("%.4g", r.low), ", ",
-                    Printf("%.4g", r.high), "]</title></rect>");
+                    Escape(ForestText(r)), "</title></rect><text class=\"tick est\" x=\"",
+                    Num(right + 10), "\" y=\"", Num(y + 4), "\">", Escape(ForestText(r)),
+                    "</text>");
   }
-  absl::StrAppend(&out, "<text class=\"lab\" x=\"", (kWidth + left) / 2, "\" y=\"", Num(height - 6),
-                  "\" text-anchor=\"middle\">B/A with 95% CI (log scale)</text>");
+  absl::StrAppend(&out, "<text class=\"lab\" x=\"", (right + left) / 2, "\" y=\"", Num(height - 6),
+                  "\" text-anchor=\"middle\">B/A with 95% CI (log scale, the same for every plot "
+                  "on this page)</text>");
   return out + "</svg>\n";
+}
+
+// The seed's mmap_lock tables of a comparison as HTML tables.
+std::string LockTablesHtml(const v1::Comparison& c, const std::string& heading, double alpha) {
+  if (c.tables().empty()) return "";
+  std::string out = absl::StrCat("<h3>mmap_lock waits, ", Escape(heading), "</h3>\n<p>",
+                                 Escape(MedianTablesLegend(c, alpha)), "</p>\n");
+  for (const v1::MedianTable& table : c.tables()) {
+    const Table t = MedianTableRows(table, c.baseline(), c.candidate());
+    absl::StrAppend(&out, "<table class=\"lock\"><caption>", Escape(table.title()), " (",
+                    Escape(TableUnit(table)), ")</caption>\n<tr>");
+    for (const std::string& h : t.headers) absl::StrAppend(&out, "<th>", Escape(h), "</th>");
+    absl::StrAppend(&out, "</tr>\n");
+    for (const auto& row : t.rows) {
+      absl::StrAppend(&out, "<tr>");
+      for (const std::string& cell : row) absl::StrAppend(&out, "<td>", Escape(cell), "</td>");
+      absl::StrAppend(&out, "</tr>\n");
+    }
+    absl::StrAppend(&out, "</table>\n");
+  }
+  return out;
 }
 
 constexpr const char* kStyle = R"css(
@@ -314,6 +373,10 @@ svg .lab { font-size: 11px; fill: #666; } svg .ax { stroke: #888; }
 svg .grid { stroke: #eee; } svg .median { stroke: #000; stroke-width: 2; }
 svg .one { stroke: #999; stroke-dasharray: 4 3; } svg .ci { stroke: #333; stroke-width: 2; }
 svg rect.pt { fill: #d62728; }
+table.lock { border-collapse: collapse; margin: 8px 0 16px; font-size: 12px; }
+table.lock caption { text-align: left; font-weight: 600; padding: 4px 0; }
+table.lock td, table.lock th { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
+table.lock td:first-child, table.lock th:first-child { text-align: left; }
 )css";
 
 // Every plot must hold the points it declares; the result is left on <body> for a test.
@@ -407,20 +470,31 @@ std::string RenderHtml(const v1::GetReportResponse& report) {
   }
   if (!report.comparisons().empty()) {
     body += "<h2>What changed, B/A</h2>\n";
-    int i = 0;
+    std::vector<std::vector<ForestRow>> plots;
+    ForestScale scale;
     for (const auto& c : report.comparisons()) {
       std::vector<ForestRow> rows = {{"throughput (rounds/s)", c.ratio(), c.ci_low(), c.ci_high()}};
       for (const auto& k : c.counters()) {
-        if (k.significant() && k.only_on().empty() && rows.size() < 25) {
+        // Differences (a run counted 0) have no ratio to draw: the text below has them.
+        if (k.significant() && k.only_on().empty() && !IsDifference(k) && rows.size() < 25) {
           rows.push_back({k.name(), k.ratio(), k.ci_low(), k.ci_high()});
         }
       }
-      const std::string cell = CellName(c.cell(), report.matrix_keys());
-      body += ForestPlot(rows,
-                         absl::StrCat(c.candidate(), " vs ", c.baseline(), " on ", c.board(),
-                                      cell.empty() ? "" : ", " + cell, ": ", c.verdict()),
-                         absl::StrCat("forest-", i++));
+      scale.Add(rows);
+      plots.push_back(std::move(rows));
     }
+    int i = 0;
+    std::string locks;
+    for (const auto& c : report.comparisons()) {
+      const std::string cell = CellName(c.cell(), report.matrix_keys());
+      const std::string heading = absl::StrCat(c.candidate(), " vs ", c.baseline(), " on ",
+                                               c.board(), cell.empty() ? "" : ", " + cell);
+      body += ForestPlot(plots[static_cast<size_t>(i)], heading + ": " + c.verdict(),
+                         absl::StrCat("forest-", i), scale);
+      ++i;
+      locks += LockTablesHtml(c, heading, report.alpha());
+    }
+    if (!locks.empty()) body += "<h2>mmap_lock waits</h2>\n" + locks;
   }
   MailOptions text;
   text.utf8 = true;
@@ -453,9 +527,13 @@ std::string RenderComparisonHtml(const v1::Comparison& c, const std::vector<doub
                      RunsPlot(ptrs, "line i of A, then line i of B", "runs-0", kernels, colour);
   body += "<h2>Distributions</h2>\n" + DistPlot({{c.baseline(), a}, {c.candidate(), b}}, "A and B",
                                                 "dist-0", kernels, colour, "value");
-  body += "<h2>B/A</h2>\n" + ForestPlot({{"median ratio", c.ratio(), c.ci_low(), c.ci_high()}},
+  const std::vector<ForestRow> rows = {
+      {"Hodges-Lehmann ratio", c.ratio(), c.ci_low(), c.ci_high()}};
+  ForestScale scale;
+  scale.Add(rows);
+  body += "<h2>B/A</h2>\n" + ForestPlot(rows,
                                         c.candidate() + " vs " + c.baseline() + ": " + c.verdict(),
-                                        "forest-0");
+                                        "forest-0", scale);
   body += "<h2>As text</h2>\n<pre>" + Escape(text) + "</pre>\n";
   return Page("faultline compare " + c.baseline() + " " + c.candidate(), body);
 }

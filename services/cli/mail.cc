@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "services/cli/comparison.h"
+#include "services/cli/median_tables.h"
 #include "services/cli/report.h"
 #include "services/cli/spec_yaml.h"
 #include "services/cli/table.h"
@@ -290,13 +291,41 @@ std::string CounterLines(const v1::GetReportResponse& report,
     for (const auto* k : changed) {
       if (shown++ == kMaxCountersPerCell) break;
       t.rows.push_back({k->name(), Printf("%.4g", k->baseline_median()),
-                        Printf("%.4g", k->candidate_median()), FormatChange(k->ratio()),
-                        FormatCi(k->ci_low(), k->ci_high())});
+                        Printf("%.4g", k->candidate_median()), FormatCounterChange(*k),
+                        FormatCounterCi(*k)});
     }
     absl::StrAppend(&out, FittedTable(t, width));
+    const auto shown_end = changed.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(
+                                                 changed.size(), kMaxCountersPerCell));
+    if (std::any_of(changed.begin(), shown_end, [](auto* k) { return IsDifference(*k); })) {
+      absl::StrAppend(&out, kDifferenceNote, "\n");
+    }
     if (changed.size() > kMaxCountersPerCell) {
       absl::StrAppend(&out, "  ... and ", changed.size() - kMaxCountersPerCell,
                       " more (faultline report --counters all)\n");
+    }
+  }
+  return out;
+}
+
+// The seed's mmap_lock tables of every comparison that traced them (mmap_lock_waits: true),
+// each fitted to the width (stacked where a row would be wider).
+std::string LockTables(const v1::GetReportResponse& report,
+                       const std::map<std::string, std::string>& letters, size_t width) {
+  std::string out;
+  for (const v1::Comparison& c : report.comparisons()) {
+    if (c.tables().empty()) continue;
+    const std::string b = letters.count(c.candidate()) ? letters.at(c.candidate()) : "B";
+    const std::string a = letters.count(c.baseline()) ? letters.at(c.baseline()) : "A";
+    absl::StrAppend(&out, "\nmmap_lock waits, ", b, " vs ", a);
+    if (report.matrix_keys_size() > 0) {
+      absl::StrAppend(&out, ", ", CellText(c.cell(), report.matrix_keys(), false));
+    }
+    if (report.boards_size() > 1) absl::StrAppend(&out, ", board ", c.board());
+    absl::StrAppend(&out, ": ", MedianTablesLegend(c, report.alpha()));
+    for (const v1::MedianTable& table : c.tables()) {
+      absl::StrAppend(&out, "\n", MedianTableHeading(table),
+                      FittedTable(MedianTableRows(table, c.baseline(), c.candidate()), width));
     }
   }
   return out;
@@ -315,6 +344,7 @@ std::string SeedTables(const v1::GetReportResponse& report, size_t width) {
       absl::StrAppend(&out, "\n", title, "\n", box);
     }
   }
+  if (!out.empty()) absl::StrAppend(&out, kImprovementNote, "\n");
   return out;
 }
 
@@ -458,7 +488,7 @@ std::string RenderMail(const v1::GetReportResponse& report, const MailOptions& o
     }
   } else {
     absl::StrAppend(&text, SeedTables(report, width), ComparisonLines(report, letters, width),
-                    CounterLines(report, letters, width));
+                    CounterLines(report, letters, width), LockTables(report, letters, width));
   }
   if (!report.environment_differences().empty()) {
     absl::StrAppend(&text, "\nFacts that differ between the kernels' runs (board/fact):\n");
@@ -575,6 +605,7 @@ std::string RenderMmtests(const v1::GetReportResponse& report, const MailOptions
     for (const std::string& c : l.cols) absl::StrAppend(&out, " ", c);
     absl::StrAppend(&out, "\n");
   }
+  absl::StrAppend(&out, LockTables(report, letters, options.width));
   absl::StrAppend(&out,
                   "\nRounds/s per run; A: the baseline. A change between stars: faultline's\n",
                   "verdict says the kernels differ (paired Hodges-Lehmann, alpha ",
@@ -664,12 +695,14 @@ std::string RenderLkp(const v1::GetReportResponse& report, const MailOptions& op
       }
       absl::StrAppend(&out,
                       Printf("%10s%s %10s %10s%s", value(k.baseline_median()).c_str(),
-                             stddev(ka).c_str(), FormatChange(k.ratio()).c_str(),
+                             stddev(ka).c_str(), FormatCounterChange(k).c_str(),
                              value(k.candidate_median()).c_str(), stddev(kb).c_str()),
                       "  ", k.name(), k.unit().empty() || k.unit() == "round" ? "" : "/" + k.unit(),
                       "\n");
     }
   }
+  std::vector<std::string> order;
+  absl::StrAppend(&out, LockTables(report, KernelLetters(report, &order), options.width));
   absl::StrAppend(&out, "\nMedians over the runs (counters per round); %change only where\n",
                   "faultline's verdict says the kernels differ (counters: q <= ",
                   Printf("%g", report.alpha()), ").\n");

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "services/cli/spec_file.h"
 #include "services/cli/spec_yaml.h"
+#include "services/cli/table.h"
 
 namespace faultline::cli {
 namespace {
@@ -263,6 +264,141 @@ TEST(HtmlReport, ACompareOfTwoFiles) {
   EXPECT_NE(html.find("data-plot=\"runs\" data-points=\"5\""), std::string::npos);
   EXPECT_NE(html.find("data-plot=\"dist\" data-points=\"5\""), std::string::npos);
   EXPECT_NE(html.find("data-plot=\"forest\" data-points=\"1\""), std::string::npos);
+}
+
+// The seed's three lock tables, as the controller fills them for a job with
+// mmap_lock_waits: true (large counts with CIs, the widest labels, a row without a ratio).
+void AddLockTables(v1::Comparison* c) {
+  auto row = [](v1::MedianTable* t, const std::string& label, double a, double b, bool sig) {
+    v1::MedianTableRow* r = t->add_rows();
+    r->set_label(label);
+    for (auto [m, v] :
+         {std::pair{r->mutable_baseline(), a}, std::pair{r->mutable_candidate(), b}}) {
+      m->set_n(16);
+      m->set_median(v);
+      m->set_ci_low(v * 0.93);
+      m->set_ci_high(v * 1.08);
+    }
+    r->set_ratio(a > 0 && b > 0 ? b / a : std::nan(""));
+    r->set_ci_low(a > 0 && b > 0 ? b / a * 0.9 : std::nan(""));
+    r->set_ci_high(a > 0 && b > 0 ? b / a * 1.1 : std::nan(""));
+    r->set_per_unit(label.find("Avg") == std::string::npos);
+    r->set_q_value(sig ? 0.001 : 0.6);
+    r->set_significant(sig);
+  };
+  v1::MedianTable* waits = c->add_tables();
+  waits->set_title("mmap_lock Acquisitions And Wait Time");
+  waits->set_first_column("Metric");
+  waits->set_unit("round");
+  row(waits, "Read Lock Count", 20010.4, 5719.2, true);
+  row(waits, "Read Total Wait (us)", 10695877, 408436, true);
+  row(waits, "Read Avg Wait (us)", 534, 71, true);
+  row(waits, "Write Lock Count", 838, 909, false);
+  row(waits, "Write Total Wait (us)", 0, 0, false);
+  row(waits, "Write Avg Wait (us)", 598, 107, true);
+  for (const std::string side : {"Read", "Write"}) {
+    v1::MedianTable* dist = c->add_tables();
+    dist->set_title(side + " Lock Waiting Time Distribution of mmap_lock");
+    dist->set_first_column("Range (us)");
+    dist->set_unit("round");
+    row(dist, "[0, 1)", 9927, 4286, true);
+    row(dist, "[1000000, +)", 0, 0, false);
+  }
+  v1::MedianTable* contention = c->add_tables();
+  contention->set_title("mmap_lock Contention (lock:contention_begin/end)");
+  contention->set_first_column("Metric");
+  contention->set_unit("round");
+  row(contention, "Write Contended Wait (us)", 123456789, 98765432, false);
+}
+
+// A traced job's report carries the seed's lock tables in every format, and the mail keeps
+// to 80 columns of ASCII with them (what goes to linux-mm).
+TEST(MailReport, ATracedJobsLockTablesInEveryFormat) {
+  v1::GetReportResponse report = Fixture("ab-report.json");
+  AddLockTables(report.mutable_comparisons(0));
+  report.mutable_job()->mutable_spec()->set_kernels(1, "vanilla-churn-with-a-longer-label");
+  const std::string mail = RenderMail(report);
+  ExpectMailable(mail);
+  for (const std::string& text :
+       {mail, RenderMmtests(report), RenderLkp(report), RenderHtml(report)}) {
+    for (const char* title : {"mmap_lock Acquisitions And Wait Time",
+                              "Read Lock Waiting Time Distribution of mmap_lock",
+                              "Write Lock Waiting Time Distribution of mmap_lock",
+                              "mmap_lock Contention (lock:contention_begin/end)",
+                              "* marks a change with q &lt;= 0.01", "Read Lock Count"}) {
+      std::string want = title;
+      if (text.find("<html") == std::string::npos) {
+        if (const size_t lt = want.find("&lt;"); lt != std::string::npos) want.replace(lt, 4, "<");
+      }
+      EXPECT_NE(text.find(want), std::string::npos) << want << " missing in:\n" << text;
+    }
+  }
+  EXPECT_NE(mail.find("-71.42%*"), std::string::npos) << mail;
+  EXPECT_NE(mail.find("+8.47%\n"), std::string::npos) << "not significant: no star\n" << mail;
+  EXPECT_NE(RenderHtml(report).find("<table class=\"lock\">"), std::string::npos);
+}
+
+// A counter most baseline runs never hit has no ratio: the mail shows its difference, not a
+// clamp's ×1e9, and says what the number is.
+TEST(MailReport, AZeroBaseCounterIsADifference) {
+  v1::GetReportResponse report = Fixture("ab-report.json");
+  v1::Comparison* c = report.mutable_comparisons(0);
+  v1::CounterComparison* k = c->mutable_counters()->Add();
+  k->set_name("vmstat.pgmajfault");
+  k->set_unit("round");
+  k->set_baseline_median(0);
+  k->set_candidate_median(7.6);
+  k->set_ratio(std::nan(""));
+  k->set_ci_low(std::nan(""));
+  k->set_ci_high(std::nan(""));
+  k->set_difference(7.6);
+  k->set_difference_low(5.1);
+  k->set_difference_high(9.3);
+  k->set_q_value(0.0001);
+  k->set_significant(true);
+  c->mutable_counters()->SwapElements(0, c->counters_size() - 1);  // shown among the first
+  const std::string mail = RenderMail(report);
+  ExpectMailable(mail);
+  const size_t line = mail.find("  vmstat.pgmajfault ");
+  ASSERT_NE(line, std::string::npos) << mail;
+  const std::string shown = mail.substr(line, mail.find('\n', line) - line);
+  EXPECT_NE(shown.find(" +7.6 "), std::string::npos) << shown;
+  EXPECT_NE(shown.find(" [+5.1, +9.3]"), std::string::npos) << shown;
+  EXPECT_NE(mail.find("A change without %: the difference B - A"), std::string::npos) << mail;
+  EXPECT_EQ(mail.find("e+0"), std::string::npos) << mail;
+  EXPECT_NE(RenderLkp(report).find("+7.6"), std::string::npos);
+}
+
+// The page's forest plots share one x scale and print each estimate with its interval; the
+// per-second plot labels its x axis.
+TEST(HtmlReport, ForestPlotsShareAScaleAndPrintTheirNumbers) {
+  v1::GetReportResponse report = Fixture("ab-report.json");
+  v1::Comparison second = report.comparisons(0);
+  second.set_ratio(1.9);
+  second.set_ci_low(1.7);
+  second.set_ci_high(2.1);
+  second.set_board("other-board");
+  *report.add_comparisons() = second;
+  for (auto& r : *report.mutable_run_results()) {
+    for (int s = 0; s < 12; ++s) r.add_samples(100 + s);
+  }
+  const std::string html = RenderHtml(report);
+  std::vector<std::string> ranges;
+  for (size_t at = html.find("data-plot=\"forest\""); at != std::string::npos;
+       at = html.find("data-plot=\"forest\"", at + 1)) {
+    const size_t lo = html.find("data-lo=\"", at), end = html.find("viewBox", at);
+    ranges.push_back(html.substr(lo, end - lo));
+  }
+  ASSERT_EQ(ranges.size(), 2u) << html;
+  EXPECT_EQ(ranges[0], ranges[1]);
+  EXPECT_NE(html.find(Printf("%.3gx [", report.comparisons(0).ratio())), std::string::npos);
+  EXPECT_NE(html.find("1.9x [1.7, 2.1]"), std::string::npos);
+  const size_t samples = html.find("data-plot=\"samples\"");
+  ASSERT_NE(samples, std::string::npos);
+  const size_t samples_end = html.find("</svg>", samples);
+  EXPECT_NE(html.substr(samples, samples_end - samples).find("class=\"tick xtick\""),
+            std::string::npos)
+      << "the per-second plot labels its seconds";
 }
 
 }  // namespace

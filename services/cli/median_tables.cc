@@ -41,10 +41,12 @@ std::string Plural(const std::string& unit) {
   return unit.empty() || unit.back() == 's' ? unit : unit + "s";
 }
 
+// Starred when its q (Benjamini-Hochberg over every row of the comparison's tables) is at
+// most the report's alpha: a star per row whose CI excludes 0 would mark ~5% of the rows of
+// an A/A run by chance (4 of 31 once).
 std::string Change(const v1::MedianTableRow& row) {
   if (!std::isfinite(row.ratio()) || !(row.ratio() > 0)) return "N/A ";
-  const bool clear = (row.ci_low() > 1 || row.ci_high() < 1) && std::isfinite(row.ci_high());
-  return Printf("%+.2f%%", (row.ratio() - 1) * 100) + (clear ? "*" : " ");
+  return Printf("%+.2f%%", (row.ratio() - 1) * 100) + (row.significant() ? "*" : " ");
 }
 
 }  // namespace
@@ -109,23 +111,36 @@ Table MedianTableRows(const v1::MedianTable& table, const std::string& baseline,
   return out;
 }
 
-std::string RenderMedianTables(const v1::Comparison& comparison, const std::string& where,
-                               ReportFormat format) {
+std::string MedianTablesLegend(const v1::Comparison& comparison, double alpha) {
   if (comparison.tables().empty()) return "";
-  const bool markdown = format == ReportFormat::kMarkdown;
   const v1::MedianTable& first = comparison.tables(0);
   const uint32_t runs = std::max(first.rows().empty() ? 0u : first.rows(0).baseline().n(),
                                  first.rows().empty() ? 0u : first.rows(0).candidate().n());
-  std::string out = "\nmmap_lock waits" + where + ": medians of " + std::to_string(runs) +
-                    " runs per kernel [95% CI];\n* marks a change whose 95% CI excludes 0.\n";
+  int tested = 0;
+  for (const v1::MedianTable& table : comparison.tables()) {
+    for (const v1::MedianTableRow& row : table.rows()) tested += std::isfinite(row.q_value());
+  }
+  return "medians of " + std::to_string(runs) + " runs per kernel [95% CI];\n* marks a change " +
+         "with q <= " + Printf("%g", alpha) + " (Benjamini-Hochberg over its " +
+         std::to_string(tested) + " rows).\n";
+}
+
+std::string MedianTableHeading(const v1::MedianTable& table) {
+  return "== " + table.title() + " ==\n(" + TableUnit(table) + ")\n";
+}
+
+std::string RenderMedianTables(const v1::Comparison& comparison, const std::string& where,
+                               ReportFormat format, double alpha) {
+  if (comparison.tables().empty()) return "";
+  const bool markdown = format == ReportFormat::kMarkdown;
+  std::string out = "\nmmap_lock waits" + where + ": " + MedianTablesLegend(comparison, alpha);
   for (const v1::MedianTable& table : comparison.tables()) {
     const Table rows = MedianTableRows(table, comparison.baseline(), comparison.candidate());
     if (markdown) {
       out += "\n**" + EscapeMarkdown(table.title()) + "** (" + TableUnit(table) + ")\n\n" +
              RenderMarkdownTable(rows);
     } else {
-      out +=
-          "\n== " + table.title() + " ==\n(" + TableUnit(table) + ")\n\n" + RenderRuledTable(rows);
+      out += "\n" + MedianTableHeading(table) + "\n" + RenderRuledTable(rows);
     }
   }
   return out;

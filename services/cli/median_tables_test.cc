@@ -26,6 +26,12 @@ v1::MedianTableRow* AddRow(v1::MedianTable* t, const std::string& label, double 
   r->set_ci_low(low);
   r->set_ci_high(high);
   r->set_per_unit(true);
+  // As the controller marks them (lock_wait_tables.cc): here, a CI that excludes 1 and q
+  // below α go together; StarsFollowQNotTheCi parts them.
+  const bool clear = low > 1 || high < 1;
+  r->set_p_value(std::isfinite(ratio) ? (clear ? 0.0001 : 0.5) : std::nan(""));
+  r->set_q_value(std::isfinite(ratio) ? (clear ? 0.001 : 0.5) : std::nan(""));
+  r->set_significant(std::isfinite(ratio) && clear);
   return r;
 }
 
@@ -65,10 +71,10 @@ TEST(RenderMedianTables, SeedShapedWithinEightyColumns) {
   dist->set_unit("round");
   AddRow(dist, "[0, 1)", 9927, 4286, 0.4318, 0.40, 0.46);
 
-  const std::string text = RenderMedianTables(c, " at threads=8", ReportFormat::kTable);
+  const std::string text = RenderMedianTables(c, " at threads=8", ReportFormat::kTable, 0.01);
   EXPECT_EQ(text,
             "\nmmap_lock waits at threads=8: medians of 10 runs per kernel [95% CI];\n"
-            "* marks a change whose 95% CI excludes 0.\n"
+            "* marks a change with q <= 0.01 (Benjamini-Hochberg over its 4 rows).\n"
             "\n== mmap_lock Acquisitions And Wait Time ==\n"
             "(per round; averages and maxima per acquisition)\n\n"
             "Metric                 Vanilla (median)         Patched (median)        Change\n"
@@ -108,13 +114,13 @@ TEST(RenderMedianTables, SmallPerRoundCountsAreShownPerThousandRounds) {
         *c.add_tables() = t;
         return c;
       }(),
-      "", ReportFormat::kTable);
+      "", ReportFormat::kTable, 0.01);
   EXPECT_NE(text.find("(per round)"), std::string::npos) << text;
 }
 
 TEST(RenderMedianTables, MarkdownAndNothingWithoutTables) {
   v1::Comparison c;
-  EXPECT_EQ(RenderMedianTables(c, "", ReportFormat::kTable), "");
+  EXPECT_EQ(RenderMedianTables(c, "", ReportFormat::kTable, 0.01), "");
   c.set_baseline("a");
   c.set_candidate("b");
   v1::MedianTable* t = c.add_tables();
@@ -122,10 +128,26 @@ TEST(RenderMedianTables, MarkdownAndNothingWithoutTables) {
   t->set_first_column("Metric");
   t->set_unit("second");
   AddRow(t, "Read Lock Count", 10, 5, 0.5, 0.4, 0.6);
-  const std::string md = RenderMedianTables(c, "", ReportFormat::kMarkdown);
+  const std::string md = RenderMedianTables(c, "", ReportFormat::kMarkdown, 0.01);
   EXPECT_NE(md.find("per second"), std::string::npos) << md;
   EXPECT_NE(md.find("**mmap_lock Acquisitions And Wait Time**"), std::string::npos) << md;
   EXPECT_NE(md.find("| Read Lock Count |"), std::string::npos) << md;
+}
+
+// The A/A case: a row whose 95% CI happens to exclude 1 (one in twenty do by chance) is not
+// starred unless its q, corrected over the comparison's rows, is at most alpha.
+TEST(RenderMedianTables, StarsFollowQNotTheCi) {
+  v1::MedianTable t;
+  t.set_title("mmap_lock Acquisitions And Wait Time");
+  t.set_first_column("Metric");
+  t.set_unit("round");
+  v1::MedianTableRow* chance = AddRow(&t, "Read Lock Count", 100, 104, 1.04, 1.01, 1.07);
+  chance->set_q_value(0.4);
+  chance->set_significant(false);
+  AddRow(&t, "Write Lock Count", 100, 50, 0.5, 0.45, 0.55);
+  const Table rows = MedianTableRows(t, "a", "b");
+  EXPECT_EQ(rows.rows[0][3], "+4.00% ");
+  EXPECT_EQ(rows.rows[1][3], "-50.00%*");
 }
 
 }  // namespace

@@ -126,6 +126,61 @@ TEST(CompareCounters, TooFewRoundsComparesPerSecond) {
   EXPECT_DOUBLE_EQ(all[0].median_b, 11);
 }
 
+// A counter most baseline runs never hit: its ratio would be ×1e9 from the clamp of log 0
+// and lead the table. It is compared by its difference instead, and the ratios are ranked
+// by the least change their CI allows, so the real effect (×28.8) leads.
+TEST(CompareCounters, ZeroBasesAreDifferencesAndDoNotLead) {
+  std::vector<RunCounters> a, b;
+  for (int i = 0; i < 10; ++i) {
+    const double rounds = 1000 + 10 * i;
+    // Baseline: 0 in 7 of 10 runs (median 0); candidate: 7.6 per round.
+    a.push_back(MakeRun(i + 1, rounds,
+                        {{"vmstat.pgmajfault", i % 4 == 0 ? 3.0 * rounds : 0.0},
+                         {"vmstat.pgscan", 10 * rounds * (1 + 0.01 * i)}}));
+    b.push_back(MakeRun(i + 1, rounds,
+                        {{"vmstat.pgmajfault", (7.6 + 0.05 * i) * rounds},
+                         {"vmstat.pgscan", 288 * rounds * (1 + 0.012 * (9 - i))}}));
+  }
+  const auto all = CompareCounters(a, b, /*paired=*/true, stats::CompareOptions{});
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].name, "vmstat.pgscan") << "the real ratio leads";
+  EXPECT_NEAR(all[0].ratio, 28.8, 0.5);
+  EXPECT_TRUE(all[0].significant);
+  EXPECT_TRUE(std::isnan(all[0].difference));
+  const CounterComparison& zero = all[1];
+  EXPECT_EQ(zero.name, "vmstat.pgmajfault");
+  EXPECT_DOUBLE_EQ(zero.median_a, 0);
+  EXPECT_TRUE(std::isnan(zero.ratio)) << "no ratio against a zero: " << zero.ratio;
+  EXPECT_TRUE(zero.significant) << "q " << zero.q_value;
+  // Paired differences: 7.6+ in 7 runs, 4.6+ in the 3 that hit it on A.
+  EXPECT_GT(zero.difference, 4.5);
+  EXPECT_LT(zero.difference, 8.1);
+  EXPECT_LE(zero.difference_low, zero.difference);
+  EXPECT_GE(zero.difference_high, zero.difference);
+  EXPECT_GT(zero.difference_low, 0);
+}
+
+// Among significant ratios, a wide interval of a few runs (×40, CI down to ×1.5) does not
+// lead a precise one (×8, CI [×7.6, ×8.4]): ranked by the end of the CI nearest ×1.
+TEST(CompareCounters, RankedByTheLeastChangeTheirIntervalAllows) {
+  std::vector<RunCounters> a, b;
+  for (int i = 0; i < 12; ++i) {
+    a.push_back(
+        MakeRun(i + 1, 100,
+                {{"vmstat.precise", 100 * (1 + 0.01 * i)}, {"vmstat.wild", i < 6 ? 1.0 : 50.0}}));
+    b.push_back(MakeRun(i + 1, 100,
+                        {{"vmstat.precise", 800 * (1 + 0.01 * ((i * 5) % 12))},
+                         {"vmstat.wild", i < 6 ? 80.0 : 60.0 + i}}));
+  }
+  const auto all = CompareCounters(a, b, false, stats::CompareOptions{});
+  ASSERT_EQ(all.size(), 2u);
+  ASSERT_TRUE(all[0].significant && all[1].significant)
+      << all[0].name << " q " << all[0].q_value << ", " << all[1].name << " q " << all[1].q_value;
+  EXPECT_EQ(all[0].name, "vmstat.precise");
+  EXPECT_GT(Named(all, "vmstat.wild").ratio, Named(all, "vmstat.precise").ratio)
+      << "the wild one is larger, and still second";
+}
+
 TEST(IsComparableCounter, CountsOfWorkOnly) {
   for (const char* yes :
        {"vmstat.pgfault", "memcg.pgscan", "memcg.events.high", "psi.memory_some_us", "rusage.nvcsw",
@@ -205,6 +260,8 @@ TEST(LockWaitTables, TheSeedsThreeTablesFromMediansOverRuns) {
   EXPECT_LT(count.ci_low, count.ratio);
   EXPECT_GT(count.ci_high, count.ratio);
   EXPECT_LT(count.ci_high, 1);
+  EXPECT_TRUE(count.significant) << "q " << count.q_value;
+  EXPECT_LE(count.q_value, 0.01);
 
   const MedianTableRow& avg = RowOf(tables[0], "Read Avg Wait (us)");
   EXPECT_NEAR(avg.baseline.median, 500, 30);  // per acquisition, whatever the rounds
@@ -255,6 +312,40 @@ TEST(LockWaitTables, RowsWhereSomeRunsSawNoneCompareTheMedians) {
   EXPECT_DOUBLE_EQ(rare.candidate.median, 0.1);
   EXPECT_DOUBLE_EQ(rare.ratio, 1.0);
   EXPECT_TRUE(std::isnan(rare.ci_low)) << "no CI from the medians' ratio";
+}
+
+// A/A: the same kernel on both sides. Each row's 95% CI excludes 1 in about 5% of rows by
+// chance (4 of 31 once); the star is q <= alpha after Benjamini-Hochberg over the rows.
+// 40 A/A studies of 10 runs a side (fixed seeds): uncorrected CIs star rows in many of
+// them, the corrected stars appear in at most 2 (FWER under the null is at most alpha).
+TEST(LockWaitTables, AnAAStarsNothingByChance) {
+  int ci_excludes = 0, starred = 0, studies_with_star = 0;
+  for (int seed = 1; seed <= 40; ++seed) {
+    std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919);
+    std::lognormal_distribution<double> noise(0, 0.15);
+    std::vector<RunCounters> a, b;
+    for (int rep = 0; rep < 10; ++rep) {
+      for (auto* side : {&a, &b}) {
+        RunCounters r = LockRun(rep, 100 * noise(rng), 20 * noise(rng), 500 * noise(rng),
+                                2 * noise(rng), /*contended=*/1.5 * noise(rng));
+        for (auto& [name, value] : r.values) {
+          if (name.starts_with("mmap_lock")) value *= noise(rng);
+        }
+        side->push_back(std::move(r));
+      }
+    }
+    bool any = false;
+    for (const auto& table : LockWaitTables(a, b, true, stats::CompareOptions{0.01})) {
+      for (const auto& row : table.rows) {
+        ci_excludes += std::isfinite(row.ci_low) && (row.ci_low > 1 || row.ci_high < 1);
+        starred += row.significant;
+        any |= row.significant;
+      }
+    }
+    studies_with_star += any;
+  }
+  EXPECT_GE(ci_excludes, 10) << "the uncorrected CIs would star these";
+  EXPECT_LE(studies_with_star, 2) << starred << " stars in " << studies_with_star << " studies";
 }
 
 TEST(LockWaitTables, NoneWithoutTracingAndPerSecondForCoarseRuns) {

@@ -599,5 +599,39 @@ TEST(MedianCiTest, CoversTheTrueMedianAtLeastAsOftenAsPromised) {
   }
 }
 
+// Differences where a ratio says nothing (zeros): by hand on a small sample, and the same
+// rank tests as the ratio's (unpaired: the order of the values; paired: of |b_i − a_i|).
+TEST(CompareDifferenceTest, HodgesLehmannShiftByHand) {
+  // Unpaired: b − a over all pairs of {0, 0, 1} and {7, 8, 9}: 7, 8, 9 twice and 6, 7, 8;
+  // the median of {6, 7, 7, 7, 8, 8, 8, 9, 9} is 8.
+  const DifferenceComparison u = CompareDifference({0, 0, 1}, {7, 8, 9}, /*paired=*/false);
+  EXPECT_NEAR(u.shift, 8, 1e-9);
+  EXPECT_FALSE(u.paired);
+  EXPECT_NEAR(u.p_value, std::min(1.0, 2 * Compare({1, 1, 2}, {8, 9, 10}).p_value), 1e-12)
+      << "the rank test reads only the order";
+  // Paired: differences 7, 8, 8, 9 → Walsh averages' median 8.
+  const DifferenceComparison p = CompareDifference({0, 0, 1, 0}, {7, 8, 9, 9}, /*paired=*/true);
+  EXPECT_NEAR(p.shift, 8, 1e-9);
+  EXPECT_TRUE(p.paired);
+  // Too few for a 95% CI: unbounded, not a number from a clamp.
+  EXPECT_TRUE(std::isinf(u.ci_low) && u.ci_low < 0) << u.ci_low;
+  EXPECT_TRUE(std::isinf(u.ci_high) && u.ci_high > 0) << u.ci_high;
+  // Large values keep their precision (the map scales them).
+  std::vector<double> a, b;
+  for (int i = 0; i < 12; ++i) {
+    a.push_back(i % 3 == 0 ? 0 : 1e9 + 1e6 * i);
+    b.push_back(2e9 + 1e6 * i);
+  }
+  const DifferenceComparison big = CompareDifference(a, b, true);
+  // 8 differences of ~1e9, 4 of ~2e9: the Walsh averages' median is the 1e9/2e9 midpoint.
+  EXPECT_NEAR(big.shift, 1.5e9, 1e7);
+  EXPECT_LE(big.ci_low, big.shift);
+  EXPECT_GE(big.ci_high, big.shift);
+  EXPECT_GT(big.ci_low, 0);
+  EXPECT_LT(big.p_value, 0.01);
+  EXPECT_TRUE(std::isnan(CompareDifference({1}, {2, 3}, false).shift));
+  EXPECT_EQ(CompareDifference({1}, {2, 3}, false).p_value, 1);
+}
+
 }  // namespace
 }  // namespace faultline::stats

@@ -311,6 +311,9 @@ void CounterToProto(const CounterComparison& k, v1::CounterComparison* out) {
   out->set_significant(k.significant);
   out->set_paired(k.paired);
   out->set_only_on(k.only_on);
+  out->set_difference(k.difference);
+  out->set_difference_low(k.difference_low);
+  out->set_difference_high(k.difference_high);
 }
 
 void MedianToProto(const stats::MedianInterval& m, v1::MedianSummary* out) {
@@ -333,6 +336,9 @@ void MedianTableToProto(const MedianTable& table, v1::MedianTable* out) {
     r->set_ci_low(row.ci_low);
     r->set_ci_high(row.ci_high);
     r->set_per_unit(row.per_unit);
+    r->set_p_value(row.p_value);
+    r->set_q_value(row.q_value);
+    r->set_significant(row.significant);
   }
 }
 

@@ -100,10 +100,22 @@ std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a
                          [&](const RunCounters& r) { return CounterValue(r, name) == 0; });
     };
     c.ratio = c.ci_low = c.ci_high = std::nan("");
+    c.difference = c.difference_low = c.difference_high = std::nan("");
+    auto any_zero = [](const std::vector<double>& v) {
+      return std::any_of(v.begin(), v.end(), [](double x) { return std::isfinite(x) && !(x > 0); });
+    };
     if (all_zero(a) && !a.empty()) {
       c.only_on = "candidate";
     } else if (all_zero(b) && !b.empty()) {
       c.only_on = "baseline";
+    } else if (a.size() >= 2 && b.size() >= 2 && (any_zero(va) || any_zero(vb))) {
+      const stats::DifferenceComparison s = stats::CompareDifference(va, vb, paired, options);
+      c.paired = s.paired;
+      c.difference = s.shift;
+      c.difference_low = s.ci_low;
+      c.difference_high = s.ci_high;
+      c.p_value = s.p_value;
+      family.push_back(out.size());
     } else if (a.size() >= 2 && b.size() >= 2) {
       const stats::CellComparison s =
           paired ? stats::ComparePaired(va, vb, options) : stats::Compare(va, vb, options);
@@ -122,17 +134,25 @@ std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a
   for (size_t k = 0; k < family.size(); ++k) {
     CounterComparison& c = out[family[k]];
     c.q_value = q[k];
-    c.significant = c.q_value <= options.alpha && std::isfinite(c.ratio) && c.ratio > 0;
+    c.significant = c.q_value <= options.alpha &&
+                    ((std::isfinite(c.ratio) && c.ratio > 0) || std::isfinite(c.difference));
   }
+  // The least change a significant ratio's CI allows, as |ln|: 0 when it holds ×1.
+  auto least_change = [](const CounterComparison& c) {
+    const double low = std::log(c.ci_low), high = std::log(c.ci_high);
+    if (!std::isfinite(low) || !std::isfinite(high)) return std::fabs(std::log(c.ratio)) / 2;
+    if (low <= 0 && high >= 0) return 0.0;
+    return std::min(std::fabs(low), std::fabs(high));
+  };
+  auto rank = [](const CounterComparison& c) {
+    if (c.significant) return std::isfinite(c.ratio) ? 0 : 1;
+    return c.only_on.empty() ? 2 : 3;
+  };
   std::stable_sort(out.begin(), out.end(),
-                   [](const CounterComparison& x, const CounterComparison& y) {
-                     auto rank = [](const CounterComparison& c) {
-                       return c.significant ? 0 : c.only_on.empty() ? 1 : 2;
-                     };
+                   [&](const CounterComparison& x, const CounterComparison& y) {
                      if (rank(x) != rank(y)) return rank(x) < rank(y);
-                     if (rank(x) == 0)
-                       return std::fabs(std::log(x.ratio)) > std::fabs(std::log(y.ratio));
-                     if (rank(x) == 1) return x.q_value < y.q_value;
+                     if (rank(x) == 0) return least_change(x) > least_change(y);
+                     if (rank(x) <= 2) return x.q_value < y.q_value;
                      return x.name < y.name;
                    });
   return out;

@@ -33,10 +33,15 @@ struct CounterComparison {
   double median_b = 0;
   double median_a_per_second = 0;
   double median_b_per_second = 0;
-  // Hodges–Lehmann B/A of the per-unit values and its CI; NaN when not comparable.
+  // Hodges–Lehmann B/A of the per-unit values and its CI; NaN when not comparable, or when
+  // some run of either side counted 0 (a ratio with a zero in it is a clamp, not a change):
+  // then the difference B − A per unit and its CI instead (NaN otherwise).
   double ratio = 0;
   double ci_low = 0;
   double ci_high = 0;
+  double difference = 0;
+  double difference_low = 0;
+  double difference_high = 0;
   double p_value = 1;  // two-sided
   double q_value = 1;  // BH across this comparison's counters
   bool paired = false;
@@ -69,8 +74,9 @@ bool CountersPerSecond(const std::vector<RunCounters>& a, const std::vector<RunC
 
 // Compares every comparable counter seen in any run of a (baseline) or b (candidate).
 // paired: pair runs by repetition (only repetitions present on both sides are used).
-// Ordered: significant ones first by |ln ratio| (largest change first), then the rest by
-// q, then the one-sided ones by name.
+// Ordered: significant ratios first, largest first by the end of their CI nearest ×1 (the
+// least change the data allow: a wide interval of a few runs does not lead), then the
+// significant differences by q, then the rest by q, then the one-sided ones by name.
 std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a,
                                                const std::vector<RunCounters>& b, bool paired,
                                                const stats::CompareOptions& options);

@@ -49,10 +49,12 @@ MedianTableRow Row(std::string label, const std::vector<RunCounters>& a,
   auto any_zero = [](const std::vector<double>& v) {
     return std::any_of(v.begin(), v.end(), [](double x) { return std::isfinite(x) && !(x > 0); });
   };
+  // Its p is the rank test's on the values themselves (a shift, not a ratio).
   if (any_zero(va) || any_zero(vb)) {
     if (row.baseline.median > 0 && row.candidate.median > 0) {
       row.ratio = row.candidate.median / row.baseline.median;
     }
+    row.p_value = stats::CompareDifference(va, vb, paired, options).p_value;
     return row;
   }
   const stats::CellComparison s =
@@ -60,6 +62,7 @@ MedianTableRow Row(std::string label, const std::vector<RunCounters>& a,
   row.ratio = s.ratio;
   row.ci_low = s.ci_low;
   row.ci_high = s.ci_high;
+  row.p_value = std::min(1.0, 2 * s.p_value);
   return row;
 }
 
@@ -130,6 +133,21 @@ std::vector<MedianTable> LockWaitTables(const std::vector<RunCounters>& baseline
     out.push_back(std::move(dist));
   }
   if (contended) out.push_back(std::move(*contended));
+  // One family: every row with a p, across the tables.
+  std::vector<MedianTableRow*> family;
+  std::vector<double> p_values;
+  for (MedianTable& table : out) {
+    for (MedianTableRow& row : table.rows) {
+      if (!std::isfinite(row.p_value)) continue;
+      family.push_back(&row);
+      p_values.push_back(row.p_value);
+    }
+  }
+  const std::vector<double> q = stats::BenjaminiHochberg(p_values);
+  for (size_t i = 0; i < family.size(); ++i) {
+    family[i]->q_value = q[i];
+    family[i]->significant = q[i] <= options.alpha;
+  }
   return out;
 }
 

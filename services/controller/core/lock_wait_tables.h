@@ -12,6 +12,7 @@
 // are): Before and After are medians over the runs with their distribution-free 95% CI, and
 // Change is the Hodges–Lehmann B/A (paired by repetition when the throughput comparison is)
 // with its CI. The average wait is each run's total over its count (µs, no unit).
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,12 @@ struct MedianTableRow {
   double ci_low = 0;
   double ci_high = 0;
   bool per_unit = true;  // false: per acquisition (average, maximum wait)
+  // Two-sided p of the change (the rank test on the values; NaN where a side is all zero),
+  // q: Benjamini–Hochberg across every row of every table of the comparison, and
+  // significant: q ≤ α. A table of 31 rows would star ~31·α rows by chance on the CI alone.
+  double p_value = std::numeric_limits<double>::quiet_NaN();
+  double q_value = std::numeric_limits<double>::quiet_NaN();
+  bool significant = false;
 };
 
 struct MedianTable {

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "common/strings.h"
 #include "nlohmann/json.hpp"
 #include "services/controller/core/counters.h"
 #include "services/controller/core/report.h"
@@ -62,6 +63,12 @@ std::vector<RunEnvironment> EnvironmentsOf(const std::vector<RunRecord>& runs) {
       for (const auto& [k, v] : parsed.items()) {
         e.facts[k] = v.is_string() ? v.get<std::string>() : v.dump();
       }
+    }
+    // Results of older agents: the release also as "kernel_release" (shown twice), and the
+    // hypervisor's CPUID signature raw ("bhyve bhyve ").
+    if (e.facts.count("kernel.release")) e.facts.erase("kernel_release");
+    if (auto it = e.facts.find("virt.accel"); it != e.facts.end() && it->second != "none") {
+      it->second = HypervisorName(it->second);
     }
     environments.push_back(std::move(e));
   }
