@@ -164,6 +164,8 @@ TEST(SeedTablesTest, ThreadsAndOtherKnobs) {
   EXPECT_EQ(NamesForKnob("file_size").Column("16M"), "file_size=16M");
   EXPECT_EQ(KernelTitle("patched-v2"), "Patched-v2");
   EXPECT_EQ(KernelTitle(""), "");
+  // A label with a source is an identifier (typed back into commands): kept as it is.
+  EXPECT_EQ(KernelTitle("patched@1743ea3805bc"), "patched@1743ea3805bc");
 
   // Seed 003's filemap table shape (first table), threads swept, another key fixed.
   v1::GetReportResponse report;

@@ -108,7 +108,11 @@ TEST_F(ReportBuilderTest, BoardFactsAndEveryRunInTheOrderTheyFinished) {
         {"work_dir",
          "/var/lib/x"}}.dump();
   });
-  for (const RunRecord& r : *fake_.jobs.ListRuns(job)) {
+  // The runs held in a local: `for (... : *ListRuns(job))` would walk a vector the
+  // temporary StatusOr has already freed (operator* does not extend its life).
+  const auto runs = fake_.jobs.ListRuns(job);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  for (const RunRecord& r : *runs) {
     fake_.jobs.SetRunSamples(r.id, {9, 10, static_cast<double>(r.id)});
   }
   ReportOptions options;
@@ -129,7 +133,7 @@ TEST_F(ReportBuilderTest, BoardFactsAndEveryRunInTheOrderTheyFinished) {
   ASSERT_EQ(report.run_results_size(), 16);
   // Each row's order is its run's rank by finish time.
   std::map<std::pair<std::string, uint32_t>, int64_t> finished;  // (kernel, repetition)
-  for (const RunRecord& r : *fake_.jobs.ListRuns(job)) {
+  for (const RunRecord& r : *runs) {
     finished[{r.kernel, static_cast<uint32_t>(r.repetition)}] = r.finished_ms;
   }
   std::vector<std::pair<int64_t, uint32_t>> by_time;  // (finished_ms, order)
@@ -140,7 +144,7 @@ TEST_F(ReportBuilderTest, BoardFactsAndEveryRunInTheOrderTheyFinished) {
   for (size_t i = 0; i < by_time.size(); ++i) EXPECT_EQ(by_time[i].second, i + 1);
   // Each row carries its own run's seconds (the last one is the run's id here).
   std::map<std::pair<std::string, uint32_t>, int64_t> id_of;
-  for (const RunRecord& r : *fake_.jobs.ListRuns(job)) {
+  for (const RunRecord& r : *runs) {
     id_of[{r.kernel, static_cast<uint32_t>(r.repetition)}] = r.id;
   }
   for (const auto& r : report.run_results()) {
@@ -151,6 +155,36 @@ TEST_F(ReportBuilderTest, BoardFactsAndEveryRunInTheOrderTheyFinished) {
   auto plain = BuildReport(&fake_.jobs, job);
   ASSERT_TRUE(plain.ok());
   EXPECT_TRUE(plain->report.run_results.empty());
+}
+
+// What older agents stored raw: the hypervisor's CPUID signature with its padding ("bhyve
+// bhyve ") and the release twice (kernel.release and kernel_release). The report names the
+// hypervisor once, without the trailing space, and the release once.
+TEST_F(ReportBuilderTest, AnOlderAgentsRawFactsReadOnce) {
+  const int64_t job = SubmitAndFinish([](RunRecord& r) {
+    r.rounds = 100;
+    r.throughput = r.kernel == "patched" ? 12 : 10;
+    const std::string release = r.kernel == "patched" ? "6.12.1" : "6.12.0";
+    r.environment_json = nlohmann::json{
+        {"virt.accel", "bhyve bhyve "},
+        {"kernel.release", release},
+        {"kernel_release",
+         release}}.dump();
+  });
+  auto built = BuildReport(&fake_.jobs, job);
+  ASSERT_TRUE(built.ok()) << built.status();
+  v1::GetReportResponse report;
+  ReportToProto(built->job, built->report, &report);
+  EXPECT_THAT(report.caveats(),
+              ::testing::Contains("board b1 is a virtual machine (virt.accel=bhyve)"));
+  ASSERT_EQ(report.boards_size(), 1);
+  EXPECT_EQ(report.boards(0).facts().at("virt.accel"), "bhyve");
+  int releases = 0;
+  for (const auto& [key, value] : report.environment_differences()) {
+    releases += key.find("release") != std::string::npos;
+  }
+  EXPECT_EQ(releases, 1) << "the release differs between the kernels: shown once";
+  EXPECT_FALSE(report.boards(0).facts().contains("kernel_release"));
 }
 
 TEST_F(ReportBuilderTest, MmapLockWaitsGetTheSeedsTablesAndLostRecordsACaveat) {
