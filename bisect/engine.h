@@ -10,9 +10,11 @@
 // keeps it in PostgreSQL and resumes after a restart.
 //
 // How it decides:
-//   1. Endpoints: bad against good in interleaved pairs, until the 99% CI of the mean log
-//      ratio excludes 0 (and is narrower than ±precision·|effect|). When it still holds 0
-//      after endpoint_max_pairs, the bisection fails: good and bad do not differ.
+//   1. Endpoints: bad against good in interleaved pairs, a group-sequential test of the mean
+//      log ratio: at each look (4, 8, 16, ... pairs, then endpoint_max_pairs) its CI at
+//      level 1 − α/K for K looks. They differ when it excludes 0 (and is narrower than
+//      ±precision·|effect|); they do not when it holds 0 and lies inside ±min_effect, or
+//      still holds 0 at endpoint_max_pairs: then the bisection fails, nothing to bisect.
 //   2. Steps: the midpoint of the range left, measured in interleaved triples with both
 //      ends (good, candidate, bad: one repetition of each). Per triple
 //      z = ln candidate − (ln good + ln bad)/2 is −d/2 for a commit like good and +d/2 for
@@ -42,12 +44,20 @@ struct Options {
   int block = 4;         // pairs measured per request
   int min_pairs = 4;     // a step decides only after this many pairs
   int max_pairs = 512;   // per step: then the commit is unknown (skipped)
+  // The endpoints' sequential test (EndpointLooks): it looks at endpoint_min_pairs pairs,
+  // then at twice as many each time, and at endpoint_max_pairs last; each look's CI is at
+  // level 1 − α/K for K looks (Bonferroni), α = 1 − endpoint_confidence, so "they differ"
+  // is said of ends that do not differ with probability at most α over all looks together.
   int endpoint_min_pairs = 4;
   int endpoint_max_pairs = 512;  // then good and bad are declared not different
   double endpoint_confidence = 0.99;
   double endpoint_precision = 1;  // endpoints' CI half-width ≤ this × |d|
-  bool confirm = true;            // culprit against its parent
-  bool revert = true;             // the bad end with the culprit reverted
+  // The smallest change worth bisecting, as |bad/good − 1|: the endpoints stop early as
+  // "not different" once their corrected CI holds 1 and lies inside ±this (in logs,
+  // |ln(bad/good)| < ln(1 + this)).
+  double min_effect = 0.03;
+  bool confirm = true;  // culprit against its parent
+  bool revert = true;   // the bad end with the culprit reverted
 };
 
 enum class Role { kEndpoints, kStep, kConfirm, kRevert };
@@ -97,7 +107,7 @@ struct State {
   std::vector<Mark> marks;  // per commit
   std::vector<Step> steps;  // the last one is open while phase is not done/failed
   double effect = 0;        // d: the endpoints' mean ln(bad/good) when they were decided
-  double effect_low = 0;    // its CI (log)
+  double effect_low = 0;    // its CI (log), corrected for the looks (EndpointLooks)
   double effect_high = 0;
   Result result;
   std::string failure;  // phase kFailed: why
@@ -131,6 +141,11 @@ struct Range {
 };
 Range RangeLeft(const State& state);
 
+// The endpoints' looks: the pair counts at which their test decides, in increasing order
+// (endpoint_min_pairs, doubling, endpoint_max_pairs last). Each look's CI is at level
+// 1 − α/size().
+std::vector<int> EndpointLooks(const Options& options);
+
 // Steps still expected: ceil(log2(untested + 1)) plus the confirmations to come.
 int StepsLeft(const State& state, const Options& options);
 
@@ -138,6 +153,10 @@ int StepsLeft(const State& state, const Options& options);
 struct EffectEstimate {
   double effect = 0;  // d: the mean ln(bad/good) over the endpoints' pairs and every triple
   int samples = 0;    // how many ln(bad/good) went into it
+  // The 99% CI of d from the same samples (Student's t on their spread around d; ±∞ below
+  // 2 samples): what a display puts next to d.
+  double effect_low = -std::numeric_limits<double>::infinity();
+  double effect_high = std::numeric_limits<double>::infinity();
   // One run's spread (log), pooled over every step's statistics, each around its own mean
   // (a pair's log ratio has variance 2σ², a triple's z 1.5σ², its ln(bad/good) 2σ²).
   double run_sigma = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace faultline::bisect {
 namespace {
@@ -56,6 +57,9 @@ void Count(Summary* summary, const History& history, const Outcome& outcome) {
   summary->mean_steps += outcome.steps;
   summary->max_steps = std::max(summary->max_steps, outcome.steps);
   summary->mean_runs += outcome.runs;
+  summary->differ += outcome.differ ? 1 : 0;
+  summary->mean_endpoint_pairs += outcome.endpoint_pairs;
+  summary->max_endpoint_pairs = std::max(summary->max_endpoint_pairs, outcome.endpoint_pairs);
   if (outcome.named >= 0) {
     if (outcome.named != history.culprit) ++summary->wrong;
     if (outcome.confirmation == Mark::kBad) ++summary->confirmed;
@@ -71,6 +75,19 @@ void Finish(Summary* summary) {
   if (summary->bisections == 0) return;
   summary->mean_steps /= summary->bisections;
   summary->mean_runs /= summary->bisections;
+  summary->mean_endpoint_pairs /= summary->bisections;
+}
+
+// The histories of `count` bisections of `scenario` and each one's noise seed.
+std::vector<std::pair<History, uint64_t>> DrawHistories(const Scenario& scenario, int count,
+                                                        uint64_t seed) {
+  std::mt19937_64 histories(seed);
+  std::vector<std::pair<History, uint64_t>> drawn;
+  for (int i = 0; i < count; ++i) {
+    History history = DrawHistory(scenario, histories);
+    drawn.emplace_back(std::move(history), histories());
+  }
+  return drawn;
 }
 
 }  // namespace
@@ -89,11 +106,13 @@ History DrawHistory(const Scenario& scenario, std::mt19937_64& rng) {
   return h;
 }
 
-Outcome RunEngine(const History& history, const Options& options, std::mt19937_64& rng) {
+Outcome RunEngine(const History& history, const Options& options, std::mt19937_64& rng,
+                  bool endpoints_only) {
   Board board(history, rng);
   State state = Start(history.commits);
   Outcome out;
   while (auto request = Next(state, options)) {
+    if (endpoints_only && request->role != Role::kEndpoints) break;
     const bool reverted = request->role == Role::kRevert;
     if (!reverted && IsBroken(history, request->candidate)) {
       MarkBroken(&state, options, "does not build");
@@ -109,7 +128,12 @@ Outcome RunEngine(const History& history, const Options& options, std::mt19937_6
     }
     AddPairs(&state, options, pairs);
   }
-  for (const auto& step : state.steps) out.steps += step.role == Role::kStep ? 1 : 0;
+  for (const auto& step : state.steps) {
+    out.steps += step.role == Role::kStep ? 1 : 0;
+    if (step.role != Role::kEndpoints) continue;
+    out.differ = step.outcome == Mark::kBad;
+    out.endpoint_pairs = static_cast<int>(step.pairs.size());
+  }
   out.failed = state.phase == Phase::kFailed;
   out.named = state.result.culprit;
   out.candidates = state.result.candidates;
@@ -154,12 +178,7 @@ Outcome RunMedianOf(const History& history, int runs, std::mt19937_64& rng) {
 
 Comparison Simulate(const Scenario& scenario, const Options& options, int count, uint64_t seed) {
   Comparison c;
-  std::mt19937_64 histories(seed);
-  std::vector<std::pair<History, uint64_t>> drawn;
-  for (int i = 0; i < count; ++i) {
-    History history = DrawHistory(scenario, histories);
-    drawn.emplace_back(std::move(history), histories());
-  }
+  const auto drawn = DrawHistories(scenario, count, seed);
   for (const auto& [history, noise_seed] : drawn) {
     std::mt19937_64 engine_noise(noise_seed);
     Count(&c.engine, history, RunEngine(history, options, engine_noise));
@@ -176,6 +195,17 @@ Comparison Simulate(const Scenario& scenario, const Options& options, int count,
   }
   Finish(&c.same_budget);
   return c;
+}
+
+Summary SimulateEndpoints(const Scenario& scenario, const Options& options, int count,
+                          uint64_t seed) {
+  Summary s;
+  for (const auto& [history, noise_seed] : DrawHistories(scenario, count, seed)) {
+    std::mt19937_64 noise(noise_seed);
+    Count(&s, history, RunEngine(history, options, noise, /*endpoints_only=*/true));
+  }
+  Finish(&s);
+  return s;
 }
 
 }  // namespace faultline::bisect

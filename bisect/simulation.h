@@ -28,7 +28,7 @@ struct History {
 struct Scenario {
   std::string name;
   int commits = 65;
-  double effect = -0.05;
+  double effect = -0.05;  // 0: good and bad do not differ (the endpoints should say so)
   double noise = 0.10;
   double drift_per_run = 0;
   int broken = 0;  // commits that do not build, drawn anew for each history
@@ -37,6 +37,8 @@ struct Scenario {
 // One bisection's result.
 struct Outcome {
   bool failed = false;
+  bool differ = false;          // the endpoints said good and bad differ
+  int endpoint_pairs = 0;       // pairs the endpoints took to decide
   int named = -1;               // the culprit named (-1: none, or only a candidate set)
   std::vector<int> candidates;  // skipped commits left a set
   int steps = 0;                // commits tested between the endpoints (built or not)
@@ -54,13 +56,18 @@ struct Summary {
   double mean_steps = 0;
   int max_steps = 0;
   double mean_runs = 0;
+  int differ = 0;  // the endpoints said good and bad differ (for an effect of 0: wrongly)
+  double mean_endpoint_pairs = 0;
+  int max_endpoint_pairs = 0;
 };
 
 // A history for `scenario`: culprit and broken commits drawn from `rng` (never an end,
 // never the culprit).
 History DrawHistory(const Scenario& scenario, std::mt19937_64& rng);
 
-Outcome RunEngine(const History& history, const Options& options, std::mt19937_64& rng);
+// `endpoints_only`: stops once the endpoints decided (differ or not).
+Outcome RunEngine(const History& history, const Options& options, std::mt19937_64& rng,
+                  bool endpoints_only = false);
 // git bisect on the median of `runs` runs per commit (the ends measured first, the
 // threshold half way between their medians).
 Outcome RunMedianOf(const History& history, int runs, std::mt19937_64& rng);
@@ -76,5 +83,11 @@ struct Comparison {
   int same_budget_runs = 0;
 };
 Comparison Simulate(const Scenario& scenario, const Options& options, int count, uint64_t seed);
+
+// The engine's endpoints only, on the histories and noise streams Simulate draws from
+// `seed`: how often good and bad are said to differ, and after how many pairs. Fast (no
+// steps), so thousands of bisections of a scenario with no effect fit in a unit test.
+Summary SimulateEndpoints(const Scenario& scenario, const Options& options, int count,
+                          uint64_t seed);
 
 }  // namespace faultline::bisect
