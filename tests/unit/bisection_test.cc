@@ -95,7 +95,8 @@ class BisectionTest : public ::testing::Test {
         run.duration_seconds = 5;
         run.rounds = 100;
         const double jitter = 1 + 0.01 * std::sin(static_cast<double>(run.id));
-        run.throughput = 1000 * jitter * (index >= culprit ? 0.8 : 1.0);
+        const double slow = jobs_ > 1 ? later_slowdown_ : 0.8;  // the first job: the endpoints
+        run.throughput = 1000 * jitter * (index >= culprit ? slow : 1.0);
       });
     }
     ADD_FAILURE() << "not finished after " << max_passes << " passes";
@@ -105,6 +106,7 @@ class BisectionTest : public ::testing::Test {
   FakeStores fake_;
   Stores stores_;
   int jobs_ = 0;
+  double later_slowdown_ = 0.8;  // bad/good in the jobs after the endpoints' first
 };
 
 TEST_F(BisectionTest, NamesTheCulpritSkipsABrokenCommitAndConfirms) {
@@ -197,6 +199,40 @@ TEST_F(BisectionTest, GoodAndBadThatDoNotDifferSaySoWithTheCi) {
   ASSERT_EQ(b.state(), "failed");
   EXPECT_THAT(b.failure(), HasSubstr("good and bad do not differ"));
   EXPECT_THAT(b.failure(), HasSubstr("99% CI ["));
+}
+
+TEST_F(BisectionTest, TheEffectAndItsIntervalComeFromTheSameSamples) {
+  // The endpoints measure bad/good 0.8, every later job 0.6 (a board whose slowdown grew):
+  // the displayed d pools every ln(bad/good), and its CI must be that of the same samples
+  // (it was the endpoints' CI, around 0.8, next to a d near 0.6).
+  later_slowdown_ = 0.6;
+  auto started = StartBisection(stores_, Request(9), "r1");
+  ASSERT_TRUE(started.ok()) << started.status();
+  const v1::Bisection b = Drive(started->id(), /*culprit=*/5);
+  ASSERT_EQ(b.state(), "done") << b.failure();
+  std::vector<double> y;  // every ln(bad/good): the endpoints' pairs, the triples' bad ends
+  std::vector<double> ends;
+  for (const auto& s : b.steps()) {
+    for (const auto& p : s.pairs()) {
+      if (s.role() == "endpoints") {
+        y.push_back(std::log(p.candidate() / p.reference()));
+        ends.push_back(y.back());
+      } else if (s.with_bad() && s.reference() == 0) {
+        y.push_back(std::log(p.bad() / p.reference()));
+      }
+    }
+  }
+  ASSERT_GT(y.size(), ends.size());
+  double mean = 0, ends_mean = 0;
+  for (double v : y) mean += v / static_cast<double>(y.size());
+  for (double v : ends) ends_mean += v / static_cast<double>(ends.size());
+  EXPECT_NEAR(b.effect(), mean, 1e-9);
+  EXPECT_LT(b.effect_low(), b.effect());
+  EXPECT_GT(b.effect_high(), b.effect());
+  EXPECT_NEAR(b.effect() - b.effect_low(), b.effect_high() - b.effect(), 1e-9);
+  // The two sources do differ here: the endpoints' own mean is outside the pooled CI.
+  EXPECT_TRUE(ends_mean < b.effect_low() || ends_mean > b.effect_high())
+      << ends_mean << " [" << b.effect_low() << ", " << b.effect_high() << "]";
 }
 
 TEST_F(BisectionTest, BadInputIsRefusedNamingTheField) {

@@ -207,7 +207,13 @@ void FillDisplay(v1::Bisection* doc) {
   doc->set_range_bad(range.bad);
   doc->set_untested(range.untested);
   doc->set_steps_left(bisect::StepsLeft(state, options));
-  doc->set_effect(bisect::EstimateEffect(state).effect);
+  // The headline's d and its CI from one source: every ln(bad/good) measured so far (the
+  // stored effect_low/high are the endpoints' CI when they decided, around their own mean).
+  if (const bisect::EffectEstimate e = bisect::EstimateEffect(state); e.samples >= 2) {
+    doc->set_effect(e.effect);
+    doc->set_effect_low(e.effect_low);
+    doc->set_effect_high(e.effect_high);
+  }
   int finished = 0;
   std::set<std::string> built;
   for (const auto& step : doc->steps()) {
