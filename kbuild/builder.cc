@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/sha256.h"
 #include "common/strings.h"
 #include "kbuild/files.h"
@@ -26,19 +28,38 @@ namespace faultline::kbuild {
 namespace fs = std::filesystem;
 namespace {
 
-// An exclusive flock held for a scope (other builders on the same cache wait).
+// An exclusive flock held for a scope (other builders on the same cache wait). The holder
+// writes who it is into the file, so that a builder that has to wait can say for whom.
 class FileLock {
  public:
   explicit FileLock(const std::string& path)
-      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {}
   ~FileLock() {
     if (fd_ >= 0) ::close(fd_);
   }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
-  bool ok() const { return fd_ >= 0; }
+
+  // Takes the lock. When another holds it, first calls `waiting` with what the holder wrote
+  // (empty when it wrote nothing yet), then blocks. Writes `holder` once it has the lock.
+  // False when the file could not be opened or locked.
+  bool Lock(const std::string& holder, const std::function<void(const std::string&)>& waiting) {
+    if (fd_ < 0) return false;
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) return false;
+      char text[512] = "";
+      const ssize_t n = ::pread(fd_, text, sizeof text - 1, 0);
+      waiting(std::string(
+          absl::StripAsciiWhitespace(absl::string_view(text, n > 0 ? static_cast<size_t>(n) : 0))));
+      while (::flock(fd_, LOCK_EX) != 0) {
+        if (errno != EINTR) return false;
+      }
+    }
+    if (::ftruncate(fd_, 0) == 0 && !holder.empty()) {
+      (void)!::pwrite(fd_, holder.data(), holder.size(), 0);
+    }
+    return true;
+  }
 
  private:
   int fd_;
@@ -60,13 +81,43 @@ std::string Slug(absl::string_view text) {
   return out;
 }
 
+// The recipe's version: part of every key and of every remembered config, so that a
+// change of how kernels are built (2: KBUILD_BUILD_VERSION) builds them anew instead of
+// taking images made the old way for the new.
+constexpr char kRecipe[] = "faultline-kbuild/2";
+
 std::vector<std::pair<std::string, std::string>> BuildEnv() {
-  // Reproducible: the same sources, config and compiler give the same image (and let
-  // ccache hit across trees).
-  return {{"KBUILD_BUILD_TIMESTAMP", "@0"},
+  // Reproducible (Documentation/kbuild/reproducible-builds.rst): the same key gives the
+  // same image, whichever cache or object directory builds it and however often. Without
+  // KBUILD_BUILD_VERSION the version string counts the links of the object directory
+  // (`#1`, `#2`, ...: the second label of a pair links there too). Source paths: kbuild
+  // maps __FILE__ itself (-fmacro-prefix-map), and the boot image has no debug info.
+  return {{"KBUILD_BUILD_VERSION", "1"},
+          {"KBUILD_BUILD_TIMESTAMP", "@0"},
           {"KBUILD_BUILD_USER", "faultline"},
           {"KBUILD_BUILD_HOST", "faultline"},
           {"LC_ALL", "C"}};
+}
+
+// The first line of a tool's `--version` ("" when it cannot be run).
+std::string VersionLine(const std::string& tool) {
+  absl::StatusOr<std::string> out = RunForOutput({{tool, "--version"}});
+  if (!out.ok()) return "";
+  return std::string(
+      absl::StripAsciiWhitespace(absl::string_view(*out).substr(0, out->find('\n'))));
+}
+
+// Writes `text` to `path` whole or not at all (a temporary file renamed).
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view text) {
+  const std::string tmp = absl::StrCat(path, ".tmp-", ::getpid());
+  if (absl::Status s = WriteFile(tmp, text); !s.ok()) return s;
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return absl::InternalError(absl::StrCat("cannot write ", path));
+  }
+  return absl::OkStatus();
 }
 
 bool HaveCcache() {
@@ -191,12 +242,35 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   const std::string base_commit(absl::StripAsciiWhitespace(*commit));
 
   const std::string tree_id = Sha256Hex(tree).substr(0, 12);
-  for (const char* d : {"src", "obj", "kernels", "logs", "locks", "cfg"}) {
+  for (const char* d : {"src", "obj", "kernels", "logs", "locks", "cfg", "index"}) {
     fs::create_directories(fs::path(cache_) / d, ec);
   }
   const std::string src = absl::StrCat(cache_, "/src/", tree_id, "-", request.arch);
-  FileLock tree_lock(absl::StrCat(cache_, "/locks/", tree_id, "-", request.arch, ".lock"));
-  if (!tree_lock.ok()) return absl::InternalError(absl::StrCat("cannot lock in ", cache_));
+  // One build at a time per (tree, arch): it owns the worktree. A build that has to wait
+  // says so, and for whom, before it blocks.
+  const std::string lock_path =
+      absl::StrCat(cache_, "/locks/", tree_id, "-", request.arch, ".lock");
+  FileLock tree_lock(lock_path);
+  bool waited = false;
+  const auto lock_asked = std::chrono::steady_clock::now();
+  const bool locked = tree_lock.Lock(
+      absl::StrCat("pid ", ::getpid(), ": ", request.ref,
+                   patches.empty() ? "" : absl::StrCat(" + ", patches.size(), " patch(es)"),
+                   " for ", request.arch),
+      [&](const std::string& holder) {
+        waited = true;
+        say(absl::StrCat("waiting: another build holds the worktree of ", tree, " for ",
+                         request.arch, " (", holder.empty() ? "" : holder + "; ", "lock ",
+                         lock_path, ")"));
+      });
+  if (!locked) return absl::InternalError(absl::StrCat("cannot lock ", lock_path));
+  if (waited) {
+    say(absl::StrCat(
+        "lock taken after ",
+        static_cast<int>(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - lock_asked).count()),
+        " s"));
+  }
 
   // The worktree at the base commit; files that do not change keep their mtimes.
   say(absl::StrCat("checkout ", request.ref, " (", base_commit.substr(0, 12), ")"));
@@ -277,8 +351,64 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   if (!tree_hash_out.ok()) return tree_hash_out.status();
   const std::string tree_hash(absl::StripAsciiWhitespace(*tree_hash_out));
 
-  // The config: base target, fragments, olddefconfig, in a scratch object directory.
+  // The compiler (its first line is part of the key) and the other tools the config step
+  // asks (Kconfig records their versions: CC_VERSION_TEXT, LD_VERSION, AS_VERSION,
+  // PAHOLE_VERSION, RUSTC_VERSION).
   const std::string cross = arch->cross_compile;
+  absl::StatusOr<std::string> cc_version = RunForOutput({{cross + "gcc", "--version"}});
+  if (!cc_version.ok()) return cc_version.status();
+  const std::string compiler(
+      absl::StripAsciiWhitespace(absl::string_view(*cc_version).substr(0, cc_version->find('\n'))));
+  const std::string toolchain =
+      absl::StrCat(*cc_version, "\n", VersionLine(cross + "ld"), "\n", VersionLine(cross + "as"),
+                   "\n", VersionLine("pahole"), "\n", VersionLine("rustc"), "\n");
+
+  // The key: the tree, the arch, the compiler and the final .config (and the base commit
+  // when the config puts it into the release: CONFIG_LOCALVERSION_AUTO, `-g<commit>`).
+  auto key_of = [&](const std::string& config_sha, bool release_names_commit) {
+    return Sha256Hex(absl::StrCat(kRecipe, "\n", tree_hash, "\n", request.arch, "\n", compiler,
+                                  "\n", config_sha, "\n",
+                                  release_names_commit ? "commit " + base_commit + "\n" : ""));
+  };
+  auto dir_of = [&](const std::string& config_sha) {
+    return absl::StrCat(cache_, "/kernels/", request.arch, "/", Slug(compiler), "/", config_sha,
+                        "/", tree_hash);
+  };
+
+  // A kernel built before from the same inputs is found without the config step: the cache
+  // remembers the config each (tree after the series, arch, toolchain, base, fragments) made.
+  std::string inputs = absl::StrCat(kRecipe, "\nconfig\n", tree_hash, "\n", request.arch, "\n",
+                                    request.config_base, "\n", toolchain);
+  for (const NamedText& fragment : request.fragments) {
+    absl::StrAppend(&inputs, "fragment ", Sha256Hex(fragment.text), "\n");
+  }
+  const std::string remembered = absl::StrCat(cache_, "/index/", Sha256Hex(inputs));
+  if (absl::StatusOr<std::string> entry = ReadFile(remembered); entry.ok()) {
+    std::string config_sha;
+    bool names_commit = false;
+    for (absl::string_view line : absl::StrSplit(*entry, '\n', absl::SkipEmpty())) {
+      if (absl::ConsumePrefix(&line, "config_sha256=")) config_sha = std::string(line);
+      if (line == "release_names_commit=1") names_commit = true;
+    }
+    const std::string key = key_of(config_sha, names_commit);
+    absl::StatusOr<Artifact> found =
+        IsSha256Hex(config_sha) ? ReadArtifact(dir_of(config_sha)) : absl::NotFoundError("");
+    if (found.ok() && found->key == key) {
+      found->cached = true;
+      found->seconds = elapsed();
+      say(absl::StrCat("cached: ", found->release, " (key ", key.substr(0, 12), "; config ",
+                       config_sha.substr(0, 12), " remembered, no make)"));
+      return found;
+    }
+  }
+  auto remember = [&](const std::string& config_sha, bool names_commit) {
+    return WriteFileAtomically(
+        remembered, absl::StrCat("config_sha256=", config_sha, "\nrelease_names_commit=",
+                                 names_commit ? 1 : 0, "\ntree_hash=", tree_hash,
+                                 "\narch=", request.arch, "\nbase=", request.config_base, "\n"));
+  };
+
+  // The config: base target, fragments, olddefconfig, in a scratch object directory.
   const std::string cfg = absl::StrCat(cache_, "/cfg/", tree_id, "-", request.arch);
   // Kept between builds (its kconfig tools are built once); the config itself is new.
   fs::remove(cfg + "/.config", ec);
@@ -331,22 +461,23 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
                      absl::StrJoin(missing, "; ")));
   }
   const std::string config_sha = Sha256Hex(*config_text);
-
-  absl::StatusOr<std::string> cc_version = RunForOutput({{cross + "gcc", "--version"}});
-  if (!cc_version.ok()) return cc_version.status();
-  const std::string compiler(
-      absl::StripAsciiWhitespace(absl::string_view(*cc_version).substr(0, cc_version->find('\n'))));
-
-  const std::string key =
-      Sha256Hex(absl::StrCat("faultline-kbuild/1\n", tree_hash, "\n", request.arch, "\n", compiler,
-                             "\n", config_sha, "\n"));
-  const std::string final_dir = absl::StrCat(cache_, "/kernels/", request.arch, "/", Slug(compiler),
-                                             "/", config_sha, "/", tree_hash);
-  if (absl::StatusOr<Artifact> found = ReadArtifact(final_dir); found.ok()) {
+  const auto auto_version = config.find("LOCALVERSION_AUTO");
+  const bool names_commit = auto_version != config.end() && auto_version->second == "y";
+  const std::string key = key_of(config_sha, names_commit);
+  const std::string final_dir = dir_of(config_sha);
+  absl::StatusOr<Artifact> found = ReadArtifact(final_dir);
+  if (found.ok() && found->key == key) {
+    if (absl::Status s = remember(config_sha, names_commit); !s.ok()) return s;
     found->cached = true;
     found->seconds = elapsed();
     say(absl::StrCat("cached: ", found->release, " (key ", key.substr(0, 12), ")"));
     return found;
+  }
+  if (found.ok()) {
+    // Made by another recipe (or, for a release that names the commit, from another commit
+    // with the same tree): built again in its place.
+    say(absl::StrCat("the kernel in ", final_dir, " has key ", found->key.substr(0, 12), ", not ",
+                     key.substr(0, 12), ": built again"));
   }
 
   // The object directory of (tree, arch, config): kept, so the next build is incremental.
@@ -406,10 +537,17 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   a.image_sha256 = *image_sha;
   a.image = final_dir + "/" + image_name;
   if (absl::Status s = WriteFile(tmp + "/" + kMetaFile, ArtifactMeta(a)); !s.ok()) return s;
+  if (found.ok()) {
+    // The stale kernel goes first (moved aside whole: a reader of it keeps its files).
+    const std::string stale = absl::StrCat(final_dir, ".stale-", ::getpid());
+    fs::rename(final_dir, stale, ec);
+    fs::remove_all(stale, ec);
+  }
   fs::rename(tmp, final_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot store the artifact: ", ec.message()));
   absl::StatusOr<Artifact> stored = ReadArtifact(final_dir);
   if (!stored.ok()) return stored.status();
+  if (absl::Status s = remember(config_sha, names_commit); !s.ok()) return s;
   stored->seconds = elapsed();
   say(absl::StrCat("built ", stored->release, " in ", static_cast<int>(build_seconds), " s: ",
                    stored->image_bytes, " bytes, sha256 ", stored->image_sha256.substr(0, 12)));

@@ -1,14 +1,27 @@
 // The build cache's rules on a small stand-in for a kernel tree: a real git repository
 // whose Makefile answers the targets faultline-kbuild uses (tinyconfig, olddefconfig,
-// bzImage, kernelrelease) in milliseconds, and a merge_config.sh that appends fragments.
-// The real kernel is built by the e2e tests (tests/e2e/kernel_build_test.sh).
+// bzImage, kernelrelease) in milliseconds, writes each target it ran to a log (so a test
+// sees which steps a build ran), and links a version banner as the kernel's does (the
+// build number counts the object directory's links unless KBUILD_BUILD_VERSION is set); a
+// merge_config.sh that appends fragments. The real kernel is built by the lab tests
+// (tests/e2e/lab_kernel_test.sh, tests/e2e/kbuild_reproducible_test.sh).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
 
 #include "kbuild/builder.h"
 #include "kbuild/kconfig.h"
@@ -32,14 +45,22 @@ void Put(const std::string& path, const std::string& text, bool exec = false) {
   if (exec) ::chmod(path.c_str(), 0755);
 }
 
+// STEPS is the log of the targets run (set by the fixture).
 constexpr char kFakeMakefile[] = R"MK(O ?= .
 tinyconfig defconfig:
+	@echo $@ >>$(STEPS)
 	@mkdir -p $(O) && cp $(CURDIR)/base.config $(O)/.config
 olddefconfig:
+	@echo $@ >>$(STEPS)
 	@sed -i '/CONFIG_IMPOSSIBLE=/d' $(O)/.config
 bzImage:
+	@echo $@ >>$(STEPS)
 	@test ! -f $(CURDIR)/BROKEN || { echo "mm/memory.c:1:1: error: it is broken"; exit 2; }
-	@mkdir -p $(O)/arch/x86/boot && cat $(CURDIR)/mm/memory.c $(O)/.config > $(O)/arch/x86/boot/bzImage
+	@v=$${KBUILD_BUILD_VERSION:-$$(( $$(cat $(O)/.version 2>/dev/null || echo 0) + 1 ))}; \
+	  echo $$v >$(O)/.version; mkdir -p $(O)/arch/x86/boot && \
+	  { cat $(CURDIR)/mm/memory.c $(O)/.config; \
+	    echo "Linux version 6.12.0$(LOCALVERSION) ($$KBUILD_BUILD_USER@$$KBUILD_BUILD_HOST) #$$v $$KBUILD_BUILD_TIMESTAMP"; \
+	  } >$(O)/arch/x86/boot/bzImage
 	@echo "  LD  vmlinux (LOCALVERSION=$(LOCALVERSION))"
 kernelrelease:
 	@echo 6.12.0$(LOCALVERSION)
@@ -73,7 +94,8 @@ class KbuildTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     root_ = tmpl;
     tree_ = root_ + "/linux";
-    Put(tree_ + "/Makefile", kFakeMakefile);
+    steps_ = root_ + "/steps.log";
+    Put(tree_ + "/Makefile", "STEPS := " + steps_ + "\n" + kFakeMakefile);
     Put(tree_ + "/base.config", kBaseConfig);
     Put(tree_ + "/mm/memory.c", "// memory\nint a;\nint b;\nint c;\n");
     Put(tree_ + "/mm/Kconfig.debug", "config PER_VMA_LOCK_STATS\n\tbool\n");
@@ -108,7 +130,39 @@ class KbuildTest : public ::testing::Test {
     r.fragments = {{"lab.config", "CONFIG_VIRTIO_BLK=y\n"}};
     return r;
   }
-  std::string root_, tree_, cache_;
+  // The make targets run since the last call, one a line.
+  std::string Steps() {
+    const std::string steps = Slurp(steps_);
+    fs::remove(steps_);
+    return steps;
+  }
+  std::string root_, tree_, cache_, steps_;
+};
+
+// An environment variable set (or unset) for a scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
 };
 
 TEST_F(KbuildTest, BuildsOnceAndRecordsWhatItBuilt) {
@@ -303,6 +357,185 @@ TEST_F(KbuildTest, ABuildErrorKeepsTheLogAndStoresNothing) {
   EXPECT_TRUE(base.ok()) << base.status();
 }
 
+// Issue #43: the same key must be the same bytes. The object directory of (tree, arch,
+// config) is shared by the two labels of a pair, so without KBUILD_BUILD_VERSION the banner
+// counted its links: vanilla #1, patched #2, vanilla rebuilt #3. Another cache (another
+// builder) builds the same bytes too.
+TEST_F(KbuildTest, OneKeyIsTheSameImageInAnyCacheAndAfterOtherLinks) {
+  ScopedEnv unset("KBUILD_BUILD_VERSION", nullptr);
+  Builder builder(cache_);
+  absl::StatusOr<Artifact> first = builder.Build(Request());
+  ASSERT_TRUE(first.ok()) << first.status();
+  // The make invocation carries the build's identity (reproducible-builds.rst).
+  EXPECT_NE(Slurp(first->image)
+                .find("Linux version " + first->release + " (faultline@faultline) #1 @0\n"),
+            std::string::npos)
+      << Slurp(first->image);
+  BuildRequest patched = Request();
+  patched.series = {{"v5.mbox", PatchMail("[PATCH] mm: b becomes B", "int b;", "int B;")}};
+  absl::StatusOr<Artifact> other = builder.Build(patched);  // links in the same object dir
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_FALSE(other->cached);
+  fs::remove_all(first->dir);  // as if evicted: vanilla is linked there a third time
+  absl::StatusOr<Artifact> again = builder.Build(Request());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->cached);
+  EXPECT_EQ(again->key, first->key);
+  EXPECT_EQ(again->image_sha256, first->image_sha256) << Slurp(again->image);
+  Builder elsewhere(root_ + "/another-cache");
+  absl::StatusOr<Artifact> there = elsewhere.Build(Request());
+  ASSERT_TRUE(there.ok()) << there.status();
+  EXPECT_FALSE(there->cached);
+  EXPECT_NE(there->dir, first->dir);
+  EXPECT_EQ(there->key, first->key);
+  EXPECT_EQ(there->image_sha256, first->image_sha256) << Slurp(there->image);
+}
+
+// A hit does not pay the config step: the cache remembers which config each set of inputs
+// made. Any other input runs it.
+TEST_F(KbuildTest, AHitRunsNoMakeAndAnyOtherInputRunsTheConfigStep) {
+  Builder builder(cache_);
+  absl::StatusOr<Artifact> first = builder.Build(Request());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(Steps(), "tinyconfig\nolddefconfig\nbzImage\n");
+  std::vector<std::string> lines;
+  absl::StatusOr<Artifact> again =
+      builder.Build(Request(), [&](const std::string& line) { lines.push_back(line); });
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->cached);
+  EXPECT_EQ(again->key, first->key);
+  EXPECT_EQ(again->image_sha256, first->image_sha256);
+  EXPECT_EQ(Steps(), "") << "a hit ran make";
+  ASSERT_FALSE(lines.empty());
+  for (const std::string& line : lines) {
+    EXPECT_FALSE(absl::StartsWith(line, "config ") || absl::StartsWith(line, "make ")) << line;
+  }
+  EXPECT_NE(lines.back().find("remembered, no make"), std::string::npos) << lines.back();
+
+  // Another fragment that ends in the same config: the config step runs and finds the
+  // kernel; from then on that request is remembered too.
+  BuildRequest twice = Request();
+  twice.fragments.push_back({"again.config", "CONFIG_VIRTIO_BLK=y\n"});
+  absl::StatusOr<Artifact> same = builder.Build(twice);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(same->cached);
+  EXPECT_EQ(same->key, first->key);
+  EXPECT_EQ(Steps(), "tinyconfig\nolddefconfig\n");
+  ASSERT_TRUE(builder.Build(twice).ok());
+  EXPECT_EQ(Steps(), "");
+  // Another base (the stand-in's defconfig makes the same config): the config step runs.
+  BuildRequest base = Request();
+  base.config_base = "defconfig";
+  ASSERT_TRUE(builder.Build(base).ok());
+  EXPECT_EQ(Steps(), "defconfig\nolddefconfig\n");
+  // A fragment that changes the config: another kernel.
+  BuildRequest fragment = Request();
+  fragment.fragments[0].text = "CONFIG_VIRTIO_BLK=y\nCONFIG_VIRTIO_NET=y\n";
+  absl::StatusOr<Artifact> other = builder.Build(fragment);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->config_sha256, first->config_sha256);
+  EXPECT_EQ(Steps(), "tinyconfig\nolddefconfig\nbzImage\n");
+  // Another tree after the series.
+  BuildRequest patched = Request();
+  patched.series = {{"v5.mbox", PatchMail("[PATCH] mm: b becomes B", "int b;", "int B;")}};
+  ASSERT_TRUE(builder.Build(patched).ok());
+  EXPECT_EQ(Steps(), "tinyconfig\nolddefconfig\nbzImage\n");
+  // Another compiler (a gcc first in PATH that says another version).
+  const std::string bin = root_ + "/bin";
+  for (const char* name : {"gcc", "x86_64-linux-gnu-gcc"}) {
+    Put(bin + "/" + name, "#!/bin/sh\necho 'gcc (Other) 99.1.0'\n", true);
+  }
+  {
+    ScopedEnv path("PATH", (bin + ":" + std::getenv("PATH")).c_str());
+    absl::StatusOr<Artifact> compiled = builder.Build(Request());
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    EXPECT_EQ(compiled->compiler, "gcc (Other) 99.1.0");
+    EXPECT_NE(compiled->key, first->key);
+    EXPECT_EQ(Steps(), "tinyconfig\nolddefconfig\nbzImage\n");
+  }
+  // The kernel gone from the cache: what was remembered leads nowhere, so it is built.
+  fs::remove_all(first->dir);
+  absl::StatusOr<Artifact> rebuilt = builder.Build(Request());
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_FALSE(rebuilt->cached);
+  EXPECT_EQ(rebuilt->key, first->key);
+  EXPECT_EQ(Steps(), "tinyconfig\nolddefconfig\nbzImage\n");
+  // A damaged index entry is not trusted either.
+  for (const auto& entry : fs::directory_iterator(cache_ + "/index")) {
+    Put(entry.path().string(), "config_sha256=not-a-sha\n");
+  }
+  absl::StatusOr<Artifact> damaged = builder.Build(Request());
+  ASSERT_TRUE(damaged.ok()) << damaged.status();
+  EXPECT_TRUE(damaged->cached);
+  EXPECT_EQ(Steps(), "tinyconfig\nolddefconfig\n");
+}
+
+// A kernel stored by another recipe (another key in its metadata: built before
+// KBUILD_BUILD_VERSION was set) is not taken for this one: it is built again in its place.
+TEST_F(KbuildTest, AKernelOfAnotherRecipeIsBuiltAgainInItsPlace) {
+  Builder builder(cache_);
+  absl::StatusOr<Artifact> first = builder.Build(Request());
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string meta = first->dir + "/artifact.meta";
+  Put(meta,
+      absl::StrReplaceAll(Slurp(meta), {{"key=" + first->key, "key=" + std::string(64, '0')}}));
+  ASSERT_EQ(Slurp(meta).find(first->key), std::string::npos);
+  Steps();
+  absl::StatusOr<Artifact> again = builder.Build(Request());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->cached);
+  EXPECT_EQ(again->dir, first->dir);
+  EXPECT_EQ(again->key, first->key);
+  EXPECT_EQ(Steps(), "tinyconfig\nolddefconfig\nbzImage\n");
+  absl::StatusOr<Artifact> stored = ReadArtifact(first->dir);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->key, first->key);
+  for (const auto& entry : fs::directory_iterator(fs::path(first->dir).parent_path())) {
+    EXPECT_EQ(entry.path().filename(), fs::path(first->dir).filename()) << "left behind";
+  }
+}
+
+// A build that has to wait for another on the same worktree says so, and for whom, before
+// it blocks; then it goes on (here: a hit, the other built the kernel).
+TEST_F(KbuildTest, ABuildThatWaitsForTheLockSaysWhoHoldsIt) {
+  Builder holder(cache_), waiter(cache_);
+  std::mutex mu;
+  std::condition_variable said;
+  std::vector<std::string> waiter_lines;
+  bool waiting = false, saw_waiting = false;
+  absl::StatusOr<Artifact> waited = absl::UnknownError("not run");
+  std::thread second;
+  absl::StatusOr<Artifact> held = holder.Build(Request(), [&](const std::string& line) {
+    if (!absl::StartsWith(line, "checkout ") || second.joinable()) return;
+    // The holder has the lock now: the second build starts and must say it waits.
+    second = std::thread([&] {
+      waited = waiter.Build(Request(), [&](const std::string& l) {
+        std::lock_guard lock(mu);
+        waiter_lines.push_back(l);
+        if (absl::StartsWith(l, "waiting: ")) waiting = true;
+        said.notify_all();
+      });
+    });
+    std::unique_lock lock(mu);
+    // Bounded only so that a waiter that blocks silently fails the test instead of hanging it.
+    saw_waiting = said.wait_for(lock, std::chrono::seconds(60), [&] { return waiting; });
+  });
+  if (second.joinable()) second.join();
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_TRUE(saw_waiting) << "the second build did not say it was waiting";
+  ASSERT_GE(waiter_lines.size(), 2u);
+  EXPECT_EQ(waiter_lines[0].rfind("waiting: another build holds the worktree of " + tree_ +
+                                      " for x86_64 (pid " + std::to_string(::getpid()) +
+                                      ": v6.12 for x86_64; lock " + cache_ + "/locks/",
+                                  0),
+            0u)
+      << waiter_lines[0];
+  EXPECT_TRUE(absl::StartsWith(waiter_lines[1], "lock taken after ")) << waiter_lines[1];
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_TRUE(waited->cached);
+  EXPECT_EQ(waited->key, held->key);
+}
+
 TEST(KconfigTest, RequirementsAndDroppedOptions) {
   const auto config = ParseConfig(
       "CONFIG_CGROUPS=y\nCONFIG_MEMCG=y\nCONFIG_SWAP=y\nCONFIG_ZRAM=m\nCONFIG_KEXEC_FILE=y\n"
@@ -359,6 +592,116 @@ TEST(SeriesTest, TheSeedSeriesSplitsIntoItsArchHunks) {
   EXPECT_EQ(IncludedFiles((*patches)[0], {"arch/x86/*", "arch/arm64/*", "arch/riscv/*"}),
             (std::vector<std::string>{"arch/arm64/mm/fault.c", "arch/riscv/mm/fault.c",
                                       "arch/x86/mm/fault.c"}));
+}
+
+// What a series is keyed by: its diffs, not the mails they came in.
+TEST(SeriesKeyTest, PatchDiffKeepsTheDiffAndDropsWhatAnExportChanges) {
+  const std::string mail =
+      "From 2222222222222222222222222222222222222222 Mon Sep 17 00:00:00 2001\n"
+      "Message-Id: <1@example.org>\nSubject: [PATCH v2] docs: done\n\nWhy.\n---\n"
+      " README | 2 +-\n\n"
+      "diff --git a/README b/README\nindex 0123456..89abcde 100644\n--- a/README\n"
+      "+++ b/README\n@@ -10,3 +10,3 @@ section\n x\n-- \n+- done\n y\n"
+      "diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n"
+      "similarity index 100%\n-- \n2.39.5\n\n";
+  // "-- " inside the hunk is a removed "- " line (counted by the hunk header); outside it,
+  // format-patch's signature, which ends the patch.
+  EXPECT_EQ(PatchDiff(mail),
+            "diff --git a/README b/README\n--- a/README\n+++ b/README\n@@\n x\n-- \n+- done\n y\n"
+            "diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n");
+  // A list's footer after the last hunk is not part of the patch (git apply skips it).
+  std::string footer = mail.substr(0, mail.find("-- \n2.39.5"));
+  footer += "_______________________________________________\nlinux-mm mailing list\n";
+  EXPECT_EQ(PatchDiff(footer), PatchDiff(mail));
+}
+
+// Two exports of one commit, made by git format-patch: another commit id and date, another
+// subject prefix, a cover letter, Message-Ids, full index lines, another signature; and the
+// same change made on a base with more lines above it (other hunk line numbers). One key.
+// A one-line change of the diff, or a whitespace change, is another key.
+TEST(SeriesKeyTest, TheSamePatchExportedTwiceIsOneKeyAndAnotherDiffAnother) {
+  char tmpl[] = "/tmp/faultline-series-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{root};
+  auto git = [](const std::string& repo, std::vector<std::string> args, const std::string& date) {
+    args.insert(args.begin(), {"git", "-C", repo, "-c", "user.name=Dev", "-c",
+                               "user.email=dev@example.org", "-c", "core.abbrev=7"});
+    absl::StatusOr<std::string> out =
+        RunForOutput({args, "", {{"GIT_AUTHOR_DATE", date}, {"GIT_COMMITTER_DATE", date}}});
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? *out : "";
+  };
+  std::string lines;
+  for (int i = 1; i <= 20; ++i) lines += "int line" + std::to_string(i) + ";\n";
+  // A repository whose one commit changes line 10 of mm/memory.c to `to`, below `above`.
+  auto commit = [&](const std::string& name, const std::string& above, const std::string& to,
+                    const std::string& date) {
+    const std::string repo = root + "/" + name;
+    Put(repo + "/mm/memory.c", above + lines);
+    git(repo, {"init", "-q"}, date);
+    git(repo, {"add", "-A"}, date);
+    git(repo, {"commit", "-qm", "base"}, date);
+    Put(repo + "/mm/memory.c", above + absl::StrReplaceAll(lines, {{"int line10;\n", to}}));
+    git(repo, {"commit", "-qam", "mm: line 10 changes"}, date);
+    return repo;
+  };
+  const std::string date = "2024-01-01T00:00:00";
+  const std::string one = commit("one", "", "int line10_changed;\n", date);
+  const std::string first = git(one, {"format-patch", "-1", "--stdout"}, date);
+  // The same commit again: amended (another date, so another commit id), exported otherwise.
+  const std::string later = "2024-06-01T12:00:00";
+  git(one, {"commit", "-q", "--amend", "--no-edit", "--date=" + later}, later);
+  const std::string second =
+      git(one,
+          {"format-patch", "-1", "--stdout", "--cover-letter", "--subject-prefix=PATCH v2",
+           "--full-index", "--thread", "--signature=3.0", "--stat=60"},
+          later);
+  const std::string moved =
+      git(commit("moved", "// three\n// more\n// lines\n", "int line10_changed;\n", date),
+          {"format-patch", "-1", "--stdout"}, date);
+  const std::string other = git(commit("other", "", "int line10_changed_too;\n", date),
+                                {"format-patch", "-1", "--stdout"}, date);
+  const std::string spaced = git(commit("spaced", "", "int  line10_changed;\n", date),
+                                 {"format-patch", "-1", "--stdout"}, date);
+  // The exports differ where exports differ.
+  ASSERT_NE(first.substr(0, 45), second.substr(0, 45));  // "From <commit id> "
+  ASSERT_NE(first.find("Date: Mon, 1 Jan 2024"), std::string::npos) << first;
+  ASSERT_NE(second.find("Date: Sat, 1 Jun 2024"), std::string::npos) << second;
+  ASSERT_NE(absl::AsciiStrToLower(second).find("message-id: <"), std::string::npos) << second;
+  ASSERT_NE(second.find("[PATCH v2 0/1]"), std::string::npos) << second;
+  const size_t index = second.find("\nindex ");
+  ASSERT_NE(index, std::string::npos);
+  ASSERT_EQ(second.find("..", index) - index, 7u + 40u) << "full index: 40 hex ids";
+  ASSERT_NE(first.find("\n@@ -7,7 +7,7 @@"), std::string::npos) << first;
+  ASSERT_NE(moved.find("\n@@ -10,7 +10,7 @@"), std::string::npos) << moved;
+
+  auto key = [](const std::string& mbox) {
+    absl::StatusOr<std::vector<Patch>> patches = SplitMbox(mbox, "s.mbox");
+    EXPECT_TRUE(patches.ok()) << patches.status();
+    EXPECT_EQ(patches.ok() ? patches->size() : 0u, 1u) << mbox;
+    return patches.ok() ? SeriesKey(*patches) : "";
+  };
+  EXPECT_EQ(key(first).size(), 64u);
+  EXPECT_EQ(key(second), key(first));
+  EXPECT_EQ(key(moved), key(first));
+  EXPECT_NE(key(other), key(first));
+  EXPECT_NE(key(spaced), key(first));
+  // A series is its patches in order, whatever files they came in.
+  absl::StatusOr<std::vector<Patch>> a = SplitMbox(first, "a.mbox");
+  absl::StatusOr<std::vector<Patch>> b = SplitMbox(other, "b.mbox", 2);
+  absl::StatusOr<std::vector<Patch>> both = SplitMbox(first + other, "ab.mbox");
+  ASSERT_TRUE(a.ok() && b.ok() && both.ok());
+  const std::vector<Patch> ab = {(*a)[0], (*b)[0]}, ba = {(*b)[0], (*a)[0]};
+  EXPECT_EQ(SeriesKey(ab), SeriesKey(*both));
+  EXPECT_NE(SeriesKey(ab), SeriesKey(ba));
+  EXPECT_NE(SeriesKey(ab), SeriesKey(*a));
 }
 
 }  // namespace

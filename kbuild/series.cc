@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/sha256.h"
 #include "common/strings.h"
 
 namespace faultline::kbuild {
@@ -43,7 +44,74 @@ std::vector<std::string> FilesOf(absl::string_view mail) {
   return files;
 }
 
+// The line counts of a hunk header "@@ -a[,b] +c[,d] @@ ..." (a count left out is 1).
+bool HunkCounts(absl::string_view line, int64_t* old_lines, int64_t* new_lines) {
+  if (!absl::ConsumePrefix(&line, "@@ -")) return false;
+  auto range = [&](int64_t* count) {
+    const size_t end = line.find(' ');
+    if (end == absl::string_view::npos) return false;
+    const absl::string_view r = line.substr(0, end);
+    line.remove_prefix(end + 1);
+    const size_t comma = r.find(',');
+    int64_t start = 0;
+    if (!absl::SimpleAtoi(r.substr(0, comma), &start)) return false;
+    *count = 1;
+    return comma == absl::string_view::npos || absl::SimpleAtoi(r.substr(comma + 1), count);
+  };
+  if (!range(old_lines) || !absl::ConsumePrefix(&line, "+") || !range(new_lines)) return false;
+  return absl::StartsWith(line, "@@") && *old_lines >= 0 && *new_lines >= 0;
+}
+
+// The extended header lines of a git diff that decide what it does (`index` and the
+// similarity scores do not).
+bool IsDiffHeader(absl::string_view line) {
+  for (absl::string_view prefix :
+       {"diff --git ", "--- ", "+++ ", "old mode ", "new mode ", "deleted file mode ",
+        "new file mode ", "copy from ", "copy to ", "rename from ", "rename to ", "rename old ",
+        "rename new ", "Binary files ", "GIT binary patch", "\\ "}) {
+    if (absl::StartsWith(line, prefix)) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+std::string PatchDiff(absl::string_view mail) {
+  std::string out;
+  bool started = false, binary = false;
+  int64_t old_left = 0, new_left = 0;  // lines of the current hunk still to come
+  for (absl::string_view line : absl::StrSplit(mail, '\n')) {
+    if (!started && !absl::StartsWith(line, "diff --git ")) continue;
+    started = true;
+    if (old_left > 0 || new_left > 0) {
+      // In a hunk: its lines, counted off by the header's numbers (so "-- " here is a
+      // removed "- " line, not the signature). An empty line is an empty context line.
+      const char c = line.empty() ? ' ' : line.front();
+      if (c == ' ' || c == '-' || c == '+' || c == '\\') {
+        if (c != '+' && c != '\\') --old_left;
+        if (c != '-' && c != '\\') --new_left;
+        absl::StrAppend(&out, line, "\n");
+        continue;
+      }
+      old_left = new_left = 0;  // a short hunk: what follows is read as headers
+    }
+    if (line == "-- ") break;  // format-patch's signature: the rest is not the patch
+    if (absl::StartsWith(line, "diff --git ")) binary = false;
+    if (HunkCounts(line, &old_left, &new_left)) {
+      out += "@@\n";
+      continue;
+    }
+    if (absl::StartsWith(line, "GIT binary patch")) binary = true;
+    if (IsDiffHeader(line) || (binary && !line.empty())) absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+std::string SeriesKey(const std::vector<Patch>& patches) {
+  std::string ids = "faultline-series/1\n";
+  for (const Patch& patch : patches) absl::StrAppend(&ids, Sha256Hex(PatchDiff(patch.text)), "\n");
+  return Sha256Hex(ids);
+}
 
 absl::StatusOr<std::vector<Patch>> SplitMbox(absl::string_view mbox, const std::string& source,
                                              int first_index) {

@@ -30,6 +30,24 @@ bool GlobMatches(absl::string_view glob, absl::string_view path);
 // The files of `patch` that `include` selects (all when `include` is empty).
 std::vector<std::string> IncludedFiles(const Patch& patch, const std::vector<std::string>& include);
 
+// What of a patch decides the tree it makes, for keying a series by its diffs rather than
+// its mail (the idea of `git patch-id`): from the mail's first `diff --git` line, the file
+// headers (`diff --git`, `---`/`+++`, modes, renames, binary data) and the hunks' lines,
+// without what another export of the same commit changes: the mail's headers (From line,
+// date, Message-Id), its message and diffstat, the `-- ` signature, `index` lines (blob
+// ids, whose length is an option), similarity scores, and each hunk header's line numbers
+// and section heading (`@@ -2,3 +2,3 @@ f()` is `@@`). Lines that are not part of a patch
+// (a list's footer) are left out, as `git apply` skips them. Whitespace is kept: `git
+// apply` keeps it, so a whitespace-only change (a string literal, a Makefile) is another
+// kernel.
+std::string PatchDiff(absl::string_view mail);
+
+// The key of a series: sha256 (hex) over the sha256 of each patch's PatchDiff, in order
+// (whatever mboxes they came in: cover letters and mail headers do not count). Equal for
+// the same patches exported twice; another diff, another order or another patch count is
+// another key.
+std::string SeriesKey(const std::vector<Patch>& patches);
+
 // A readable reason from `git apply`'s error output for `patch`: the file, and the hunk
 // whose context was not found ("@@ -560,7 +560,12 @@ ..."), e.g.
 //   patch 1 "[RFC PATCH v5] mm: ..." (rfc-v5.mbox) does not apply: arch/arm/mm/fault.c,

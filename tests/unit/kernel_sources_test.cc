@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_replace.h"
+#include "common/sha256.h"
 #include "services/controller/core/report.h"
 
 namespace faultline::controller {
@@ -30,6 +32,84 @@ v1::JobSpec Spec() {
   (*spec.mutable_kernel_overrides())["patched"].mutable_params()->insert({"threads", "4"});
   return spec;
 }
+
+// One commit exported twice by git format-patch (2.39.5): first plainly, then amended (another
+// date, so another commit id) with --cover-letter --subject-prefix="PATCH v2" --full-index
+// --thread --signature=3.0.
+constexpr char kExport1[] =
+    R"(From 02b78d6066bfaa12bc9a5a3a6650368859a8bcae Mon Sep 17 00:00:00 2001
+From: Dev <dev@example.org>
+Date: Mon, 1 Jan 2024 00:00:00 +0000
+Subject: [PATCH] mm: line 6 changes
+
+---
+ mm/memory.c | 2 +-
+ 1 file changed, 1 insertion(+), 1 deletion(-)
+
+diff --git a/mm/memory.c b/mm/memory.c
+index 34518e3..c3ece85 100644
+--- a/mm/memory.c
++++ b/mm/memory.c
+@@ -3,7 +3,7 @@ int line2;
+ int line3;
+ int line4;
+ int line5;
+-int line6;
++int line6_changed;
+ int line7;
+ int line8;
+ int line9;
+-- 
+2.39.5
+
+)";
+constexpr char kExport2[] =
+    R"(From 42f11a103133e09dd38f04dd85f6a88d733fa614 Mon Sep 17 00:00:00 2001
+Message-Id: <cover.1796410460.git.dev@example.org>
+From: Dev <dev@example.org>
+Date: Fri, 4 Dec 2026 18:54:20 +0000
+Subject: [PATCH v2 0/1] *** SUBJECT HERE ***
+
+*** BLURB HERE ***
+
+Dev (1):
+  mm: line 6 changes
+
+ mm/memory.c | 2 +-
+ 1 file changed, 1 insertion(+), 1 deletion(-)
+
+-- 
+3.0
+
+From 42f11a103133e09dd38f04dd85f6a88d733fa614 Mon Sep 17 00:00:00 2001
+Message-Id: <42f11a103133e09dd38f04dd85f6a88d733fa614.1796410460.git.dev@example.org>
+In-Reply-To: <cover.1796410460.git.dev@example.org>
+References: <cover.1796410460.git.dev@example.org>
+From: Dev <dev@example.org>
+Date: Sat, 1 Jun 2024 12:00:00 +0000
+Subject: [PATCH v2 1/1] mm: line 6 changes
+
+---
+ mm/memory.c | 2 +-
+ 1 file changed, 1 insertion(+), 1 deletion(-)
+
+diff --git a/mm/memory.c b/mm/memory.c
+index 34518e3cb7cb1da1d2d6f00de41e1f9c67b7160b..c3ece855c1a6046bc506da3cd3f36c93d00ee989 100644
+--- a/mm/memory.c
++++ b/mm/memory.c
+@@ -3,7 +3,7 @@ int line2;
+ int line3;
+ int line4;
+ int line5;
+-int line6;
++int line6_changed;
+ int line7;
+ int line8;
+ int line9;
+-- 
+3.0
+
+)";
 
 constexpr char kUrl[] = "https://example.org/bzImage";
 constexpr char kSha[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -76,7 +156,8 @@ TEST(KernelSources, LabelsAreNamedByTheirResolvedSourceAndTheSpecIsRewritten) {
   EXPECT_EQ(again.kernels(0), vanilla);
   EXPECT_EQ(again.kernels(1), patched);
   v1::JobSpec other = Spec();
-  (*other.mutable_kernel_sources())["patched"].mutable_series(0)->set_content("From y\n");
+  (*other.mutable_kernel_sources())["patched"].mutable_series(0)->set_content(
+      "From y\nSubject: [PATCH] mm\n\ndiff --git a/mm/y b/mm/y\n");
   ASSERT_TRUE(ResolveKernelSources(other).ok());
   EXPECT_EQ(other.kernels(0), vanilla);
   EXPECT_NE(other.kernels(1), patched);
@@ -84,6 +165,38 @@ TEST(KernelSources, LabelsAreNamedByTheirResolvedSourceAndTheSpecIsRewritten) {
   const v1::JobSpec stored = WithoutFileContents(spec);
   EXPECT_EQ(stored.kernel_sources().at(patched).series(0).name(), "v5.mbox");
   EXPECT_TRUE(stored.kernel_sources().at(patched).series(0).content().empty());
+}
+
+// Issue #43: a series is named by its diffs, not by its mails. The same patch exported twice
+// (another commit id, date, subject prefix, Message-Ids, a cover letter, full index lines,
+// another signature, another file name) is one label, so one build; a one-line change of
+// the diff is another. Labels without a series keep their names.
+TEST(KernelSources, ASeriesIsNamedByItsDiffsNotByItsMails) {
+  auto patched_label = [](const std::string& name, const std::string& mbox) {
+    v1::JobSpec spec = Spec();
+    auto* series = (*spec.mutable_kernel_sources())["patched"].mutable_series(0);
+    series->set_name(name);
+    series->set_content(mbox);
+    auto resolved = ResolveKernelSources(spec);
+    EXPECT_TRUE(resolved.ok()) << resolved.status();
+    return spec.kernels(1);
+  };
+  const std::string first = patched_label("v1.mbox", kExport1);
+  ASSERT_NE(std::string(kExport1), std::string(kExport2));
+  EXPECT_EQ(patched_label("v2.mbox", kExport2), first);
+  // The patch as a one-line change of the diff: another kernel.
+  const std::string changed =
+      absl::StrReplaceAll(kExport1, {{"+int line6_changed;\n", "+int line6_changed_too;\n"}});
+  ASSERT_NE(changed, kExport1);
+  EXPECT_NE(patched_label("v1.mbox", changed), first);
+  // The vanilla label is named as before series were keyed by their diffs: the history of
+  // kernels without a series goes on under the same names.
+  v1::JobSpec spec = Spec();
+  ASSERT_TRUE(ResolveKernelSources(spec).ok());
+  EXPECT_EQ(spec.kernels(0),
+            "vanilla@" + Sha256Hex("tree\n/srv/linux.git\nref\nv6.12.117\nbase\ntinyconfig\n"
+                                   "fragment\nlab.config\n14\nCONFIG_ZRAM=y\n")
+                             .substr(0, 12));
 }
 
 // A schedule's slot marks the kernels that follow a branch (a ref that is not a commit id);
@@ -176,6 +289,13 @@ TEST(KernelSources, BadSourcesAreRefusedNamingTheField) {
              std::string((1 << 20) + 1, 'x'));
        },
        "kernels.patched.series[0]: v5.mbox is 1048577 bytes, over the limit of 1048576"},
+      {[](v1::JobSpec& s) {
+         auto& patched = (*s.mutable_kernel_sources())["patched"];
+         *patched.add_series() = patched.series(0);
+         patched.mutable_series(1)->set_name("cover.mbox");
+         patched.mutable_series(1)->set_content("From x\nSubject: [PATCH 0/1] cover\n\nNo diff.\n");
+       },
+       "kernels.patched.series[1]: cover.mbox has no patch (no mail with a `diff --git`)"},
   };
   for (const Case& c : cases) {
     v1::JobSpec spec = Spec();

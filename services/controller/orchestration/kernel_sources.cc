@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/sha256.h"
+#include "kbuild/series.h"
 #include "services/controller/convert/convert.h"
 
 namespace faultline::controller {
@@ -91,8 +92,27 @@ absl::Status CheckImage(const std::string& field, const v1::KernelSource& source
   return absl::OkStatus();
 }
 
-// What the label's name hashes: the resolved source, files by name and content.
-std::string Canonical(const v1::KernelSource& s) {
+// The series of a source keyed by its diffs (kbuild::SeriesKey): the same patches exported
+// twice (another commit id, date, Message-Id, subject prefix or cover letter) are one key.
+// An mbox without a patch is refused, naming the field.
+absl::StatusOr<std::string> SeriesKeyOf(
+    const std::string& field, const google::protobuf::RepeatedPtrField<v1::SourceFile>& series) {
+  std::vector<kbuild::Patch> patches;
+  for (int i = 0; i < series.size(); ++i) {
+    absl::StatusOr<std::vector<kbuild::Patch>> split =
+        kbuild::SplitMbox(series[i].content(), series[i].name());
+    if (!split.ok()) {
+      return Invalid(absl::StrCat(field, "[", i, "]"),
+                     absl::StrCat(series[i].name(), " has no patch (no mail with a `diff --git`)"));
+    }
+    for (kbuild::Patch& p : *split) patches.push_back(std::move(p));
+  }
+  return kbuild::SeriesKey(patches);
+}
+
+// What the label's name hashes: the resolved source, fragments by name and content, the
+// series by its diffs (`series_key`, "" without a series).
+std::string Canonical(const v1::KernelSource& s, const std::string& series_key) {
   if (!s.image().empty()) {
     return absl::StrCat("image\n", s.image(), "\nsha256\n", s.image_sha256(), "\narch\n",
                         s.image_arch(), "\nrelease\n", s.image_release(), "\n");
@@ -102,9 +122,7 @@ std::string Canonical(const v1::KernelSource& s) {
   for (const auto& f : s.fragments()) {
     absl::StrAppend(&out, "fragment\n", f.name(), "\n", f.content().size(), "\n", f.content());
   }
-  for (const auto& f : s.series()) {
-    absl::StrAppend(&out, "series\n", f.name(), "\n", f.content().size(), "\n", f.content());
-  }
+  if (!series_key.empty()) absl::StrAppend(&out, "series-diffs\n", series_key, "\n");
   for (const auto& i : s.include()) absl::StrAppend(&out, "include\n", i, "\n");
   for (const auto& r : s.revert()) absl::StrAppend(&out, "revert\n", r, "\n");
   return out;
@@ -213,7 +231,14 @@ absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
       r.clear_from();
     }
     if (r.config_base().empty() && r.image().empty()) r.set_config_base("defconfig");
-    std::string name = absl::StrCat(label, "@", Sha256Hex(Canonical(r)).substr(0, 12));
+    std::string series_key;
+    if (!r.series().empty()) {
+      absl::StatusOr<std::string> key =
+          SeriesKeyOf(absl::StrCat("kernels.", label, ".series"), r.series());
+      if (!key.ok()) return key.status();
+      series_key = *key;
+    }
+    std::string name = absl::StrCat(label, "@", Sha256Hex(Canonical(r, series_key)).substr(0, 12));
     if (!slot.empty() && !r.tree().empty() && !IsCommitId(r.ref())) {
       absl::StrAppend(&name, "+", slot);
     }
