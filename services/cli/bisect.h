@@ -65,12 +65,6 @@ absl::Status FromChange(const v1::ChangePoint& cp, const v1::Job& before,
                         const std::vector<v1::Build>& after_builds, BisectArgs& args,
                         v1::JobSpec& spec);
 
-// A bisection as text: what was asked, the result (first bad commit, confirmation,
-// revert), the command to reproduce; with `steps`, the step table.
-std::string RenderBisection(const v1::Bisection& b, bool steps);
-// One line of progress: phase, range left, the step measuring now, estimates.
-std::string FormatBisectProgress(const v1::Bisection& b);
-
 int BisectStartCommand(JobStub& client, const CliEnv& env, BisectArgs args, bool watch);
 int BisectShowCommand(JobStub& client, const CliEnv& env, int64_t id, bool steps);
 int BisectWatchCommand(JobStub& client, const CliEnv& env, int64_t id);

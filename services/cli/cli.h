@@ -26,7 +26,7 @@
 #include <grpcpp/support/status.h>
 
 #include "faultline/v1/job.grpc.pb.h"
-#include "services/cli/report.h"
+#include "report/report.h"
 #include "stats/statistics.h"
 
 namespace faultline::cli {
@@ -53,6 +53,8 @@ struct CliEnv {
   std::string tls_server_name;    // the certificates' name (TlsServerName); "": the default
 };
 
+// "faultline: <message>" on env.err.
+void PrintError(const CliEnv& env, std::string_view message);
 // "INVALID_ARGUMENT: spec.duration: ..." (one line; UNAVAILABLE also names the controller).
 std::string FormatRpcError(const grpc::Status& status, std::string_view controller);
 // Prints a failed call (FormatRpcError) and returns its exit code.
@@ -77,16 +79,24 @@ int Unary(JobStub& client, const CliEnv& env,
 int SubmitCommand(JobStub& client, const CliEnv& env, const std::string& spec_path, bool wait);
 int JobsCommand(JobStub& client, const CliEnv& env, uint32_t limit);
 int WatchCommand(JobStub& client, const CliEnv& env, int64_t job_id);
-int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, ReportFormat format,
-                  const ReportView& view = {}, bool runs = false);
+int ReportCommand(JobStub& client, const CliEnv& env, int64_t job_id, report::ReportFormat format,
+                  const report::ReportView& view = {}, bool runs = false);
 int CancelCommand(JobStub& client, const CliEnv& env, int64_t job_id);
 int AgentsCommand(JobStub& client, const CliEnv& env);
+// Schedules (a spec submitted on a cron line) and the change points their history finds.
+int ScheduleCommand(JobStub& client, const CliEnv& env, const std::string& spec_path,
+                    const std::string& name, const std::string& cron);
+int SchedulesCommand(JobStub& client, const CliEnv& env);
+int UnscheduleCommand(JobStub& client, const CliEnv& env, int64_t id);
+int ChangesCommand(JobStub& client, const CliEnv& env, bool all);
+int MarkChangeCommand(JobStub& client, const CliEnv& env, int64_t id, const std::string& state);
 // The kernels built for jobs (ListBuilds), all or one job's (job_id 0: all).
 int KernelsCommand(JobStub& client, const CliEnv& env, int64_t job_id);
 // A = baseline samples, B = candidate samples (samples.h); bad files are usage errors.
 // `paired`: line i of A with line i of B (unequal counts are a usage error naming both).
 int CompareCommand(const CliEnv& env, const std::string& a_path, const std::string& b_path,
-                   const stats::CompareOptions& options, ReportFormat format, bool paired = false);
+                   const stats::CompareOptions& options, report::ReportFormat format,
+                   bool paired = false);
 
 // Makes a client for a controller address.
 using StubFactory = std::function<std::unique_ptr<JobStub>(const CliEnv& env)>;

@@ -660,16 +660,16 @@ TEST_F(CliTest, KernelsListsTheBuilds) {
 }
 
 TEST(FormatBuildsTest, TimesAndSizes) {
-  EXPECT_EQ(FormatBuildTime(0), "-");
-  EXPECT_EQ(FormatBuildTime(0.4), "0s");
-  EXPECT_EQ(FormatBuildTime(59.4), "59s");
-  EXPECT_EQ(FormatBuildTime(62), "1m 02s");
-  EXPECT_EQ(FormatBuildTime(3599), "59m 59s");
-  EXPECT_EQ(FormatBuildTime(3900), "1h 05m");
-  EXPECT_EQ(FormatImageSize(0), "-");
-  EXPECT_EQ(FormatImageSize(812), "812 B");
-  EXPECT_EQ(FormatImageSize(870'400), "850 KiB");
-  EXPECT_EQ(FormatImageSize(12'900'000), "12.3 MiB");
+  EXPECT_EQ(report::FormatBuildTime(0), "-");
+  EXPECT_EQ(report::FormatBuildTime(0.4), "0s");
+  EXPECT_EQ(report::FormatBuildTime(59.4), "59s");
+  EXPECT_EQ(report::FormatBuildTime(62), "1m 02s");
+  EXPECT_EQ(report::FormatBuildTime(3599), "59m 59s");
+  EXPECT_EQ(report::FormatBuildTime(3900), "1h 05m");
+  EXPECT_EQ(report::FormatImageSize(0), "-");
+  EXPECT_EQ(report::FormatImageSize(812), "812 B");
+  EXPECT_EQ(report::FormatImageSize(870'400), "850 KiB");
+  EXPECT_EQ(report::FormatImageSize(12'900'000), "12.3 MiB");
   // A failed build without an error still gets its line.
   v1::ListBuildsResponse response;
   v1::Build* build = response.add_builds();
@@ -677,7 +677,7 @@ TEST(FormatBuildsTest, TimesAndSizes) {
   build->set_label("a@000000000000");
   build->set_arch("x86_64");
   build->set_state("failed");
-  EXPECT_THAT(FormatBuilds(response),
+  EXPECT_THAT(report::FormatBuilds(response),
               ::testing::EndsWith("\nbuild 1 (a@000000000000, x86_64) failed\n"));
 }
 

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <string_view>
 
-#include "services/cli/spec_file.h"
 #include "services/controller/convert/convert.h"
 #include "services/controller/core/validation.h"
+#include "spec/spec_file.h"
 
 using namespace faultline;
 
@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   v1::JobSpec spec;
   if (data[0] % 2 == 0) {
     if (!FuzzYaml()) return 0;
-    auto parsed = cli::LoadJobSpecFromString(rest, "fuzz.yaml");
+    auto parsed = spec::LoadJobSpecFromString(rest, "fuzz.yaml");
     if (!parsed.ok()) return 0;
     spec = *parsed;
   } else if (!spec.ParseFromArray(rest.data(), static_cast<int>(rest.size()))) {

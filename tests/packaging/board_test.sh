@@ -179,8 +179,8 @@ token_file=$(fl_agent_token "$board") || fail "agent token"
 # ------------------------------------------------------------ the board's disk ----
 t0=$SECONDS
 rootfs_extract "$tarball" "$S/rootfs"
-cp "$agent_deb" "$cli_deb" "$controller_deb" "$ROOT/services/cli/testdata/ab-report.json" \
-  "$ROOT/services/cli/testdata/ab-report.mail" "$S/rootfs/var/tmp/"
+cp "$agent_deb" "$cli_deb" "$controller_deb" "$ROOT/report/testdata/ab-report.json" \
+  "$ROOT/report/testdata/ab-report.mail" "$S/rootfs/var/tmp/"
 # The test's command port (on the disk, not in the cached tarball: it is the test's own).
 mkdir -p "$S/shell"
 cat >"$S/shell/fl-test-shell" <<'EOF'

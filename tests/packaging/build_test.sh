@@ -153,10 +153,10 @@ for arch in arm64 riscv64; do
   done
   # The CLI renders a saved report (statistics and the mail format on this arch) as the
   # build host does: the golden file of the same report.
-  "qemu-$cpu-static" -L "$root" "$root/usr/bin/faultline" report --from "$ROOT/services/cli/testdata/ab-report.json" \
+  "qemu-$cpu-static" -L "$root" "$root/usr/bin/faultline" report --from "$ROOT/report/testdata/ab-report.json" \
     --format mail >"$ctl/mail-$arch.txt" 2>"$ctl/cli-$arch.err" ||
     { cat "$ctl/cli-$arch.err" >&2; fail "$arch faultline does not run with its Depends from $suite"; }
-  diff -u "$ROOT/services/cli/testdata/ab-report.mail" "$ctl/mail-$arch.txt" >&2 ||
+  diff -u "$ROOT/report/testdata/ab-report.mail" "$ctl/mail-$arch.txt" >&2 ||
     fail "$arch faultline renders the saved report differently from the golden file"
   if [ -z "$fd" ]; then
     rm -rf "$root"

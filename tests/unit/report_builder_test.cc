@@ -12,6 +12,7 @@
 
 #include "nlohmann/json.hpp"
 #include "services/controller/convert/convert.h"
+#include "services/controller/orchestration/report_message.h"
 #include "services/controller/orchestration/submission.h"
 #include "tests/support/fake_stores.h"
 
@@ -262,6 +263,53 @@ TEST_F(ReportBuilderTest, NoTablesForAJobThatDidNotTraceLockWaits) {
   ASSERT_EQ(built->report.comparisons.size(), 1u);
   EXPECT_TRUE(built->report.comparisons[0].tables.empty());
   EXPECT_TRUE(built->report.caveats.empty());
+}
+
+// The controller renders a job's report itself (what it will send to a list): the same text
+// `faultline report JOB --format F` prints from GetReport's response, for every format;
+// lkp asks a second time for the counters that changed, per run.
+TEST_F(ReportBuilderTest, TheControllerRendersWhatTheCliPrints) {
+  const int64_t job = SubmitAndFinish([](RunRecord& r) {
+    const bool patched = r.kernel == "patched";
+    const double rounds = (patched ? 1500 : 1000) + 11 * r.repetition;
+    r.rounds = static_cast<uint64_t>(rounds);
+    r.throughput = rounds / 10;
+    r.counters_json = nlohmann::json{{"vmstat.pgfault", rounds * (patched ? 300 : 640)}}.dump();
+  });
+  for (const char* name : {"table", "markdown", "csv", "json", "mail", "mmtests", "lkp", "html"}) {
+    const report::ReportFormat format = *report::ParseReportFormat(name);
+    v1::GetReportRequest request = report::ReportRequest(job, format, {}, false);
+    if (format == report::ReportFormat::kLkp) request.add_run_counters("vmstat.pgfault");
+    auto response = ReportResponse(&fake_.jobs, nullptr, request);
+    ASSERT_TRUE(response.ok()) << name << ": " << response.status();
+    auto rendered = RenderJobReport(&fake_.jobs, nullptr, job, format);
+    ASSERT_TRUE(rendered.ok()) << name << ": " << rendered.status();
+    EXPECT_EQ(*rendered, report::RenderReport(*response, format)) << name;
+  }
+  auto mail = RenderJobReport(&fake_.jobs, nullptr, job, report::ReportFormat::kMail);
+  ASSERT_TRUE(mail.ok());
+  EXPECT_THAT(*mail, ::testing::HasSubstr("Kernels:"));
+  EXPECT_THAT(*mail, ::testing::HasSubstr("vmstat.pgfault"));
+  auto lkp = RenderJobReport(&fake_.jobs, nullptr, job, report::ReportFormat::kLkp);
+  ASSERT_TRUE(lkp.ok());
+  EXPECT_THAT(*lkp, ::testing::HasSubstr("vmstat.pgfault")) << "the counter that changed, per run";
+}
+
+TEST_F(ReportBuilderTest, AReportRequestOutOfBoundsNamesTheFieldAndTheLimit) {
+  const int64_t job = SubmitAndFinish([](RunRecord& r) { r.throughput = 100; });
+  v1::GetReportRequest request;
+  request.set_job_id(job);
+  for (int i = 0; i <= report::kMaxRunCounters; ++i)
+    request.add_run_counters("c" + std::to_string(i));
+  auto too_many = ReportResponse(&fake_.jobs, nullptr, request);
+  ASSERT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_many.status().message()),
+              ::testing::HasSubstr("run_counters: at most 64 counter names"));
+  request.clear_run_counters();
+  request.add_run_counters("");
+  auto empty = ReportResponse(&fake_.jobs, nullptr, request);
+  ASSERT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(empty.status().message()), ::testing::HasSubstr("1..128 characters"));
 }
 
 }  // namespace

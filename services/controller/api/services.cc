@@ -14,6 +14,7 @@
 #include "services/controller/core/report.h"
 #include "services/controller/core/validation.h"
 #include "services/controller/orchestration/report_builder.h"
+#include "services/controller/orchestration/report_message.h"
 #include "services/controller/orchestration/submission.h"
 
 namespace faultline::controller {
@@ -130,28 +131,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetReport(grpc::CallbackServerContext*
                                                     v1::GetReportResponse* resp) {
   RpcTimer timer(metrics_, "GetReport");
   if (auto denied = auth_->RequireUser(ctx); !denied.ok()) return FinishUnary(ctx, &timer, denied);
-  ReportOptions options;
-  if (req->run_counters_size() > 64) {
-    return FinishUnary(ctx, &timer, Invalid("run_counters: at most 64 counter names"));
-  }
-  for (const auto& name : req->run_counters()) {
-    if (name.empty() || name.size() > 128) {
-      return FinishUnary(ctx, &timer, Invalid("run_counters: each name must be 1..128 characters"));
-    }
-    options.run_counters.push_back(name);
-  }
-  options.runs = req->runs();
-  options.samples = req->samples();
-  auto built = BuildReport(stores_.jobs, req->job_id(), options);
-  if (!built.ok()) return FinishUnary(ctx, &timer, built.status());
-  ReportToProto(built->job, built->report, resp);
-  if (stores_.builds != nullptr) {
-    auto builds = stores_.builds->ListBuilds(req->job_id());
-    if (!builds.ok()) return FinishUnary(ctx, &timer, builds.status());
-    for (auto it = builds->rbegin(); it != builds->rend(); ++it) {
-      BuildToProto(*it, resp->add_builds());
-    }
-  }
+  auto response = ReportResponse(stores_.jobs, stores_.builds, *req);
+  if (!response.ok()) return FinishUnary(ctx, &timer, response.status());
+  *resp = *std::move(response);
   return FinishUnary(ctx, &timer, grpc::Status::OK);
 }
 

@@ -7,15 +7,17 @@
 
 #include "absl/status/statusor.h"
 #include "faultline/v1/job.pb.h"
+#include "faultline/v1/limits.h"
 #include "services/controller/core/domain.h"
 
 namespace faultline::controller {
 
-// Bounds on what a job may upload with its kernels (the CLI checks the same).
+// Bounds on what a job may upload with its kernels (faultline/v1/limits.h: the CLI checks
+// the same; tests lower them).
 struct KernelSourceLimits {
-  size_t max_file_bytes = 1 << 20;   // one fragment or mbox
-  size_t max_total_bytes = 8 << 20;  // all of a job's files
-  size_t max_files_per_label = 32;
+  size_t max_file_bytes = v1::kMaxKernelFileBytes;
+  size_t max_total_bytes = v1::kMaxJobKernelFileBytes;
+  size_t max_files_per_label = v1::kMaxKernelFilesPerLabel;
 };
 
 // Checks every source (the field and the limit in each error), resolves `from` (the other
