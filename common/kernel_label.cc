@@ -29,7 +29,7 @@ KernelLabel KernelLabel::Parse(std::string_view text) {
   if (at == std::string_view::npos) return label;
   std::string_view rest = text.substr(at + 1);
   if (const size_t plus = rest.find('+');
-      plus == 12 && All(rest.substr(0, 12), LowerHex) && IsSlot(rest.substr(plus + 1))) {
+      at > 0 && plus == 12 && All(rest.substr(0, 12), LowerHex) && IsSlot(rest.substr(plus + 1))) {
     label.slot = std::string(rest.substr(plus + 1));
     rest = rest.substr(0, plus);
   }

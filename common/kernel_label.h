@@ -20,8 +20,8 @@ struct KernelLabel {
   std::optional<std::string> source;  // "3f9c2a1b04de"; none for an installed kernel
   std::string slot;                   // "20261203T0200"; "" outside a schedule
 
-  // Never fails: a slot is taken only in its exact form (+ 8 digits, T, 4 digits, after 12
-  // hex digits); anything else after the '@' is the source as written.
+  // Never fails: a slot is taken only in its exact form (a name, '@', 12 hex digits, '+',
+  // 8 digits, 'T', 4 digits); anything else after the '@' is the source as written.
   static KernelLabel Parse(std::string_view text);
   // name[@source[+slot]]: Parse(text).ToString() == text for every text.
   std::string ToString() const;

@@ -33,7 +33,7 @@ TEST(KernelLabel, AScheduleSlotIsTakenInItsExactFormOnly) {
   // Not a slot: the source is what follows the '@', as written.
   for (const char* text : {"n@3f9c2a1b04de+2026120T0200", "n@3f9c2a1b04de+20261203X0200",
                            "n@3F9C2A1B04DE+20261203T0200", "n@3f9c2a1b04d+20261203T0200",
-                           "n@3f9c2a1b04de+20261203T02000"}) {
+                           "n@3f9c2a1b04de+20261203T02000", "@3f9c2a1b04de+20261203T0200"}) {
     const KernelLabel label = KernelLabel::Parse(text);
     EXPECT_EQ(label.slot, "") << text;
     EXPECT_EQ(label.WithoutSlot(), text) << text;

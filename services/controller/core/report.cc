@@ -7,6 +7,8 @@
 #include <set>
 #include <tuple>
 
+#include "common/kernel_label.h"
+
 namespace faultline::controller {
 
 double Median(std::vector<double> values) {
@@ -201,20 +203,7 @@ std::map<std::string, std::map<std::string, std::string>> BoardFactsOf(
 }
 
 std::string SeriesKernel(const std::string& label) {
-  // LABEL@<12 hex>+<8 digits>T<4 digits>
-  constexpr size_t kSlot = 1 + 8 + 1 + 4, kHash = 1 + 12;
-  if (label.size() <= kSlot + kHash) return label;
-  const size_t plus = label.size() - kSlot, at = plus - kHash;
-  auto all = [&](size_t from, size_t n, auto pred) {
-    return std::all_of(label.begin() + from, label.begin() + from + n, pred);
-  };
-  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
-  if (label[plus] != '+' || label[plus + 9] != 'T' || label[at] != '@' ||
-      !all(plus + 1, 8, digit) || !all(plus + 10, 4, digit) || !all(at + 1, 12, hex)) {
-    return label;
-  }
-  return label.substr(0, plus);
+  return KernelLabel::Parse(label).WithoutSlot();
 }
 
 }  // namespace faultline::controller

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/kernel_label.h"
 #include "common/sha256.h"
 #include "kbuild/series.h"
 #include "services/controller/convert/convert.h"
@@ -158,7 +159,7 @@ absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
     if (std::find(labels.begin(), labels.end(), label) == labels.end()) {
       return Invalid(field, "a source for a label that `kernels` does not list");
     }
-    if (label.find('@') != std::string::npos) {
+    if (KernelLabel::Parse(label).source.has_value()) {
       return Invalid(field, "a label that brings a kernel may not contain '@'");
     }
     const int kinds = !source.tree().empty() + !source.from().empty() + !source.image().empty();
@@ -238,10 +239,9 @@ absl::StatusOr<std::map<std::string, v1::KernelSource>> ResolveKernelSources(
       if (!key.ok()) return key.status();
       series_key = *key;
     }
-    std::string name = absl::StrCat(label, "@", Sha256Hex(Canonical(r, series_key)).substr(0, 12));
-    if (!slot.empty() && !r.tree().empty() && !IsCommitId(r.ref())) {
-      absl::StrAppend(&name, "+", slot);
-    }
+    KernelLabel built{label, Sha256Hex(Canonical(r, series_key)).substr(0, 12), ""};
+    if (!slot.empty() && !r.tree().empty() && !IsCommitId(r.ref())) built.slot = slot;
+    const std::string name = built.ToString();
     renamed[label] = name;
     resolved[name] = std::move(r);
   }
@@ -282,7 +282,7 @@ absl::StatusOr<std::vector<BuildRequest>> PlanBuilds(
         break;
       }
     }
-    return Invalid(absl::StrCat("kernels.", first.substr(0, first.find('@'))),
+    return Invalid(absl::StrCat("kernels.", KernelLabel::Parse(first).name),
                    "no eligible board boots kernels that jobs bring (agent.yaml built_kernels)");
   }
   for (const std::string& label : spec.kernels()) {  // in the job's order
@@ -292,7 +292,7 @@ absl::StatusOr<std::vector<BuildRequest>> PlanBuilds(
     if (!source.image().empty()) {
       // A prebuilt image boots one arch: every eligible board must be of it, and any builder
       // fetches it.
-      const std::string field = absl::StrCat("kernels.", label.substr(0, label.find('@')));
+      const std::string field = absl::StrCat("kernels.", KernelLabel::Parse(label).name);
       if (arches.size() != 1 || *arches.begin() != source.image_arch()) {
         return Invalid(
             field + ".arch",
@@ -309,7 +309,7 @@ absl::StatusOr<std::vector<BuildRequest>> PlanBuilds(
     }
     for (const std::string& arch : arches) {
       if (!builder_arches.count(arch)) {
-        return Invalid(absl::StrCat("kernels.", label.substr(0, label.find('@'))),
+        return Invalid(absl::StrCat("kernels.", KernelLabel::Parse(label).name),
                        absl::StrCat("no builder builds for ", arch, " (builders build for: ",
                                     builder_arches.empty() ? "none registered"
                                                            : absl::StrJoin(builder_arches, ", "),
