@@ -113,52 +113,7 @@ void Touch(const std::string& path) {
   ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
 }
 
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(const void* data, size_t size) { EVP_DigestUpdate(ctx_, data, size); }
-  std::string Hex() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned size = 0;
-    EVP_DigestFinal_ex(ctx_, digest, &size);
-    static const char kDigits[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < size; ++i) {
-      out += kDigits[digest[i] >> 4];
-      out += kDigits[digest[i] & 15];
-    }
-    return out;
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
-
 }  // namespace
-
-bool IsSha256Hex(absl::string_view sha256) {
-  return sha256.size() == 64 && std::all_of(sha256.begin(), sha256.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return Errno("open " + path);
-  Sha256 h;
-  std::vector<char> buffer(1 << 20);
-  while (true) {
-    const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Errno("read " + path);
-    if (n == 0) break;
-    h.Update(buffer.data(), static_cast<size_t>(n));
-  }
-  return h.Hex();
-}
 
 ArtifactCache::ArtifactCache(std::string dir, uint64_t max_bytes)
     : dir_(std::move(dir)), max_bytes_(max_bytes) {
@@ -324,7 +279,7 @@ void ArtifactCache::Trim(const std::string& keep) {
     const std::string name = entry.path().filename().string();
     absl::string_view sha = name;
     if (absl::EndsWith(sha, kPartialSuffix)) sha.remove_suffix(std::strlen(kPartialSuffix));
-    if (!IsSha256Hex(sha)) continue;
+    if (!IsSha256Hex(std::string_view(sha.data(), sha.size()))) continue;
     struct stat st {};
     if (::stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     total += static_cast<uint64_t>(st.st_size);

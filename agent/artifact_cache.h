@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/sha256.h"  // IsSha256Hex, Sha256OfFile
 
 namespace faultline::agent {
 
@@ -89,11 +90,5 @@ class ArtifactCache {
   std::string dir_;
   uint64_t max_bytes_;
 };
-
-// Whether `sha256` is 64 lowercase hex characters.
-bool IsSha256Hex(absl::string_view sha256);
-
-// sha256 of a file, lowercase hex.
-absl::StatusOr<std::string> Sha256OfFile(const std::string& path);
 
 }  // namespace faultline::agent

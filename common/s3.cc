@@ -1,7 +1,5 @@
 #include "common/s3.h"
 
-#include <openssl/hmac.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -14,24 +12,6 @@
 
 namespace faultline::s3 {
 namespace {
-
-std::string Hmac(absl::string_view key, absl::string_view data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
-  return std::string(reinterpret_cast<char*>(out), len);
-}
-
-std::string Hex(absl::string_view bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : bytes) {
-    out.push_back(kHex[static_cast<unsigned char>(c) >> 4]);
-    out.push_back(kHex[static_cast<unsigned char>(c) & 15]);
-  }
-  return out;
-}
 
 struct Stamp {
   std::string date;      // YYYYMMDD
@@ -48,10 +28,10 @@ Stamp StampOf(std::time_t now) {
 }
 
 std::string SigningKey(const Config& c, const std::string& date) {
-  std::string k = Hmac("AWS4" + c.secret_key, date);
-  k = Hmac(k, c.region);
-  k = Hmac(k, "s3");
-  return Hmac(k, "aws4_request");
+  std::string k = HmacSha256("AWS4" + c.secret_key, date);
+  k = HmacSha256(k, c.region);
+  k = HmacSha256(k, "s3");
+  return HmacSha256(k, "aws4_request");
 }
 
 // The signature over a canonical request.
@@ -59,7 +39,7 @@ std::string Signature(const Config& c, const Stamp& stamp, const std::string& ca
   const std::string scope = absl::StrCat(stamp.date, "/", c.region, "/s3/aws4_request");
   const std::string to_sign =
       absl::StrCat("AWS4-HMAC-SHA256\n", stamp.amz_date, "\n", scope, "\n", Sha256Hex(canonical));
-  return Hex(Hmac(SigningKey(c, stamp.date), to_sign));
+  return LowerHex(HmacSha256(SigningKey(c, stamp.date), to_sign));
 }
 
 std::string S3Error(const http_client::Response& r) {

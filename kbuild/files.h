@@ -1,5 +1,5 @@
 #pragma once
-// Whole-file reads and writes and a file's sha256: what kbuild's steps share.
+// Whole-file reads and writes: what kbuild's steps share (a file's sha256: common/sha256.h).
 #include <cstdint>
 #include <string>
 
@@ -13,7 +13,5 @@ inline constexpr char kMetaFile[] = "artifact.meta";
 
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 absl::Status WriteFile(const std::string& path, absl::string_view text);
-// The file's sha256 in hex; its size in *bytes.
-absl::StatusOr<std::string> Sha256OfFile(const std::string& path, uint64_t* bytes);
 
 }  // namespace faultline::kbuild

@@ -7,30 +7,17 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "services/controller/convert/convert.h"
 
 namespace faultline::controller {
-namespace {
-
-std::string Hex(const unsigned char* bytes, size_t n) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * n);
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(kDigits[bytes[i] >> 4]);
-    out.push_back(kDigits[bytes[i] & 15]);
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string NewToken() {
   unsigned char bytes[32];
   std::ifstream random("/dev/urandom", std::ios::binary);
   random.read(reinterpret_cast<char*>(bytes), sizeof(bytes));
   if (random.gcount() != static_cast<std::streamsize>(sizeof(bytes))) return "";
-  return "flt_" + Hex(bytes, sizeof(bytes));
+  return "flt_" + LowerHex(std::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
 std::optional<std::string> BearerToken(const std::string& authorization) {

@@ -2,7 +2,6 @@
 
 #include <crypt.h>
 #include <openssl/crypto.h>
-#include <openssl/sha.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstring>
@@ -15,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/sha256.h"
 
 namespace faultline::controller {
 namespace {
@@ -46,12 +46,6 @@ std::string Resolve(const std::string& dir, const std::string& file) {
 bool LooksBcrypt(const std::string& hash) {
   return hash.size() == 60 && (absl::StartsWith(hash, "$2a$") || absl::StartsWith(hash, "$2b$") ||
                                absl::StartsWith(hash, "$2y$"));
-}
-
-std::string Sha256(const std::string& data) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
-  return std::string(reinterpret_cast<const char*>(digest), sizeof digest);
 }
 
 }  // namespace
@@ -163,8 +157,8 @@ bool BasicAuthChecker::Check(const std::string& authorization) {
     BcryptMatches(password, dummy);
     return false;
   }
-  const std::string key =
-      Sha256(absl::StrCat(user, std::string(1, '\0'), password, std::string(1, '\0'), it->second));
+  const std::string key = Sha256Digest(
+      absl::StrCat(user, std::string(1, '\0'), password, std::string(1, '\0'), it->second));
   {
     std::lock_guard lock(mu_);
     if (passed_.count(key) != 0) return true;
