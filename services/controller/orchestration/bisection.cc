@@ -1,5 +1,8 @@
 #include "services/controller/orchestration/bisection.h"
 
+#include "common/kernel_label.h"
+#include "services/controller/convert/bisection.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -30,45 +33,6 @@ bool IsHex(const std::string& s) {
 bool IsCounterName(const std::string& name) {
   return !name.empty() && name.size() <= 128 &&
          name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.:-") == std::string::npos;
-}
-
-absl::StatusOr<std::string> ToJson(const v1::Bisection& doc) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  if (auto s = google::protobuf::util::MessageToJsonString(doc, &out, options); !s.ok()) {
-    return absl::InternalError(absl::StrCat("bisection document: ", s.ToString()));
-  }
-  return out;
-}
-
-absl::StatusOr<v1::Bisection> FromRecord(const BisectionRecord& record) {
-  v1::Bisection doc;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  if (!google::protobuf::util::JsonStringToMessage(record.doc_json, &doc, options).ok()) {
-    return absl::InternalError(absl::StrCat("bisection ", record.id, ": unreadable document"));
-  }
-  doc.set_id(record.id);
-  doc.set_state(record.state);
-  doc.set_current_job(record.current_job);
-  *doc.mutable_created_at() =
-      google::protobuf::util::TimeUtil::MillisecondsToTimestamp(record.created_ms);
-  *doc.mutable_updated_at() =
-      google::protobuf::util::TimeUtil::MillisecondsToTimestamp(record.updated_ms);
-  return doc;
-}
-
-// The stored document's names back to the engine's values (its defaults for names it
-// does not know).
-bisect::Role RoleFrom(const std::string& s) {
-  return bisect::ParseRole(s).value_or(bisect::Role::kStep);
-}
-bisect::Mark MarkFrom(const std::string& s) {
-  return bisect::ParseMark(s).value_or(bisect::Mark::kUntested);
-}
-bisect::Phase PhaseFrom(const std::string& s) {
-  return bisect::ParsePhase(s).value_or(bisect::Phase::kEndpoints);
 }
 
 // A commit's kernel label in the step jobs: good, bad, or c<12 hex>; the reverted bad end
@@ -127,7 +91,7 @@ v1::JobSpec StepSpec(const v1::Bisection& doc, const bisect::Request& r) {
 }
 
 std::string LabelBase(const std::string& label) {
-  return label.substr(0, label.find('@'));
+  return KernelLabel::Parse(label).name;
 }
 
 struct Folded {
@@ -393,7 +357,7 @@ void TakeMeasurements(v1::Bisection* doc, bisect::State* state, const bisect::Op
 
 // Advances one bisection; true when it submitted a job.
 absl::StatusOr<bool> Advance(const Stores& stores, const BisectionRecord& record) {
-  auto loaded = FromRecord(record);
+  auto loaded = BisectionFromRecord(record);
   if (!loaded.ok()) return loaded.status();
   v1::Bisection doc = *std::move(loaded);
   bisect::State state = StateFromProto(doc);
@@ -448,7 +412,7 @@ absl::StatusOr<bool> Advance(const Stores& stores, const BisectionRecord& record
     log::info("event=bisect_finished bisection={} state={} culprit={} failure=\"{}\"", doc.id(),
               status, state.result.culprit, state.failure);
   }
-  auto json = ToJson(doc);
+  auto json = BisectionToJson(doc);
   if (!json.ok()) return json.status();
   auto updated = stores.bisections->UpdateBisection(doc.id(), status, *json, current);
   if (!updated.ok()) return updated.status();
@@ -460,88 +424,6 @@ absl::StatusOr<bool> Advance(const Stores& stores, const BisectionRecord& record
 }
 
 }  // namespace
-
-bisect::Options OptionsOf(const v1::BisectRequest& request) {
-  bisect::Options o;
-  if (request.block() > 0) o.block = static_cast<int>(request.block());
-  if (request.max_pairs() > 0) o.max_pairs = static_cast<int>(request.max_pairs());
-  o.max_pairs = std::max(o.max_pairs, o.block);
-  o.endpoint_max_pairs = o.max_pairs;  // --max-pairs bounds the endpoints too
-  if (request.error() > 0) o.error = request.error();
-  o.confirm = !request.no_confirm();
-  o.revert = !request.no_revert();
-  return o;
-}
-
-bisect::State StateFromProto(const v1::Bisection& doc) {
-  bisect::State s;
-  s.commits = doc.request().commits_size();
-  s.phase = PhaseFrom(doc.phase());
-  for (const auto& m : doc.marks()) s.marks.push_back(MarkFrom(m));
-  s.marks.resize(s.commits, bisect::Mark::kUntested);
-  for (const auto& p : doc.steps()) {
-    bisect::Step step;
-    step.role = RoleFrom(p.role());
-    step.candidate = p.candidate();
-    step.reference = p.reference();
-    step.with_bad = p.with_bad();
-    for (const auto& x : p.pairs()) {
-      bisect::Pair pair{.reference = x.reference(), .candidate = x.candidate()};
-      if (x.has_bad()) pair.bad = x.bad();
-      step.pairs.push_back(pair);
-    }
-    step.outcome = MarkFrom(p.outcome());
-    step.llr = p.llr();
-    step.note = p.note();
-    step.jobs.assign(p.jobs().begin(), p.jobs().end());
-    s.steps.push_back(std::move(step));
-  }
-  s.effect = doc.effect();
-  s.effect_low = doc.effect_low();
-  s.effect_high = doc.effect_high();
-  s.result.culprit = doc.culprit();
-  s.result.candidates.assign(doc.candidates().begin(), doc.candidates().end());
-  s.result.confirmation = MarkFrom(doc.confirmation());
-  s.result.revert = MarkFrom(doc.revert());
-  s.failure = doc.failure();
-  return s;
-}
-
-void StateToProto(const bisect::State& s, v1::Bisection* doc) {
-  doc->set_phase(std::string(bisect::ToString(s.phase)));
-  doc->clear_marks();
-  for (auto m : s.marks) doc->add_marks(std::string(bisect::ToString(m)));
-  doc->clear_steps();
-  for (const auto& step : s.steps) {
-    auto* p = doc->add_steps();
-    p->set_role(std::string(bisect::ToString(step.role)));
-    p->set_candidate(step.candidate);
-    p->set_reference(step.reference);
-    p->set_with_bad(step.with_bad);
-    for (const auto& pair : step.pairs) {
-      auto* x = p->add_pairs();
-      x->set_reference(pair.reference);
-      x->set_candidate(pair.candidate);
-      if (std::isfinite(pair.bad)) {
-        x->set_bad(pair.bad);
-        x->set_has_bad(true);
-      }
-    }
-    p->set_outcome(std::string(bisect::ToString(step.outcome)));
-    p->set_llr(step.llr);
-    p->set_note(step.note);
-    for (int64_t j : step.jobs) p->add_jobs(j);
-  }
-  doc->set_effect(s.effect);
-  doc->set_effect_low(s.effect_low);
-  doc->set_effect_high(s.effect_high);
-  doc->set_culprit(s.result.culprit);
-  doc->clear_candidates();
-  for (int c : s.result.candidates) doc->add_candidates(c);
-  doc->set_confirmation(std::string(bisect::ToString(s.result.confirmation)));
-  doc->set_revert(std::string(bisect::ToString(s.result.revert)));
-  doc->set_failure(s.failure);
-}
 
 double MetricValue(const std::string& metric, double throughput, uint64_t rounds,
                    const std::string& counters_json) {
@@ -576,7 +458,7 @@ absl::StatusOr<v1::Bisection> StartBisection(const Stores& stores, v1::BisectReq
                           absl::StrCat("spec (as a step's job): ", prepared.status().message()));
     }
   }
-  auto json = ToJson(doc);
+  auto json = BisectionToJson(doc);
   if (!json.ok()) return json.status();
   auto created = stores.bisections->CreateBisection(request_id, *json);
   if (!created.ok()) return created.status();
@@ -592,7 +474,7 @@ absl::StatusOr<v1::Bisection> LoadBisection(const Stores& stores, int64_t id) {
   if (stores.bisections == nullptr) return absl::UnimplementedError("no bisection store");
   auto record = stores.bisections->GetBisection(id);
   if (!record.ok()) return record.status();
-  auto doc = FromRecord(*record);
+  auto doc = BisectionFromRecord(*record);
   if (!doc.ok()) return doc.status();
   FillDisplay(&*doc);
   return doc;

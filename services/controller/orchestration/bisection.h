@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "bisect/engine.h"
 #include "faultline/v1/job.pb.h"
+#include "services/controller/convert/bisection.h"  // OptionsOf, StateFromProto
 #include "services/controller/core/clock.h"
 #include "services/controller/storage/interfaces.h"
 
@@ -32,13 +33,6 @@ absl::StatusOr<v1::Bisection> CancelBisection(const Stores& stores, int64_t id);
 // One pass: every running bisection whose job finished takes its measurements, decides and
 // submits its next job (or finishes). Returns how many jobs it submitted.
 absl::StatusOr<int> AdvanceBisections(const Stores& stores);
-
-// The engine's options from a request (its defaults where the request says 0).
-bisect::Options OptionsOf(const v1::BisectRequest& request);
-
-// The engine's state <-> its part of the stored document.
-bisect::State StateFromProto(const v1::Bisection& doc);
-void StateToProto(const bisect::State& state, v1::Bisection* doc);
 
 // A run's value of the request's metric: its throughput, or counter NAME per round.
 double MetricValue(const std::string& metric, double throughput, uint64_t rounds,
