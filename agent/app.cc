@@ -187,6 +187,69 @@ bool SettleSwitch(KernelSwitcher& switcher, const AgentConfig& config, const Boo
   return true;
 }
 
+// The built kernel a switch order names, fetched into `cache` (resumed across attempts and
+// agent lives) and verified: "" with its *path, or why it could not be.
+std::string FetchBuiltKernel(const v1::KernelSwitch& order, ArtifactCache& cache,
+                             BuildClient& build_client, const AgentConfig& config,
+                             const std::atomic<bool>& stopping, std::string* path) {
+  // Fetched (resumed across attempts and agent lives), verified, then bootable.
+  const v1::BuiltKernel& built = order.built();
+  // From the object store by its presigned URL when the controller keeps images there,
+  // else streamed from the controller.
+  BuildClient::Source from_controller(&build_client);
+  UrlSource from_url(built.url(), config.built_kernels.url_ca);
+  ArtifactSource& source = built.url().empty() ? static_cast<ArtifactSource&>(from_controller)
+                                               : static_cast<ArtifactSource&>(from_url);
+  absl::StatusOr<CachedArtifact> fetched = absl::UnavailableError("not tried");
+  const auto started = std::chrono::steady_clock::now();
+  for (int attempt = 1; attempt <= 5 && !stopping; ++attempt) {
+    fetched = cache.Fetch(built.image_sha256(), built.image_bytes(), built.release(), order.label(),
+                          source);
+    if (fetched.ok() || fetched.status().code() == absl::StatusCode::kInvalidArgument) break;
+    log::warn("event=kernel_fetch_retry label={} attempt={} error=\"{}\"", order.label(), attempt,
+              std::string(fetched.status().message()));
+    std::this_thread::sleep_for(std::chrono::seconds(attempt));
+  }
+  if (stopping) return "";
+  if (!fetched.ok()) {
+    return absl::StrCat("fetching kernel ", order.label(), " (build ", built.build_id(),
+                        ") failed: ", fetched.status().message());
+  }
+  log::info("event=kernel_fetched label={} release={} bytes={} from={} seconds={:.1f}",
+            order.label(), built.release(), fetched->bytes,
+            built.url().empty() ? "controller" : "url",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  *path = fetched->path;
+  return "";
+}
+
+// The board as this agent announces it in its hello.
+v1::Board AnnouncedBoard(const AgentConfig& config, const sys::BoardFacts& facts,
+                         const BootIdentity& identity, const std::string& needs_check_reason) {
+  v1::Board board = BoardFromFacts(config, facts);
+  board.set_boot_id(identity.boot_id);
+  board.set_boots_built_kernels(config.built_kernels.enabled);
+  // Settle() has turned a switch of this boot whose boot commands ran into needs-check:
+  // healthy on the boot a switch was ordered from means that switch never began.
+  board.set_reports_unbooted_switches(true);
+  if (!needs_check_reason.empty()) {
+    // What the kernel that did not come back left behind, for the controller's record.
+    board.set_previous_boot_log(sys::PreviousBootLog(config.pstore_dir));
+    if (!board.previous_boot_log().empty()) {
+      log::info("event=previous_boot_log dir={} bytes={}", config.pstore_dir,
+                board.previous_boot_log().size());
+    }
+  }
+  for (const auto& arch : config.builder.arches) board.add_build_arches(arch);
+  if (board.running_kernel_label().empty()) {
+    log::warn(
+        "event=unknown_running_kernel release={} note=\"no configured kernel has this "
+        "release; the agent will get no runs\"",
+        facts.kernel_release);
+  }
+  return board;
+}
+
 }  // namespace
 
 int RunAgent(const AgentOptions& options, const std::string& argv0) {
@@ -260,27 +323,7 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   auto backend = PrepareRuns(*config);
   if (!backend) return 2;
 
-  v1::Board board = BoardFromFacts(*config, facts);
-  board.set_boot_id(identity->boot_id);
-  board.set_boots_built_kernels(config->built_kernels.enabled);
-  // Settle() has turned a switch of this boot whose boot commands ran into needs-check:
-  // healthy on the boot a switch was ordered from means that switch never began.
-  board.set_reports_unbooted_switches(true);
-  if (!needs_check_reason.empty()) {
-    // What the kernel that did not come back left behind, for the controller's record.
-    board.set_previous_boot_log(sys::PreviousBootLog(config->pstore_dir));
-    if (!board.previous_boot_log().empty()) {
-      log::info("event=previous_boot_log dir={} bytes={}", config->pstore_dir,
-                board.previous_boot_log().size());
-    }
-  }
-  for (const auto& arch : config->builder.arches) board.add_build_arches(arch);
-  if (board.running_kernel_label().empty()) {
-    log::warn(
-        "event=unknown_running_kernel release={} note=\"no configured kernel has this "
-        "release; the agent will get no runs\"",
-        facts.kernel_release);
-  }
+  const v1::Board board = AnnouncedBoard(*config, facts, *identity, needs_check_reason);
   log::info(
       "event=agent_starting board={} arch={} cpus={} memory={} page_size={} cgroup=v{} "
       "kernel={} ({})",
@@ -320,35 +363,14 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   handlers.kernel_switch = [&](const v1::KernelSwitch& order, const std::atomic<bool>& stopping) {
     if (order.has_built() && FindKernel(*config, order.label()) == nullptr) {
       if (!built_cache) return std::string("this board does not boot built kernels");
-      // Fetched (resumed across attempts and agent lives), verified, then bootable.
-      const v1::BuiltKernel& built = order.built();
-      // From the object store by its presigned URL when the controller keeps images there,
-      // else streamed from the controller.
-      BuildClient::Source from_controller(&build_client);
-      UrlSource from_url(built.url(), config->built_kernels.url_ca);
-      ArtifactSource& source = built.url().empty() ? static_cast<ArtifactSource&>(from_controller)
-                                                   : static_cast<ArtifactSource&>(from_url);
-      absl::StatusOr<CachedArtifact> fetched = absl::UnavailableError("not tried");
-      const auto started = std::chrono::steady_clock::now();
-      for (int attempt = 1; attempt <= 5 && !stopping; ++attempt) {
-        fetched = built_cache->Fetch(built.image_sha256(), built.image_bytes(), built.release(),
-                                     order.label(), source);
-        if (fetched.ok() || fetched.status().code() == absl::StatusCode::kInvalidArgument) break;
-        log::warn("event=kernel_fetch_retry label={} attempt={} error=\"{}\"", order.label(),
-                  attempt, std::string(fetched.status().message()));
-        std::this_thread::sleep_for(std::chrono::seconds(attempt));
+      std::string path;
+      if (std::string failed =
+              FetchBuiltKernel(order, *built_cache, build_client, *config, stopping, &path);
+          !failed.empty() || stopping) {
+        return failed;
       }
-      if (stopping) return std::string();
-      if (!fetched.ok()) {
-        return absl::StrCat("fetching kernel ", order.label(), " (build ", built.build_id(),
-                            ") failed: ", fetched.status().message());
-      }
-      log::info("event=kernel_fetched label={} release={} bytes={} from={} seconds={:.1f}",
-                order.label(), built.release(), fetched->bytes,
-                built.url().empty() ? "controller" : "url",
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
       config->kernels.push_back(
-          BuiltKernelEntry(*config, order.label(), built.release(), fetched->path));
+          BuiltKernelEntry(*config, order.label(), order.built().release(), path));
     }
     return switcher.Switch(order.label(), stopping);
   };

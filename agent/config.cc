@@ -33,6 +33,181 @@ bool ValidLabel(const std::string& s) {
   return true;
 }
 
+// built_kernels: where kernels built from source are kept and how they boot.
+absl::Status ParseBuiltKernels(const YAML::Node& built, BuiltKernelsConfig* b) {
+  if (!built.IsMap()) return Bad(built, "built_kernels", "must be a mapping");
+  b->enabled = true;
+  b->boot.boot = "kexec";
+  for (const auto& kv : built) {
+    const std::string key = kv.first.as<std::string>();
+    const std::string field = "built_kernels." + key;
+    if (key == "dir") {
+      b->dir = kv.second.as<std::string>();
+      if (b->dir.empty() || b->dir.front() != '/')
+        return Bad(kv.second, field, "must be an absolute path");
+    } else if (key == "max_size") {
+      auto bytes = ParseSize(kv.second.as<std::string>());
+      if (!bytes || *bytes < (64ull << 20)) {
+        return Bad(kv.second, field, "must be a size of at least 64M, e.g. 2G");
+      }
+      b->max_bytes = *bytes;
+    } else if (key == "initrd") {
+      b->boot.initrd = kv.second.as<std::string>();
+      if (b->boot.initrd.front() != '/') return Bad(kv.second, field, "must be an absolute path");
+    } else if (key == "url_ca") {
+      b->url_ca = kv.second.as<std::string>();
+      if (b->url_ca.empty() || b->url_ca.front() != '/')
+        return Bad(kv.second, field, "must be an absolute path");
+      if (access(b->url_ca.c_str(), R_OK) != 0)
+        return Bad(kv.second, field, "is not a readable file");
+    } else if (key == "cmdline") {
+      b->boot.cmdline = kv.second.as<std::string>();
+    } else if (key == "boot") {
+      b->boot.boot = kv.second.as<std::string>();
+      if (b->boot.boot != "kexec" && b->boot.boot != "command") {
+        return Bad(kv.second, field, "must be kexec or command");
+      }
+    } else if (key == "command") {
+      if (!kv.second.IsSequence() || kv.second.size() == 0) {
+        return Bad(kv.second, field, "must be a non-empty list: the program and its arguments");
+      }
+      for (const auto& arg : kv.second) b->boot.command.push_back(arg.as<std::string>());
+    } else if (key == "kexec_exec") {
+      b->boot.kexec_exec = kv.second.as<std::string>();
+      if (b->boot.kexec_exec != "auto" && b->boot.kexec_exec != "systemctl" &&
+          b->boot.kexec_exec != "direct") {
+        return Bad(kv.second, field, "must be one of auto, systemctl, direct");
+      }
+    } else if (key == "kexec_args") {
+      if (!kv.second.IsSequence()) return Bad(kv.second, field, "must be a list, e.g. [-i]");
+      for (const auto& arg : kv.second) b->boot.kexec_args.push_back(arg.as<std::string>());
+    } else {
+      return Bad(kv.first, field,
+                 "unknown field (dir, max_size, boot, command, initrd, cmdline, kexec_exec, "
+                 "kexec_args, url_ca)");
+    }
+  }
+  if (b->boot.boot == "command" && b->boot.command.empty()) {
+    return Bad(built, "built_kernels.command", "boot: command needs the command to run");
+  }
+  return absl::OkStatus();
+}
+
+// builder: the arches this board builds kernels for, its cache and jobs.
+absl::Status ParseBuilder(const YAML::Node& node, BuilderConfig* builder) {
+  if (!node.IsMap()) return Bad(node, "builder", "must be a mapping");
+  static const std::set<std::string> kArches = {"x86_64", "aarch64", "riscv64"};
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    const std::string field = "builder." + key;
+    if (key == "arches") {
+      if (!kv.second.IsSequence() || kv.second.size() == 0) {
+        return Bad(kv.second, field, "must be a non-empty list, e.g. [x86_64]");
+      }
+      for (const auto& a : kv.second) {
+        const std::string arch = a.as<std::string>();
+        if (!kArches.count(arch)) {
+          return Bad(a, field, "'" + arch + "' is not one of x86_64, aarch64, riscv64");
+        }
+        builder->arches.push_back(arch);
+      }
+    } else if (key == "cache") {
+      builder->cache = kv.second.as<std::string>();
+      if (builder->cache.empty() || builder->cache.front() != '/') {
+        return Bad(kv.second, field, "must be an absolute path");
+      }
+    } else if (key == "jobs") {
+      builder->jobs = kv.second.as<int>();
+      if (builder->jobs < 0 || builder->jobs > 1024) {
+        return Bad(kv.second, field, "must be 0 (the CPUs) .. 1024");
+      }
+    } else {
+      return Bad(kv.first, field, "unknown field (arches, cache, jobs)");
+    }
+  }
+  if (builder->arches.empty()) return Bad(node, "builder.arches", "is required");
+  return absl::OkStatus();
+}
+
+// kernels[i]: one kernel the board boots, checked for what its boot method needs.
+absl::Status ParseKernelEntry(const YAML::Node& k, size_t i, const std::string& running_release,
+                              std::set<std::string>* labels, KernelEntry* entry) {
+  KernelEntry& e = *entry;
+  std::string field = absl::StrCat("kernels[", i, "]");
+  if (!k.IsMap()) return Bad(k, field, "must be a mapping with label, release, boot");
+  for (const auto& kv : k) {
+    std::string key = kv.first.as<std::string>();
+    if (key == "label")
+      e.label = kv.second.as<std::string>();
+    else if (key == "release")
+      e.release = kv.second.as<std::string>();
+    else if (key == "boot")
+      e.boot = kv.second.as<std::string>();
+    else if (key == "kernel")
+      e.kernel = kv.second.as<std::string>();
+    else if (key == "initrd")
+      e.initrd = kv.second.as<std::string>();
+    else if (key == "cmdline")
+      e.cmdline = kv.second.as<std::string>();
+    else if (key == "grub_entry")
+      e.grub_entry = kv.second.as<std::string>();
+    else if (key == "kexec_exec")
+      e.kexec_exec = kv.second.as<std::string>();
+    else if (key == "kexec_args") {
+      if (!kv.second.IsSequence()) {
+        return Bad(kv.second, field + ".kexec_args", "must be a list, e.g. [-i]");
+      }
+      for (const auto& arg : kv.second) {
+        const std::string a = arg.as<std::string>();
+        if (a.empty() || a.front() != '-') {
+          return Bad(arg, field + ".kexec_args",
+                     "each must be an option starting with '-', got '" + a + "'");
+        }
+        e.kexec_args.push_back(a);
+      }
+    } else if (key == "command") {
+      if (!kv.second.IsSequence() || kv.second.size() == 0) {
+        return Bad(kv.second, field + ".command",
+                   "must be a non-empty list: the program and its arguments");
+      }
+      for (const auto& arg : kv.second) e.command.push_back(arg.as<std::string>());
+    } else {
+      return Bad(kv.first, field + "." + key,
+                 "unknown field (label, release, boot, kernel, initrd, cmdline, kexec_exec, "
+                 "kexec_args, grub_entry, command)");
+    }
+  }
+  if (!ValidLabel(e.label)) {
+    return Bad(k, field + ".label", "is required: 1..64 of letters, digits, '-', '_', '.'");
+  }
+  if (!labels->insert(e.label).second) return Bad(k, field + ".label", "is listed twice");
+  if (e.release.empty()) return Bad(k, field + ".release", "is required (or 'running')");
+  if (e.release == "running") e.release = running_release;
+  static const std::set<std::string> kBoot = {"none", "kexec", "grub-reboot", "command"};
+  if (!kBoot.count(e.boot)) {
+    return Bad(k, field + ".boot", "must be one of none, kexec, grub-reboot, command");
+  }
+  if (e.boot == "kexec" && (e.kernel.empty() || e.kernel.front() != '/')) {
+    return Bad(k, field + ".kernel", "boot: kexec needs the kernel image's absolute path");
+  }
+  if (e.boot == "kexec" && !e.initrd.empty() && e.initrd.front() != '/') {
+    return Bad(k, field + ".initrd", "must be an absolute path");
+  }
+  if (e.kexec_exec != "auto" && e.kexec_exec != "systemctl" && e.kexec_exec != "direct") {
+    return Bad(k, field + ".kexec_exec", "must be one of auto, systemctl, direct");
+  }
+  if (e.boot == "grub-reboot" && e.grub_entry.empty()) {
+    return Bad(k, field + ".grub_entry", "boot: grub-reboot needs the menu entry to boot");
+  }
+  if (e.boot == "command" && e.command.empty()) {
+    return Bad(k, field + ".command", "boot: command needs the command to run");
+  }
+  if (e.boot == "command" && e.command.front().front() != '/') {
+    return Bad(k, field + ".command", "the program must be an absolute path");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
@@ -130,96 +305,10 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
       config.switch_timeout_seconds = static_cast<uint32_t>(seconds);
     }
     if (const YAML::Node built = root["built_kernels"]) {
-      if (!built.IsMap()) return Bad(built, "built_kernels", "must be a mapping");
-      BuiltKernelsConfig& b = config.built_kernels;
-      b.enabled = true;
-      b.boot.boot = "kexec";
-      for (const auto& kv : built) {
-        const std::string key = kv.first.as<std::string>();
-        const std::string field = "built_kernels." + key;
-        if (key == "dir") {
-          b.dir = kv.second.as<std::string>();
-          if (b.dir.empty() || b.dir.front() != '/')
-            return Bad(kv.second, field, "must be an absolute path");
-        } else if (key == "max_size") {
-          auto bytes = ParseSize(kv.second.as<std::string>());
-          if (!bytes || *bytes < (64ull << 20)) {
-            return Bad(kv.second, field, "must be a size of at least 64M, e.g. 2G");
-          }
-          b.max_bytes = *bytes;
-        } else if (key == "initrd") {
-          b.boot.initrd = kv.second.as<std::string>();
-          if (b.boot.initrd.front() != '/')
-            return Bad(kv.second, field, "must be an absolute path");
-        } else if (key == "url_ca") {
-          b.url_ca = kv.second.as<std::string>();
-          if (b.url_ca.empty() || b.url_ca.front() != '/')
-            return Bad(kv.second, field, "must be an absolute path");
-          if (access(b.url_ca.c_str(), R_OK) != 0)
-            return Bad(kv.second, field, "is not a readable file");
-        } else if (key == "cmdline") {
-          b.boot.cmdline = kv.second.as<std::string>();
-        } else if (key == "boot") {
-          b.boot.boot = kv.second.as<std::string>();
-          if (b.boot.boot != "kexec" && b.boot.boot != "command") {
-            return Bad(kv.second, field, "must be kexec or command");
-          }
-        } else if (key == "command") {
-          if (!kv.second.IsSequence() || kv.second.size() == 0) {
-            return Bad(kv.second, field, "must be a non-empty list: the program and its arguments");
-          }
-          for (const auto& arg : kv.second) b.boot.command.push_back(arg.as<std::string>());
-        } else if (key == "kexec_exec") {
-          b.boot.kexec_exec = kv.second.as<std::string>();
-          if (b.boot.kexec_exec != "auto" && b.boot.kexec_exec != "systemctl" &&
-              b.boot.kexec_exec != "direct") {
-            return Bad(kv.second, field, "must be one of auto, systemctl, direct");
-          }
-        } else if (key == "kexec_args") {
-          if (!kv.second.IsSequence()) return Bad(kv.second, field, "must be a list, e.g. [-i]");
-          for (const auto& arg : kv.second) b.boot.kexec_args.push_back(arg.as<std::string>());
-        } else {
-          return Bad(kv.first, field,
-                     "unknown field (dir, max_size, boot, command, initrd, cmdline, kexec_exec, "
-                     "kexec_args, url_ca)");
-        }
-      }
-      if (b.boot.boot == "command" && b.boot.command.empty()) {
-        return Bad(built, "built_kernels.command", "boot: command needs the command to run");
-      }
+      if (absl::Status st = ParseBuiltKernels(built, &config.built_kernels); !st.ok()) return st;
     }
     if (const YAML::Node builder = root["builder"]) {
-      if (!builder.IsMap()) return Bad(builder, "builder", "must be a mapping");
-      static const std::set<std::string> kArches = {"x86_64", "aarch64", "riscv64"};
-      for (const auto& kv : builder) {
-        const std::string key = kv.first.as<std::string>();
-        const std::string field = "builder." + key;
-        if (key == "arches") {
-          if (!kv.second.IsSequence() || kv.second.size() == 0) {
-            return Bad(kv.second, field, "must be a non-empty list, e.g. [x86_64]");
-          }
-          for (const auto& a : kv.second) {
-            const std::string arch = a.as<std::string>();
-            if (!kArches.count(arch)) {
-              return Bad(a, field, "'" + arch + "' is not one of x86_64, aarch64, riscv64");
-            }
-            config.builder.arches.push_back(arch);
-          }
-        } else if (key == "cache") {
-          config.builder.cache = kv.second.as<std::string>();
-          if (config.builder.cache.empty() || config.builder.cache.front() != '/') {
-            return Bad(kv.second, field, "must be an absolute path");
-          }
-        } else if (key == "jobs") {
-          config.builder.jobs = kv.second.as<int>();
-          if (config.builder.jobs < 0 || config.builder.jobs > 1024) {
-            return Bad(kv.second, field, "must be 0 (the CPUs) .. 1024");
-          }
-        } else {
-          return Bad(kv.first, field, "unknown field (arches, cache, jobs)");
-        }
-      }
-      if (config.builder.arches.empty()) return Bad(builder, "builder.arches", "is required");
+      if (absl::Status st = ParseBuilder(builder, &config.builder); !st.ok()) return st;
     }
     const YAML::Node kernels = root["kernels"];
     if (!kernels || !kernels.IsSequence() || kernels.size() == 0) {
@@ -228,79 +317,10 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
     }
     std::set<std::string> labels;
     for (size_t i = 0; i < kernels.size(); ++i) {
-      const YAML::Node k = kernels[i];
-      std::string field = absl::StrCat("kernels[", i, "]");
-      if (!k.IsMap()) return Bad(k, field, "must be a mapping with label, release, boot");
       KernelEntry e;
-      for (const auto& kv : k) {
-        std::string key = kv.first.as<std::string>();
-        if (key == "label")
-          e.label = kv.second.as<std::string>();
-        else if (key == "release")
-          e.release = kv.second.as<std::string>();
-        else if (key == "boot")
-          e.boot = kv.second.as<std::string>();
-        else if (key == "kernel")
-          e.kernel = kv.second.as<std::string>();
-        else if (key == "initrd")
-          e.initrd = kv.second.as<std::string>();
-        else if (key == "cmdline")
-          e.cmdline = kv.second.as<std::string>();
-        else if (key == "grub_entry")
-          e.grub_entry = kv.second.as<std::string>();
-        else if (key == "kexec_exec")
-          e.kexec_exec = kv.second.as<std::string>();
-        else if (key == "kexec_args") {
-          if (!kv.second.IsSequence()) {
-            return Bad(kv.second, field + ".kexec_args", "must be a list, e.g. [-i]");
-          }
-          for (const auto& arg : kv.second) {
-            const std::string a = arg.as<std::string>();
-            if (a.empty() || a.front() != '-') {
-              return Bad(arg, field + ".kexec_args",
-                         "each must be an option starting with '-', got '" + a + "'");
-            }
-            e.kexec_args.push_back(a);
-          }
-        } else if (key == "command") {
-          if (!kv.second.IsSequence() || kv.second.size() == 0) {
-            return Bad(kv.second, field + ".command",
-                       "must be a non-empty list: the program and its arguments");
-          }
-          for (const auto& arg : kv.second) e.command.push_back(arg.as<std::string>());
-        } else {
-          return Bad(kv.first, field + "." + key,
-                     "unknown field (label, release, boot, kernel, initrd, cmdline, kexec_exec, "
-                     "kexec_args, grub_entry, command)");
-        }
-      }
-      if (!ValidLabel(e.label)) {
-        return Bad(k, field + ".label", "is required: 1..64 of letters, digits, '-', '_', '.'");
-      }
-      if (!labels.insert(e.label).second) return Bad(k, field + ".label", "is listed twice");
-      if (e.release.empty()) return Bad(k, field + ".release", "is required (or 'running')");
-      if (e.release == "running") e.release = running_release;
-      static const std::set<std::string> kBoot = {"none", "kexec", "grub-reboot", "command"};
-      if (!kBoot.count(e.boot)) {
-        return Bad(k, field + ".boot", "must be one of none, kexec, grub-reboot, command");
-      }
-      if (e.boot == "kexec" && (e.kernel.empty() || e.kernel.front() != '/')) {
-        return Bad(k, field + ".kernel", "boot: kexec needs the kernel image's absolute path");
-      }
-      if (e.boot == "kexec" && !e.initrd.empty() && e.initrd.front() != '/') {
-        return Bad(k, field + ".initrd", "must be an absolute path");
-      }
-      if (e.kexec_exec != "auto" && e.kexec_exec != "systemctl" && e.kexec_exec != "direct") {
-        return Bad(k, field + ".kexec_exec", "must be one of auto, systemctl, direct");
-      }
-      if (e.boot == "grub-reboot" && e.grub_entry.empty()) {
-        return Bad(k, field + ".grub_entry", "boot: grub-reboot needs the menu entry to boot");
-      }
-      if (e.boot == "command" && e.command.empty()) {
-        return Bad(k, field + ".command", "boot: command needs the command to run");
-      }
-      if (e.boot == "command" && e.command.front().front() != '/') {
-        return Bad(k, field + ".command", "the program must be an absolute path");
+      if (absl::Status st = ParseKernelEntry(kernels[i], i, running_release, &labels, &e);
+          !st.ok()) {
+        return st;
       }
       config.kernels.push_back(std::move(e));
     }

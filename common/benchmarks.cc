@@ -31,12 +31,13 @@ KnobSpec Warmup() {
           "seconds run before measuring starts (the seeds measure from the start)"};
 }
 
-std::vector<PresetSpec> BuildPresets() {
-  using Matrix = std::vector<std::pair<std::string, std::vector<std::string>>>;
-  std::vector<PresetSpec> all;
+using Matrix = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+// [PATCH v2 0/5]: the file thrash and its swap-in model.
+void AddV2Presets(std::vector<PresetSpec>* all) {
   // [PATCH v2 0/5] mm: reduce mmap_lock contention ...: 500 threads x 16 MiB files under
   // systemd-run -p MemoryHigh=1G -p MemoryMax=1.2G -p MemorySwapMax=0, RUN_SECONDS 600.
-  all.push_back(
+  all->push_back(
       {"v2-file-thrash",
        "filemap-thrash",
        "[PATCH v2 0/5] (file thrash)",
@@ -49,23 +50,23 @@ std::vector<PresetSpec> BuildPresets() {
   // -small variants measure after a warm-up (2 s; 1 s for the shmem one): a 10 s run cannot
   // amortise the start (files not yet cached, a region not yet swapped out) the way the
   // seeds' 30-600 s runs do, and the first seconds dominated their run-to-run variation.
-  all.push_back({"v2-file-thrash-small",
-                 "filemap-thrash",
-                 "[PATCH v2 0/5] (file thrash)",
-                 "16 threads x 16M files (256M of page cache) under memcg high 64M / max 96M / "
-                 "swap 0, 2 s warm-up + 10 s: thrashes like the seed on 2 cores",
-                 {{"threads", "16"},
-                  {"file_size", "16M"},
-                  {"munmap_threads", "0"},
-                  {"file_fill", "sparse"},
-                  {"warmup", "2s"}},
-                 {},
-                 {"96M", "64M", "0"},
-                 10,
-                 true});
+  all->push_back({"v2-file-thrash-small",
+                  "filemap-thrash",
+                  "[PATCH v2 0/5] (file thrash)",
+                  "16 threads x 16M files (256M of page cache) under memcg high 64M / max 96M / "
+                  "swap 0, 2 s warm-up + 10 s: thrashes like the seed on 2 cores",
+                  {{"threads", "16"},
+                   {"file_size", "16M"},
+                   {"munmap_threads", "0"},
+                   {"file_fill", "sparse"},
+                   {"warmup", "2s"}},
+                  {},
+                  {"96M", "64M", "0"},
+                  10,
+                  true});
   // Its swap-in model: 100 MiB anonymous region (memset 0), 5 MADV_PAGEOUT threads,
   // 5 readers, 30 s, no memcg.
-  all.push_back(
+  all->push_back(
       {"v2-swap-in",
        "swap-in",
        "[PATCH v2 0/5] (swap-in model)",
@@ -75,23 +76,27 @@ std::vector<PresetSpec> BuildPresets() {
        {},
        30,
        false});
-  all.push_back({"v2-swap-in-small",
-                 "swap-in",
-                 "[PATCH v2 0/5] (swap-in model)",
-                 "64M zero-filled region, 2 pageout threads, 2 readers, 2 s warm-up + 10 s",
-                 {{"region_size", "64M"},
-                  {"pageout_threads", "2"},
-                  {"readers", "2"},
-                  {"fill", "zero"},
-                  {"warmup", "2s"}},
-                 {},
-                 {},
-                 10,
-                 true});
+  all->push_back({"v2-swap-in-small",
+                  "swap-in",
+                  "[PATCH v2 0/5] (swap-in model)",
+                  "64M zero-filled region, 2 pageout threads, 2 readers, 2 s warm-up + 10 s",
+                  {{"region_size", "64M"},
+                   {"pageout_threads", "2"},
+                   {"readers", "2"},
+                   {"fill", "zero"},
+                   {"warmup", "2s"}},
+                  {},
+                  {},
+                  10,
+                  true});
+}
+
+// [RFC PATCH v4 3/3]: swap-in under mmap writers.
+void AddV4Presets(std::vector<PresetSpec>* all) {
   // [RFC PATCH v4 3/3]: 1 pressure thread, 128 MiB non-zero region in a memcg, 12 readers,
   // 0/2/4 mmap writers, 60 s, 2 GiB swap. The memcg values are not in the mail: a limit
   // that holds the region (the table's rates need it mostly resident).
-  all.push_back(
+  all->push_back(
       {"v4-swap-writers",
        "mmap-writer-pressure",
        "[RFC PATCH v4 3/3]",
@@ -101,32 +106,36 @@ std::vector<PresetSpec> BuildPresets() {
        {"512M", "", "max"},
        60,
        false});
-  all.push_back({"v4-swap-writers-small",
-                 "mmap-writer-pressure",
-                 "[RFC PATCH v4 3/3]",
-                 "64M non-zero region, 1 pressure thread, 2 readers, 0/2/4 writers, 2 s + 10 s",
-                 {{"region_size", "64M"},
-                  {"pageout_threads", "1"},
-                  {"readers", "2"},
-                  {"fill", "nonzero"},
-                  {"warmup", "2s"}},
-                 Matrix{{"writers", {"0", "2", "4"}}},
-                 {"256M", "", "max"},
-                 10,
-                 true});
+  all->push_back({"v4-swap-writers-small",
+                  "mmap-writer-pressure",
+                  "[RFC PATCH v4 3/3]",
+                  "64M non-zero region, 1 pressure thread, 2 readers, 0/2/4 writers, 2 s + 10 s",
+                  {{"region_size", "64M"},
+                   {"pageout_threads", "1"},
+                   {"readers", "2"},
+                   {"fill", "nonzero"},
+                   {"warmup", "2s"}},
+                  Matrix{{"writers", {"0", "2", "4"}}},
+                  {"256M", "", "max"},
+                  10,
+                  true});
+}
+
+// [RFC PATCH v5]: filemap with parallel munmap, swap-in under writers.
+void AddV5Presets(std::vector<PresetSpec>* all) {
   // [RFC PATCH v5]: filemap at 40/60/80 threads with parallel munmap (count and limits not
   // in the mail: 4 munmap threads, the v2 limits); swap-in at 0/4/8 writers.
-  all.push_back({"v5-filemap",
-                 "filemap-thrash",
-                 "[RFC PATCH v5] (filemap)",
-                 "40/60/80 threads x 16M files, 4 munmap threads, memcg high 1G / max 1.2G / "
-                 "swap 0, 60 s",
-                 {{"file_size", "16M"}, {"munmap_threads", "4"}, {"file_fill", "sparse"}},
-                 Matrix{{"threads", {"40", "60", "80"}}},
-                 {"1.2G", "1G", "0"},
-                 60,
-                 false});
-  all.push_back(
+  all->push_back({"v5-filemap",
+                  "filemap-thrash",
+                  "[RFC PATCH v5] (filemap)",
+                  "40/60/80 threads x 16M files, 4 munmap threads, memcg high 1G / max 1.2G / "
+                  "swap 0, 60 s",
+                  {{"file_size", "16M"}, {"munmap_threads", "4"}, {"file_fill", "sparse"}},
+                  Matrix{{"threads", {"40", "60", "80"}}},
+                  {"1.2G", "1G", "0"},
+                  60,
+                  false});
+  all->push_back(
       {"v5-filemap-small",
        "filemap-thrash",
        "[RFC PATCH v5] (filemap)",
@@ -137,7 +146,7 @@ std::vector<PresetSpec> BuildPresets() {
        {"80M", "64M", "0"},
        10,
        true});
-  all.push_back(
+  all->push_back(
       {"v5-swap-writers",
        "mmap-writer-pressure",
        "[RFC PATCH v5] (swap)",
@@ -147,50 +156,62 @@ std::vector<PresetSpec> BuildPresets() {
        {"512M", "", "max"},
        60,
        false});
-  all.push_back({"v5-swap-writers-small",
-                 "mmap-writer-pressure",
-                 "[RFC PATCH v5] (swap)",
-                 "64M non-zero region, 1 pressure thread, 2 readers, 0/4/8 writers, 2 s + 10 s",
-                 {{"region_size", "64M"},
-                  {"pageout_threads", "1"},
-                  {"readers", "2"},
-                  {"fill", "nonzero"},
-                  {"warmup", "2s"}},
-                 Matrix{{"writers", {"0", "4", "8"}}},
-                 {"256M", "", "max"},
-                 10,
-                 true});
+  all->push_back({"v5-swap-writers-small",
+                  "mmap-writer-pressure",
+                  "[RFC PATCH v5] (swap)",
+                  "64M non-zero region, 1 pressure thread, 2 readers, 0/4/8 writers, 2 s + 10 s",
+                  {{"region_size", "64M"},
+                   {"pageout_threads", "1"},
+                   {"readers", "2"},
+                   {"fill", "nonzero"},
+                   {"warmup", "2s"}},
+                  Matrix{{"writers", {"0", "4", "8"}}},
+                  {"256M", "", "max"},
+                  10,
+                  true});
+}
+
+// Re: [PATCH] mm: map maximum pages possible in finish_fault.
+void AddFinishFaultPresets(std::vector<PresetSpec>* all) {
   // Re: [PATCH] mm: map maximum pages possible in finish_fault: a 2M shmem folio, a 64K
   // (and a 32K) VMA over it, write the first 8 pages (the reproducer's `j < 8` loop, for
   // both VMA sizes), MADV_DONTNEED, 1,000,000 iterations.
-  all.push_back({"finish-fault-shmem",
-                 "shmem-folio-fault",
-                 "Re: [PATCH] mm: map maximum pages possible in finish_fault",
-                 "2M memfd as one PMD folio (shmem THP forced on), 64K/32K VMA, write its "
-                 "first 8 pages, MADV_DONTNEED, 10 s",
-                 {{"threads", "1"},
-                  {"shmem_size", "2M"},
-                  {"thp", "force"},
-                  {"access", "write"},
-                  {"touch_pages", "8"}},
-                 Matrix{{"vma_size", {"64K", "32K"}}},
-                 {},
-                 10,
-                 false});
-  all.push_back({"finish-fault-shmem-small",
-                 "shmem-folio-fault",
-                 "Re: [PATCH] mm: map maximum pages possible in finish_fault",
-                 "as finish-fault-shmem (one thread on 2M already), 1 s warm-up + 5 s",
-                 {{"threads", "1"},
-                  {"shmem_size", "2M"},
-                  {"thp", "force"},
-                  {"access", "write"},
-                  {"touch_pages", "8"},
-                  {"warmup", "1s"}},
-                 Matrix{{"vma_size", {"64K", "32K"}}},
-                 {},
-                 5,
-                 true});
+  all->push_back({"finish-fault-shmem",
+                  "shmem-folio-fault",
+                  "Re: [PATCH] mm: map maximum pages possible in finish_fault",
+                  "2M memfd as one PMD folio (shmem THP forced on), 64K/32K VMA, write its "
+                  "first 8 pages, MADV_DONTNEED, 10 s",
+                  {{"threads", "1"},
+                   {"shmem_size", "2M"},
+                   {"thp", "force"},
+                   {"access", "write"},
+                   {"touch_pages", "8"}},
+                  Matrix{{"vma_size", {"64K", "32K"}}},
+                  {},
+                  10,
+                  false});
+  all->push_back({"finish-fault-shmem-small",
+                  "shmem-folio-fault",
+                  "Re: [PATCH] mm: map maximum pages possible in finish_fault",
+                  "as finish-fault-shmem (one thread on 2M already), 1 s warm-up + 5 s",
+                  {{"threads", "1"},
+                   {"shmem_size", "2M"},
+                   {"thp", "force"},
+                   {"access", "write"},
+                   {"touch_pages", "8"},
+                   {"warmup", "1s"}},
+                  Matrix{{"vma_size", {"64K", "32K"}}},
+                  {},
+                  5,
+                  true});
+}
+
+std::vector<PresetSpec> BuildPresets() {
+  std::vector<PresetSpec> all;
+  AddV2Presets(&all);
+  AddV4Presets(&all);
+  AddV5Presets(&all);
+  AddFinishFaultPresets(&all);
   return all;
 }
 

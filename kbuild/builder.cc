@@ -23,47 +23,11 @@
 #include "kbuild/files.h"
 #include "kbuild/kconfig.h"
 #include "kbuild/process.h"
+#include "kbuild/worktree.h"
 
 namespace faultline::kbuild {
 namespace fs = std::filesystem;
 namespace {
-
-// An exclusive flock held for a scope (other builders on the same cache wait). The holder
-// writes who it is into the file, so that a builder that has to wait can say for whom.
-class FileLock {
- public:
-  explicit FileLock(const std::string& path)
-      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {}
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
-  // Takes the lock. When another holds it, first calls `waiting` with what the holder wrote
-  // (empty when it wrote nothing yet), then blocks. Writes `holder` once it has the lock.
-  // False when the file could not be opened or locked.
-  bool Lock(const std::string& holder, const std::function<void(const std::string&)>& waiting) {
-    if (fd_ < 0) return false;
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK) return false;
-      char text[512] = "";
-      const ssize_t n = ::pread(fd_, text, sizeof text - 1, 0);
-      waiting(std::string(
-          absl::StripAsciiWhitespace(absl::string_view(text, n > 0 ? static_cast<size_t>(n) : 0))));
-      while (::flock(fd_, LOCK_EX) != 0) {
-        if (errno != EINTR) return false;
-      }
-    }
-    if (::ftruncate(fd_, 0) == 0 && !holder.empty()) {
-      (void)!::pwrite(fd_, holder.data(), holder.size(), 0);
-    }
-    return true;
-  }
-
- private:
-  int fd_;
-};
 
 // A file or directory name from free text ("gcc (Debian 12.2.0-14) 12.2.0" ->
 // "gcc-debian-12.2.0-14-12.2.0").
@@ -125,6 +89,235 @@ bool HaveCcache() {
     if (!dir.empty() && ::access(absl::StrCat(dir, "/ccache").c_str(), X_OK) == 0) return true;
   }
   return false;
+}
+
+std::vector<std::string> MakeArgv(const std::string& src, const std::string& objdir,
+                                  const ArchInfo& arch, std::vector<std::string> extra) {
+  std::vector<std::string> argv = {"make", "-C", src, "O=" + objdir, "ARCH=" + arch.make_arch};
+  if (!arch.cross_compile.empty()) argv.push_back("CROSS_COMPILE=" + arch.cross_compile);
+  for (auto& e : extra) argv.push_back(std::move(e));
+  return argv;
+}
+
+// The final .config, what the fragments asked for and the text itself.
+struct Configured {
+  std::string text;
+  std::map<std::string, std::string> config, asked;
+};
+
+// The config step: base target, fragments, olddefconfig, in the scratch object directory
+// `cfg`; refused when the result lacks what a faultline board needs.
+absl::StatusOr<Configured> Configure(const BuildRequest& request, const ArchInfo& arch,
+                                     const std::string& src, const std::string& cfg,
+                                     const Say& say) {
+  say(absl::StrCat("config ", request.config_base, " + ", request.fragments.size(),
+                   " fragment(s)"));
+  if (absl::StatusOr<std::string> r =
+          RunForOutput({MakeArgv(src, cfg, arch, {"-s", request.config_base}), "", BuildEnv()});
+      !r.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.base: ", r.status().message()));
+  }
+  Configured out;
+  std::map<std::string, std::string>& asked = out.asked;
+  std::vector<std::string> merge = {src + "/scripts/kconfig/merge_config.sh", "-m", "-O", cfg,
+                                    cfg + "/.config"};
+  for (size_t i = 0; i < request.fragments.size(); ++i) {
+    const NamedText& fragment = request.fragments[i];
+    const std::string path = absl::StrCat(cfg, "/fragments/", i, "-", Slug(fragment.name));
+    if (absl::Status s = WriteFile(path, fragment.text); !s.ok()) return s;
+    for (auto& [k, v] : ParseConfig(fragment.text)) asked[k] = v;
+    merge.push_back(path);
+  }
+  if (!request.fragments.empty()) {
+    if (absl::StatusOr<std::string> r = RunForOutput({merge, cfg, BuildEnv()}); !r.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("config.fragments: ", r.status().message()));
+    }
+  }
+  if (absl::StatusOr<std::string> r =
+          RunForOutput({MakeArgv(src, cfg, arch, {"-s", "olddefconfig"}), "", BuildEnv()});
+      !r.ok()) {
+    return r.status();
+  }
+  absl::StatusOr<std::string> config_text = ReadFile(cfg + "/.config");
+  if (!config_text.ok()) return config_text.status();
+  out.text = *std::move(config_text);
+  out.config = ParseConfig(out.text);
+  const std::map<std::string, std::string>& config = out.config;
+  absl::StatusOr<std::string> kconfig_debug = ReadFile(src + "/mm/Kconfig.debug");
+  const bool has_vma_stats =
+      kconfig_debug.ok() && absl::StrContains(*kconfig_debug, "config PER_VMA_LOCK_STATS");
+  const std::vector<std::string> missing = MissingOptions(config, BoardRequirements(has_vma_stats));
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config: the final .config (", request.arch, ", ", request.config_base,
+                     " + fragments, after olddefconfig) lacks what a faultline board needs: ",
+                     absl::StrJoin(missing, "; ")));
+  }
+  return out;
+}
+
+// The artifact in `final_dir`, whole or not at all: the image, its config and build log
+// and the metadata, made aside and renamed into place (a stale kernel there moved aside
+// first, whole: a reader of it keeps its files).
+absl::Status StoreArtifact(Artifact a, const ArchInfo& arch, const std::string& obj,
+                           const std::string& log, const std::string& final_dir,
+                           bool replace_stale) {
+  std::error_code ec;
+  const std::string tmp = absl::StrCat(final_dir, ".tmp-", ::getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  const std::string image_name = fs::path(arch.image_path).filename().string() + "-" + a.release;
+  fs::copy_file(obj + "/" + arch.image_path, tmp + "/" + image_name, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot copy the image: ", ec.message()));
+  fs::copy_file(obj + "/.config", tmp + "/config", ec);
+  fs::copy_file(log, tmp + "/build.log", ec);
+  absl::StatusOr<std::string> image_sha = Sha256OfFile(tmp + "/" + image_name, &a.image_bytes);
+  if (!image_sha.ok()) return image_sha.status();
+  a.image_sha256 = *image_sha;
+  a.image = final_dir + "/" + image_name;
+  if (absl::Status s = WriteFile(tmp + "/" + kMetaFile, ArtifactMeta(a)); !s.ok()) return s;
+  if (replace_stale) {
+    // The stale kernel goes first (moved aside whole: a reader of it keeps its files).
+    const std::string stale = absl::StrCat(final_dir, ".stale-", ::getpid());
+    fs::rename(final_dir, stale, ec);
+    fs::remove_all(stale, ec);
+  }
+  fs::rename(tmp, final_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot store the artifact: ", ec.message()));
+  return absl::OkStatus();
+}
+
+// The tree's absolute path, once the request's config target and tree are checked.
+absl::StatusOr<std::string> CheckedTree(const BuildRequest& request) {
+  static const std::string kConfigTargetChars = "abcdefghijklmnopqrstuvwxyz0123456789_.-";
+  if (!absl::EndsWith(request.config_base, "config") ||
+      request.config_base.find_first_not_of(kConfigTargetChars) != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.base: '", request.config_base,
+                     "' is not a config make target (tinyconfig, defconfig, allnoconfig, ...)"));
+  }
+  std::error_code ec;
+  std::string tree = fs::absolute(request.tree, ec).lexically_normal().string();
+  if (!fs::exists(tree)) {
+    return absl::InvalidArgumentError(absl::StrCat("tree: ", request.tree, " does not exist"));
+  }
+  return tree;
+}
+
+absl::StatusOr<std::vector<Patch>> SplitSeries(const std::vector<NamedText>& series) {
+  std::vector<Patch> patches;
+  for (const NamedText& mbox : series) {
+    absl::StatusOr<std::vector<Patch>> split =
+        SplitMbox(mbox.text, mbox.name, static_cast<int>(patches.size()) + 1);
+    if (!split.ok()) return split.status();
+    for (Patch& p : *split) patches.push_back(std::move(p));
+  }
+  return patches;
+}
+
+// The compiler's first line (part of the key) and the versions of every tool the config
+// step asks (Kconfig records them: CC_VERSION_TEXT, LD_VERSION, AS_VERSION, PAHOLE_VERSION,
+// RUSTC_VERSION).
+absl::Status ReadToolchain(const std::string& cross, std::string* compiler,
+                           std::string* toolchain) {
+  absl::StatusOr<std::string> cc_version = RunForOutput({{cross + "gcc", "--version"}});
+  if (!cc_version.ok()) return cc_version.status();
+  *compiler = std::string(
+      absl::StripAsciiWhitespace(absl::string_view(*cc_version).substr(0, cc_version->find('\n'))));
+  *toolchain =
+      absl::StrCat(*cc_version, "\n", VersionLine(cross + "ld"), "\n", VersionLine(cross + "as"),
+                   "\n", VersionLine("pahole"), "\n", VersionLine("rustc"), "\n");
+  return absl::OkStatus();
+}
+
+// What make left: the object directory, the build log, the release, the seconds it took.
+struct Made {
+  std::string obj, log, release;
+  double seconds = 0;
+};
+
+// make of the image in the object directory of (tree, arch, config), kept between builds so
+// the next one is incremental; the release named by the key.
+absl::StatusOr<Made> MakeKernel(const std::string& cache, const BuildRequest& request,
+                                const ArchInfo& arch, const std::string& src,
+                                const std::string& tree_id, const std::string& config_sha,
+                                const std::string& config_text, const std::string& key,
+                                const Say& say) {
+  std::error_code ec;
+  // The object directory of (tree, arch, config): kept, so the next build is incremental.
+  const std::string obj =
+      absl::StrCat(cache, "/obj/", tree_id, "-", request.arch, "-", config_sha.substr(0, 16));
+  fs::create_directories(obj, ec);
+  absl::StatusOr<std::string> obj_config = ReadFile(obj + "/.config");
+  if (!obj_config.ok() || *obj_config != config_text) {
+    if (absl::Status s = WriteFile(obj + "/.config", config_text); !s.ok()) return s;
+  }
+  const std::string localversion = "-fl" + key.substr(0, 10);
+  const std::string log = absl::StrCat(cache, "/logs/", key.substr(0, 16), ".log");
+  fs::remove(log, ec);
+  const int jobs =
+      request.jobs > 0 ? request.jobs : static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<std::string> extra = {"LOCALVERSION=" + localversion, absl::StrCat("-j", jobs),
+                                    arch.image_target};
+  if (HaveCcache()) extra.push_back("CC=ccache " + arch.cross_compile + "gcc");
+  say(absl::StrCat("make ", arch.image_target, " -j", jobs, " (log ", log, ")"));
+  const auto build_started = std::chrono::steady_clock::now();
+  absl::StatusOr<Finished> made = Run({MakeArgv(src, obj, arch, extra), "", BuildEnv(), log});
+  if (!made.ok()) return made.status();
+  const double build_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - build_started).count();
+  if (made->exit_code != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("build: make ", arch.image_target, " failed (exit ", made->exit_code,
+                     ") after ", static_cast<int>(build_seconds), " s; log kept at ", log,
+                     "; last lines:\n", TailFile(log, 20)));
+  }
+  absl::StatusOr<std::string> release_out = RunForOutput(
+      {MakeArgv(src, obj, arch, {"-s", "LOCALVERSION=" + localversion, "kernelrelease"}), "",
+       BuildEnv()});
+  if (!release_out.ok()) return release_out.status();
+  return Made{obj, log, std::string(absl::StripAsciiWhitespace(*release_out)), build_seconds};
+}
+
+// The index entry of the config that (tree after the series, arch, toolchain, base,
+// fragments) made: found, a kernel built before from the same inputs needs no config step.
+std::string IndexEntryPath(const std::string& cache, const BuildRequest& request,
+                           const std::string& tree_hash, const std::string& toolchain) {
+  std::string inputs = absl::StrCat(kRecipe, "\nconfig\n", tree_hash, "\n", request.arch, "\n",
+                                    request.config_base, "\n", toolchain);
+  for (const NamedText& fragment : request.fragments) {
+    absl::StrAppend(&inputs, "fragment ", Sha256Hex(fragment.text), "\n");
+  }
+  return absl::StrCat(cache, "/index/", Sha256Hex(inputs));
+}
+
+// The kernel the index entry at `path` names, when it is there with the key these inputs
+// give; its config's sha256 in *config_sha.
+absl::StatusOr<Artifact> IndexedKernel(
+    const std::string& path, const std::function<std::string(const std::string&, bool)>& key_of,
+    const std::function<std::string(const std::string&)>& dir_of, std::string* config_sha) {
+  absl::StatusOr<std::string> entry = ReadFile(path);
+  if (!entry.ok()) return entry.status();
+  bool names_commit = false;
+  for (absl::string_view line : absl::StrSplit(*entry, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "config_sha256=")) *config_sha = std::string(line);
+    if (line == "release_names_commit=1") names_commit = true;
+  }
+  if (!IsSha256Hex(*config_sha)) return absl::NotFoundError(path + ": no config");
+  absl::StatusOr<Artifact> found = ReadArtifact(dir_of(*config_sha));
+  if (found.ok() && found->key != key_of(*config_sha, names_commit)) {
+    return absl::NotFoundError(path + ": another key");
+  }
+  return found;
+}
+
+absl::Status WriteIndexEntry(const std::string& path, const std::string& config_sha,
+                             bool names_commit, const std::string& tree_hash,
+                             const BuildRequest& request) {
+  return WriteFileAtomically(
+      path, absl::StrCat("config_sha256=", config_sha,
+                         "\nrelease_names_commit=", names_commit ? 1 : 0, "\ntree_hash=", tree_hash,
+                         "\narch=", request.arch, "\nbase=", request.config_base, "\n"));
 }
 
 }  // namespace
@@ -211,27 +404,15 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   };
   absl::StatusOr<ArchInfo> arch = ArchFor(request.arch);
   if (!arch.ok()) return arch.status();
-  static const std::string kConfigTargetChars = "abcdefghijklmnopqrstuvwxyz0123456789_.-";
-  if (!absl::EndsWith(request.config_base, "config") ||
-      request.config_base.find_first_not_of(kConfigTargetChars) != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.base: '", request.config_base,
-                     "' is not a config make target (tinyconfig, defconfig, allnoconfig, ...)"));
-  }
+  absl::StatusOr<std::string> checked = CheckedTree(request);
+  if (!checked.ok()) return checked.status();
+  const std::string tree = *checked;
   std::error_code ec;
-  const std::string tree = fs::absolute(request.tree, ec).lexically_normal().string();
-  if (!fs::exists(tree)) {
-    return absl::InvalidArgumentError(absl::StrCat("tree: ", request.tree, " does not exist"));
-  }
 
   // The series first: a malformed mbox fails before anything is touched.
-  std::vector<Patch> patches;
-  for (const NamedText& mbox : request.series) {
-    absl::StatusOr<std::vector<Patch>> split =
-        SplitMbox(mbox.text, mbox.name, static_cast<int>(patches.size()) + 1);
-    if (!split.ok()) return split.status();
-    for (Patch& p : *split) patches.push_back(std::move(p));
-  }
+  absl::StatusOr<std::vector<Patch>> split = SplitSeries(request.series);
+  if (!split.ok()) return split.status();
+  const std::vector<Patch> patches = *std::move(split);
 
   absl::StatusOr<std::string> commit = RunForOutput(
       {{"git", "-C", tree, "rev-parse", "--verify", "--quiet", request.ref + "^{commit}"}});
@@ -251,117 +432,31 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   const std::string lock_path =
       absl::StrCat(cache_, "/locks/", tree_id, "-", request.arch, ".lock");
   FileLock tree_lock(lock_path);
-  bool waited = false;
-  const auto lock_asked = std::chrono::steady_clock::now();
-  const bool locked = tree_lock.Lock(
-      absl::StrCat("pid ", ::getpid(), ": ", request.ref,
-                   patches.empty() ? "" : absl::StrCat(" + ", patches.size(), " patch(es)"),
-                   " for ", request.arch),
-      [&](const std::string& holder) {
-        waited = true;
-        say(absl::StrCat("waiting: another build holds the worktree of ", tree, " for ",
-                         request.arch, " (", holder.empty() ? "" : holder + "; ", "lock ",
-                         lock_path, ")"));
-      });
-  if (!locked) return absl::InternalError(absl::StrCat("cannot lock ", lock_path));
-  if (waited) {
-    say(absl::StrCat(
-        "lock taken after ",
-        static_cast<int>(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - lock_asked).count()),
-        " s"));
+  if (absl::Status locked = LockWorktree(tree_lock, lock_path, request, tree, patches.size(), say);
+      !locked.ok()) {
+    return locked;
   }
 
   // The worktree at the base commit; files that do not change keep their mtimes.
   say(absl::StrCat("checkout ", request.ref, " (", base_commit.substr(0, 12), ")"));
-  if (!fs::exists(src + "/.git")) {
-    fs::remove_all(src, ec);
-    RunForOutput({{"git", "-C", tree, "worktree", "prune"}}).IgnoreError();
-    absl::StatusOr<std::string> added = RunForOutput(
-        {{"git", "-C", tree, "worktree", "add", "--detach", "--force", src, base_commit}});
-    if (!added.ok()) return added.status();
-  } else {
-    for (std::vector<std::string> argv :
-         {std::vector<std::string>{"git", "-C", src, "reset", "-q", "--hard"},
-          std::vector<std::string>{"git", "-C", src, "checkout", "-q", "-f", "--detach",
-                                   base_commit},
-          std::vector<std::string>{"git", "-C", src, "reset", "-q", "--hard"},
-          std::vector<std::string>{"git", "-C", src, "clean", "-q", "-fdx"}}) {
-      absl::StatusOr<std::string> done = RunForOutput({argv});
-      if (!done.ok()) return done.status();
-    }
-  }
+  if (absl::Status s = CheckOut(tree, src, base_commit); !s.ok()) return s;
 
   // Reverts, each the commit's own diff applied backwards into the index.
-  for (size_t i = 0; i < request.revert.size(); ++i) {
-    const std::string& rev = request.revert[i];
-    absl::StatusOr<std::string> sha =
-        RunForOutput({{"git", "-C", tree, "rev-parse", "--verify", "--quiet", rev + "^{commit}"}});
-    if (!sha.ok() || rev.empty() || rev.front() == '-') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("revert[", i, "]: '", rev, "' is not a commit in ", request.tree));
-    }
-    const std::string commit_sha(absl::StripAsciiWhitespace(*sha));
-    absl::StatusOr<std::string> diff =
-        RunForOutput({{"git", "-C", tree, "diff", "--binary", commit_sha + "^", commit_sha}});
-    if (!diff.ok()) return diff.status();
-    const std::string file = absl::StrCat(cache_, "/locks/", tree_id, "-", request.arch, ".revert");
-    if (absl::Status s = WriteFile(file, *diff); !s.ok()) return s;
-    absl::StatusOr<Finished> run = Run({{"git", "-C", src, "apply", "--index", "-R", file}});
-    if (!run.ok()) return run.status();
-    if (run->exit_code != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "revert[", i, "]: ", commit_sha.substr(0, 12), " does not revert cleanly on ",
-          request.ref, ": ", absl::StripAsciiWhitespace(run->output.substr(0, 512))));
-    }
-    say(absl::StrCat("reverted ", commit_sha.substr(0, 12)));
-  }
+  const std::string scratch = absl::StrCat(cache_, "/locks/", tree_id, "-", request.arch);
+  if (absl::Status s = ApplyReverts(request, tree, src, scratch, say); !s.ok()) return s;
 
   // The series, patch by patch, into the index (so write-tree sees it).
-  int applied = 0;
-  std::vector<std::string> subjects;
-  for (const Patch& patch : patches) {
-    subjects.push_back(patch.subject);
-    const std::vector<std::string> files = IncludedFiles(patch, request.include);
-    if (files.empty()) {
-      say(absl::StrCat("patch ", patch.index, " touches no included path: skipped"));
-      continue;
-    }
-    const std::string file = absl::StrCat(cache_, "/locks/", tree_id, "-", request.arch, ".patch");
-    if (absl::Status s = WriteFile(file, patch.text); !s.ok()) return s;
-    std::vector<std::string> argv = {"git", "-C", src, "apply", "--index"};
-    for (const std::string& glob : request.include) argv.push_back("--include=" + glob);
-    argv.push_back(file);
-    absl::StatusOr<Finished> run = Run({argv});
-    if (!run.ok()) return run.status();
-    if (run->exit_code != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("series: ", DescribeApplyFailure(patch, run->output)));
-    }
-    ++applied;
-    say(absl::StrCat("applied patch ", patch.index, " \"", patch.subject, "\" (", files.size(),
-                     " of ", patch.files.size(), " files)"));
-  }
-  if (!patches.empty() && applied == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("series: `include` (", absl::StrJoin(request.include, ", "),
-                     ") selects no file of any patch: nothing would be applied"));
-  }
+  absl::StatusOr<std::vector<std::string>> subjects =
+      ApplySeries(patches, request, src, scratch, say);
+  if (!subjects.ok()) return subjects.status();
   absl::StatusOr<std::string> tree_hash_out = RunForOutput({{"git", "-C", src, "write-tree"}});
   if (!tree_hash_out.ok()) return tree_hash_out.status();
   const std::string tree_hash(absl::StripAsciiWhitespace(*tree_hash_out));
 
-  // The compiler (its first line is part of the key) and the other tools the config step
-  // asks (Kconfig records their versions: CC_VERSION_TEXT, LD_VERSION, AS_VERSION,
-  // PAHOLE_VERSION, RUSTC_VERSION).
+  // The compiler and the other tools the config step asks.
   const std::string cross = arch->cross_compile;
-  absl::StatusOr<std::string> cc_version = RunForOutput({{cross + "gcc", "--version"}});
-  if (!cc_version.ok()) return cc_version.status();
-  const std::string compiler(
-      absl::StripAsciiWhitespace(absl::string_view(*cc_version).substr(0, cc_version->find('\n'))));
-  const std::string toolchain =
-      absl::StrCat(*cc_version, "\n", VersionLine(cross + "ld"), "\n", VersionLine(cross + "as"),
-                   "\n", VersionLine("pahole"), "\n", VersionLine("rustc"), "\n");
+  std::string compiler, toolchain;
+  if (absl::Status s = ReadToolchain(cross, &compiler, &toolchain); !s.ok()) return s;
 
   // The key: the tree, the arch, the compiler and the final .config (and the base commit
   // when the config puts it into the release: CONFIG_LOCALVERSION_AUTO, `-g<commit>`).
@@ -377,35 +472,18 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
 
   // A kernel built before from the same inputs is found without the config step: the cache
   // remembers the config each (tree after the series, arch, toolchain, base, fragments) made.
-  std::string inputs = absl::StrCat(kRecipe, "\nconfig\n", tree_hash, "\n", request.arch, "\n",
-                                    request.config_base, "\n", toolchain);
-  for (const NamedText& fragment : request.fragments) {
-    absl::StrAppend(&inputs, "fragment ", Sha256Hex(fragment.text), "\n");
-  }
-  const std::string remembered = absl::StrCat(cache_, "/index/", Sha256Hex(inputs));
-  if (absl::StatusOr<std::string> entry = ReadFile(remembered); entry.ok()) {
-    std::string config_sha;
-    bool names_commit = false;
-    for (absl::string_view line : absl::StrSplit(*entry, '\n', absl::SkipEmpty())) {
-      if (absl::ConsumePrefix(&line, "config_sha256=")) config_sha = std::string(line);
-      if (line == "release_names_commit=1") names_commit = true;
-    }
-    const std::string key = key_of(config_sha, names_commit);
-    absl::StatusOr<Artifact> found =
-        IsSha256Hex(config_sha) ? ReadArtifact(dir_of(config_sha)) : absl::NotFoundError("");
-    if (found.ok() && found->key == key) {
-      found->cached = true;
-      found->seconds = elapsed();
-      say(absl::StrCat("cached: ", found->release, " (key ", key.substr(0, 12), "; config ",
-                       config_sha.substr(0, 12), " remembered, no make)"));
-      return found;
-    }
+  const std::string remembered = IndexEntryPath(cache_, request, tree_hash, toolchain);
+  std::string indexed_sha;
+  if (absl::StatusOr<Artifact> hit = IndexedKernel(remembered, key_of, dir_of, &indexed_sha);
+      hit.ok()) {
+    hit->cached = true;
+    hit->seconds = elapsed();
+    say(absl::StrCat("cached: ", hit->release, " (key ", hit->key.substr(0, 12), "; config ",
+                     indexed_sha.substr(0, 12), " remembered, no make)"));
+    return hit;
   }
   auto remember = [&](const std::string& config_sha, bool names_commit) {
-    return WriteFileAtomically(
-        remembered, absl::StrCat("config_sha256=", config_sha, "\nrelease_names_commit=",
-                                 names_commit ? 1 : 0, "\ntree_hash=", tree_hash,
-                                 "\narch=", request.arch, "\nbase=", request.config_base, "\n"));
+    return WriteIndexEntry(remembered, config_sha, names_commit, tree_hash, request);
   };
 
   // The config: base target, fragments, olddefconfig, in a scratch object directory.
@@ -414,52 +492,11 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   fs::remove(cfg + "/.config", ec);
   fs::remove_all(cfg + "/fragments", ec);
   fs::create_directories(cfg + "/fragments", ec);
-  auto make_argv = [&](const std::string& objdir, std::vector<std::string> extra) {
-    std::vector<std::string> argv = {"make", "-C", src, "O=" + objdir, "ARCH=" + arch->make_arch};
-    if (!cross.empty()) argv.push_back("CROSS_COMPILE=" + cross);
-    for (auto& e : extra) argv.push_back(std::move(e));
-    return argv;
-  };
-  say(absl::StrCat("config ", request.config_base, " + ", request.fragments.size(),
-                   " fragment(s)"));
-  if (absl::StatusOr<std::string> r =
-          RunForOutput({make_argv(cfg, {"-s", request.config_base}), "", BuildEnv()});
-      !r.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("config.base: ", r.status().message()));
-  }
-  std::map<std::string, std::string> asked;
-  std::vector<std::string> merge = {src + "/scripts/kconfig/merge_config.sh", "-m", "-O", cfg,
-                                    cfg + "/.config"};
-  for (size_t i = 0; i < request.fragments.size(); ++i) {
-    const NamedText& fragment = request.fragments[i];
-    const std::string path = absl::StrCat(cfg, "/fragments/", i, "-", Slug(fragment.name));
-    if (absl::Status s = WriteFile(path, fragment.text); !s.ok()) return s;
-    for (auto& [k, v] : ParseConfig(fragment.text)) asked[k] = v;
-    merge.push_back(path);
-  }
-  if (!request.fragments.empty()) {
-    if (absl::StatusOr<std::string> r = RunForOutput({merge, cfg, BuildEnv()}); !r.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("config.fragments: ", r.status().message()));
-    }
-  }
-  if (absl::StatusOr<std::string> r =
-          RunForOutput({make_argv(cfg, {"-s", "olddefconfig"}), "", BuildEnv()});
-      !r.ok()) {
-    return r.status();
-  }
-  absl::StatusOr<std::string> config_text = ReadFile(cfg + "/.config");
-  if (!config_text.ok()) return config_text.status();
-  const std::map<std::string, std::string> config = ParseConfig(*config_text);
-  absl::StatusOr<std::string> kconfig_debug = ReadFile(src + "/mm/Kconfig.debug");
-  const bool has_vma_stats =
-      kconfig_debug.ok() && absl::StrContains(*kconfig_debug, "config PER_VMA_LOCK_STATS");
-  const std::vector<std::string> missing = MissingOptions(config, BoardRequirements(has_vma_stats));
-  if (!missing.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config: the final .config (", request.arch, ", ", request.config_base,
-                     " + fragments, after olddefconfig) lacks what a faultline board needs: ",
-                     absl::StrJoin(missing, "; ")));
-  }
+  absl::StatusOr<Configured> configured = Configure(request, *arch, src, cfg, say);
+  if (!configured.ok()) return configured.status();
+  const std::string* config_text = &configured->text;
+  const std::map<std::string, std::string>& config = configured->config;
+  const std::map<std::string, std::string>& asked = configured->asked;
   const std::string config_sha = Sha256Hex(*config_text);
   const auto auto_version = config.find("LOCALVERSION_AUTO");
   const bool names_commit = auto_version != config.end() && auto_version->second == "y";
@@ -480,37 +517,9 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
                      key.substr(0, 12), ": built again"));
   }
 
-  // The object directory of (tree, arch, config): kept, so the next build is incremental.
-  const std::string obj =
-      absl::StrCat(cache_, "/obj/", tree_id, "-", request.arch, "-", config_sha.substr(0, 16));
-  fs::create_directories(obj, ec);
-  absl::StatusOr<std::string> obj_config = ReadFile(obj + "/.config");
-  if (!obj_config.ok() || *obj_config != *config_text) {
-    if (absl::Status s = WriteFile(obj + "/.config", *config_text); !s.ok()) return s;
-  }
-  const std::string localversion = "-fl" + key.substr(0, 10);
-  const std::string log = absl::StrCat(cache_, "/logs/", key.substr(0, 16), ".log");
-  fs::remove(log, ec);
-  const int jobs =
-      request.jobs > 0 ? request.jobs : static_cast<int>(std::thread::hardware_concurrency());
-  std::vector<std::string> extra = {"LOCALVERSION=" + localversion, absl::StrCat("-j", jobs),
-                                    arch->image_target};
-  if (HaveCcache()) extra.push_back("CC=ccache " + cross + "gcc");
-  say(absl::StrCat("make ", arch->image_target, " -j", jobs, " (log ", log, ")"));
-  const auto build_started = std::chrono::steady_clock::now();
-  absl::StatusOr<Finished> made = Run({make_argv(obj, extra), "", BuildEnv(), log});
+  absl::StatusOr<Made> made =
+      MakeKernel(cache_, request, *arch, src, tree_id, config_sha, *config_text, key, say);
   if (!made.ok()) return made.status();
-  const double build_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - build_started).count();
-  if (made->exit_code != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("build: make ", arch->image_target, " failed (exit ", made->exit_code,
-                     ") after ", static_cast<int>(build_seconds), " s; log kept at ", log,
-                     "; last lines:\n", TailFile(log, 20)));
-  }
-  absl::StatusOr<std::string> release_out = RunForOutput(
-      {make_argv(obj, {"-s", "LOCALVERSION=" + localversion, "kernelrelease"}), "", BuildEnv()});
-  if (!release_out.ok()) return release_out.status();
 
   // The artifact, whole or not at all.
   Artifact a;
@@ -520,36 +529,19 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   a.tree_hash = tree_hash;
   a.config_sha256 = config_sha;
   a.compiler = compiler;
-  a.release = std::string(absl::StripAsciiWhitespace(*release_out));
-  a.build_seconds = build_seconds;
-  a.series = subjects;
+  a.release = made->release;
+  a.build_seconds = made->seconds;
+  a.series = *subjects;
   a.warnings = DroppedFragmentOptions(asked, config);
-  const std::string tmp = absl::StrCat(final_dir, ".tmp-", ::getpid());
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  const std::string image_name = fs::path(arch->image_path).filename().string() + "-" + a.release;
-  fs::copy_file(obj + "/" + arch->image_path, tmp + "/" + image_name, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot copy the image: ", ec.message()));
-  fs::copy_file(obj + "/.config", tmp + "/config", ec);
-  fs::copy_file(log, tmp + "/build.log", ec);
-  absl::StatusOr<std::string> image_sha = Sha256OfFile(tmp + "/" + image_name, &a.image_bytes);
-  if (!image_sha.ok()) return image_sha.status();
-  a.image_sha256 = *image_sha;
-  a.image = final_dir + "/" + image_name;
-  if (absl::Status s = WriteFile(tmp + "/" + kMetaFile, ArtifactMeta(a)); !s.ok()) return s;
-  if (found.ok()) {
-    // The stale kernel goes first (moved aside whole: a reader of it keeps its files).
-    const std::string stale = absl::StrCat(final_dir, ".stale-", ::getpid());
-    fs::rename(final_dir, stale, ec);
-    fs::remove_all(stale, ec);
+  if (absl::Status s = StoreArtifact(a, *arch, made->obj, made->log, final_dir, found.ok());
+      !s.ok()) {
+    return s;
   }
-  fs::rename(tmp, final_dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot store the artifact: ", ec.message()));
   absl::StatusOr<Artifact> stored = ReadArtifact(final_dir);
   if (!stored.ok()) return stored.status();
   if (absl::Status s = remember(config_sha, names_commit); !s.ok()) return s;
   stored->seconds = elapsed();
-  say(absl::StrCat("built ", stored->release, " in ", static_cast<int>(build_seconds), " s: ",
+  say(absl::StrCat("built ", stored->release, " in ", static_cast<int>(made->seconds), " s: ",
                    stored->image_bytes, " bytes, sha256 ", stored->image_sha256.substr(0, 12)));
   return stored;
 }

@@ -241,6 +241,29 @@ Verdict ClassifyChildOutcome(const ChildObservations& observed) {
   return {false, "killed by signal " + std::to_string(observed.signal)};
 }
 
+namespace {
+
+// EOF on the exec-error pipe means exec succeeded (the pipe is close-on-exec); an int is
+// the errno otherwise.
+bool ExecFailed(int fd, int* exec_errno) {
+  ssize_t n;
+  do {
+    n = ::read(fd, exec_errno, sizeof(*exec_errno));
+  } while (n < 0 && errno == EINTR);
+  return n == sizeof(*exec_errno);
+}
+
+void RecordExit(int status, ChildObservations* observed) {
+  if (WIFEXITED(status)) {
+    observed->exited = true;
+    observed->exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    observed->signal = WTERMSIG(status);
+  }
+}
+
+}  // namespace
+
 WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
   // Validate against the catalogue first: a bad param fails here, with no cgroup or fork.
   const BenchmarkSpec* spec = FindBenchmark(invocation.benchmark);
@@ -300,13 +323,8 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
   progress.write.Reset();
   exec_error.write.Reset();
 
-  // EOF means exec succeeded (the pipe is close-on-exec); an int is the errno otherwise.
   int exec_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(exec_error.read.get(), &exec_errno, sizeof(exec_errno));
-  } while (n < 0 && errno == EINTR);
-  const bool exec_failed = n == sizeof(exec_errno);
+  const bool exec_failed = ExecFailed(exec_error.read.get(), &exec_errno);
 
   SetNonBlocking(out.read.get());
   SetNonBlocking(err.read.get());
@@ -364,12 +382,7 @@ WorkloadOutcome RunWorkload(const WorkloadInvocation& invocation) {
   }
   drain_all();  // whatever the child wrote just before exiting
 
-  if (WIFEXITED(status)) {
-    observed.exited = true;
-    observed.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    observed.signal = WTERMSIG(status);
-  }
+  RecordExit(status, &observed);
   if (auto events = cgroup->ReadEvents(&error)) {
     outcome.memcg_events = std::move(*events);
     auto it = outcome.memcg_events.find("oom_kill");

@@ -66,21 +66,43 @@ std::string FormatProgressSecond(uint32_t second, uint64_t measured_rounds) {
          " rounds=" + std::to_string(measured_rounds) + "\n";
 }
 
+namespace {
+
+// "--KNOB: must not exceed the board's RAM (...)" for the first size knob over it; "" when
+// none is (or the RAM is unknown).
+std::string OverTheBoardsRam(const BenchmarkSpec& spec, const WorkloadCommand& command) {
+  auto meminfo = sys::ReadFileToString("/proc/meminfo", nullptr);
+  const uint64_t ram = meminfo ? sys::ParseMemTotalBytes(*meminfo) : 0;
+  if (ram == 0) return "";
+  for (const auto& knob : spec.knobs) {
+    if (knob.type != KnobType::kSize) continue;
+    const uint64_t value = command.knobs.at(knob.name).number;
+    if (value > ram) {
+      return "--" + knob.name + ": must not exceed the board's RAM (" + FormatSize(ram) +
+             "), got " + FormatSize(value);
+    }
+  }
+  return "";
+}
+
+// The memory cgroup this process is in now ("" when there is none to find).
+std::string CurrentMemcgDir(const sys::CgroupBackendOptions& cgroup) {
+  std::string ignored;
+  auto backend = sys::DetectCgroupBackend(cgroup, &ignored);
+  if (!backend) return "";
+  auto dir = sys::CurrentCgroupDir(*backend, &ignored);
+  return dir ? *dir : "";
+}
+
+}  // namespace
+
 CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
                                  const std::atomic<bool>& interrupted) {
   const BenchmarkSpec* spec = FindBenchmark(command.benchmark);
   if (spec == nullptr) return Fail(kExitUsage, "unknown benchmark " + command.benchmark);
   // Sizes beyond the board's RAM fail before anything is allocated.
-  if (auto meminfo = sys::ReadFileToString("/proc/meminfo", nullptr)) {
-    const uint64_t ram = sys::ParseMemTotalBytes(*meminfo);
-    for (const auto& knob : spec->knobs) {
-      if (knob.type != KnobType::kSize || ram == 0) continue;
-      const uint64_t value = command.knobs.at(knob.name).number;
-      if (value > ram) {
-        return Fail(kExitUsage, "--" + knob.name + ": must not exceed the board's RAM (" +
-                                    FormatSize(ram) + "), got " + FormatSize(value));
-      }
-    }
+  if (std::string why = OverTheBoardsRam(*spec, command); !why.empty()) {
+    return Fail(kExitUsage, why);
   }
   // --events: unknown names and tracepoints this kernel lacks are refused before anything is
   // set up (tracefs, if it must be mounted, only for the look-up of their ids).
@@ -143,13 +165,7 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   if (interrupted.load()) return Fail(kExitInterrupted, "interrupted");
 
   // Where we run now (own cgroup, the agent's run cgroup, or wherever we were started).
-  std::string memcg_dir;
-  {
-    std::string ignored;
-    if (auto backend = sys::DetectCgroupBackend(command.cgroup, &ignored)) {
-      if (auto dir = sys::CurrentCgroupDir(*backend, &ignored)) memcg_dir = *dir;
-    }
-  }
+  const std::string memcg_dir = CurrentMemcgDir(command.cgroup);
 
   SamplingPlan plan;
   plan.warmup = std::chrono::milliseconds(command.knobs.at("warmup").number);

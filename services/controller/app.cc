@@ -166,6 +166,91 @@ absl::StatusOr<s3::Client> OpenObjectStore(const ControllerOptions& options) {
   return client;
 }
 
+// --http-config: false (logged) when the file cannot be served as written.
+bool LoadWebConfig(const ControllerOptions& options, std::optional<HttpWebConfig>* out) {
+  if (options.http_config.empty()) return true;
+  auto web = LoadHttpWebConfig(options.http_config);
+  if (!web.ok()) {
+    log::error("event=http_config_failed error=\"{}\"", std::string(web.status().message()));
+    return false;
+  }
+  *out = *std::move(web);
+  log::info("event=http_config tls={} client_auth={} basic_auth_users={}",
+            (*out)->cert_file.empty() ? "off" : (*out)->min_version, (*out)->client_auth_type,
+            (*out)->basic_auth_users.size());
+  return true;
+}
+
+// The object store for kernel images, when configured: false (logged) when its bucket
+// cannot be reached or written.
+bool OpenObjectStoreLogged(const ControllerOptions& options, std::optional<s3::Client>* out) {
+  if (options.artifact_s3_endpoint.empty()) return true;
+  auto opened = OpenObjectStore(options);
+  if (!opened.ok()) {
+    log::error("event=artifact_store_failed error=\"{}\"", std::string(opened.status().message()));
+    return false;
+  }
+  out->emplace(*std::move(opened));
+  log::info("event=artifact_store endpoint={} bucket={} prefix={} url_ttl_s={}",
+            options.artifact_s3_endpoint, options.artifact_s3_bucket, options.artifact_s3_prefix,
+            options.artifact_url_seconds);
+  return true;
+}
+
+// /healthz, /readyz and /metrics. The handlers keep what they use by value or point at
+// objects that outlive the server; *http_server is read by /metrics once the server runs.
+std::vector<HttpRoute> Routes(PgStore* store, const Stores& stores, ControllerMetrics* metrics,
+                              HttpServer* const* http_server) {
+  auto text = [](int status, std::string body) {
+    return HttpResponse{status, "text/plain; charset=utf-8", std::move(body), {}};
+  };
+  std::vector<HttpRoute> routes;
+  routes.push_back({.path = "/healthz",
+                    .mode = HttpRoute::Mode::kInline,
+                    .handler = [text](const HttpRequest&) { return text(200, "ok\n"); }});
+  routes.push_back({.path = "/readyz",
+                    .mode = HttpRoute::Mode::kCoalesced,
+                    .handler = [store, text](const HttpRequest&) {
+                      absl::Status s = store->Ping(std::chrono::seconds(2));
+                      return s.ok() ? text(200, "ready\n")
+                                    : text(503, std::string(s.message()) + "\n");
+                    }});
+  routes.push_back({.path = "/metrics",
+                    .mode = HttpRoute::Mode::kCoalesced,
+                    .handler =
+                        [stores, metrics, http_server](const HttpRequest&) {
+                          HttpServerStats stats;
+                          if (*http_server != nullptr) stats = (*http_server)->Stats();
+                          HttpResponse r;
+                          r.shared_body =
+                              metrics->RenderParts(stores.metrics, stores.boards, &stats);
+                          r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+                          return r;
+                        },
+                    .protect = true});  // basic auth, when --http-config has users
+  return routes;
+}
+
+HttpServerOptions HttpOptions(const ControllerOptions& options,
+                              const std::optional<HttpWebConfig>& web_config) {
+  HttpServerOptions http_options;
+  if (web_config) ApplyHttpWebConfig(*web_config, &http_options);
+  http_options.request_timeout = std::chrono::seconds(options.http_request_timeout_seconds);
+  http_options.idle_timeout = std::chrono::seconds(options.http_idle_timeout_seconds);
+  http_options.max_connections = options.http_max_connections;
+  return http_options;
+}
+
+// "grpc=PORT\nhttp=PORT\n", replaced whole: readers never see half a file.
+void WritePortFile(const std::string& path, int grpc_port, int http_port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << "grpc=" << grpc_port << "\nhttp=" << http_port << "\n";
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
 }  // namespace
 
 int RunController(const ControllerOptions& options) {
@@ -187,33 +272,12 @@ int RunController(const ControllerOptions& options) {
   }
   // The web config: a file that cannot be served as written stops the start too.
   std::optional<HttpWebConfig> web_config;
-  if (!options.http_config.empty()) {
-    auto web = LoadHttpWebConfig(options.http_config);
-    if (!web.ok()) {
-      log::error("event=http_config_failed error=\"{}\"", std::string(web.status().message()));
-      return 2;
-    }
-    web_config = *std::move(web);
-    log::info("event=http_config tls={} client_auth={} basic_auth_users={}",
-              web_config->cert_file.empty() ? "off" : web_config->min_version,
-              web_config->client_auth_type, web_config->basic_auth_users.size());
-  }
+  if (!LoadWebConfig(options, &web_config)) return 2;
 
   // The object store for kernel images, checked now: a bucket that cannot be reached or
   // written stops the start, naming why.
   std::optional<s3::Client> object_store;
-  if (!options.artifact_s3_endpoint.empty()) {
-    auto opened = OpenObjectStore(options);
-    if (!opened.ok()) {
-      log::error("event=artifact_store_failed error=\"{}\"",
-                 std::string(opened.status().message()));
-      return 2;
-    }
-    object_store.emplace(*std::move(opened));
-    log::info("event=artifact_store endpoint={} bucket={} prefix={} url_ttl_s={}",
-              options.artifact_s3_endpoint, options.artifact_s3_bucket, options.artifact_s3_prefix,
-              options.artifact_url_seconds);
-  }
+  if (!OpenObjectStoreLogged(options, &object_store)) return 2;
 
   StoreOptions store_options;
   store_options.database_url = options.database_url;
@@ -290,37 +354,8 @@ int RunController(const ControllerOptions& options) {
   // scrape flood is one database query at a time, and neither waits for the other.
   // /readyz pings on a connection of its own with a 2 s deadline.
   HttpServer* http_server = nullptr;  // set once built; the handlers run only after Start
-  auto text = [](int status, std::string body) {
-    return HttpResponse{status, "text/plain; charset=utf-8", std::move(body), {}};
-  };
-  std::vector<HttpRoute> routes;
-  routes.push_back({.path = "/healthz",
-                    .mode = HttpRoute::Mode::kInline,
-                    .handler = [&](const HttpRequest&) { return text(200, "ok\n"); }});
-  routes.push_back(
-      {.path = "/readyz", .mode = HttpRoute::Mode::kCoalesced, .handler = [&](const HttpRequest&) {
-         absl::Status s = store.Ping(std::chrono::seconds(2));
-         return s.ok() ? text(200, "ready\n") : text(503, std::string(s.message()) + "\n");
-       }});
-  routes.push_back({.path = "/metrics",
-                    .mode = HttpRoute::Mode::kCoalesced,
-                    .handler =
-                        [&](const HttpRequest&) {
-                          HttpServerStats stats;
-                          if (http_server != nullptr) stats = http_server->Stats();
-                          HttpResponse r;
-                          r.shared_body =
-                              metrics.RenderParts(stores.metrics, stores.boards, &stats);
-                          r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-                          return r;
-                        },
-                    .protect = true});  // basic auth, when --http-config has users
-  HttpServerOptions http_options;
-  if (web_config) ApplyHttpWebConfig(*web_config, &http_options);
-  http_options.request_timeout = std::chrono::seconds(options.http_request_timeout_seconds);
-  http_options.idle_timeout = std::chrono::seconds(options.http_idle_timeout_seconds);
-  http_options.max_connections = options.http_max_connections;
-  HttpServer http(std::move(routes), http_options);
+  std::vector<HttpRoute> routes = Routes(&store, stores, &metrics, &http_server);
+  HttpServer http(std::move(routes), HttpOptions(options, web_config));
   http_server = &http;
   auto http_port = http.Start(options.http_listen);
   if (!http_port.ok()) {
@@ -330,14 +365,7 @@ int RunController(const ControllerOptions& options) {
     return 1;
   }
   log::info("event=serving grpc_port={} http_port={}", grpc_port, *http_port);
-  if (!options.port_file.empty()) {
-    std::string tmp = options.port_file + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << "grpc=" << grpc_port << "\nhttp=" << *http_port << "\n";
-    }
-    std::rename(tmp.c_str(), options.port_file.c_str());  // readers never see half a file
-  }
+  if (!options.port_file.empty()) WritePortFile(options.port_file, grpc_port, *http_port);
 
   int signal = 0;
   sigwait(&stop_signals, &signal);

@@ -1,10 +1,17 @@
 #include "services/controller/storage/migrations.h"
 
 namespace faultline::controller {
+namespace {
 
-const std::vector<Migration>& Migrations() {
-  static const std::vector<Migration> kMigrations = {
-      {1, "initial schema", R"sql(
+// The schema's history as data (constant, no code): Migrations() hands it out.
+struct MigrationText {
+  int version;
+  const char* name;
+  const char* sql;
+};
+
+constexpr MigrationText kMigrations[] = {
+    {1, "initial schema", R"sql(
 CREATE TABLE boards (
   name                 text PRIMARY KEY,
   arch                 text NOT NULL,
@@ -82,7 +89,7 @@ CREATE TABLE samples (
   PRIMARY KEY (run_id, second)
 );
 )sql"},
-      {2, "a/b settings, run order, running kernel labels", R"sql(
+    {2, "a/b settings, run order, running kernel labels", R"sql(
 ALTER TABLE jobs
   ADD COLUMN baseline     text NOT NULL DEFAULT '',
   ADD COLUMN block_size   integer NOT NULL DEFAULT 1,
@@ -95,9 +102,9 @@ DROP INDEX runs_queued;
 CREATE INDEX runs_queued ON runs (job_id, sequence) WHERE state = 'queued';
 ALTER TABLE boards ADD COLUMN running_kernel_labels jsonb NOT NULL DEFAULT '[]';
 )sql"},
-      // Same statements as deploy/grafana/readonly-role.sql. A controller role without
-      // CREATEROLE skips it with a notice (then run that file as a superuser once).
-      {3, "read-only role for Grafana", R"sql(
+    // Same statements as deploy/grafana/readonly-role.sql. A controller role without
+    // CREATEROLE skips it with a notice (then run that file as a superuser once).
+    {3, "read-only role for Grafana", R"sql(
 DO $$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'faultline_grafana') THEN
@@ -114,11 +121,11 @@ EXCEPTION WHEN insufficient_privilege THEN
 END
 $$;
 )sql"},
-      {4, "idempotent submissions", R"sql(
+    {4, "idempotent submissions", R"sql(
 ALTER TABLE jobs ADD COLUMN request_id text, ADD COLUMN spec_digest text;
 CREATE UNIQUE INDEX jobs_request_id ON jobs (request_id) WHERE request_id IS NOT NULL;
 )sql"},
-      {5, "recurring jobs", R"sql(
+    {5, "recurring jobs", R"sql(
 CREATE TABLE schedules (
   id          bigserial PRIMARY KEY,
   name        text NOT NULL UNIQUE,
@@ -132,7 +139,7 @@ CREATE TABLE schedules (
 );
 ALTER TABLE jobs ADD COLUMN schedule_id bigint REFERENCES schedules (id) ON DELETE SET NULL;
 )sql"},
-      {6, "change points in series histories", R"sql(
+    {6, "change points in series histories", R"sql(
 CREATE TABLE change_points (
   id              bigserial PRIMARY KEY,
   study           text NOT NULL,
@@ -153,7 +160,7 @@ CREATE TABLE change_points (
   UNIQUE (study, benchmark, config, arch, board, kernel, job_id)
 );
 )sql"},
-      {7, "kernel switches and board health", R"sql(
+    {7, "kernel switches and board health", R"sql(
 ALTER TABLE boards
   ADD COLUMN bootable_kernel_labels jsonb NOT NULL DEFAULT '[]',
   ADD COLUMN boot_id text NOT NULL DEFAULT '',
@@ -165,10 +172,10 @@ ALTER TABLE boards
   ADD COLUMN switch_deadline timestamptz,
   ADD COLUMN kernel_switches bigint NOT NULL DEFAULT 0;
 )sql"},
-      {8, "requeue backoff", R"sql(
+    {8, "requeue backoff", R"sql(
 ALTER TABLE runs ADD COLUMN not_before timestamptz;
 )sql"},
-      {9, "API tokens (stored hashed)", R"sql(
+    {9, "API tokens (stored hashed)", R"sql(
 CREATE TABLE api_tokens (
   id           bigserial PRIMARY KEY,
   name         text NOT NULL UNIQUE,
@@ -187,30 +194,30 @@ BEGIN
 END
 $$;
 )sql"},
-      {10, "adaptive repetitions", R"sql(
+    {10, "adaptive repetitions", R"sql(
 ALTER TABLE jobs
   ADD COLUMN max_repetitions integer NOT NULL DEFAULT 0,
   ADD COLUMN target_ci_half_width double precision NOT NULL DEFAULT 0;
 )sql"},
-      {11, "progress in pages; runs too coarse to compare in rounds", R"sql(
+    {11, "progress in pages; runs too coarse to compare in rounds", R"sql(
 ALTER TABLE results
   ADD COLUMN pages bigint NOT NULL DEFAULT 0,
   ADD COLUMN pages_per_second double precision NOT NULL DEFAULT 0,
   ADD COLUMN too_coarse boolean NOT NULL DEFAULT false;
 ALTER TABLE samples ADD COLUMN pages bigint NOT NULL DEFAULT 0;
 )sql"},
-      {12, "each_board jobs: one copy of a run per board", R"sql(
+    {12, "each_board jobs: one copy of a run per board", R"sql(
 ALTER TABLE runs DROP CONSTRAINT runs_job_id_cell_index_kernel_repetition_key;
 CREATE UNIQUE INDEX runs_job_cell_kernel_repetition_boards
   ON runs (job_id, cell_index, kernel, repetition, boards);
 )sql"},
-      {13, "perf events counted per run", R"sql(
+    {13, "perf events counted per run", R"sql(
 ALTER TABLE jobs ADD COLUMN events jsonb NOT NULL DEFAULT '[]';  -- ["sw:page-faults", ...]
 )sql"},
-      {14, "busy boards found by index", R"sql(
+    {14, "busy boards found by index", R"sql(
 CREATE INDEX runs_board_busy ON runs (board) WHERE state IN ('assigned', 'running');
 )sql"},
-      {15, "the background duties' lease (one controller at a time)", R"sql(
+    {15, "the background duties' lease (one controller at a time)", R"sql(
 CREATE TABLE duty_leases (
   name        text PRIMARY KEY,
   holder      text NOT NULL,
@@ -218,7 +225,7 @@ CREATE TABLE duty_leases (
   acquired_at timestamptz NOT NULL
 );
 )sql"},
-      {16, "NOTIFY faultline_work when runs are queued (every controller LISTENs)", R"sql(
+    {16, "NOTIFY faultline_work when runs are queued (every controller LISTENs)", R"sql(
 CREATE FUNCTION faultline_notify_work() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF EXISTS (SELECT 1 FROM changed_runs WHERE state = 'queued') THEN
@@ -233,7 +240,7 @@ CREATE TRIGGER runs_queued_on_update AFTER UPDATE ON runs
   REFERENCING NEW TABLE AS changed_runs FOR EACH STATEMENT
   EXECUTE FUNCTION faultline_notify_work();
 )sql"},
-      {17, "per-job medians and comparisons kept when a job finishes (/metrics reads them)", R"sql(
+    {17, "per-job medians and comparisons kept when a job finishes (/metrics reads them)", R"sql(
 -- The median throughput of every series (cell, arch, board, kernel) of a finished job,
 -- written in the transaction that finishes it: /metrics and the change-point scan read
 -- these rows instead of aggregating every result again.
@@ -312,7 +319,7 @@ $$;
 SELECT faultline_keep_job_series(id) FROM jobs
  WHERE state IN ('succeeded', 'failed', 'cancelled') ORDER BY id;
 )sql"},
-      {18, "one row of per-second samples per result (arrays), samples a view", R"sql(
+    {18, "one row of per-second samples per result (arrays), samples a view", R"sql(
 -- A result's per-second samples in one row: the seconds are 1..n by the stored invariant
 -- (core ResultShapeProblem), so the arrays' positions are the seconds. One row and one
 -- foreign-key check per result instead of per sample: COPY of a fleet's results went from
@@ -345,12 +352,12 @@ CREATE VIEW samples AS
 SELECT s.run_id, u.second::integer AS second, u.rounds, u.pages
   FROM run_samples s, unnest(s.rounds, s.pages) WITH ORDINALITY AS u(rounds, pages, second);
 )sql"},
-      {19, "drop runs_job: runs_job_cell_kernel_repetition_boards leads with job_id", R"sql(
+    {19, "drop runs_job: runs_job_cell_kernel_repetition_boards leads with job_id", R"sql(
 -- Every change of a run's state writes a new row version into each of the table's indexes;
 -- this one answered nothing the unique index on (job_id, ...) does not.
 DROP INDEX runs_job;
 )sql"},
-      {20, "a finished job's run counts kept on the job (/metrics counts runs by state)", R"sql(
+    {20, "a finished job's run counts kept on the job (/metrics counts runs by state)", R"sql(
 -- A job's runs no longer change state once the job is final, so their counts are kept on it
 -- when it finishes, by the function every finishing path runs. /metrics then counts only
 -- the open runs (by their partial indexes) and the runs of live jobs: before, each scrape
@@ -386,7 +393,7 @@ UPDATE jobs j SET runs_succeeded = coalesce(c.succeeded, 0), runs_failed = coale
            FROM runs GROUP BY job_id) c ON c.job_id = f.id
  WHERE j.id = f.id AND f.state IN ('succeeded', 'failed', 'cancelled');
 )sql"},
-      {21, "kernels jobs bring: builds, their artifacts (content-addressed), builders", R"sql(
+    {21, "kernels jobs bring: builds, their artifacts (content-addressed), builders", R"sql(
 -- One row per (label, arch): the label is unique to the kernel's source (tree, ref, config,
 -- series), so jobs asking for the same kernel share its build.
 CREATE TABLE builds (
@@ -430,7 +437,7 @@ CREATE TABLE artifact_chunks (
 ALTER TABLE boards ADD COLUMN boots_built_kernels boolean NOT NULL DEFAULT false,
                    ADD COLUMN build_arches jsonb NOT NULL DEFAULT '[]';
 )sql"},
-      {22, "built kernels that did not boot on a board; artifacts in an object store", R"sql(
+    {22, "built kernels that did not boot on a board; artifacts in an object store", R"sql(
 -- A switch to a built kernel that lapsed or came back on another kernel: the board no
 -- longer offers that kernel (pg::MarkBadBoot). `console`: the failed boot's console tail as
 -- the board kept it (pstore), sent with its next hello.
@@ -447,10 +454,10 @@ CREATE TABLE bad_boots (
 ALTER TABLE artifacts ADD COLUMN location text NOT NULL DEFAULT 'db'
   CHECK (location IN ('db', 's3'));
 )sql"},
-      {23, "jobs that trace mmap_lock waits", R"sql(
+    {23, "jobs that trace mmap_lock waits", R"sql(
 ALTER TABLE jobs ADD COLUMN mmap_lock_waits boolean NOT NULL DEFAULT false;
 )sql"},
-      {24, "bisections: the request, the engine's steps and the job measuring now", R"sql(
+    {24, "bisections: the request, the engine's steps and the job measuring now", R"sql(
 CREATE TABLE bisections (
   id          bigserial PRIMARY KEY,
   request_id  text UNIQUE,
@@ -463,7 +470,7 @@ CREATE TABLE bisections (
 );
 CREATE INDEX bisections_running ON bisections (id) WHERE state = 'running';
 )sql"},
-      {25, "schedules that follow a branch: one label per slot, one series", R"sql(
+    {25, "schedules that follow a branch: one label per slot, one series", R"sql(
 -- A schedule's kernel on a branch is built anew at every slot under its own label,
 -- "LABEL@<source hash>+<slot>" (orchestration/kernel_sources.h); its series is the label
 -- without "+<slot>", so the nights form one history.
@@ -488,8 +495,17 @@ $$;
 ALTER TABLE change_points ADD COLUMN previous_job_id bigint REFERENCES jobs (id)
   ON DELETE SET NULL;
 )sql"},
-  };
-  return kMigrations;
+};
+
+}  // namespace
+
+const std::vector<Migration>& Migrations() {
+  static const std::vector<Migration>* const migrations = [] {
+    auto* out = new std::vector<Migration>();
+    for (const MigrationText& m : kMigrations) out->push_back({m.version, m.name, m.sql});
+    return out;
+  }();
+  return *migrations;
 }
 
 }  // namespace faultline::controller
