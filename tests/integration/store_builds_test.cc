@@ -85,14 +85,14 @@ TEST_F(BuildStoreTest, CancellingAJobStopsTheBuildsNoOtherJobNeeds) {
   auto first_builds = store_->builds().ListBuilds(first);
   ASSERT_TRUE(first_builds.ok());
   ASSERT_EQ(first_builds->size(), 1u);
-  EXPECT_EQ((*first_builds)[0].state, "failed");
+  EXPECT_EQ((*first_builds)[0].state, BuildState::kFailed);
   EXPECT_NE((*first_builds)[0].error.find("cancelled: job"), std::string::npos);
   // The builder at work on it finds its lease gone.
   EXPECT_FALSE(*store_->builds().RenewBuild((*claimed)->id, (*claimed)->attempt_id, 60));
   // The shared one stays queued for the job that still wants it.
   auto second_builds = store_->builds().ListBuilds(second);
   ASSERT_TRUE(second_builds.ok());
-  EXPECT_EQ((*second_builds)[0].state, "queued");
+  EXPECT_EQ((*second_builds)[0].state, BuildState::kQueued);
 }
 
 TEST_F(BuildStoreTest, ABuiltKernelThatDoesNotComeBackIsBadOnThatBoard) {
@@ -211,7 +211,7 @@ TEST_F(BuildStoreTest, ABuildIsSharedClaimedOnceFencedAndServedByChunk) {
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(builds.FinishBuild(b.id, b.attempt_id, true, Outcome(kSha)).ok());
   const BuildRecord done = builds.ListBuilds(0)->front();
-  EXPECT_EQ(done.state, "done");
+  EXPECT_EQ(done.state, BuildState::kDone);
   EXPECT_EQ(done.release, "6.12.0-flabc");
   EXPECT_EQ(done.image_bytes, image.size());
   EXPECT_EQ(done.series, std::vector<std::string>{"[PATCH] mm: x"});

@@ -312,7 +312,7 @@ TYPED_TEST(StoreContract, ABisectionIsUpdatedOnlyWhileRunningAndCancelledOnce) {
   auto first = store.CreateBisection("req-1", R"({"phase":"endpoints"})");
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(first->created);
-  EXPECT_EQ(first->record.state, "running");
+  EXPECT_EQ(first->record.state, BisectionState::kRunning);
   // The same request id: the first one, not a second.
   auto again = store.CreateBisection("req-1", R"({"phase":"other"})");
   ASSERT_TRUE(again.ok());
@@ -324,7 +324,8 @@ TYPED_TEST(StoreContract, ABisectionIsUpdatedOnlyWhileRunningAndCancelledOnce) {
 
   const int64_t id = first->record.id;
   const int64_t job = this->CreateJob();
-  auto updated = store.UpdateBisection(id, "running", R"({"phase":"bisecting"})", job);
+  auto updated =
+      store.UpdateBisection(id, BisectionState::kRunning, R"({"phase":"bisecting"})", job);
   ASSERT_TRUE(updated.ok()) << updated.status();
   EXPECT_TRUE(*updated);
   auto got = store.GetBisection(id);
@@ -338,13 +339,13 @@ TYPED_TEST(StoreContract, ABisectionIsUpdatedOnlyWhileRunningAndCancelledOnce) {
 
   auto cancelled = store.CancelBisection(id);
   ASSERT_TRUE(cancelled.ok());
-  EXPECT_EQ(cancelled->state, "cancelled");
+  EXPECT_EQ(cancelled->state, BisectionState::kCancelled);
   EXPECT_EQ(cancelled->current_job, job);  // so the caller can cancel its job
   // A cancelled one is not written by a driver pass that raced the cancel.
-  auto late = store.UpdateBisection(id, "done", R"({"phase":"done"})", 0);
+  auto late = store.UpdateBisection(id, BisectionState::kDone, R"({"phase":"done"})", 0);
   ASSERT_TRUE(late.ok());
   EXPECT_FALSE(*late);
-  EXPECT_EQ(store.GetBisection(id)->state, "cancelled");
+  EXPECT_EQ(store.GetBisection(id)->state, BisectionState::kCancelled);
   EXPECT_EQ(store.ListBisections(10, true)->size(), 1u);
   EXPECT_EQ(store.ListBisections(10, false)->size(), 2u);
   EXPECT_EQ(absl::StatusCode::kNotFound, store.GetBisection(id + 100).status().code());

@@ -327,7 +327,7 @@ class FakeBisectionStore final : public BisectionStore {
         if (request_ids_.at(id) == request_id) return Created{b, false};
       }
     }
-    BisectionRecord b{.id = next_id_++, .state = "running", .doc_json = doc_json};
+    BisectionRecord b{.id = next_id_++, .state = BisectionState::kRunning, .doc_json = doc_json};
     rows_[b.id] = b;
     request_ids_[b.id] = request_id;
     return Created{b, true};
@@ -344,15 +344,15 @@ class FakeBisectionStore final : public BisectionStore {
     std::vector<BisectionRecord> out;
     for (auto it = rows_.rbegin(); it != rows_.rend() && static_cast<int>(out.size()) < limit;
          ++it) {
-      if (!running_only || it->second.state == "running") out.push_back(it->second);
+      if (!running_only || it->second.state == BisectionState::kRunning) out.push_back(it->second);
     }
     return out;
   }
-  absl::StatusOr<bool> UpdateBisection(int64_t id, const std::string& state,
+  absl::StatusOr<bool> UpdateBisection(int64_t id, BisectionState state,
                                        const std::string& doc_json, int64_t current_job) override {
     std::lock_guard lock(mu_);
     auto it = rows_.find(id);
-    if (it == rows_.end() || it->second.state != "running") return false;
+    if (it == rows_.end() || it->second.state != BisectionState::kRunning) return false;
     it->second.state = state;
     it->second.doc_json = doc_json;
     it->second.current_job = current_job;
@@ -362,7 +362,7 @@ class FakeBisectionStore final : public BisectionStore {
     std::lock_guard lock(mu_);
     auto it = rows_.find(id);
     if (it == rows_.end()) return absl::NotFoundError(absl::StrCat("bisection ", id, " not found"));
-    if (it->second.state == "running") it->second.state = "cancelled";
+    if (it->second.state == BisectionState::kRunning) it->second.state = BisectionState::kCancelled;
     return it->second;
   }
 

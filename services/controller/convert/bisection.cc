@@ -41,7 +41,7 @@ absl::StatusOr<v1::Bisection> BisectionFromRecord(const BisectionRecord& record)
     return absl::InternalError(absl::StrCat("bisection ", record.id, ": unreadable document"));
   }
   doc.set_id(record.id);
-  doc.set_state(record.state);
+  doc.set_state(std::string(ToString(record.state)));
   doc.set_current_job(record.current_job);
   *doc.mutable_created_at() =
       google::protobuf::util::TimeUtil::MillisecondsToTimestamp(record.created_ms);

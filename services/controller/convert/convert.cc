@@ -437,7 +437,7 @@ void BuildToProto(const BuildRecord& b, v1::Build* out) {
   out->set_id(b.id);
   out->set_label(b.label);
   out->set_arch(b.arch);
-  out->set_state(b.state);
+  out->set_state(std::string(ToString(b.state)));
   out->set_builder(b.builder);
   out->set_key(b.key);
   out->set_release(b.release);

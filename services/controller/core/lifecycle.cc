@@ -18,6 +18,9 @@ constexpr std::array<std::string_view, 4> kChangePointStates = {"open", "acknowl
                                                                 "invalid"};
 constexpr std::array<std::string_view, 2> kTokenRoles = {"user", "agent"};
 constexpr std::array<std::string_view, 3> kBoardHealths = {"ok", "switching", "needs-check"};
+constexpr std::array<std::string_view, 4> kBuildStates = {"queued", "building", "done", "failed"};
+constexpr std::array<std::string_view, 4> kBisectionStates = {"running", "done", "failed",
+                                                              "cancelled"};
 
 template <typename E, size_t N>
 std::optional<E> Parse(const std::array<std::string_view, N>& names, std::string_view s) {
@@ -43,6 +46,18 @@ std::string_view ToString(TokenRole r) {
 }
 std::string_view ToString(BoardHealth h) {
   return kBoardHealths[static_cast<size_t>(h)];
+}
+std::string_view ToString(BuildState s) {
+  return kBuildStates[static_cast<size_t>(s)];
+}
+std::string_view ToString(BisectionState s) {
+  return kBisectionStates[static_cast<size_t>(s)];
+}
+std::optional<BuildState> ParseBuildState(std::string_view s) {
+  return Parse<BuildState>(kBuildStates, s);
+}
+std::optional<BisectionState> ParseBisectionState(std::string_view s) {
+  return Parse<BisectionState>(kBisectionStates, s);
 }
 std::optional<JobState> ParseJobState(std::string_view s) {
   return Parse<JobState>(kJobStates, s);

@@ -20,18 +20,25 @@ enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
 enum class RunState { kQueued, kAssigned, kRunning, kSucceeded, kFailed, kCancelled };
 enum class ChangePointState { kOpen, kAcknowledged, kFixed, kInvalid };
 enum class TokenRole { kUser, kAgent };
+// A kernel build (storage: builds.state) and a bisection (bisections.state).
+enum class BuildState { kQueued, kBuilding, kDone, kFailed };
+enum class BisectionState { kRunning, kDone, kFailed, kCancelled };
 
 // The stored spelling ("queued", "needs-check", ...); Parse* returns nullopt for others.
 std::string_view ToString(JobState s);
 std::string_view ToString(RunState s);
 std::string_view ToString(ChangePointState s);
 std::string_view ToString(TokenRole r);
-std::string_view ToString(BoardHealth h);  // ok | switching | needs-check
+std::string_view ToString(BoardHealth h);     // ok | switching | needs-check
+std::string_view ToString(BuildState s);      // queued | building | done | failed
+std::string_view ToString(BisectionState s);  // running | done | failed | cancelled
 std::optional<JobState> ParseJobState(std::string_view s);
 std::optional<RunState> ParseRunState(std::string_view s);
 std::optional<ChangePointState> ParseChangePointState(std::string_view s);
 std::optional<TokenRole> ParseTokenRole(std::string_view s);
 std::optional<BoardHealth> ParseBoardHealth(std::string_view s);
+std::optional<BuildState> ParseBuildState(std::string_view s);
+std::optional<BisectionState> ParseBisectionState(std::string_view s);
 
 bool IsFinal(JobState s);  // succeeded, failed or cancelled
 bool IsFinal(RunState s);

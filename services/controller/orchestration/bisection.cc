@@ -405,12 +405,12 @@ absl::StatusOr<bool> Advance(const Stores& stores, const BisectionRecord& record
     }
   }
   StateToProto(state, &doc);
-  std::string status = "running";
-  if (state.phase == bisect::Phase::kDone) status = "done";
-  if (state.phase == bisect::Phase::kFailed) status = "failed";
-  if (status != "running") {
+  BisectionState status = BisectionState::kRunning;
+  if (state.phase == bisect::Phase::kDone) status = BisectionState::kDone;
+  if (state.phase == bisect::Phase::kFailed) status = BisectionState::kFailed;
+  if (status != BisectionState::kRunning) {
     log::info("event=bisect_finished bisection={} state={} culprit={} failure=\"{}\"", doc.id(),
-              status, state.result.culprit, state.failure);
+              ToString(status), state.result.culprit, state.failure);
   }
   auto json = BisectionToJson(doc);
   if (!json.ok()) return json.status();
@@ -484,7 +484,7 @@ absl::StatusOr<v1::Bisection> CancelBisection(const Stores& stores, int64_t id) 
   if (stores.bisections == nullptr) return absl::UnimplementedError("no bisection store");
   auto record = stores.bisections->CancelBisection(id);
   if (!record.ok()) return record.status();
-  if (record->state == "cancelled" && record->current_job != 0) {
+  if (record->state == BisectionState::kCancelled && record->current_job != 0) {
     auto cancelled = stores.jobs->CancelJob(record->current_job);
     if (!cancelled.ok()) return cancelled.status();
     log::info("event=bisect_cancelled bisection={} job={}", id, record->current_job);

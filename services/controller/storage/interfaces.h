@@ -221,7 +221,7 @@ class BisectionStore {
   virtual absl::StatusOr<std::vector<BisectionRecord>> ListBisections(int limit,
                                                                       bool running_only) = 0;
   // The driver's progress; false (nothing written) when it is no longer running.
-  virtual absl::StatusOr<bool> UpdateBisection(int64_t id, const std::string& state,
+  virtual absl::StatusOr<bool> UpdateBisection(int64_t id, BisectionState state,
                                                const std::string& doc_json,
                                                int64_t current_job) = 0;
   // Running -> cancelled (a final one is returned as it is); NOT_FOUND.

@@ -13,7 +13,7 @@ constexpr const char* kColumns = R"sql(
 BisectionRecord FromRow(const pqxx::row& r) {
   BisectionRecord b;
   b.id = r[0].as<int64_t>();
-  b.state = r[1].as<std::string>();
+  b.state = pg::ParseEnumOr(ParseBisectionState(r[1].as<std::string>()), BisectionState::kFailed);
   b.doc_json = r[2].as<std::string>();
   b.current_job = r[3].as<int64_t>();
   b.created_ms = r[4].as<int64_t>();
@@ -72,7 +72,7 @@ absl::StatusOr<std::vector<BisectionRecord>> PgBisectionStore::ListBisections(in
       });
 }
 
-absl::StatusOr<bool> PgBisectionStore::UpdateBisection(int64_t id, const std::string& state,
+absl::StatusOr<bool> PgBisectionStore::UpdateBisection(int64_t id, BisectionState state,
                                                        const std::string& doc_json,
                                                        int64_t current_job) {
   return pool_->Query<bool>([&](pqxx::connection& c, bool& out) -> absl::Status {
@@ -82,7 +82,7 @@ absl::StatusOr<bool> PgBisectionStore::UpdateBisection(int64_t id, const std::st
              updated_at = now()
        WHERE id = $1 AND state = 'running'
       RETURNING id)sql",
-                              id, state, doc_json, current_job);
+                              id, std::string(ToString(state)), doc_json, current_job);
     out = !rows.empty();
     w.commit();
     return absl::OkStatus();

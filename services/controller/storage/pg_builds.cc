@@ -28,7 +28,7 @@ BuildRecord BuildFromRow(const pqxx::row& r) {
   b.id = r[0].as<int64_t>();
   b.label = r[1].as<std::string>();
   b.arch = r[2].as<std::string>();
-  b.state = r[3].as<std::string>();
+  b.state = pg::ParseEnumOr(ParseBuildState(r[3].as<std::string>()), BuildState::kFailed);
   b.builder = r[4].as<std::string>();
   b.attempt_id = r[5].as<std::string>();
   b.source_json = r[6].as<std::string>();

@@ -175,7 +175,7 @@ class PgBisectionStore final : public BisectionStore {
   absl::StatusOr<BisectionRecord> GetBisection(int64_t id) override;
   absl::StatusOr<std::vector<BisectionRecord>> ListBisections(int limit,
                                                               bool running_only) override;
-  absl::StatusOr<bool> UpdateBisection(int64_t id, const std::string& state,
+  absl::StatusOr<bool> UpdateBisection(int64_t id, BisectionState state,
                                        const std::string& doc_json, int64_t current_job) override;
   absl::StatusOr<BisectionRecord> CancelBisection(int64_t id) override;
 

@@ -101,7 +101,7 @@ struct BuildRecord {
   int64_t id = 0;
   std::string label;
   std::string arch;
-  std::string state;  // queued | building | done | failed
+  BuildState state = BuildState::kQueued;
   std::string builder;
   std::string attempt_id;
   std::string source_json;  // v1.KernelSource as JSON
@@ -258,7 +258,7 @@ struct ScheduleRecord {
 // the engine's steps and measurements) and where the driver is.
 struct BisectionRecord {
   int64_t id = 0;
-  std::string state;  // running | done | failed | cancelled
+  BisectionState state = BisectionState::kRunning;
   std::string doc_json;
   int64_t current_job = 0;  // the job measuring the open step (0: none)
   int64_t created_ms = 0;
