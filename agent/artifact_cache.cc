@@ -10,12 +10,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <tuple>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/files.h"
 
 namespace faultline::agent {
 namespace {
@@ -94,15 +95,14 @@ std::optional<CachedArtifact> Load(const std::string& dir, const std::string& sh
   struct stat st {};
   if (::stat(a.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   a.bytes = static_cast<uint64_t>(st.st_size);
-  std::ifstream in(a.path + kMetaSuffix);
-  if (!in) {
+  std::optional<std::string> meta = ReadFileToString(a.path + kMetaSuffix, nullptr);
+  if (!meta.has_value()) {
     if (require_meta) return std::nullopt;
     return a;
   }
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "release=")) a.release = line.substr(8);
-    if (absl::StartsWith(line, "label=")) a.labels.push_back(line.substr(6));
+  for (absl::string_view line : absl::StrSplit(*meta, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "release=")) a.release = std::string(line.substr(8));
+    if (absl::StartsWith(line, "label=")) a.labels.emplace_back(line.substr(6));
   }
   if (!a.labels.empty()) a.label = a.labels.front();
   return a;

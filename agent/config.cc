@@ -1,14 +1,13 @@
 #include "agent/config.h"
 
-#include <fstream>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include <unistd.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 #include "common/units.h"
 #include "yaml-cpp/yaml.h"
 
@@ -333,11 +332,9 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml_text,
 
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path,
                                             const std::string& running_release) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto config = ParseAgentConfig(text.str(), running_release);
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  auto config = ParseAgentConfig(*text, running_release);
   if (!config.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", config.status().message()));
   }

@@ -6,8 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -66,14 +64,6 @@ absl::Status RemoveFileDurably(const std::string& dir, const std::string& name) 
     return Errno("unlink " + path);
   }
   return SyncDirectory(dir);
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 }  // namespace faultline::agent

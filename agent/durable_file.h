@@ -6,7 +6,6 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 
 namespace faultline::agent {
 
@@ -15,6 +14,5 @@ absl::Status WriteFileDurably(const std::string& dir, const std::string& name,
                               const std::string& content);
 // Removes dir/name (absent is fine) and fsyncs the directory.
 absl::Status RemoveFileDurably(const std::string& dir, const std::string& name);
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 
 }  // namespace faultline::agent

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/durable_file.h"
 #include "common/log.h"
+#include "common/read_file.h"
 #include "common/strings.h"
 #include "common/units.h"
 
@@ -25,10 +26,6 @@ namespace {
 
 constexpr char kPendingFile[] = "kernel-switch.pending";
 constexpr char kNeedsCheckFile[] = "needs-check";
-
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  return ReadWholeFile(path);
-}
 
 std::map<std::string, std::string> ParseLines(const std::string& text) {
   std::map<std::string, std::string> out;
@@ -51,7 +48,7 @@ absl::Status Errno(const std::string& what) {
 absl::StatusOr<BootIdentity> ReadBootIdentity(const AgentConfig& config) {
   BootIdentity id;
   if (!config.release_file.empty()) {
-    auto text = ReadSmallFile(config.release_file);
+    auto text = ReadFile(config.release_file);
     if (!text.ok()) return text.status();
     id.release = std::string(TrimSpace(*text));
   } else {
@@ -61,7 +58,7 @@ absl::StatusOr<BootIdentity> ReadBootIdentity(const AgentConfig& config) {
   }
   const std::string boot_id_path =
       config.boot_id_file.empty() ? "/proc/sys/kernel/random/boot_id" : config.boot_id_file;
-  auto text = ReadSmallFile(boot_id_path);
+  auto text = ReadFile(boot_id_path);
   if (!text.ok()) return text.status();
   id.boot_id = std::string(TrimSpace(*text));
   if (id.release.empty()) return absl::FailedPreconditionError("the running release is empty");
@@ -164,7 +161,7 @@ absl::Status SwitchState::SavePending(const PendingSwitch& p) {
 absl::StatusOr<std::optional<PendingSwitch>> SwitchState::LoadPending() const {
   const std::string path = dir_ + "/" + kPendingFile;
   if (::access(path.c_str(), F_OK) != 0) return std::optional<PendingSwitch>();
-  auto text = ReadSmallFile(path);
+  auto text = ReadFile(path);
   if (!text.ok()) return text.status();
   auto kv = ParseLines(*text);
   PendingSwitch p;
@@ -187,7 +184,7 @@ absl::Status SwitchState::MarkNeedsCheck(const std::string& reason) {
 }
 
 std::optional<std::string> SwitchState::NeedsCheck() const {
-  auto text = ReadSmallFile(dir_ + "/" + kNeedsCheckFile);
+  auto text = ReadFile(dir_ + "/" + kNeedsCheckFile);
   if (!text.ok()) return std::nullopt;
   std::string reason = std::string(TrimSpace(*text));
   return reason.empty() ? std::string("needs a check (no reason recorded)") : reason;

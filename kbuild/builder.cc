@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/read_file.h"
 #include "common/sha256.h"
 #include "common/strings.h"
 #include "kbuild/files.h"

@@ -4,23 +4,23 @@
 //     --fragment deploy/kernel/board.config --series rfc-v5.mbox --include 'arch/x86/*'
 // Exit codes: 0 built or found, 2 bad input (unknown ref, a series that does not apply, a
 // config without what a board needs), 1 the build failed (log kept, its tail printed).
-#include <fstream>
 #include <iostream>
-#include <sstream>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
+#include "common/files.h"
 #include "kbuild/builder.h"
 
 namespace {
 
 bool ReadNamed(const std::string& path, faultline::kbuild::NamedText* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::optional<std::string> text = faultline::ReadFileToString(path, nullptr);
+  if (!text.has_value()) return false;
   out->name = path.substr(path.rfind('/') + 1);
-  out->text = text.str();
+  out->text = *std::move(text);
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 #include "common/sha256.h"
 #include "kbuild/files.h"
 #include "kbuild/process.h"

@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <vector>
 
 #include <sys/stat.h>
 
+#include "common/files.h"
 #include "faultline/v1/limits.h"
 
 namespace faultline::spec::yaml {
@@ -230,12 +230,11 @@ class KernelsReader : public Context {
     if (!S_ISREG(st.st_mode)) return cannot_read("not a regular file");
     std::string content;
     if (static_cast<uint64_t>(st.st_size) <= v1::kMaxKernelFileBytes) {
-      std::ifstream in(resolved, std::ios::binary);
-      if (!in) return cannot_read(std::strerror(errno));
-      content.resize(v1::kMaxKernelFileBytes + 1);  // files like /proc's say 0 bytes: bounded
-      in.read(content.data(), static_cast<std::streamsize>(content.size()));
-      if (in.bad()) return cannot_read(std::strerror(errno));
-      content.resize(static_cast<size_t>(in.gcount()));
+      // Bounded: files like /proc's say 0 bytes.
+      std::optional<std::string> text =
+          ReadFileToString(resolved.string(), nullptr, v1::kMaxKernelFileBytes);
+      if (!text.has_value()) return cannot_read(std::strerror(errno));
+      content = *std::move(text);
     }
     const uint64_t bytes = std::max<uint64_t>(static_cast<uint64_t>(st.st_size), content.size());
     if (bytes > v1::kMaxKernelFileBytes) {

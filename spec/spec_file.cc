@@ -10,11 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <system_error>
 #include <type_traits>
 #include <vector>
@@ -24,6 +22,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
+#include "common/files.h"
 #include "spec/kernels_yaml.h"
 #include "spec/prescan.h"
 #include "spec/yaml_node.h"
@@ -449,13 +448,12 @@ absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return absl::InvalidArgumentError(path + ": is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::InvalidArgumentError(path + ": cannot read: " + std::strerror(errno));
+  std::string error;
+  std::optional<std::string> text = ReadFileToString(path, &error);
+  if (!text.has_value())
+    return absl::InvalidArgumentError(path + ": cannot open: " + std::strerror(errno));
   // Files the spec names (kernels' series and config fragments) are next to it.
-  return LoadJobSpec(text.str(), path, std::filesystem::path(path).parent_path());
+  return LoadJobSpec(*text, path, std::filesystem::path(path).parent_path());
 }
 
 }  // namespace faultline::spec

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/durable_file.h"
+#include "common/read_file.h"
 
 namespace faultline::agent {
 namespace {
@@ -57,7 +58,7 @@ absl::StatusOr<std::vector<std::string>> ResultSpool::List() const {
 }
 
 absl::StatusOr<v1::ReportResultRequest> ResultSpool::Load(const std::string& name) {
-  auto bytes = ReadWholeFile(dir_ + "/" + name);
+  auto bytes = ReadFile(dir_ + "/" + name);
   if (!bytes.ok()) return bytes.status();
   v1::ReportResultRequest result;
   if (!result.ParseFromString(*bytes) || result.run_id() <= 0) {

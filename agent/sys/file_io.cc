@@ -16,27 +16,6 @@ std::string ErrnoMessage(int error_number) {
   return std::strerror(error_number);
 }
 
-std::optional<std::string> ReadFileToString(const std::string& path, std::string* error) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    if (error != nullptr) *error = path + ": " + ErrnoMessage(errno);
-    return std::nullopt;
-  }
-  std::string content;
-  char buffer[8192];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (error != nullptr) *error = path + ": read: " + ErrnoMessage(errno);
-      return std::nullopt;
-    }
-    if (n == 0) break;
-    content.append(buffer, static_cast<size_t>(n));
-  }
-  return content;
-}
-
 bool WriteToExistingFile(const std::string& path, std::string_view content, std::string* error) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd) {

@@ -1,6 +1,5 @@
 #pragma once
-// Small file helpers for procfs, sysfs and cgroupfs. Pseudo-files report bogus sizes
-// (0 or 4096), so reads go to EOF, and cgroup writes must be a single write() call
+// Small file helpers for procfs, sysfs and cgroupfs. Cgroup writes must be a single write() call
 // because the kernel parses each write on its own.
 #include <cstdint>
 #include <map>
@@ -8,10 +7,12 @@
 #include <string>
 #include <string_view>
 
+#include "common/files.h"
+
 namespace faultline::sys {
 
-// Reads the whole file. On failure returns nullopt and sets *error to "<path>: <strerror>".
-std::optional<std::string> ReadFileToString(const std::string& path, std::string* error);
+// Whole-file reads: the tree's one (common/files.h), named here for the system layer.
+using ::faultline::ReadFileToString;
 
 // Writes `content` with one write() to an existing file (no O_CREAT: cgroup files are
 // created by the kernel, and a typo must not silently create a regular file).

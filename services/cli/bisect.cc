@@ -4,9 +4,7 @@
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string_view>
 #include <thread>
 
@@ -15,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/files.h"
 #include "common/strings.h"
 #include "kbuild/process.h"
 #include "report/bisect.h"
@@ -122,13 +121,12 @@ absl::StatusOr<v1::BisectRequest> MakeBisectRequest(const BisectArgs& args, v1::
   }
   if (!args.fragments.empty()) {
     for (const std::string& path : args.fragments) {
-      std::ifstream file(path);
-      std::stringstream text;
-      text << file.rdbuf();
-      if (!file) return Usage("--fragment: cannot read " + path);
+      std::string error;
+      std::optional<std::string> text = ReadFileToString(path, &error);
+      if (!text.has_value()) return Usage("--fragment: cannot read " + error);
       auto* f = r.add_fragments();
       f->set_name(path.substr(path.rfind('/') + 1));
-      f->set_content(text.str());
+      f->set_content(*std::move(text));
     }
   } else if (source != nullptr) {
     *r.mutable_fragments() = source->fragments();

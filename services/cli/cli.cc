@@ -1,8 +1,6 @@
 #include "services/cli/cli.h"
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
@@ -24,6 +22,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include "absl/status/status.h"
+#include "common/files.h"
 #include "common/strings.h"
 #include "common/tls.h"
 #include "common/units.h"
@@ -271,8 +270,9 @@ void AddCompareCommand(CLI::App& app, Invocation& in) {
 std::unique_ptr<JobStub> PrepareConnection(const Invocation& in, CliEnv& env,
                                            const StubFactory& connect) {
   if (!in.token_file.empty()) {
-    std::ifstream file(in.token_file);
-    if (!file || !std::getline(file, env.token) || env.token.empty()) {
+    std::optional<std::string> text = ReadFileToString(in.token_file, nullptr);
+    env.token = text.has_value() ? text->substr(0, text->find('\n')) : "";
+    if (env.token.empty()) {
       PrintError(env, "--token-file: cannot read a token from " + in.token_file);
       return nullptr;
     }
@@ -306,17 +306,16 @@ bool ReportViewOf(const Invocation& in, const CliEnv& env, report::ReportView* v
 int ReportFromFile(const Invocation& in, const CliEnv& env) {
   report::ReportView view;
   if (!ReportViewOf(in, env, &view)) return kExitUsage;
-  std::ifstream file(in.report_from);
-  std::stringstream text;
-  text << file.rdbuf();
-  if (!file) {
-    PrintError(env, "--from: cannot read " + in.report_from);
+  std::string error;
+  std::optional<std::string> text = ReadFileToString(in.report_from, &error);
+  if (!text.has_value()) {
+    PrintError(env, "--from: cannot read " + error);
     return kExitUsage;
   }
   v1::GetReportResponse report;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;  // saved by a newer faultline
-  if (auto status = google::protobuf::util::JsonStringToMessage(text.str(), &report, options);
+  if (auto status = google::protobuf::util::JsonStringToMessage(*text, &report, options);
       !status.ok()) {
     PrintError(env, "--from " + in.report_from + ": not a saved report (faultline report JOB " +
                         "--format json): " + std::string(status.message()));

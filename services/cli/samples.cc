@@ -4,11 +4,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <iterator>
-#include <sstream>
 
 #include "absl/status/status.h"
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace faultline::cli {
@@ -52,12 +51,11 @@ absl::StatusOr<std::vector<double>> ParseSamples(std::string_view text, std::str
 }
 
 absl::StatusOr<std::vector<double>> LoadSamplesFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(path + ": cannot read: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(path + ": read error");
-  return ParseSamples(text.str(), path);
+  std::optional<std::string> text = ReadFileToString(path, nullptr);
+  if (!text.has_value()) {
+    return absl::NotFoundError(path + ": cannot read: " + std::strerror(errno));
+  }
+  return ParseSamples(*text, path);
 }
 
 }  // namespace faultline::cli

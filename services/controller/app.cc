@@ -9,6 +9,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/s3.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -139,9 +141,12 @@ absl::StatusOr<s3::Client> OpenObjectStore(const ControllerOptions& options) {
   c.prefix = options.artifact_s3_prefix;
   c.ca_file = options.artifact_s3_ca;
   if (!options.artifact_s3_credentials.empty()) {
-    std::ifstream in(options.artifact_s3_credentials);
-    std::string line;
-    while (std::getline(in, line)) {
+    std::string error;
+    std::optional<std::string> text = ReadFileToString(options.artifact_s3_credentials, &error);
+    if (!text.has_value()) {
+      return absl::InvalidArgumentError("--artifact-s3-credentials: cannot read " + error);
+    }
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
       const size_t eq = line.find('=');
       if (eq == std::string::npos) continue;
       const std::string key(absl::StripAsciiWhitespace(line.substr(0, eq)));

@@ -5,7 +5,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -14,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/files.h"
 #include "common/sha256.h"
 
 namespace faultline::controller {
@@ -123,12 +123,11 @@ absl::StatusOr<HttpWebConfig> ParseHttpWebConfig(const std::string& text, const 
 }
 
 absl::StatusOr<HttpWebConfig> LoadHttpWebConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("--http-config: cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string error;
+  std::optional<std::string> text = ReadFileToString(path, &error);
+  if (!text.has_value()) return absl::NotFoundError("--http-config: cannot read " + error);
   auto slash = path.rfind('/');
-  return ParseHttpWebConfig(text.str(), slash == std::string::npos ? "." : path.substr(0, slash));
+  return ParseHttpWebConfig(*text, slash == std::string::npos ? "." : path.substr(0, slash));
 }
 
 BasicAuthChecker::BasicAuthChecker(std::map<std::string, std::string> users)
