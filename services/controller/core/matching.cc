@@ -9,14 +9,14 @@ bool Contains(const std::vector<std::string>& list, const std::string& value) {
   return std::find(list.begin(), list.end(), value) != list.end();
 }
 
-bool Runs(const FreeBoard& board, const std::string& kernel) {
+}  // namespace
+
+bool RunsKernel(const FreeBoard& board, const std::string& kernel) {
   return Contains(board.running_kernels, kernel);
 }
 
-}  // namespace
-
 bool MayServe(const FreeBoard& board, const QueuedRun& run) {
-  return (Runs(board, run.kernel) || Contains(board.bootable_kernels, run.kernel)) &&
+  return (RunsKernel(board, run.kernel) || Contains(board.bootable_kernels, run.kernel)) &&
          (run.arches.empty() || Contains(run.arches, board.arch)) &&
          (run.boards.empty() || Contains(run.boards, board.name)) &&
          run.memory_max <= board.memory_bytes;
@@ -33,7 +33,7 @@ std::vector<BoardStep> MatchParkedBoards(const std::vector<FreeBoard>& boards,
     while (first_open < runs.size() && taken[first_open]) ++first_open;
     for (size_t r = first_open; r < runs.size(); ++r) {
       if (taken[r] || !MayServe(boards[b], runs[r])) continue;
-      const bool switch_kernel = !Runs(boards[b], runs[r].kernel);
+      const bool switch_kernel = !RunsKernel(boards[b], runs[r].kernel);
       if (!switch_kernel) taken[r] = true;
       steps.push_back({.board = b, .run = r, .switch_kernel = switch_kernel});
       break;

@@ -35,8 +35,12 @@ struct BoardStep {
   bool switch_kernel = false;  // false: claim the run
 };
 
-// May `board` serve `run` with some kernel (running or bootable)?
+// Which board may serve a run, written once (the dispatcher's passes, a board's own look down
+// the whole queue and a failed boot's "can another board take it" all ask this): it runs or
+// can boot the run's kernel, is of an arch and a name the run allows, and holds its memory.
 bool MayServe(const FreeBoard& board, const QueuedRun& run);
+// Does `board` run `kernel` now (no switch needed)?
+bool RunsKernel(const FreeBoard& board, const std::string& kernel);
 
 // One step for each board that has one, in the boards' order. `runs` must be in queue order.
 std::vector<BoardStep> MatchParkedBoards(const std::vector<FreeBoard>& boards,

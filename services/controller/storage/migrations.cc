@@ -495,6 +495,30 @@ $$;
 ALTER TABLE change_points ADD COLUMN previous_job_id bigint REFERENCES jobs (id)
   ON DELETE SET NULL;
 )sql"},
+    {26, "what a board may boot, written once", R"sql(
+-- The labels a board offers to boot: those its hello announced and, when it boots built
+-- kernels, every label built for its arch; less those that did not boot on it (bad_boots).
+-- boards.bootable_kernel_labels holds this function's value, refreshed by whatever changes
+-- an input (a hello, a finished build, a bad boot); the announced ones are kept apart.
+ALTER TABLE boards ADD COLUMN announced_bootable_labels jsonb NOT NULL DEFAULT '[]';
+UPDATE boards SET announced_bootable_labels = bootable_kernel_labels;
+CREATE FUNCTION faultline_bootable_labels(board_name text) RETURNS jsonb
+  LANGUAGE sql STABLE AS $$
+  SELECT coalesce(jsonb_agg(x.label ORDER BY x.src, x.ord, x.label), '[]'::jsonb)
+    FROM (SELECT a.label, 0 AS src, a.ord
+            FROM boards b,
+                 jsonb_array_elements_text(b.announced_bootable_labels) WITH ORDINALITY
+                   AS a(label, ord)
+           WHERE b.name = board_name
+          UNION ALL
+          SELECT DISTINCT bu.label, 1, 0
+            FROM boards b JOIN builds bu ON bu.arch = b.arch AND bu.state = 'done'
+           WHERE b.name = board_name AND b.boots_built_kernels
+             AND NOT b.announced_bootable_labels ? bu.label) x
+   WHERE NOT EXISTS (SELECT 1 FROM bad_boots bb
+                      WHERE bb.label = x.label AND bb.board = board_name)
+$$;
+)sql"},
 };
 
 }  // namespace

@@ -38,22 +38,16 @@ absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board
     w.exec_params(
         R"sql(
       INSERT INTO boards (name, arch, memory_bytes, kernel_labels, running_kernel_label, facts,
-                          running_kernel_labels, bootable_kernel_labels, boot_id, health,
+                          running_kernel_labels, announced_bootable_labels, boot_id, health,
                           health_reason, boots_built_kernels, build_arches)
       VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb,
-              -- a board that boots built kernels can boot every label built for its arch,
-              -- but those that did not boot on it (bad_boots)
-              ($8::jsonb || CASE WHEN $12 THEN coalesce(
-                (SELECT jsonb_agg(DISTINCT label) FROM builds
-                  WHERE arch = $2 AND state = 'done' AND NOT $8::jsonb ? label), '[]') ELSE '[]' END)
-                - coalesce((SELECT array_agg(label) FROM bad_boots WHERE board = $1), '{}'::text[]),
-              $9, $10, $11, $12, $13::jsonb)
+              $8::jsonb, $9, $10, $11, $12, $13::jsonb)
       ON CONFLICT (name) DO UPDATE SET
         arch = EXCLUDED.arch, memory_bytes = EXCLUDED.memory_bytes,
         kernel_labels = EXCLUDED.kernel_labels,
         running_kernel_label = EXCLUDED.running_kernel_label,
         running_kernel_labels = EXCLUDED.running_kernel_labels,
-        bootable_kernel_labels = EXCLUDED.bootable_kernel_labels,
+        announced_bootable_labels = EXCLUDED.announced_bootable_labels,
         boot_id = EXCLUDED.boot_id, health = EXCLUDED.health,
         health_reason = EXCLUDED.health_reason,
         boots_built_kernels = EXCLUDED.boots_built_kernels, build_arches = EXCLUDED.build_arches,
@@ -63,6 +57,7 @@ absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board
         labels.dump(), board.summary.running_kernel_label, board.facts_json, running.dump(),
         bootable.dump(), board.summary.boot_id, std::string(ToString(health.health)), health.reason,
         board.summary.boots_built_kernels, json(board.summary.build_arches).dump());
+    pg::RefreshBootableLabels(w, board.summary.name);
     // A switch that did not end on its kernel: a built kernel is bad on this board.
     if (in_flight && !health.switch_not_begun &&
         std::find(hello.running_kernel_labels.begin(), hello.running_kernel_labels.end(),

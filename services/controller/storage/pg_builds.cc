@@ -159,12 +159,12 @@ absl::Status PgBuildStore::FinishBuild(int64_t build_id, const std::string& atte
                finished_at = now(), lease_expires = NULL, error = NULL
          WHERE id = $1)sql",
                     build_id, o.dump(), outcome.image_sha256);
-      // Boards that boot built kernels and have this arch can now boot this label.
+      // Boards of this arch may now boot it (faultline_bootable_labels decides which).
       w.exec_params(R"sql(
-        UPDATE boards SET bootable_kernel_labels = bootable_kernel_labels || jsonb_build_array($1::text)
-         WHERE boots_built_kernels AND arch = $2 AND NOT bootable_kernel_labels ? $1
-           AND NOT EXISTS (SELECT 1 FROM bad_boots WHERE label = $1 AND board = boards.name))sql",
-                    label, arch);
+        UPDATE boards SET bootable_kernel_labels = faultline_bootable_labels(name)
+         WHERE arch = $1
+           AND bootable_kernel_labels IS DISTINCT FROM faultline_bootable_labels(name))sql",
+                    arch);
       w.exec("NOTIFY faultline_work");
     } else {
       w.exec_params(R"sql(

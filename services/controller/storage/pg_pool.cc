@@ -1,11 +1,14 @@
 #include "services/controller/storage/pg_pool.h"
 
+#include <algorithm>
 #include <random>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "services/controller/core/matching.h"
+#include "services/controller/storage/pg_queue.h"
 
 namespace faultline::controller::pg {
 namespace {
@@ -167,6 +170,12 @@ std::vector<int64_t> SettleLostAttempts(pqxx::transaction_base& t, const pqxx::r
   return {jobs.begin(), jobs.end()};
 }
 
+void RefreshBootableLabels(pqxx::transaction_base& t, const std::string& board) {
+  t.exec_params(
+      "UPDATE boards SET bootable_kernel_labels = faultline_bootable_labels(name) WHERE name = $1",
+      board);
+}
+
 void MarkBadBoot(pqxx::transaction_base& t, const std::string& board, const std::string& label,
                  const std::string& reason, const std::string& console) {
   auto built = t.exec_params(R"sql(
@@ -181,19 +190,33 @@ void MarkBadBoot(pqxx::transaction_base& t, const std::string& board, const std:
         console = CASE WHEN EXCLUDED.console <> '' THEN EXCLUDED.console
                        ELSE bad_boots.console END)sql",
                 label, board, reason, console);
-  t.exec_params(
-      "UPDATE boards SET bootable_kernel_labels = bootable_kernel_labels - $2 WHERE name = $1",
-      board, label);
+  RefreshBootableLabels(t, board);
+  // Its queued runs that no other board may serve (core/matching.h, whatever the board's
+  // health now) fail.
+  std::vector<FreeBoard> others;
+  for (const auto& r : t.exec_params(
+           absl::StrCat("SELECT ", kFreeBoardColumns, " FROM boards b WHERE b.name <> $1"),
+           board)) {
+    others.push_back(FreeBoardFromRow(r));
+  }
+  std::vector<int64_t> orphaned;
+  for (const auto& r :
+       t.exec_params(absl::StrCat("SELECT ", kQueuedRunColumns,
+                                  " FROM runs r JOIN jobs j ON j.id = r.job_id"
+                                  " WHERE r.kernel = $1 AND r.state = 'queued' FOR UPDATE OF r"),
+                     label)) {
+    const QueuedRun run = QueuedRunFromRow(r);
+    if (std::none_of(others.begin(), others.end(),
+                     [&](const FreeBoard& b) { return MayServe(b, run); })) {
+      orphaned.push_back(run.id);
+    }
+  }
+  if (orphaned.empty()) return;
   auto failed = t.exec_params(R"sql(
-      UPDATE runs r SET state = 'failed', failure_reason = $3, finished_at = now()
-       WHERE r.kernel = $1 AND r.state = 'queued'
-         AND NOT EXISTS (SELECT 1 FROM boards b
-                          WHERE b.name <> $2
-                            AND (b.bootable_kernel_labels ? r.kernel OR b.running_kernel_labels ? r.kernel)
-                            AND (r.arches = '[]'::jsonb OR r.arches ? b.arch)
-                            AND (r.boards = '[]'::jsonb OR r.boards ? b.name))
+      UPDATE runs r SET state = 'failed', failure_reason = $2, finished_at = now()
+       WHERE r.id = ANY($1::bigint[]) AND r.state = 'queued'
       RETURNING r.job_id)sql",
-                              label, board,
+                              absl::StrCat("{", absl::StrJoin(orphaned, ","), "}"),
                               absl::StrCat("kernel ", label, " did not boot on board ", board,
                                            " and no other board can boot it: ", reason));
   std::set<int64_t> jobs;

@@ -79,6 +79,10 @@ std::string LockJob(pqxx::transaction_base& t, int64_t job_id);
 // finishes here, KeepJobSeries runs in the same transaction.
 void RecomputeJobState(pqxx::transaction_base& t, int64_t job_id);
 
+// Sets the labels `board` offers to boot from their one rule (migration 26's
+// faultline_bootable_labels): after its hello or a bad boot on it.
+void RefreshBootableLabels(pqxx::transaction_base& t, const std::string& board);
+
 // A switch of `board` to `label` failed (it lapsed, or the board came back on another
 // kernel). When `label` is a kernel a job brought (a done build of the board's arch): the
 // board no longer offers it (bad_boots, the reason and console tail kept), and queued runs

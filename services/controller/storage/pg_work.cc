@@ -10,21 +10,14 @@
 #include "nlohmann/json.hpp"
 #include "services/controller/core/matching.h"
 #include "services/controller/storage/pg_pool.h"
+#include "services/controller/storage/pg_queue.h"
 
 namespace faultline::controller {
 namespace {
 
+using pg::JsonStrings;
 using pg::OptionalU64;
 using pg::StringMap;
-
-std::vector<std::string> JsonStrings(const std::string& text) {
-  std::vector<std::string> out;
-  if (text == "[]") return out;  // most runs and boards: no parse
-  for (const auto& v : nlohmann::json::parse(text)) {
-    if (v.is_string()) out.push_back(v.get<std::string>());
-  }
-  return out;
-}
 
 // What a claim returns (RETURNING of an UPDATE runs r ... FROM jobs j; the lease grace in
 // parameter $2), read by AssignmentFromRow; the board is column 12.
@@ -96,36 +89,39 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWorkFromWholeQueue(const std::string&
   return pool_->Query<WorkOrder>([&](pqxx::connection& c, WorkOrder& out) -> absl::Status {
     pqxx::work w(c);
     // Locking the board row serialises two polls of one board: a switch is ordered once.
-    auto healthy =
-        w.exec_params("SELECT 1 FROM boards WHERE name = $1 AND health = 'ok' FOR UPDATE", board);
-    if (healthy.empty()) return absl::OkStatus();
-    // The head of this board's queue, over every kernel it runs or can boot.
-    auto head = w.exec_params(R"sql(
-      WITH b AS (
-        SELECT name, arch, memory_bytes, running_kernel_labels, bootable_kernel_labels
-          FROM boards WHERE name = $1)
-      SELECT r.id, r.kernel, r.job_id, b.running_kernel_labels ? r.kernel
-        FROM runs r JOIN jobs j ON j.id = r.job_id CROSS JOIN b
-       WHERE r.state = 'queued'
-         AND (r.not_before IS NULL OR r.not_before <= now())
-         -- a job's runs wait until every kernel it brings is built
-         AND NOT EXISTS (SELECT 1 FROM job_builds jb JOIN builds bu ON bu.id = jb.build_id
-                          WHERE jb.job_id = r.job_id AND bu.state IN ('queued', 'building'))
-         AND (b.running_kernel_labels ? r.kernel OR b.bootable_kernel_labels ? r.kernel)
-         AND (r.arches = '[]'::jsonb OR r.arches ? b.arch)
-         AND (r.boards = '[]'::jsonb OR r.boards ? b.name)
-         AND j.memory_max <= b.memory_bytes
-         AND NOT EXISTS (SELECT 1 FROM runs busy
-                          WHERE busy.board = b.name AND busy.state IN ('assigned', 'running'))
-       ORDER BY r.job_id, r.sequence, r.id
-       LIMIT 1
-       FOR UPDATE OF r SKIP LOCKED)sql",
-                              board);
-    if (head.empty()) return absl::OkStatus();
-    const int64_t run_id = head[0][0].as<int64_t>();
-    const std::string kernel = head[0][1].as<std::string>();
-    const int64_t job_id = head[0][2].as<int64_t>();
-    if (!head[0][3].as<bool>()) {
+    auto me = w.exec_params(
+        absl::StrCat("SELECT ", pg::kFreeBoardColumns, " FROM boards b WHERE b.name = $1 AND ",
+                     pg::kBoardIsFree, " FOR UPDATE OF b"),
+        board);
+    if (me.empty()) return absl::OkStatus();
+    const FreeBoard free = pg::FreeBoardFromRow(me[0]);
+    // The head of this board's queue: the first runnable run it may serve (core/matching.h)
+    // that no other poll holds, read a page at a time.
+    constexpr int kPage = 1024;
+    std::optional<QueuedRun> head;
+    pg::QueueKey after = pg::kQueueStart;
+    for (bool more = true; more && !head.has_value();) {
+      const std::vector<pg::QueuedRow> page =
+          pg::ReadRunnableRuns(w, "whole_queue_page", after, kPage);
+      more = static_cast<int>(page.size()) == kPage;
+      for (const pg::QueuedRow& row : page) {
+        after = row.key;
+        if (!MayServe(free, row.run)) continue;
+        if (w.exec_params("SELECT 1 FROM runs WHERE id = $1 AND state = 'queued' "
+                          "FOR UPDATE SKIP LOCKED",
+                          row.run.id)
+                .empty()) {
+          continue;
+        }
+        head = row.run;
+        break;
+      }
+    }
+    if (!head.has_value()) return absl::OkStatus();
+    const int64_t run_id = head->id;
+    const std::string kernel = head->kernel;
+    const int64_t job_id = head->job_id;
+    if (!RunsKernel(free, kernel)) {
       KernelSwitchOrder order;
       order.label = kernel;
       order.reason = absl::StrCat("run ", run_id, " of job ", job_id, " needs kernel ", kernel);
@@ -173,42 +169,20 @@ absl::Status ReadWorkPlan(pqxx::connection& c, const std::vector<std::string>& b
   plan = WorkPlan{};
   pqxx::nontransaction w(c);  // two reads, each its own snapshot: the claims re-check
   const int window = QueueWindow(boards.size());
-  auto queued = pg::ExecPrepared(w, "dispatch_queue_head", R"sql(
-      SELECT r.id, r.job_id, r.kernel, r.arches::text, r.boards::text, j.memory_max
-        FROM runs r JOIN jobs j ON j.id = r.job_id
-       WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())
-         -- a job's runs wait until every kernel it brings is built
-         AND NOT EXISTS (SELECT 1 FROM job_builds jb JOIN builds bu ON bu.id = jb.build_id
-                          WHERE jb.job_id = r.job_id AND bu.state IN ('queued', 'building'))
-       ORDER BY r.job_id, r.sequence, r.id
-       LIMIT $1)sql",
-                                 window);
+  const std::vector<pg::QueuedRow> queued =
+      pg::ReadRunnableRuns(w, "dispatch_queue_head", pg::kQueueStart, window);
   if (queued.empty()) return absl::OkStatus();
   plan.window_full = static_cast<int>(queued.size()) == window;
   plan.runs.reserve(queued.size());
-  for (const auto& r : queued) {
-    plan.runs.push_back(QueuedRun{.id = r[0].as<int64_t>(),
-                                  .job_id = r[1].as<int64_t>(),
-                                  .kernel = r[2].as<std::string>(),
-                                  .arches = JsonStrings(r[3].as<std::string>()),
-                                  .boards = JsonStrings(r[4].as<std::string>()),
-                                  .memory_max = r[5].as<uint64_t>()});
-  }
-  auto free_rows = pg::ExecPrepared(w, "dispatch_free_boards", R"sql(
-      SELECT b.name, b.arch, b.memory_bytes, b.running_kernel_labels::text,
-             b.bootable_kernel_labels::text
-        FROM boards b
-       WHERE b.name IN (SELECT jsonb_array_elements_text($1::jsonb)) AND b.health = 'ok'
-         AND NOT EXISTS (SELECT 1 FROM runs busy
-                          WHERE busy.board = b.name AND busy.state IN ('assigned', 'running')))sql",
-                                    nlohmann::json(boards).dump());
+  for (const pg::QueuedRow& row : queued) plan.runs.push_back(row.run);
+  static const std::string kFreeBoards = absl::StrCat(
+      "SELECT ", pg::kFreeBoardColumns, " FROM boards b ",
+      "WHERE b.name IN (SELECT jsonb_array_elements_text($1::jsonb)) AND ", pg::kBoardIsFree);
+  auto free_rows =
+      pg::ExecPrepared(w, "dispatch_free_boards", kFreeBoards, nlohmann::json(boards).dump());
   std::map<std::string, FreeBoard> by_name;
   for (const auto& r : free_rows) {
-    FreeBoard b{.name = r[0].as<std::string>(),
-                .arch = r[1].as<std::string>(),
-                .memory_bytes = r[2].as<uint64_t>(),
-                .running_kernels = JsonStrings(r[3].as<std::string>()),
-                .bootable_kernels = JsonStrings(r[4].as<std::string>())};
+    FreeBoard b = pg::FreeBoardFromRow(r);
     by_name.emplace(b.name, std::move(b));
   }
   for (const auto& name : boards) {
@@ -243,13 +217,12 @@ absl::Status OrderSwitches(pqxx::connection& c, const WorkPlan& plan, size_t fir
   if (switching.empty()) return absl::OkStatus();
   pqxx::work w(c);
   std::set<std::string> locked;
-  for (const auto& r : pg::ExecPrepared(w, "dispatch_lock_boards", R"sql(
-           SELECT b.name FROM boards b
-            WHERE b.name IN (SELECT jsonb_array_elements_text($1::jsonb)) AND b.health = 'ok'
-              AND NOT EXISTS (SELECT 1 FROM runs busy WHERE busy.board = b.name
-                                 AND busy.state IN ('assigned', 'running'))
-            ORDER BY b.name FOR UPDATE OF b)sql",
-                                        nlohmann::json(switching).dump())) {
+  static const std::string kLockBoards = absl::StrCat(
+      "SELECT b.name FROM boards b WHERE b.name IN (SELECT jsonb_array_elements_text($1::jsonb))"
+      " AND ",
+      pg::kBoardIsFree, " ORDER BY b.name FOR UPDATE OF b");
+  for (const auto& r :
+       pg::ExecPrepared(w, "dispatch_lock_boards", kLockBoards, nlohmann::json(switching).dump())) {
     locked.insert(r[0].as<std::string>());
   }
   for (size_t i = first; i < last; ++i) {
@@ -289,9 +262,9 @@ absl::Status ClaimGroup(pqxx::connection& c, const WorkPlan& plan, size_t first,
            SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(run bigint, board text)),
          locked AS MATERIALIZED (
            SELECT b.name FROM boards b
-            WHERE b.name IN (SELECT board FROM want) AND b.health = 'ok'
-              AND NOT EXISTS (SELECT 1 FROM runs busy WHERE busy.board = b.name
-                                 AND busy.state IN ('assigned', 'running'))
+            WHERE b.name IN (SELECT board FROM want) AND )sql" +
+                                         std::string(pg::kBoardIsFree) +
+                                         R"sql(
             ORDER BY b.name FOR UPDATE OF b),
          claimed AS (
            UPDATE runs r SET
