@@ -160,6 +160,33 @@ TEST(ValidateJobSpec, ChecksTheABSettings) {
   EXPECT_EQ(job->runs.front().kernel, "patched");
 }
 
+// The lease covers the longest warm-up of any run, wherever it is set: the fixed knob, a
+// matrix axis, or one kernel's override (which the lease once ignored).
+TEST(ValidateJobSpec, TheJobsWarmUpIsTheLongestOfAnyRun) {
+  auto s = Example();
+  s.kernels = {"vanilla", "patched"};
+  auto job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->warmup, std::chrono::milliseconds(0)) << "the default: none";
+  s.params["warmup"] = "500ms";
+  job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->warmup, std::chrono::milliseconds(500));
+  s.kernel_overrides["patched"] = {{"warmup", "7s"}};
+  job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->warmup, std::chrono::seconds(7));
+  for (const auto& run : job->runs) {
+    EXPECT_EQ(run.params.at("warmup"), run.kernel == "patched" ? "7s" : "500ms");
+  }
+  s.kernel_overrides.clear();
+  s.params.erase("warmup");
+  s.matrix.emplace_back("warmup", std::vector<std::string>{"1s", "3000ms"});
+  job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->warmup, std::chrono::seconds(3));
+}
+
 TEST(ValidateJobSpec, KernelOverridesReplaceFixedKnobsForOneLabel) {
   auto s = Example();
   s.kernels = {"vanilla", "patched"};

@@ -104,6 +104,12 @@ struct Validation {
   std::vector<const BoardSummary*> eligible;  // boards the placement filters leave
   std::vector<std::string> replica_boards;    // each_board: the boards that run it all
   std::set<std::string> matrix_keys;
+  // Every knob value parsed once, here, and used typed from then on: the fixed ones
+  // (defaults included), each matrix axis's values by their canonical text, and the
+  // kernels' overrides.
+  std::map<std::string, KnobValue> fixed_knobs;
+  std::map<std::string, std::map<std::string, KnobValue>> matrix_values;
+  std::map<std::string, std::map<std::string, KnobValue>> overrides;
 };
 
 // A preset (params.preset) fills what the spec leaves out: benchmark, duration, memcg
@@ -394,6 +400,7 @@ absl::Status CheckKnobs(Validation& v) {
         return Invalid(Indexed(field, i), absl::StrCat("value ", parsed->text, " is listed twice"));
       }
       canonical.push_back(parsed->text);
+      v.matrix_values[knob].emplace(parsed->text, *parsed);
     }
     v.job.matrix.emplace_back(knob, std::move(canonical));
   }
@@ -401,18 +408,9 @@ absl::Status CheckKnobs(Validation& v) {
   auto resolved = ResolveKnobs(*v.bench, fixed, &bad_knob, &why);
   if (!resolved) return Invalid(absl::StrCat("params.", bad_knob.substr(0, 64)), why);
   for (const auto& [knob, value] : *resolved) {
-    if (!v.matrix_keys.count(knob)) v.job.fixed_params[knob] = value.text;
-  }
-  v.job.warmup = std::chrono::milliseconds(resolved->at("warmup").number);
-  if (v.matrix_keys.count("warmup")) {
-    // The lease must cover the longest warm-up of any cell.
-    for (const auto& [knob, values] : v.job.matrix) {
-      if (knob != "warmup") continue;
-      for (const auto& value : values) {
-        auto ms = ParseDuration(value);
-        if (ms && *ms > v.job.warmup) v.job.warmup = *ms;
-      }
-    }
+    if (v.matrix_keys.count(knob)) continue;
+    v.job.fixed_params[knob] = value.text;
+    v.fixed_knobs[knob] = value;
   }
   return absl::OkStatus();
 }
@@ -434,7 +432,6 @@ absl::Status PlanRuns(Validation& v) {
                                           "); at most ", v.limits.max_runs, " are allowed"));
   }
   // Per-label overrides of fixed knobs (never of swept ones: the cell would lie).
-  std::map<std::string, std::map<std::string, std::string>> overrides;
   for (const auto& [label, knobs] : v.spec.kernel_overrides) {
     std::string field = absl::StrCat("kernel_overrides.", label.substr(0, 64));
     if (!Contains(v.spec.kernels, label)) {
@@ -450,18 +447,24 @@ absl::Status PlanRuns(Validation& v) {
       }
       auto parsed = ParseKnob(*knob_spec, value, &why);
       if (!parsed) return Invalid(knob_field, why);
-      overrides[label][knob] = parsed->text;
+      v.overrides[label][knob] = *parsed;
     }
   }
 
   v.job.runs =
       PlanRunOrder(cells, v.job.kernels, v.job.repetitions, v.job.block_size, v.job.shuffle_seed);
+  // Each run's knobs, typed: the fixed ones, its cell's, its kernel's overrides. The lease
+  // covers the longest warm-up of any run.
+  v.job.warmup = std::chrono::milliseconds(0);
   for (auto& run : v.job.runs) {
-    run.params = v.job.fixed_params;
-    for (const auto& [k, value] : run.cell) run.params[k] = value;
-    if (auto it = overrides.find(run.kernel); it != overrides.end()) {
-      for (const auto& [k, value] : it->second) run.params[k] = value;
+    std::map<std::string, KnobValue> knobs = v.fixed_knobs;
+    for (const auto& [k, text] : run.cell) knobs[k] = v.matrix_values.at(k).at(text);
+    if (auto it = v.overrides.find(run.kernel); it != v.overrides.end()) {
+      for (const auto& [k, value] : it->second) knobs[k] = value;
     }
+    run.params.clear();
+    for (const auto& [k, value] : knobs) run.params[k] = value.text;
+    v.job.warmup = std::max(v.job.warmup, std::chrono::milliseconds(knobs.at("warmup").number));
   }
   if (!v.replica_boards.empty()) v.job.runs = ReplicatePerBoard(v.job.runs, v.replica_boards);
   return absl::OkStatus();
