@@ -1,6 +1,8 @@
 #include "services/controller/convert/bisection.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
@@ -19,47 +21,6 @@ bisect::Mark MarkFrom(const std::string& s) {
 }
 bisect::Phase PhaseFrom(const std::string& s) {
   return bisect::ParsePhase(s).value_or(bisect::Phase::kEndpoints);
-}
-
-}  // namespace
-
-absl::StatusOr<std::string> BisectionToJson(const v1::Bisection& doc) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  if (auto s = google::protobuf::util::MessageToJsonString(doc, &out, options); !s.ok()) {
-    return absl::InternalError(absl::StrCat("bisection document: ", s.ToString()));
-  }
-  return out;
-}
-
-absl::StatusOr<v1::Bisection> BisectionFromRecord(const BisectionRecord& record) {
-  v1::Bisection doc;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  if (!google::protobuf::util::JsonStringToMessage(record.doc_json, &doc, options).ok()) {
-    return absl::InternalError(absl::StrCat("bisection ", record.id, ": unreadable document"));
-  }
-  doc.set_id(record.id);
-  doc.set_state(std::string(ToString(record.state)));
-  doc.set_current_job(record.current_job);
-  *doc.mutable_created_at() =
-      google::protobuf::util::TimeUtil::MillisecondsToTimestamp(record.created_ms);
-  *doc.mutable_updated_at() =
-      google::protobuf::util::TimeUtil::MillisecondsToTimestamp(record.updated_ms);
-  return doc;
-}
-
-bisect::Options OptionsOf(const v1::BisectRequest& request) {
-  bisect::Options o;
-  if (request.block() > 0) o.block = static_cast<int>(request.block());
-  if (request.max_pairs() > 0) o.max_pairs = static_cast<int>(request.max_pairs());
-  o.max_pairs = std::max(o.max_pairs, o.block);
-  o.endpoint_max_pairs = o.max_pairs;  // --max-pairs bounds the endpoints too
-  if (request.error() > 0) o.error = request.error();
-  o.confirm = !request.no_confirm();
-  o.revert = !request.no_revert();
-  return o;
 }
 
 bisect::State StateFromProto(const v1::Bisection& doc) {
@@ -130,6 +91,74 @@ void StateToProto(const bisect::State& s, v1::Bisection* doc) {
   doc->set_confirmation(std::string(bisect::ToString(s.result.confirmation)));
   doc->set_revert(std::string(bisect::ToString(s.result.revert)));
   doc->set_failure(s.failure);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BisectionToJson(const Bisection& bisection) {
+  v1::Bisection doc;
+  *doc.mutable_request() = bisection.request;
+  StateToProto(bisection.engine, &doc);
+  doc.set_runs(bisection.runs);
+  doc.set_board_seconds(bisection.board_seconds);
+  doc.set_wall_seconds(bisection.wall_seconds);
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  if (auto s = google::protobuf::util::MessageToJsonString(doc, &out, options); !s.ok()) {
+    return absl::InternalError(absl::StrCat("bisection document: ", s.ToString()));
+  }
+  return out;
+}
+
+absl::StatusOr<Bisection> BisectionFromRecord(const BisectionRecord& record) {
+  v1::Bisection doc;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(record.doc_json, &doc, options).ok()) {
+    return absl::InternalError(absl::StrCat("bisection ", record.id, ": unreadable document"));
+  }
+  Bisection b;
+  b.id = record.id;
+  b.state = record.state;
+  b.current_job = record.current_job;
+  b.created_ms = record.created_ms;
+  b.updated_ms = record.updated_ms;
+  b.engine = StateFromProto(doc);
+  b.runs = doc.runs();
+  b.board_seconds = doc.board_seconds();
+  b.wall_seconds = doc.wall_seconds();
+  b.request = std::move(*doc.mutable_request());
+  return b;
+}
+
+v1::Bisection BisectionToProto(const Bisection& bisection) {
+  v1::Bisection doc;
+  doc.set_id(bisection.id);
+  doc.set_state(std::string(ToString(bisection.state)));
+  doc.set_current_job(bisection.current_job);
+  *doc.mutable_created_at() =
+      google::protobuf::util::TimeUtil::MillisecondsToTimestamp(bisection.created_ms);
+  *doc.mutable_updated_at() =
+      google::protobuf::util::TimeUtil::MillisecondsToTimestamp(bisection.updated_ms);
+  *doc.mutable_request() = bisection.request;
+  StateToProto(bisection.engine, &doc);
+  doc.set_runs(bisection.runs);
+  doc.set_board_seconds(bisection.board_seconds);
+  doc.set_wall_seconds(bisection.wall_seconds);
+  return doc;
+}
+
+bisect::Options OptionsOf(const v1::BisectRequest& request) {
+  bisect::Options o;
+  if (request.block() > 0) o.block = static_cast<int>(request.block());
+  if (request.max_pairs() > 0) o.max_pairs = static_cast<int>(request.max_pairs());
+  o.max_pairs = std::max(o.max_pairs, o.block);
+  o.endpoint_max_pairs = o.max_pairs;  // --max-pairs bounds the endpoints too
+  if (request.error() > 0) o.error = request.error();
+  o.confirm = !request.no_confirm();
+  o.revert = !request.no_revert();
+  return o;
 }
 
 }  // namespace faultline::controller

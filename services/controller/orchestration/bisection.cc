@@ -55,8 +55,8 @@ v1::KernelSource SourceOf(const v1::BisectRequest& request, int index) {
 }
 
 // The job measuring `r`: the request's study on its board, one cell, the engine's kernels.
-v1::JobSpec StepSpec(const v1::Bisection& doc, const bisect::Request& r) {
-  const v1::BisectRequest& request = doc.request();
+v1::JobSpec StepSpec(const Bisection& b, const bisect::Request& r) {
+  const v1::BisectRequest& request = b.request;
   v1::JobSpec spec = request.spec();
   spec.clear_kernels();
   spec.clear_kernel_sources();
@@ -78,13 +78,13 @@ v1::JobSpec StepSpec(const v1::Bisection& doc, const bisect::Request& r) {
   spec.set_baseline(ref);
   (*spec.mutable_kernel_sources())[ref] = SourceOf(request, r.reference);
   v1::KernelSource cand_source = SourceOf(request, r.candidate);
-  if (reverted) cand_source.add_revert(request.commits(doc.culprit()).sha());
+  if (reverted) cand_source.add_revert(request.commits(b.engine.result.culprit).sha());
   (*spec.mutable_kernel_sources())[cand] = cand_source;
   if (r.with_bad && cand != "bad") {
     spec.add_kernels("bad");
     (*spec.mutable_kernel_sources())["bad"] = SourceOf(request, n - 1);
   }
-  spec.set_name(absl::StrCat("bisect ", doc.id(), " ", std::string(bisect::ToString(r.role)), " ",
+  spec.set_name(absl::StrCat("bisect ", b.id, " ", std::string(bisect::ToString(r.role)), " ",
                              reverted ? "revert " : "",
                              request.commits(r.candidate).sha().substr(0, 12)));
   return spec;
@@ -105,9 +105,8 @@ struct Folded {
 };
 
 // The job's measurements for the open step.
-Folded Fold(const v1::Bisection& doc, const bisect::Step& step,
+Folded Fold(const v1::BisectRequest& request, const bisect::Step& step,
             const std::vector<RunRecord>& runs) {
-  const v1::BisectRequest& request = doc.request();
   const bool reverted = step.role == bisect::Role::kRevert;
   const std::string ref = LabelOf(request, step.reference);
   const std::string cand = LabelOf(request, step.candidate, reverted);
@@ -163,9 +162,13 @@ Folded Fold(const v1::Bisection& doc, const bisect::Step& step,
   return out;
 }
 
-void FillDisplay(v1::Bisection* doc) {
-  const bisect::State state = StateFromProto(*doc);
-  const bisect::Options options = OptionsOf(doc->request());
+// The API's message with its display fields: the range left, the steps left and their
+// ratios, the headline's estimate, the kernels built, the time left.
+v1::Bisection Display(const Bisection& b) {
+  v1::Bisection out = BisectionToProto(b);
+  v1::Bisection* doc = &out;
+  const bisect::State& state = b.engine;
+  const bisect::Options options = OptionsOf(b.request);
   const bisect::Range range = bisect::RangeLeft(state);
   doc->set_range_good(range.good);
   doc->set_range_bad(range.bad);
@@ -180,32 +183,35 @@ void FillDisplay(v1::Bisection* doc) {
   }
   int finished = 0;
   std::set<std::string> built;
-  for (const auto& step : doc->steps()) {
-    if (step.pairs().empty() && step.outcome() != "broken") continue;
-    built.insert(step.role() == "revert" ? "revert" : std::to_string(step.candidate()));
-    built.insert(std::to_string(step.reference()));
-    if (step.with_bad()) built.insert(std::to_string(doc->request().commits_size() - 1));
+  for (const bisect::Step& step : state.steps) {
+    if (step.pairs.empty() && step.outcome != bisect::Mark::kBroken) continue;
+    built.insert(step.role == bisect::Role::kRevert ? "revert" : std::to_string(step.candidate));
+    built.insert(std::to_string(step.reference));
+    if (step.with_bad) built.insert(std::to_string(b.request.commits_size() - 1));
   }
   doc->set_kernels(static_cast<uint32_t>(built.size()));
-  for (auto& step : *doc->mutable_steps()) {
-    std::vector<double> a, b;
-    for (const auto& p : step.pairs()) {
-      a.push_back(p.reference());
-      b.push_back(p.candidate());
+  for (size_t i = 0; i < state.steps.size(); ++i) {
+    const bisect::Step& step = state.steps[i];
+    v1::BisectStep& shown = *doc->mutable_steps(static_cast<int>(i));
+    std::vector<double> reference, candidate;
+    for (const bisect::Pair& p : step.pairs) {
+      reference.push_back(p.reference);
+      candidate.push_back(p.candidate);
     }
-    step.set_n(static_cast<uint32_t>(a.size()));
-    if (step.outcome() != "untested" && !a.empty()) ++finished;
-    if (a.size() < 2) continue;
+    shown.set_n(static_cast<uint32_t>(reference.size()));
+    if (step.outcome != bisect::Mark::kUntested && !reference.empty()) ++finished;
+    if (reference.size() < 2) continue;
     stats::CompareOptions compare;
     compare.confidence = 0.95;
-    const stats::CellComparison c = stats::ComparePaired(a, b, compare);
-    step.set_ratio(c.ratio);
-    step.set_ci_low(c.ci_low);
-    step.set_ci_high(c.ci_high);
+    const stats::CellComparison c = stats::ComparePaired(reference, candidate, compare);
+    shown.set_ratio(c.ratio);
+    shown.set_ci_low(c.ci_low);
+    shown.set_ci_high(c.ci_high);
   }
-  doc->set_seconds_left(finished > 0 && doc->state() == "running"
-                            ? doc->wall_seconds() / finished * doc->steps_left()
+  doc->set_seconds_left(finished > 0 && b.state == BisectionState::kRunning
+                            ? b.wall_seconds / finished * doc->steps_left()
                             : 0);
+  return out;
 }
 
 // Chooses the board every step runs on: the one named, or the first (by name) online,
@@ -325,14 +331,15 @@ absl::Status CheckRequest(const v1::BisectRequest& r) {
 }
 
 // The open step's job finished (or its candidate failed): the engine takes what it measured.
-void TakeMeasurements(v1::Bisection* doc, bisect::State* state, const bisect::Options& options,
-                      const JobRecord& job, const std::vector<RunRecord>& runs) {
+void TakeMeasurements(Bisection* b, const bisect::Options& options, const JobRecord& job,
+                      const std::vector<RunRecord>& runs) {
+  bisect::State* state = &b->engine;
   bisect::Step& step = state->steps.back();
-  Folded f = Fold(*doc, step, runs);
-  doc->set_runs(doc->runs() + f.runs);
-  doc->set_board_seconds(doc->board_seconds() + f.seconds);
+  Folded f = Fold(b->request, step, runs);
+  b->runs += static_cast<uint32_t>(f.runs);
+  b->board_seconds += f.seconds;
   if (job.finished_at_ms > job.created_at_ms) {
-    doc->set_wall_seconds(doc->wall_seconds() + (job.finished_at_ms - job.created_at_ms) / 1000.0);
+    b->wall_seconds += static_cast<double>(job.finished_at_ms - job.created_at_ms) / 1000.0;
   }
   if (!f.candidate_failure.empty()) {
     bisect::MarkBroken(state, options, f.candidate_failure);
@@ -347,7 +354,7 @@ void TakeMeasurements(v1::Bisection* doc, bisect::State* state, const bisect::Op
     state->phase = bisect::Phase::kFailed;
     state->failure = f.without_metric > 0
                          ? absl::StrCat("job ", job.id, ": ", f.without_metric,
-                                        " runs did not count ", doc->request().metric())
+                                        " runs did not count ", b->request.metric())
                          : absl::StrCat("job ", job.id, " (", std::string(ToString(job.state)),
                                         ") measured no whole repetition");
     return;
@@ -359,9 +366,9 @@ void TakeMeasurements(v1::Bisection* doc, bisect::State* state, const bisect::Op
 absl::StatusOr<bool> Advance(const Stores& stores, const BisectionRecord& record) {
   auto loaded = BisectionFromRecord(record);
   if (!loaded.ok()) return loaded.status();
-  v1::Bisection doc = *std::move(loaded);
-  bisect::State state = StateFromProto(doc);
-  const bisect::Options options = OptionsOf(doc.request());
+  Bisection b = *std::move(loaded);
+  bisect::State& state = b.engine;
+  const bisect::Options options = OptionsOf(b.request);
   int64_t current = record.current_job;
   if (current != 0) {
     auto job = stores.jobs->GetJob(current);
@@ -371,15 +378,14 @@ absl::StatusOr<bool> Advance(const Stores& stores, const BisectionRecord& record
     if (!IsFinal(job->state)) {
       // A candidate that did not build or boot fails its runs; the rest need not run.
       if (state.steps.empty()) return false;
-      Folded f = Fold(doc, state.steps.back(), *runs);
+      Folded f = Fold(b.request, state.steps.back(), *runs);
       if (f.candidate_failure.empty() || !f.decided_early) return false;
       if (auto cancelled = stores.jobs->CancelJob(current); !cancelled.ok()) {
         return cancelled.status();
       }
-      log::info("event=bisect_job_cut bisection={} job={} why=\"candidate failed\"", doc.id(),
-                current);
+      log::info("event=bisect_job_cut bisection={} job={} why=\"candidate failed\"", b.id, current);
     }
-    TakeMeasurements(&doc, &state, options, *job, *runs);
+    TakeMeasurements(&b, options, *job, *runs);
     current = 0;
   }
   std::optional<bisect::Request> next = bisect::Next(state, options);
@@ -387,9 +393,8 @@ absl::StatusOr<bool> Advance(const Stores& stores, const BisectionRecord& record
   if (next) {
     const int step_index = static_cast<int>(state.steps.size()) - 1;
     const int measured = static_cast<int>(state.steps.back().pairs.size());
-    doc.set_culprit(state.result.culprit);  // StepSpec reads it for a revert
-    auto job = SubmitSpec(stores.boards, stores.jobs, StepSpec(doc, *next),
-                          absl::StrCat("bisect-", doc.id(), "-", step_index, "-", measured));
+    auto job = SubmitSpec(stores.boards, stores.jobs, StepSpec(b, *next),
+                          absl::StrCat("bisect-", b.id, "-", step_index, "-", measured));
     if (!job.ok()) {
       if (job.status().code() != absl::StatusCode::kInvalidArgument) return job.status();
       state.phase = bisect::Phase::kFailed;
@@ -399,22 +404,21 @@ absl::StatusOr<bool> Advance(const Stores& stores, const BisectionRecord& record
       auto& jobs = state.steps.back().jobs;
       if (std::find(jobs.begin(), jobs.end(), current) == jobs.end()) jobs.push_back(current);
       submitted = job->created.created;
-      log::info("event=bisect_job bisection={} step={} role={} commit={} job={} pairs={}", doc.id(),
+      log::info("event=bisect_job bisection={} step={} role={} commit={} job={} pairs={}", b.id,
                 step_index, bisect::ToString(next->role),
-                doc.request().commits(next->candidate).sha().substr(0, 12), current, next->pairs);
+                b.request.commits(next->candidate).sha().substr(0, 12), current, next->pairs);
     }
   }
-  StateToProto(state, &doc);
   BisectionState status = BisectionState::kRunning;
   if (state.phase == bisect::Phase::kDone) status = BisectionState::kDone;
   if (state.phase == bisect::Phase::kFailed) status = BisectionState::kFailed;
   if (status != BisectionState::kRunning) {
-    log::info("event=bisect_finished bisection={} state={} culprit={} failure=\"{}\"", doc.id(),
+    log::info("event=bisect_finished bisection={} state={} culprit={} failure=\"{}\"", b.id,
               ToString(status), state.result.culprit, state.failure);
   }
-  auto json = BisectionToJson(doc);
+  auto json = BisectionToJson(b);
   if (!json.ok()) return json.status();
-  auto updated = stores.bisections->UpdateBisection(doc.id(), status, *json, current);
+  auto updated = stores.bisections->UpdateBisection(b.id, status, *json, current);
   if (!updated.ok()) return updated.status();
   if (!*updated && current != 0) {
     // Cancelled meanwhile: the job just submitted goes too.
@@ -445,20 +449,19 @@ absl::StatusOr<v1::Bisection> StartBisection(const Stores& stores, v1::BisectReq
   auto board = PinBoard(stores.boards, request);
   if (!board.ok()) return board.status();
   request.set_board(*board);
-  v1::Bisection doc;
-  *doc.mutable_request() = request;
-  const bisect::State state = bisect::Start(request.commits_size());
-  StateToProto(state, &doc);
+  Bisection b;
+  b.request = request;
+  b.engine = bisect::Start(request.commits_size());
   // The endpoints' job must be one the controller accepts (spec, cell, board, builders).
-  auto first = bisect::Next(state, OptionsOf(request));
+  auto first = bisect::Next(b.engine, OptionsOf(request));
   if (first) {
-    auto prepared = PrepareSpec(stores.boards, StepSpec(doc, *first), "");
+    auto prepared = PrepareSpec(stores.boards, StepSpec(b, *first), "");
     if (!prepared.ok()) {
       return absl::Status(prepared.status().code(),
                           absl::StrCat("spec (as a step's job): ", prepared.status().message()));
     }
   }
-  auto json = BisectionToJson(doc);
+  auto json = BisectionToJson(b);
   if (!json.ok()) return json.status();
   auto created = stores.bisections->CreateBisection(request_id, *json);
   if (!created.ok()) return created.status();
@@ -474,10 +477,9 @@ absl::StatusOr<v1::Bisection> LoadBisection(const Stores& stores, int64_t id) {
   if (stores.bisections == nullptr) return absl::UnimplementedError("no bisection store");
   auto record = stores.bisections->GetBisection(id);
   if (!record.ok()) return record.status();
-  auto doc = BisectionFromRecord(*record);
-  if (!doc.ok()) return doc.status();
-  FillDisplay(&*doc);
-  return doc;
+  auto b = BisectionFromRecord(*record);
+  if (!b.ok()) return b.status();
+  return Display(*b);
 }
 
 absl::StatusOr<v1::Bisection> CancelBisection(const Stores& stores, int64_t id) {

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "bisect/engine.h"
 #include "faultline/v1/job.pb.h"
-#include "services/controller/convert/bisection.h"  // OptionsOf, StateFromProto
+#include "services/controller/convert/bisection.h"  // Bisection, OptionsOf
 #include "services/controller/core/clock.h"
 #include "services/controller/storage/interfaces.h"
 
