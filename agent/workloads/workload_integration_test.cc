@@ -533,8 +533,10 @@ TEST(WorkloadBinary, MmapLockWaitsGrowWithMunmapChurn) {
   EXPECT_GE(writes[1], 20 * std::max(1.0, writes[0]));
   EXPECT_GE(read_wait_us[1], 2 * read_wait_us[0]);
   if (contention_traced) {
-    // Readers queue behind the munmap thread's write lock (measured: 0 -> 154 in 2 s).
-    EXPECT_GE(read_contended[1], 10);
+    // Readers queue behind the munmap thread's write lock (measured alone: 0 -> 154 in 2 s;
+    // under a load of 4, 0 -> 5: how many depends on the CPU the munmap thread gets, so the
+    // bound is that they appear and grow, not a count).
+    EXPECT_GE(read_contended[1], 1);
     EXPECT_GE(read_contended[1], 5 * read_contended[0]);
   }
   EXPECT_TRUE(dir.empty());
