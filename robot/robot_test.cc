@@ -1,0 +1,150 @@
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/read_file.h"
+#include "robot/choose.h"
+#include "robot/mail.h"
+#include "robot/series.h"
+
+namespace faultline::robot {
+namespace {
+
+Mail Load(const std::string& name) {
+  auto raw = ReadFile(std::string(FAULTLINE_ROBOT_TESTDATA) + "/" + name);
+  EXPECT_TRUE(raw.ok()) << raw.status();
+  auto mail = ParseMail(raw.ok() ? *raw : "");
+  EXPECT_TRUE(mail.ok()) << name << ": " << mail.status();
+  return mail.ok() ? *mail : Mail{};
+}
+
+std::vector<Mail> LoadAll(const std::vector<std::string>& names) {
+  std::vector<Mail> out;
+  for (const auto& n : names) out.push_back(Load(n));
+  return out;
+}
+
+TEST(Mail, HeadersUnfoldedDecodedAndThreaded) {
+  const Mail cover = Load("v2-0.eml");
+  EXPECT_EQ(cover.message_id, "20260430040427.4672-1-baohua@kernel.org");
+  EXPECT_EQ(cover.subject,
+            "[PATCH v2 0/5] mm: reduce mmap_lock contention and improve page fault performance");
+  EXPECT_EQ(cover.from_address, "baohua@kernel.org");
+  EXPECT_EQ(cover.cc, (std::vector<std::string>{"david@kernel.org", "liam@infradead.org"}));
+  const Mail patch = Load("v2-3.eml");
+  EXPECT_EQ(patch.in_reply_to, cover.message_id);
+  EXPECT_EQ(ThreadRoot(patch), cover.message_id);
+  EXPECT_EQ(ThreadRoot(cover), cover.message_id);
+}
+
+TEST(Mail, EncodedWordsAndQuotedPrintableBodies) {
+  EXPECT_EQ(DecodeWords("=?UTF-8?q?Barry_Song_=28Xiaomi=29?= <baohua@kernel.org>"),
+            "Barry Song (Xiaomi) <baohua@kernel.org>");
+  EXPECT_EQ(DecodeWords("=?utf-8?B?T3Zlbg==?= =?utf-8?B?IExpeWFuZw==?="), "Oven Liyang");
+  EXPECT_EQ(DecodeWords("plain =?bogus"), "plain =?bogus");
+  auto mail = ParseMail(
+      "Message-ID: <a@b>\r\nSubject: =?UTF-8?Q?[PATCH]_mm:_caf=C3=A9?=\r\n"
+      "Content-Transfer-Encoding: quoted-printable\r\n\r\nline=\r\n one =3D two\r\n");
+  ASSERT_TRUE(mail.ok());
+  EXPECT_EQ(mail->subject, "[PATCH] mm: caf\xC3\xA9");
+  EXPECT_EQ(mail->body, "line one = two\n");
+  EXPECT_FALSE(ParseMail("Subject: no id\n\nbody\n").ok());
+}
+
+TEST(Subject, TagsOfTheSeeds) {
+  auto v2 = ParseSubject("[PATCH v2 3/5] mm: Don't retry page fault");
+  ASSERT_TRUE(v2);
+  EXPECT_EQ(v2->version, 2);
+  EXPECT_EQ(v2->index, 3);
+  EXPECT_EQ(v2->total, 5);
+  EXPECT_FALSE(v2->rfc);
+  EXPECT_EQ(v2->title, "mm: Don't retry page fault");
+  auto v5 = ParseSubject("[RFC PATCH v5] mm: retry page faults once under the per-VMA lock");
+  ASSERT_TRUE(v5);
+  EXPECT_TRUE(v5->rfc);
+  EXPECT_EQ(v5->version, 5);
+  EXPECT_EQ(v5->index, 1);
+  EXPECT_EQ(v5->total, 1);
+  auto prefixed = ParseSubject("[PATCH mm-unstable v3 0/2] mm: x");
+  ASSERT_TRUE(prefixed);
+  EXPECT_EQ(prefixed->prefixes, "mm-unstable");
+  EXPECT_EQ(prefixed->index, 0);
+  EXPECT_TRUE(ParseSubject("Re: [PATCH v2 0/5] mm: x")->reply);
+  EXPECT_FALSE(ParseSubject("mm: a question about folios"));
+  EXPECT_EQ(ParseSubject("[PATCH] mm: x")->version, 1);
+}
+
+TEST(Series, TheSeedsAssembleIntoThreeVersionsAndAReviewIsNone) {
+  const std::vector<Mail> mails =
+      LoadAll({"v2-3.eml", "v2-0.eml", "v2-1.eml", "v2-review.eml", "v2-2.eml", "v2-4.eml",
+               "v2-5.eml", "v4-0.eml", "v4-1.eml", "v4-2.eml", "v4-3.eml", "v5.eml"});
+  const std::vector<Series> series = AssembleSeries(mails);
+  ASSERT_EQ(series.size(), 3u);
+  const Series& v2 = series[0];
+  EXPECT_EQ(v2.id, "20260430040427.4672-1-baohua@kernel.org");
+  EXPECT_EQ(v2.version, 2);
+  EXPECT_TRUE(v2.complete());
+  EXPECT_EQ(v2.title, "mm: reduce mmap_lock contention and improve page fault performance");
+  EXPECT_EQ(v2.BaseCommit(), "e737cebb8de0d38e8f64584a8bbfbcf9176c7537");
+  EXPECT_EQ(v2.Mails().size(), 6u);
+  EXPECT_EQ(v2.Mails()[1]->message_id, "20260430040427.4672-2-baohua@kernel.org")
+      << "patches in order, whatever the archive's order";
+  const Series& v4 = series[1];
+  EXPECT_TRUE(v4.rfc);
+  EXPECT_EQ(v4.total, 3);
+  EXPECT_TRUE(v4.complete());
+  EXPECT_EQ(v4.EarlierVersions(),
+            (std::map<int, std::string>{{2, "20260430040427.4672-1-baohua@kernel.org"},
+                                        {3, "20260626075019.1833065-1-zhanghongru@xiaomi.com"}}));
+  const Series& v5 = series[2];
+  EXPECT_EQ(v5.id, "20260814085300.7356-1-zhanghongru@xiaomi.com");
+  EXPECT_TRUE(v5.complete());
+  EXPECT_EQ(v5.EarlierVersions().at(4), v4.id);
+  EXPECT_EQ(v5.BaseCommit(), "e737cebb8de0d38e8f64584a8bbfbcf9176c7537");
+  EXPECT_EQ(v5.TouchedFiles().size(), 7u);
+  EXPECT_EQ(v5.TouchedFiles().back(), "arch/x86/mm/fault.c");
+}
+
+TEST(Series, AMissingPatchLeavesItIncompleteAndTheMboxHoldsEveryMail) {
+  const std::vector<Series> partial = AssembleSeries(LoadAll({"v4-0.eml", "v4-1.eml", "v4-3.eml"}));
+  ASSERT_EQ(partial.size(), 1u);
+  EXPECT_FALSE(partial[0].complete());
+  EXPECT_EQ(Choose(partial[0], {}).reason, "incomplete: 2 of 3 patches");
+  const std::vector<Series> whole =
+      AssembleSeries(LoadAll({"v4-0.eml", "v4-1.eml", "v4-2.eml", "v4-3.eml"}));
+  const std::string mbox = whole[0].Mbox();
+  size_t mails = 0;
+  for (size_t at = 0; (at = mbox.find("\nFrom faultline-robot ", at)) != std::string::npos; ++at) {
+    ++mails;
+  }
+  EXPECT_EQ(mails + 1, 4u) << "one \"From \" line per mail";
+  EXPECT_NE(mbox.find("[RFC PATCH v4 2/3]"), std::string::npos);
+}
+
+TEST(Choose, MmSeriesAreChosenOthersAreNotUnlessTheyOptIn) {
+  const std::vector<Series> series =
+      AssembleSeries(LoadAll({"v2-0.eml", "v2-1.eml", "v2-2.eml", "v2-3.eml", "v2-4.eml",
+                              "v2-5.eml", "v5.eml", "net-0.eml", "net-1.eml", "net-2.eml"}));
+  ASSERT_EQ(series.size(), 3u);
+  EXPECT_EQ(Choose(series[0], {}).reason, "touches mm/memory.c");
+  EXPECT_TRUE(Choose(series[0], {}).chosen);
+  EXPECT_EQ(Choose(series[1], {}).reason, "touches arch/arm/mm/fault.c");
+  const Choice net = Choose(series[2], {});
+  EXPECT_FALSE(net.chosen);
+  EXPECT_EQ(net.reason, "touches no file of mm/*, include/linux/mm*, arch/*/mm/*");
+  Series opted = series[2];
+  opted.cover->body += "\nFaultline-Test: yes\n";
+  EXPECT_TRUE(Choose(opted, {}).chosen);
+  EXPECT_FALSE(Choose(opted, {.paths = {"mm/*"}, .opt_in_tag = ""}).chosen);
+}
+
+TEST(Links, LoreUrlsGiveTheirMessageIds) {
+  EXPECT_EQ(MessageIdOfLink("https://lore.kernel.org/lkml/20260804095135.45897-1-x@y.com/"),
+            "20260804095135.45897-1-x@y.com");
+  EXPECT_EQ(MessageIdOfLink("https://lore.kernel.org/all/a%2Bb@c/T/#u"), "a+b@c");
+  EXPECT_EQ(MessageIdOfLink("https://github.com/lianux-mm/ioretry_test/"), "");
+}
+
+}  // namespace
+}  // namespace faultline::robot
