@@ -34,6 +34,8 @@ test=(
   flex bison bc libelf-dev kmod xz-utils zstd
   # deploy/ checks (tests/deploy/check_deploy.sh): Python YAML and jsonschema
   python3-yaml python3-jsonschema
+  # the series robot's archives (robot/public_inbox_test.cc): public-inbox-init, -mda
+  public-inbox
 )
 cross=(g++-aarch64-linux-gnu g++-riscv64-linux-gnu qemu-user-static mmdebstrap file binutils)
 lab=(
