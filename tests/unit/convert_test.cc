@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+#include <set>
+
 #include <cmath>
 
 #include "google/protobuf/util/message_differencer.h"
@@ -67,6 +71,26 @@ TEST(ConvertTest, AStoredSpecComesBackAsTheSubmittedSpec) {
   // The report reads the kernels of the stored spec without protobuf: the same list.
   EXPECT_EQ(SpecKernels(job.spec_json), (std::vector<std::string>{"vanilla", "patched"}));
   EXPECT_TRUE(SpecKernels("not json").empty());
+}
+
+// A retry under a request id is compared by the stored spec's digest: the same spec built
+// twice must give the same text, whatever order its maps' hash tables hold their entries in
+// (protobuf's JSON printer wrote them in that order; two messages differed 5 times in 6).
+TEST(ConvertTest, TheStoredSpecTextDoesNotDependOnHowItsMapsWereFilled) {
+  std::set<std::string> texts;
+  for (int i = 0; i < 16; ++i) {
+    auto spec = std::make_unique<v1::JobSpec>();
+    std::vector<std::string> keys = {"threads", "file_size", "munmap_threads", "file_fill"};
+    std::rotate(keys.begin(), keys.begin() + i % keys.size(), keys.end());
+    for (const auto& k : keys) (*spec->mutable_params())[k] = k + "-value";
+    for (const char* label : {"base@0123456789ab", "v5@ba9876543210"}) {
+      (*spec->mutable_kernel_sources())[label].set_tree("/srv/linux.git");
+    }
+    texts.insert(SpecToJson(*spec));
+  }
+  EXPECT_EQ(texts.size(), 1u) << *texts.begin();
+  EXPECT_LT(texts.begin()->find("\"file_fill\""), texts.begin()->find("\"threads\""))
+      << "keys in order";
 }
 
 TEST(ConvertTest, AScheduleCarriesItsSpecAndSlots) {

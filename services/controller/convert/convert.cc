@@ -2,8 +2,11 @@
 
 #include <algorithm>
 
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
+#include "google/protobuf/util/type_resolver_util.h"
 #include "nlohmann/json.hpp"
 
 namespace faultline::controller {
@@ -46,10 +49,24 @@ JobSpecInput SpecFromProto(const v1::JobSpec& spec) {
 }
 
 std::string SpecToJson(const v1::JobSpec& spec) {
+  // Maps (params, matrix, kernel_sources) in key order: MessageToJsonString writes them in
+  // the order of their hash table, which differs between two messages holding the same
+  // entries, and the stored spec's digest is what a retry under a request id is compared by.
+  std::string binary;
+  {
+    google::protobuf::io::StringOutputStream raw(&binary);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    coded.SetSerializationDeterministic(true);
+    spec.SerializeToCodedStream(&coded);
+  }
+  static google::protobuf::util::TypeResolver* const resolver =
+      google::protobuf::util::NewTypeResolverForDescriptorPool(
+          "type.googleapis.com", google::protobuf::DescriptorPool::generated_pool());
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(spec, &out, options);
+  (void)google::protobuf::util::BinaryToJsonString(
+      resolver, "type.googleapis.com/" + spec.GetDescriptor()->full_name(), binary, &out, options);
   return out;
 }
 
