@@ -21,6 +21,8 @@ constexpr std::array<std::string_view, 3> kBoardHealths = {"ok", "switching", "n
 constexpr std::array<std::string_view, 4> kBuildStates = {"queued", "building", "done", "failed"};
 constexpr std::array<std::string_view, 4> kBisectionStates = {"running", "done", "failed",
                                                               "cancelled"};
+constexpr std::array<std::string_view, 6> kSeriesStates = {"skipped",  "chosen",  "submitted",
+                                                           "measured", "replied", "failed"};
 
 template <typename E, size_t N>
 std::optional<E> Parse(const std::array<std::string_view, N>& names, std::string_view s) {
@@ -58,6 +60,14 @@ std::optional<BuildState> ParseBuildState(std::string_view s) {
 }
 std::optional<BisectionState> ParseBisectionState(std::string_view s) {
   return Parse<BisectionState>(kBisectionStates, s);
+}
+
+std::string_view ToString(SeriesState s) {
+  return kSeriesStates[static_cast<size_t>(s)];
+}
+
+std::optional<SeriesState> ParseSeriesState(std::string_view s) {
+  return Parse<SeriesState>(kSeriesStates, s);
 }
 std::optional<JobState> ParseJobState(std::string_view s) {
   return Parse<JobState>(kJobStates, s);

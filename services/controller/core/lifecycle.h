@@ -23,6 +23,10 @@ enum class TokenRole { kUser, kAgent };
 // A kernel build (storage: builds.state) and a bisection (bisections.state).
 enum class BuildState { kQueued, kBuilding, kDone, kFailed };
 enum class BisectionState { kRunning, kDone, kFailed, kCancelled };
+// A whole posted series as the robot decided it (storage: robot_series.state): outside what
+// it tests, chosen, its jobs submitted, measured (every job final), answered, or failed
+// (its jobs could not be submitted).
+enum class SeriesState { kSkipped, kChosen, kSubmitted, kMeasured, kReplied, kFailed };
 
 // The stored spelling ("queued", "needs-check", ...); Parse* returns nullopt for others.
 std::string_view ToString(JobState s);
@@ -32,6 +36,7 @@ std::string_view ToString(TokenRole r);
 std::string_view ToString(BoardHealth h);     // ok | switching | needs-check
 std::string_view ToString(BuildState s);      // queued | building | done | failed
 std::string_view ToString(BisectionState s);  // running | done | failed | cancelled
+std::string_view ToString(SeriesState s);     // skipped | chosen | submitted | measured | ...
 std::optional<JobState> ParseJobState(std::string_view s);
 std::optional<RunState> ParseRunState(std::string_view s);
 std::optional<ChangePointState> ParseChangePointState(std::string_view s);
@@ -39,6 +44,7 @@ std::optional<TokenRole> ParseTokenRole(std::string_view s);
 std::optional<BoardHealth> ParseBoardHealth(std::string_view s);
 std::optional<BuildState> ParseBuildState(std::string_view s);
 std::optional<BisectionState> ParseBisectionState(std::string_view s);
+std::optional<SeriesState> ParseSeriesState(std::string_view s);
 
 bool IsFinal(JobState s);  // succeeded, failed or cancelled
 bool IsFinal(RunState s);

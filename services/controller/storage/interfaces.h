@@ -228,6 +228,27 @@ class BisectionStore {
   virtual absl::StatusOr<BisectionRecord> CancelBisection(int64_t id) = 0;
 };
 
+// The series robot's memory: where it is in the archive, the patch mails it keeps, and
+// what it decided per series. Keeping a read's mails and moving the cursor past them is one
+// transaction: a crash keeps both or neither, so no mail is read twice or lost.
+class RobotStore {
+ public:
+  virtual ~RobotStore() = default;
+  // Epoch -> the last commit read in `archive` (empty: nothing read yet).
+  virtual absl::StatusOr<std::map<int, std::string>> Cursor(const std::string& archive) = 0;
+  virtual absl::Status KeepMails(const std::string& archive, const std::vector<KeptMail>& mails,
+                                 const std::map<int, std::string>& cursor) = 0;
+  // The raw mails kept for a thread root and version, in arrival order.
+  virtual absl::StatusOr<std::vector<std::string>> ThreadMails(const std::string& thread_root,
+                                                               int version) = 0;
+  virtual absl::StatusOr<std::optional<SeriesRecord>> GetSeries(const std::string& id) = 0;
+  // Inserts or replaces the record (updated_ms is the store's clock).
+  virtual absl::Status PutSeries(const SeriesRecord& series) = 0;
+  // Oldest first; only those in `state` when given.
+  virtual absl::StatusOr<std::vector<SeriesRecord>> ListSeries(std::optional<SeriesState> state,
+                                                               int limit) = 0;
+};
+
 // The background duties (lease reaping, switch expiry, change points, schedules) run on
 // one controller at a time: the one holding this lease, kept in the database and renewed on
 // every pass. A controller that dies stops renewing; another takes over when it lapses.
@@ -253,6 +274,7 @@ struct Stores {
   DutyLeaseStore* duty_lease = nullptr;  // none: this controller always runs the duties
   BuildStore* builds = nullptr;          // none: jobs cannot bring kernels
   BisectionStore* bisections = nullptr;  // none: no bisections
+  RobotStore* robot = nullptr;           // none: no series robot
 };
 
 }  // namespace faultline::controller

@@ -519,6 +519,40 @@ CREATE FUNCTION faultline_bootable_labels(board_name text) RETURNS jsonb
                       WHERE bb.label = x.label AND bb.board = board_name)
 $$;
 )sql"},
+    {27, "the series robot: where it is in each archive, the patch mails, the series", R"sql(
+CREATE TABLE robot_cursors (
+  archive text NOT NULL,
+  epoch int NOT NULL,
+  last_commit text NOT NULL,
+  PRIMARY KEY (archive, epoch)
+);
+-- Patch mails ([PATCH ...], not replies), kept until their series is decided.
+CREATE TABLE robot_mails (
+  message_id text PRIMARY KEY,
+  thread_root text NOT NULL,
+  version int NOT NULL,
+  raw text NOT NULL,
+  seq bigserial,
+  kept_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX robot_mails_thread ON robot_mails (thread_root, version, seq);
+CREATE TABLE robot_series (
+  id text PRIMARY KEY,
+  thread_root text NOT NULL,
+  version int NOT NULL,
+  title text NOT NULL DEFAULT '',
+  author text NOT NULL DEFAULT '',
+  state text NOT NULL CHECK (state IN ('skipped', 'chosen', 'submitted', 'measured',
+                                       'replied', 'failed')),
+  reason text NOT NULL DEFAULT '',
+  previous text NOT NULL DEFAULT '',
+  base text NOT NULL DEFAULT '',
+  jobs jsonb NOT NULL DEFAULT '[]',
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX robot_series_state ON robot_series (state, created_at);
+)sql"},
 };
 
 }  // namespace

@@ -23,7 +23,8 @@ PgStore::PgStore(StoreOptions options)
       tokens_(pool_.get()),
       duty_lease_(pool_.get()),
       builds_(pool_.get(), options_),
-      bisections_(pool_.get()) {}
+      bisections_(pool_.get()),
+      robot_(pool_.get()) {}
 
 PgStore::~PgStore() = default;
 

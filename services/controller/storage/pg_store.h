@@ -167,6 +167,23 @@ class PgDutyLeaseStore final : public DutyLeaseStore {
   pg::Pool* pool_;
 };
 
+class PgRobotStore final : public RobotStore {
+ public:
+  explicit PgRobotStore(pg::Pool* pool) : pool_(pool) {}
+  absl::StatusOr<std::map<int, std::string>> Cursor(const std::string& archive) override;
+  absl::Status KeepMails(const std::string& archive, const std::vector<KeptMail>& mails,
+                         const std::map<int, std::string>& cursor) override;
+  absl::StatusOr<std::vector<std::string>> ThreadMails(const std::string& thread_root,
+                                                       int version) override;
+  absl::StatusOr<std::optional<SeriesRecord>> GetSeries(const std::string& id) override;
+  absl::Status PutSeries(const SeriesRecord& series) override;
+  absl::StatusOr<std::vector<SeriesRecord>> ListSeries(std::optional<SeriesState> state,
+                                                       int limit) override;
+
+ private:
+  pg::Pool* pool_;
+};
+
 class PgBisectionStore final : public BisectionStore {
  public:
   explicit PgBisectionStore(pg::Pool* pool) : pool_(pool) {}
@@ -197,8 +214,8 @@ class PgStore {
   absl::Status Ping(std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
   Stores stores() {
-    return {&jobs_,   &work_,    &boards_,     &schedules_, &history_,
-            &tokens_, &history_, &duty_lease_, &builds_,    &bisections_};
+    return {&jobs_,    &work_,       &boards_, &schedules_,  &history_, &tokens_,
+            &history_, &duty_lease_, &builds_, &bisections_, &robot_};
   }
   PgJobStore& jobs() { return jobs_; }
   PgWorkStore& work() { return work_; }
@@ -209,6 +226,7 @@ class PgStore {
   PgDutyLeaseStore& duty_lease() { return duty_lease_; }
   PgBuildStore& builds() { return builds_; }
   PgBisectionStore& bisections() { return bisections_; }
+  PgRobotStore& robot() { return robot_; }
 
  private:
   StoreOptions options_;
@@ -222,6 +240,7 @@ class PgStore {
   PgDutyLeaseStore duty_lease_;
   PgBuildStore builds_;
   PgBisectionStore bisections_;
+  PgRobotStore robot_;
 };
 
 }  // namespace faultline::controller

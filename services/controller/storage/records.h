@@ -265,6 +265,29 @@ struct BisectionRecord {
   int64_t updated_ms = 0;
 };
 
+// The series robot's record of one version of a posted series (orchestration/robot.h).
+struct SeriesRecord {
+  std::string id;           // its cover letter's Message-ID, else patch 1's
+  std::string thread_root;  // where its mails are kept (RobotStore::ThreadMails)
+  int version = 1;
+  std::string title;
+  std::string from;  // the author, as written
+  SeriesState state = SeriesState::kChosen;
+  std::string reason;    // why chosen or skipped, why failed
+  std::string previous;  // the earlier version it is also compared with ("" : none)
+  std::string base;      // the commit (or ref) it was applied to
+  std::vector<int64_t> jobs;
+  int64_t updated_ms = 0;
+};
+
+// A patch mail the robot keeps until its series is decided.
+struct KeptMail {
+  std::string message_id;
+  std::string thread_root;
+  int version = 1;
+  std::string raw;
+};
+
 // An API credential. Only the SHA-256 of the token is stored.
 struct TokenRecord {
   std::string name;

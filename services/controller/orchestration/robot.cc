@@ -1,0 +1,259 @@
+#include "services/controller/orchestration/robot.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "robot/mail.h"
+#include "robot/public_inbox.h"
+#include "robot/series.h"
+#include "services/controller/core/lifecycle.h"
+#include "services/controller/orchestration/submission.h"
+
+namespace faultline::controller {
+namespace {
+
+// The series `id` among the mails kept for its thread and version.
+absl::StatusOr<robot::Series> LoadSeries(RobotStore* store, const std::string& root, int version,
+                                         const std::string& id) {
+  absl::StatusOr<std::vector<std::string>> raws = store->ThreadMails(root, version);
+  if (!raws.ok()) return raws.status();
+  std::vector<robot::Mail> mails;
+  for (const std::string& raw : *raws) {
+    if (absl::StatusOr<robot::Mail> mail = robot::ParseMail(raw); mail.ok()) {
+      mails.push_back(*std::move(mail));
+    }
+  }
+  for (robot::Series& series : robot::AssembleSeries(mails)) {
+    if (id.empty() || series.id == id) return std::move(series);
+  }
+  return absl::NotFoundError(absl::StrCat("series ", id, ": its mails are not kept"));
+}
+
+bool Tested(SeriesState s) {
+  return s == SeriesState::kSubmitted || s == SeriesState::kMeasured || s == SeriesState::kReplied;
+}
+
+}  // namespace
+
+absl::StatusOr<RobotPass> SeriesRobot::RunOnce() {
+  if (stores_.robot == nullptr) return absl::FailedPreconditionError("no robot store");
+  RobotPass pass;
+  std::vector<std::pair<std::string, int>> touched;
+  if (absl::Status s = Ingest(pass, touched); !s.ok()) return s;
+  for (const auto& [root, version] : touched) {
+    if (absl::Status s = Decide(root, version, pass); !s.ok()) return s;
+  }
+  for (SeriesState state : {SeriesState::kChosen, SeriesState::kSubmitted}) {
+    absl::StatusOr<std::vector<SeriesRecord>> open = stores_.robot->ListSeries(state, 100);
+    if (!open.ok()) return open.status();
+    for (SeriesRecord& series : *open) {
+      absl::Status s = state == SeriesState::kChosen ? Submit(std::move(series), pass)
+                                                     : CheckMeasured(std::move(series), pass);
+      if (!s.ok()) return s;
+    }
+  }
+  return pass;
+}
+
+absl::Status SeriesRobot::Ingest(RobotPass& pass,
+                                 std::vector<std::pair<std::string, int>>& touched) {
+  absl::StatusOr<std::map<int, std::string>> cursor = stores_.robot->Cursor(options_.archive);
+  if (!cursor.ok()) return cursor.status();
+  absl::StatusOr<robot::ArchiveRead> read =
+      robot::ReadNewMails(options_.archive, *cursor, options_.mails_per_pass);
+  if (!read.ok()) return read.status();
+  if (read->cursor == *cursor) return absl::OkStatus();
+  std::vector<KeptMail> kept;
+  std::set<std::pair<std::string, int>> seen;
+  for (const robot::ArchivedMail& archived : read->mails) {
+    ++pass.mails;
+    absl::StatusOr<robot::Mail> mail = robot::ParseMail(archived.raw);
+    if (!mail.ok()) {
+      log::warn("event=robot_mail_unreadable commit={} error=\"{}\"", archived.commit,
+                std::string(mail.status().message()));
+      continue;
+    }
+    std::optional<robot::SubjectTag> tag = robot::ParseSubject(mail->subject);
+    if (!tag || tag->reply) continue;
+    kept.push_back({.message_id = mail->message_id,
+                    .thread_root = robot::ThreadRoot(*mail),
+                    .version = tag->version,
+                    .raw = archived.raw});
+    if (seen.emplace(kept.back().thread_root, tag->version).second) {
+      touched.emplace_back(kept.back().thread_root, tag->version);
+    }
+  }
+  pass.kept = static_cast<int>(kept.size());
+  return stores_.robot->KeepMails(options_.archive, kept, read->cursor);
+}
+
+absl::Status SeriesRobot::Decide(const std::string& root, int version, RobotPass& pass) {
+  absl::StatusOr<std::vector<std::string>> raws = stores_.robot->ThreadMails(root, version);
+  if (!raws.ok()) return raws.status();
+  std::vector<robot::Mail> mails;
+  for (const std::string& raw : *raws) {
+    if (absl::StatusOr<robot::Mail> mail = robot::ParseMail(raw); mail.ok()) {
+      mails.push_back(*std::move(mail));
+    }
+  }
+  for (const robot::Series& series : robot::AssembleSeries(mails)) {
+    if (series.id.empty() || !series.complete()) continue;  // the rest comes later
+    absl::StatusOr<std::optional<SeriesRecord>> known = stores_.robot->GetSeries(series.id);
+    if (!known.ok()) return known.status();
+    if (known->has_value()) continue;  // decided once
+    SeriesRecord record{.id = series.id,
+                        .thread_root = root,
+                        .version = series.version,
+                        .title = series.title,
+                        .from = series.from};
+    const robot::Choice choice = robot::Choose(series, options_.rules);
+    record.reason = choice.reason;
+    record.state = choice.chosen ? SeriesState::kChosen : SeriesState::kSkipped;
+    if (choice.chosen) {
+      record.base = series.BaseCommit().empty() ? options_.branch : series.BaseCommit();
+      // The earlier version it follows: the newest one it links to that was tested.
+      const std::map<int, std::string> earlier = series.EarlierVersions();
+      for (auto it = earlier.rbegin(); it != earlier.rend(); ++it) {
+        absl::StatusOr<std::optional<SeriesRecord>> prev = stores_.robot->GetSeries(it->second);
+        if (!prev.ok()) return prev.status();
+        if (prev->has_value() && Tested((*prev)->state)) {
+          record.previous = (*prev)->id;
+          break;
+        }
+      }
+      ++pass.chosen;
+    }
+    ++pass.decided;
+    log::info("event=robot_series id={} version={} state={} reason=\"{}\" previous={}", record.id,
+              record.version, ToString(record.state), record.reason, record.previous);
+    if (absl::Status s = stores_.robot->PutSeries(record); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> SeriesRobot::Arches() const {
+  if (!options_.arches.empty()) return options_.arches;
+  absl::StatusOr<std::vector<BoardRecord>> boards = stores_.boards->ListBoards();
+  if (!boards.ok()) return boards.status();
+  std::set<std::string> arches;
+  for (const BoardRecord& b : *boards) {
+    if (b.summary.boots_built_kernels) arches.insert(b.summary.arch);
+  }
+  return std::vector<std::string>(arches.begin(), arches.end());
+}
+
+std::vector<SeriesRobot::PlannedJob> SeriesRobot::PlanJobs(
+    const SeriesRecord& series, const std::string& mbox, const SeriesRecord* previous,
+    const std::string& previous_mbox, const std::vector<std::string>& arches) const {
+  auto source = [&](const std::string& series_name, const std::string& series_mbox) {
+    v1::KernelSource k;
+    k.set_tree(options_.tree);
+    k.set_ref(series.base);
+    k.set_config_base(options_.config_base);
+    for (const v1::SourceFile& f : options_.fragments) *k.add_fragments() = f;
+    if (!series_mbox.empty()) {
+      v1::SourceFile* f = k.add_series();
+      f->set_name(series_name);
+      f->set_content(series_mbox);
+    }
+    return k;
+  };
+  const std::string label = absl::StrCat("v", series.version);
+  const std::string prev_label =
+      previous != nullptr ? absl::StrCat("v", previous->version) : std::string();
+  std::vector<PlannedJob> out;
+  for (size_t i = 0; i < options_.studies.size(); ++i) {
+    const v1::JobSpec& study = options_.studies[i];
+    const std::string study_name = study.name().empty() ? study.benchmark() : study.name();
+    for (const std::string& arch : arches) {
+      // The series against its base, and against the version before it.
+      for (bool against_previous : {false, true}) {
+        if (against_previous && previous == nullptr) continue;
+        v1::JobSpec spec = study;
+        spec.clear_kernels();
+        spec.clear_kernel_sources();
+        spec.clear_arches();
+        spec.add_arches(arch);
+        const std::string baseline = against_previous ? prev_label : "base";
+        spec.add_kernels(baseline);
+        spec.add_kernels(label);
+        spec.set_baseline(baseline);
+        (*spec.mutable_kernel_sources())[baseline] =
+            against_previous ? source(prev_label + ".mbox", previous_mbox) : source("", "");
+        (*spec.mutable_kernel_sources())[label] = source(label + ".mbox", mbox);
+        spec.set_name(absl::StrCat("robot: ", series.title, " ", label, " vs ", baseline, " (",
+                                   study_name, ", ", arch, ")"));
+        out.push_back({absl::StrCat("robot/", series.id, "/", i, "/", arch, "/",
+                                    against_previous ? prev_label : "base"),
+                       std::move(spec)});
+      }
+    }
+  }
+  return out;
+}
+
+absl::Status SeriesRobot::Submit(SeriesRecord series, RobotPass& pass) {
+  auto fail = [&](const std::string& why) {
+    series.state = SeriesState::kFailed;
+    series.reason = why;
+    log::warn("event=robot_series_failed id={} reason=\"{}\"", series.id, why);
+    return stores_.robot->PutSeries(series);
+  };
+  if (series.base.empty()) {
+    return fail("no base: the series has no base-commit: and the robot names no branch");
+  }
+  absl::StatusOr<robot::Series> mails =
+      LoadSeries(stores_.robot, series.thread_root, series.version, series.id);
+  if (!mails.ok()) return fail(std::string(mails.status().message()));
+  std::optional<SeriesRecord> previous;
+  std::string previous_mbox;
+  if (!series.previous.empty()) {
+    absl::StatusOr<std::optional<SeriesRecord>> prev = stores_.robot->GetSeries(series.previous);
+    if (!prev.ok()) return prev.status();
+    if (prev->has_value()) {
+      absl::StatusOr<robot::Series> prev_mails =
+          LoadSeries(stores_.robot, (*prev)->thread_root, (*prev)->version, (*prev)->id);
+      if (prev_mails.ok()) {
+        previous = **prev;
+        previous->base = series.base;  // both versions on this one's base
+        previous_mbox = prev_mails->Mbox();
+      }
+    }
+  }
+  absl::StatusOr<std::vector<std::string>> arches = Arches();
+  if (!arches.ok()) return arches.status();
+  if (arches->empty()) return fail("no registered board boots built kernels");
+  std::vector<int64_t> jobs;
+  for (const PlannedJob& planned :
+       PlanJobs(series, mails->Mbox(), previous ? &*previous : nullptr, previous_mbox, *arches)) {
+    absl::StatusOr<Submitted> job =
+        SubmitSpec(stores_.boards, stores_.jobs, planned.spec, planned.request_id);
+    if (!job.ok()) {
+      if (job.status().code() != absl::StatusCode::kInvalidArgument) return job.status();
+      return fail(absl::StrCat("job ", planned.spec.name(), " refused: ", job.status().message()));
+    }
+    jobs.push_back(job->created.job_id);
+  }
+  series.jobs = std::move(jobs);
+  series.state = SeriesState::kSubmitted;
+  ++pass.submitted;
+  log::info("event=robot_series_submitted id={} jobs={}", series.id, series.jobs.size());
+  return stores_.robot->PutSeries(series);
+}
+
+absl::Status SeriesRobot::CheckMeasured(SeriesRecord series, RobotPass& pass) {
+  for (int64_t id : series.jobs) {
+    absl::StatusOr<JobRecord> job = stores_.jobs->GetJob(id);
+    if (!job.ok()) return job.status();
+    if (!IsFinal(job->state)) return absl::OkStatus();
+  }
+  series.state = SeriesState::kMeasured;
+  ++pass.measured;
+  log::info("event=robot_series_measured id={} jobs={}", series.id, series.jobs.size());
+  return stores_.robot->PutSeries(series);
+}
+
+}  // namespace faultline::controller

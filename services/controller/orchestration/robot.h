@@ -1,0 +1,72 @@
+#pragma once
+// The series robot (issue #45): every pass reads the list archive on from where it was,
+// keeps the patch mails, gathers each posted series (robot/series.h), decides it once
+// (robot/choose.h: whole, and touching mm or opted in), and for a chosen one submits its
+// A/B jobs: for every study the config names and every arch with boards that boot built
+// kernels, the base (the series' base-commit:, else the config's branch) against base +
+// series, and against the earlier version too when that one was tested. Submissions carry
+// a request id per (series, study, arch): a pass cut short by a crash submits nothing twice.
+// Replies (mail, patchwork checks) follow in a later pass once every job is final.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "faultline/v1/job.pb.h"
+#include "robot/choose.h"  // ChooseRules
+#include "services/controller/storage/interfaces.h"
+
+namespace faultline::controller {
+
+struct RobotOptions {
+  std::string archive;  // a public-inbox v2 inbox directory
+  robot::ChooseRules rules;
+  std::string tree;    // the kernel tree on the builders (absolute path)
+  std::string branch;  // the base of a series without base-commit: (a ref of `tree`)
+  std::string config_base = "tinyconfig";
+  std::vector<v1::SourceFile> fragments;  // config fragments for every kernel
+  // What each chosen series runs: job specs without kernels (the robot sets them), e.g.
+  // the seeds' studies.
+  std::vector<v1::JobSpec> studies;
+  std::vector<std::string> arches;  // empty: every arch with a board that boots built kernels
+  size_t mails_per_pass = 500;
+};
+
+struct RobotPass {
+  int mails = 0;    // read from the archive
+  int kept = 0;     // patch mails among them
+  int decided = 0;  // series decided this pass (chosen or skipped)
+  int chosen = 0;
+  int submitted = 0;  // series whose jobs were submitted
+  int measured = 0;   // series whose jobs all ended
+};
+
+class SeriesRobot {
+ public:
+  SeriesRobot(const Stores& stores, RobotOptions options)
+      : stores_(stores), options_(std::move(options)) {}
+
+  absl::StatusOr<RobotPass> RunOnce();
+
+  // The job specs for one series (exposed for tests): per study and arch, the base and the
+  // series (and the earlier version when `previous_mbox` is not empty).
+  struct PlannedJob {
+    std::string request_id;
+    v1::JobSpec spec;
+  };
+  std::vector<PlannedJob> PlanJobs(const SeriesRecord& series, const std::string& mbox,
+                                   const SeriesRecord* previous, const std::string& previous_mbox,
+                                   const std::vector<std::string>& arches) const;
+
+ private:
+  absl::Status Ingest(RobotPass& pass, std::vector<std::pair<std::string, int>>& touched);
+  absl::Status Decide(const std::string& root, int version, RobotPass& pass);
+  absl::Status Submit(SeriesRecord series, RobotPass& pass);
+  absl::Status CheckMeasured(SeriesRecord series, RobotPass& pass);
+  absl::StatusOr<std::vector<std::string>> Arches() const;
+
+  Stores stores_;
+  RobotOptions options_;
+};
+
+}  // namespace faultline::controller

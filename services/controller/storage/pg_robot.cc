@@ -1,0 +1,135 @@
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "services/controller/storage/pg_pool.h"
+#include "services/controller/storage/pg_store.h"
+
+namespace faultline::controller {
+namespace {
+
+constexpr const char* kSeriesColumns = R"sql(
+  id, thread_root, version, title, author, state, reason, previous, base, jobs::text,
+  (extract(epoch FROM updated_at) * 1000)::bigint
+)sql";
+
+SeriesRecord SeriesFromRow(const pqxx::row& r) {
+  SeriesRecord s;
+  s.id = r[0].as<std::string>();
+  s.thread_root = r[1].as<std::string>();
+  s.version = r[2].as<int>();
+  s.title = r[3].as<std::string>();
+  s.from = r[4].as<std::string>();
+  s.state = pg::ParseEnumOr(ParseSeriesState(r[5].as<std::string>()), SeriesState::kFailed);
+  s.reason = r[6].as<std::string>();
+  s.previous = r[7].as<std::string>();
+  s.base = r[8].as<std::string>();
+  for (const auto& job : nlohmann::json::parse(r[9].as<std::string>())) {
+    s.jobs.push_back(job.get<int64_t>());
+  }
+  s.updated_ms = r[10].as<int64_t>();
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<int, std::string>> PgRobotStore::Cursor(const std::string& archive) {
+  return pool_->Query<std::map<int, std::string>>(
+      [&](pqxx::connection& c, std::map<int, std::string>& out) -> absl::Status {
+        pqxx::read_transaction t(c);
+        for (const auto& r : t.exec_params(
+                 "SELECT epoch, last_commit FROM robot_cursors WHERE archive = $1", archive)) {
+          out[r[0].as<int>()] = r[1].as<std::string>();
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::Status PgRobotStore::KeepMails(const std::string& archive, const std::vector<KeptMail>& mails,
+                                     const std::map<int, std::string>& cursor) {
+  return pool_
+      ->Query<bool>([&](pqxx::connection& c, bool&) -> absl::Status {
+        pqxx::work w(c);
+        for (const KeptMail& m : mails) {
+          // A mail the archive holds twice (a resend with the same id) is kept once.
+          w.exec_params(R"sql(
+        INSERT INTO robot_mails (message_id, thread_root, version, raw) VALUES ($1, $2, $3, $4)
+        ON CONFLICT (message_id) DO NOTHING)sql",
+                        m.message_id, m.thread_root, m.version, m.raw);
+        }
+        for (const auto& [epoch, commit] : cursor) {
+          w.exec_params(R"sql(
+        INSERT INTO robot_cursors (archive, epoch, last_commit) VALUES ($1, $2, $3)
+        ON CONFLICT (archive, epoch) DO UPDATE SET last_commit = EXCLUDED.last_commit)sql",
+                        archive, epoch, commit);
+        }
+        w.commit();
+        return absl::OkStatus();
+      })
+      .status();
+}
+
+absl::StatusOr<std::vector<std::string>> PgRobotStore::ThreadMails(const std::string& thread_root,
+                                                                   int version) {
+  return pool_->Query<std::vector<std::string>>(
+      [&](pqxx::connection& c, std::vector<std::string>& out) -> absl::Status {
+        pqxx::read_transaction t(c);
+        for (const auto& r : t.exec_params(
+                 "SELECT raw FROM robot_mails WHERE thread_root = $1 AND version = $2 ORDER BY seq",
+                 thread_root, version)) {
+          out.push_back(r[0].as<std::string>());
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<std::optional<SeriesRecord>> PgRobotStore::GetSeries(const std::string& id) {
+  return pool_->Query<std::optional<SeriesRecord>>(
+      [&](pqxx::connection& c, std::optional<SeriesRecord>& out) -> absl::Status {
+        pqxx::read_transaction t(c);
+        auto rows = t.exec_params(
+            absl::StrCat("SELECT ", kSeriesColumns, " FROM robot_series WHERE id = $1"), id);
+        if (!rows.empty()) out = SeriesFromRow(rows[0]);
+        return absl::OkStatus();
+      });
+}
+
+absl::Status PgRobotStore::PutSeries(const SeriesRecord& s) {
+  return pool_
+      ->Query<bool>([&](pqxx::connection& c, bool&) -> absl::Status {
+        pqxx::work w(c);
+        w.exec_params(R"sql(
+      INSERT INTO robot_series (id, thread_root, version, title, author, state, reason,
+                                previous, base, jobs)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb)
+      ON CONFLICT (id) DO UPDATE SET
+        thread_root = EXCLUDED.thread_root, version = EXCLUDED.version,
+        title = EXCLUDED.title, author = EXCLUDED.author, state = EXCLUDED.state,
+        reason = EXCLUDED.reason, previous = EXCLUDED.previous, base = EXCLUDED.base,
+        jobs = EXCLUDED.jobs, updated_at = now())sql",
+                      s.id, s.thread_root, s.version, s.title, s.from,
+                      std::string(ToString(s.state)), s.reason, s.previous, s.base,
+                      nlohmann::json(s.jobs).dump());
+        w.commit();
+        return absl::OkStatus();
+      })
+      .status();
+}
+
+absl::StatusOr<std::vector<SeriesRecord>> PgRobotStore::ListSeries(std::optional<SeriesState> state,
+                                                                   int limit) {
+  return pool_->Query<std::vector<SeriesRecord>>(
+      [&](pqxx::connection& c, std::vector<SeriesRecord>& out) -> absl::Status {
+        pqxx::read_transaction t(c);
+        const std::string where = state ? " WHERE state = $2" : " WHERE $2 = $2";
+        for (const auto& r :
+             t.exec_params(absl::StrCat("SELECT ", kSeriesColumns, " FROM robot_series", where,
+                                        " ORDER BY created_at, id LIMIT $1"),
+                           limit, state ? std::string(ToString(*state)) : std::string())) {
+          out.push_back(SeriesFromRow(r));
+        }
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace faultline::controller

@@ -1,0 +1,187 @@
+// The series robot's passes (orchestration/robot.h) on a real PostgreSQL and a real
+// public-inbox archive fed the seed series: what it keeps, what it chooses, the jobs it
+// submits (and never twice), and v5 compared with v4.
+#include "services/controller/orchestration/robot.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "kbuild/process.h"
+#include "tests/integration/store_fixture.h"
+
+namespace faultline::controller {
+namespace {
+
+class SeriesRobotTest : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    if (IsSkipped()) return;
+    if (kbuild::Run({.argv = {"sh", "-c", "command -v public-inbox-init public-inbox-mda"}})
+            .value_or(kbuild::Finished{.exit_code = 1})
+            .exit_code != 0) {
+      GTEST_SKIP() << "public-inbox is not installed (scripts/install-deps.sh test)";
+    }
+    char tmpl[] = "/tmp/faultline-robot-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    inbox_ = dir_ + "/mm";
+    env_ = {{"HOME", dir_},
+            {"PI_CONFIG", dir_ + "/config"},
+            {"ORIGINAL_RECIPIENT", "linux-mm@kvack.org"}};
+    Ok({"public-inbox-init", "-V2", "-L", "basic", "mm", inbox_, "http://localhost/mm",
+        "linux-mm@kvack.org"});
+    Ok({"git", "config", "-f", dir_ + "/config", "publicinboxmda.spamcheck", "none"});
+    // Boards that boot built kernels and build them, on two arches; "box" (the fixture's)
+    // boots only its own.
+    for (const auto& [name, arch] : {std::pair{"lab-x86", "x86_64"}, {"lab-arm", "aarch64"}}) {
+      BoardRecord b;
+      b.summary = {.name = name,
+                   .arch = arch,
+                   .memory_bytes = 8ull << 30,
+                   .kernel_labels = {"stock"},
+                   .running_kernel_label = "stock",
+                   .running_kernel_labels = {"stock"}};
+      b.summary.boots_built_kernels = true;
+      b.summary.build_arches = {arch};
+      b.facts_json = "{}";
+      ASSERT_TRUE(store_->boards().UpsertBoard(b).ok());
+    }
+    options_.archive = inbox_;
+    options_.tree = "/srv/linux.git";
+    options_.branch = "mm-unstable";
+    v1::JobSpec study;
+    study.set_benchmark("filemap-thrash");
+    study.set_duration("3s");
+    study.set_repetitions(2);
+    study.mutable_memcg()->set_memory_max("256M");
+    options_.studies = {study};
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  void Ok(std::vector<std::string> argv) {
+    auto done = kbuild::Run({.argv = std::move(argv), .env = env_});
+    ASSERT_TRUE(done.ok()) << done.status();
+    ASSERT_EQ(done->exit_code, 0) << done->output;
+  }
+  void Deliver(const std::vector<std::string>& names) {
+    for (const auto& name : names) {
+      Ok({"sh", "-c",
+          "public-inbox-mda --no-precheck < " + std::string(FAULTLINE_ROBOT_TESTDATA) + "/" +
+              name});
+    }
+  }
+  RobotPass Pass() {
+    SeriesRobot robot(store_->stores(), options_);
+    auto pass = robot.RunOnce();
+    EXPECT_TRUE(pass.ok()) << pass.status();
+    return pass.ok() ? *pass : RobotPass{};
+  }
+  SeriesRecord Series(const std::string& id) {
+    auto s = store_->robot().GetSeries(id);
+    EXPECT_TRUE(s.ok() && s->has_value()) << id;
+    return s.ok() && s->has_value() ? **s : SeriesRecord{};
+  }
+  int64_t Count(const std::string& sql) {
+    pqxx::connection c(url_);
+    pqxx::read_transaction t(c);
+    return t.exec1(sql)[0].as<int64_t>();
+  }
+
+  static constexpr char kV2[] = "20260430040427.4672-1-baohua@kernel.org";
+  static constexpr char kV4[] = "20260804095135.45897-1-zhanghongru@xiaomi.com";
+  static constexpr char kV5[] = "20260814085300.7356-1-zhanghongru@xiaomi.com";
+  static constexpr char kNet[] = "20260901101010.1000-1-dev@example.org";
+
+  std::string dir_, inbox_;
+  std::vector<std::pair<std::string, std::string>> env_;
+  RobotOptions options_;
+};
+
+TEST_F(SeriesRobotTest, ChoosesMmSeriesSubmitsTheirJobsOnceAndComparesV5WithV4) {
+  // v2 arrives in two parts: nothing is decided until it is whole.
+  Deliver({"v2-0.eml", "v2-1.eml", "v2-2.eml", "v2-review.eml"});
+  RobotPass first = Pass();
+  EXPECT_EQ(first.mails, 4);
+  EXPECT_EQ(first.kept, 3) << "the review is not kept";
+  EXPECT_EQ(first.decided, 0);
+  Deliver({"v2-3.eml", "v2-4.eml", "v2-5.eml", "net-0.eml", "net-1.eml", "net-2.eml", "v4-0.eml",
+           "v4-1.eml", "v4-2.eml", "v4-3.eml"});
+  RobotPass second = Pass();
+  EXPECT_EQ(second.mails, 10);
+  EXPECT_EQ(second.decided, 3);
+  EXPECT_EQ(second.chosen, 2);
+  EXPECT_EQ(second.submitted, 2);
+  const SeriesRecord v2 = Series(kV2);
+  EXPECT_EQ(v2.state, SeriesState::kSubmitted);
+  EXPECT_EQ(v2.reason, "touches mm/memory.c");
+  EXPECT_EQ(v2.base, "e737cebb8de0d38e8f64584a8bbfbcf9176c7537");
+  EXPECT_EQ(v2.jobs.size(), 2u) << "one study x two arches";
+  const SeriesRecord net = Series(kNet);
+  EXPECT_EQ(net.state, SeriesState::kSkipped);
+  EXPECT_TRUE(net.jobs.empty());
+  // The jobs: base against base + series, on each arch, built from the tree.
+  auto job = store_->jobs().GetJob(v2.jobs[0]);
+  ASSERT_TRUE(job.ok());
+  EXPECT_NE(job->name.find("robot: mm: reduce mmap_lock contention"), std::string::npos)
+      << job->name;
+  EXPECT_EQ(Count("SELECT count(*) FROM builds"), 6)
+      << "the base (one build for v2 and v4: the same key), v2 and v4, for two arches";
+
+  // v5 links v4, which was tested: v5 runs against its base and against v4.
+  Deliver({"v5.eml"});
+  RobotPass third = Pass();
+  EXPECT_EQ(third.chosen, 1);
+  const SeriesRecord v5 = Series(kV5);
+  EXPECT_EQ(v5.previous, kV4);
+  EXPECT_EQ(v5.reason, "touches arch/arm/mm/fault.c");
+  ASSERT_EQ(v5.jobs.size(), 4u) << "(vs base, vs v4) x two arches";
+  std::set<std::string> names;
+  for (int64_t id : v5.jobs) names.insert(store_->jobs().GetJob(id)->name);
+  EXPECT_EQ(names.count("robot: mm: retry page faults once under the per-VMA lock v5 vs v4 "
+                        "(filemap-thrash, x86_64)"),
+            1u);
+
+  // Another controller (or this one restarted) reads nothing again and submits nothing.
+  const int64_t jobs = Count("SELECT count(*) FROM jobs");
+  RobotPass again = Pass();
+  EXPECT_EQ(again.mails, 0);
+  EXPECT_EQ(again.decided, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs"), jobs);
+  // A pass cut short after submitting and before recording it submits under the same
+  // request ids: the same jobs.
+  SeriesRecord cut = Series(kV2);
+  cut.state = SeriesState::kChosen;
+  cut.jobs.clear();
+  ASSERT_TRUE(store_->robot().PutSeries(cut).ok());
+  Pass();
+  EXPECT_EQ(Series(kV2).jobs, v2.jobs);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs"), jobs);
+
+  // Every job of v2 ends: measured.
+  for (int64_t id : v2.jobs) ASSERT_TRUE(store_->jobs().CancelJob(id).ok());
+  EXPECT_EQ(Pass().measured, 1);
+  EXPECT_EQ(Series(kV2).state, SeriesState::kMeasured);
+}
+
+TEST_F(SeriesRobotTest, WithoutBoardsThatBootBuiltKernelsAChosenSeriesFailsOnceSayingWhy) {
+  options_.arches.clear();
+  for (const char* name : {"lab-x86", "lab-arm"}) {
+    pqxx::connection c(url_);
+    pqxx::work w(c);
+    w.exec_params("DELETE FROM boards WHERE name = $1", std::string(name));
+    w.commit();
+  }
+  Deliver({"v5.eml"});
+  Pass();
+  const SeriesRecord v5 = Series(kV5);
+  EXPECT_EQ(v5.state, SeriesState::kFailed);
+  EXPECT_EQ(v5.reason, "no registered board boots built kernels");
+  EXPECT_EQ(Pass().submitted, 0) << "decided once";
+}
+
+}  // namespace
+}  // namespace faultline::controller
