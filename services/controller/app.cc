@@ -298,6 +298,20 @@ int RunController(const ControllerOptions& options) {
 
   const Stores stores = store.stores();
   BackgroundDuties duties(stores, SystemClock::Get());
+  std::optional<SeriesRobot> robot;
+  if (!options.robot_config.empty()) {
+    absl::StatusOr<RobotOptions> robot_options = LoadRobotConfig(options.robot_config);
+    if (!robot_options.ok()) {
+      log::error("event=robot_config_invalid error=\"{}\"",
+                 std::string(robot_options.status().message()));
+      return 2;
+    }
+    const auto every = std::chrono::seconds(robot_options->poll_seconds);
+    log::info("event=robot_on archive={} studies={} every_s={}", robot_options->archive,
+              robot_options->studies.size(), every.count());
+    robot.emplace(stores, *std::move(robot_options));
+    duties.SetRobot(&*robot, every);
+  }
   Dispatcher dispatcher(stores.work, stores.jobs, SystemClock::Get(), &duties);
   // Work queued through any controller on this database wakes this one's dispatcher.
   PgWorkListener work_listener(options.database_url, [&dispatcher] { dispatcher.WorkAvailable(); });

@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
   app.add_option("--artifact-s3-prefix", options.artifact_s3_prefix,
                  "object keys: this prefix + the image's sha256")
       ->capture_default_str();
+  app.add_option("--robot-config", options.robot_config,
+                 "robot.yaml: run the series robot, which reads a list archive and A/Bs the "
+                 "mm series posted there (docs/robot.md)")
+      ->check(CLI::ExistingFile);
   app.add_option("--artifact-s3-credentials", options.artifact_s3_credentials,
                  "file with access_key=... and secret_key=... lines (default: env "
                  "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "kbuild/process.h"
 #include "tests/integration/store_fixture.h"
@@ -145,6 +146,13 @@ TEST_F(SeriesRobotTest, ChoosesMmSeriesSubmitsTheirJobsOnceAndComparesV5WithV4) 
                         "(filemap-thrash, x86_64)"),
             1u);
 
+  // What /metrics shows (faultline_robot_series, faultline_robot_patch_mails).
+  auto snapshot = store_->history().Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(snapshot->robot_series_by_state,
+            (std::map<std::string, int64_t>{{"skipped", 1}, {"submitted", 3}}));
+  EXPECT_EQ(snapshot->robot_mails, 14) << "v2 6, v4 4, v5 1, netdev 3; not the review";
+
   // Another controller (or this one restarted) reads nothing again and submits nothing.
   const int64_t jobs = Count("SELECT count(*) FROM jobs");
   RobotPass again = Pass();
@@ -181,6 +189,43 @@ TEST_F(SeriesRobotTest, WithoutBoardsThatBootBuiltKernelsAChosenSeriesFailsOnceS
   EXPECT_EQ(v5.state, SeriesState::kFailed);
   EXPECT_EQ(v5.reason, "no registered board boots built kernels");
   EXPECT_EQ(Pass().submitted, 0) << "decided once";
+}
+
+// robot.yaml: the studies and fragments read relative to it, every error naming the field.
+TEST(RobotConfig, ReadsTheStudiesAndSaysWhatIsWrong) {
+  char tmpl[] = "/tmp/faultline-robot-config-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir = tmpl;
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  write("study.yaml", "benchmark: filemap-thrash\nduration: 5s\nmemcg: {memory_max: 256M}\n");
+  write("lab.config", "CONFIG_SWAP=y\n");
+  const std::string path = write("robot.yaml",
+                                 "archive: mm\ntree: /srv/linux.git\nbranch: mm-unstable\n"
+                                 "studies: [study.yaml]\nfragments: [lab.config]\n"
+                                 "poll_seconds: 30\n");
+  auto options = LoadRobotConfig(path);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->archive, (dir / "mm").string());
+  EXPECT_EQ(options->studies.size(), 1u);
+  EXPECT_EQ(options->studies[0].benchmark(), "filemap-thrash");
+  ASSERT_EQ(options->fragments.size(), 1u);
+  EXPECT_EQ(options->fragments[0].name(), "lab.config");
+  EXPECT_EQ(options->poll_seconds, 30u);
+  EXPECT_EQ(options->rules.paths.size(), 3u) << "the defaults";
+  write("kernels.yaml", "benchmark: filemap-thrash\nduration: 5s\nkernels: [vanilla]\n");
+  auto refused = LoadRobotConfig(write(
+      "bad.yaml", "archive: mm\ntree: /srv/linux.git\nstudies: [study.yaml, kernels.yaml]\n"));
+  EXPECT_EQ(refused.status().message(),
+            (dir / "bad.yaml").string() +
+                ": studies[1]: names kernels; the robot sets them (base and the series)");
+  auto relative = LoadRobotConfig(write("rel.yaml", "archive: mm\ntree: linux\nstudies: [x]\n"));
+  EXPECT_NE(relative.status().message().find("tree: an absolute path"), std::string::npos);
+  auto unknown = LoadRobotConfig(write("unk.yaml", "archive: mm\ntreee: /x\n"));
+  EXPECT_NE(unknown.status().message().find("treee"), std::string::npos) << unknown.status();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -236,6 +236,22 @@ void WriteChangePoints(const MetricsSnapshot& snapshot, std::string* out) {
   change_points.WriteTo(out);
 }
 
+// The series robot (orchestration/robot.h): what it decided of each posted series.
+void WriteRobot(const MetricsSnapshot& snapshot, std::string* out) {
+  TextFamily series("faultline_robot_series",
+                    "Posted series the robot saw whole, by what it did: skipped (outside "
+                    "its filter), chosen, submitted (jobs running), measured, replied, failed");
+  for (const char* st : {"skipped", "chosen", "submitted", "measured", "replied", "failed"}) {
+    auto it = snapshot.robot_series_by_state.find(st);
+    series.Add({{"state", st}}, it == snapshot.robot_series_by_state.end() ? 0 : it->second);
+  }
+  series.WriteTo(out);
+  TextFamily mails("faultline_robot_patch_mails",
+                   "Patch mails the robot read from the list archive and kept");
+  mails.Add({}, snapshot.robot_mails);
+  mails.WriteTo(out);
+}
+
 void WriteSchedules(const MetricsSnapshot& snapshot, std::string* out) {
   TextFamily schedule_success("faultline_schedule_last_success_timestamp_seconds",
                               "Newest succeeded job of a schedule (its creation if none)");
@@ -429,6 +445,7 @@ std::vector<std::shared_ptr<const std::string>> ControllerMetrics::RenderParts(
     parts.push_back(series_block_);
     WriteChangePoints(*snapshot, &out);
     WriteSchedules(*snapshot, &out);
+    WriteRobot(*snapshot, &out);
     WriteRunsAndJobs(*snapshot, &out);
     WriteBuiltKernels(*snapshot, &out);
     WriteBoards(*listed_boards, &out);

@@ -30,7 +30,13 @@ struct RobotOptions {
   std::vector<v1::JobSpec> studies;
   std::vector<std::string> arches;  // empty: every arch with a board that boots built kernels
   size_t mails_per_pass = 500;
+  uint32_t poll_seconds = 60;  // between two passes
 };
+
+// Reads robot.yaml (faultline.v1.RobotConfig, by spec/'s YAML loader) into the options: the
+// studies' spec files (kernels are the robot's to set: a study that names some is refused)
+// and the fragments read; each error names the file, the field and what is wrong.
+absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path);
 
 struct RobotPass {
   int mails = 0;    // read from the archive

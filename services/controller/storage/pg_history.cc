@@ -361,6 +361,10 @@ absl::StatusOr<MetricsSnapshot> PgHistoryStore::Snapshot(int64_t known_series_ve
         for (const auto& r : t.exec("SELECT state, count(*) FROM change_points GROUP BY state")) {
           snap.change_points_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
         }
+        for (const auto& r : t.exec("SELECT state, count(*) FROM robot_series GROUP BY state")) {
+          snap.robot_series_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
+        }
+        snap.robot_mails = t.exec1("SELECT count(*) FROM robot_mails")[0].as<int64_t>();
         for (const auto& r : t.exec(R"sql(
         SELECT b.label, b.arch, coalesce(b.outcome->>'release', ''),
                coalesce(b.outcome->>'base_commit', ''), coalesce(b.source->>'ref', ''),

@@ -227,6 +227,10 @@ struct MetricsSnapshot {
   std::vector<JobVersion> comparison_jobs;
   std::vector<ChangePointRecord> open_change_points;  // latest open one per series
   std::map<std::string, int64_t> change_points_by_state;
+  // The series robot: posted series by what it decided (robot_series.state), and the patch
+  // mails it has read and kept.
+  std::map<std::string, int64_t> robot_series_by_state;
+  int64_t robot_mails = 0;
   struct ScheduleHealth {
     std::string name;
     std::string cron;
