@@ -6,6 +6,7 @@
 #include "common/read_file.h"
 #include "robot/choose.h"
 #include "robot/mail.h"
+#include "robot/reply.h"
 #include "robot/series.h"
 
 namespace faultline::robot {
@@ -137,6 +138,34 @@ TEST(Choose, MmSeriesAreChosenOthersAreNotUnlessTheyOptIn) {
   opted.cover->body += "\nFaultline-Test: yes\n";
   EXPECT_TRUE(Choose(opted, {}).chosen);
   EXPECT_FALSE(Choose(opted, {.paths = {"mm/*"}, .opt_in_tag = ""}).chosen);
+}
+
+TEST(Reply, ThreadedUnderTheAnsweredMailWithOneIdPerSeriesAndKind) {
+  const Mail cover = Load("v2-0.eml");
+  const ReplyOptions options{.from = "faultline robot <robot@faultline.example>",
+                             .cc = {"david@kernel.org", "tests@faultline.example"},
+                             .date = "Sat, 05 Dec 2026 10:00:00 +0000"};
+  const Reply reply = ComposeReply(cover, "results", "Body.\n", options);
+  EXPECT_EQ(reply.message_id, ReplyMessageId(cover.message_id, "results", options.from));
+  EXPECT_NE(reply.message_id, ReplyMessageId(cover.message_id, "check", options.from));
+  EXPECT_EQ(reply.message_id.substr(reply.message_id.find('@')), "@faultline.example");
+  EXPECT_EQ(reply.recipients,
+            (std::vector<std::string>{"baohua@kernel.org", "linux-mm@kvack.org", "david@kernel.org",
+                                      "liam@infradead.org", "tests@faultline.example"}))
+      << "the author, then each list and person once";
+  auto parsed = ParseMail(reply.text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->subject,
+            "Re: [PATCH v2 0/5] mm: reduce mmap_lock contention and improve page fault "
+            "performance");
+  EXPECT_EQ(parsed->in_reply_to, cover.message_id);
+  EXPECT_EQ(parsed->references, std::vector<std::string>{cover.message_id});
+  EXPECT_EQ(parsed->body, "Body.\n");
+  const Reply again = ComposeReply(*parsed, "results", "x", options);
+  EXPECT_EQ(again.text.find("Re: Re:"), std::string::npos);
+  EXPECT_EQ(ParseMail(again.text)->references,
+            (std::vector<std::string>{cover.message_id, reply.message_id}));
+  EXPECT_EQ(MaxLineWidth("ab\n\xC3\xA9\xC3\xA9\xC3\xA9\n"), 3u) << "characters, not bytes";
 }
 
 TEST(Links, LoreUrlsGiveTheirMessageIds) {

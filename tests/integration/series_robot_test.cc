@@ -5,10 +5,16 @@
 
 #include <stdlib.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <filesystem>
 #include <fstream>
 
+#include "common/read_file.h"
 #include "kbuild/process.h"
+#include "robot/mail.h"
+#include "robot/reply.h"
 #include "tests/integration/store_fixture.h"
 
 namespace faultline::controller {
@@ -191,6 +197,124 @@ TEST_F(SeriesRobotTest, WithoutBoardsThatBootBuiltKernelsAChosenSeriesFailsOnceS
   EXPECT_EQ(Pass().submitted, 0) << "decided once";
 }
 
+// Replies through a real SMTP server (tests/support/smtp_sink.py) that hands each mail to
+// public-inbox-mda, as the list would: threaded under the series, within 80 columns, one per
+// version whatever happens, a crash between sending and recording never sends again, and the
+// rate limit holds.
+class SeriesRobotReplyTest : public SeriesRobotTest {
+ protected:
+  void SetUp() override {
+    SeriesRobotTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    sink_dir_ = dir_ + "/sent";
+    std::filesystem::create_directories(sink_dir_);
+    const std::string port_file = dir_ + "/smtp.port";
+    std::string deliver;
+    for (const auto& [k, v] : env_) deliver += k + "=" + v + " ";
+    deliver += "public-inbox-mda --no-precheck";
+    const std::string command = "python3 -W ignore " + std::string(FAULTLINE_TESTS_DIR) +
+                                "/support/smtp_sink.py --dir " + sink_dir_ + " --port-file " +
+                                port_file + " --deliver-cmd '" + deliver + "' & echo $!";
+    auto started = kbuild::Run({.argv = {"sh", "-c", command}});
+    ASSERT_TRUE(started.ok() && started->exit_code == 0);
+    sink_pid_ = std::stoi(started->output);
+    // Ready once it wrote its port (it writes it after binding).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    std::string port;
+    while (port.empty() && std::chrono::steady_clock::now() < deadline) {
+      std::ifstream in(port_file);
+      std::getline(in, port);
+      if (port.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_FALSE(port.empty()) << "the SMTP sink did not start";
+    options_.replies.from = "faultline robot <robot@faultline.example>";
+    options_.replies.smtp = "127.0.0.1:" + port;
+    options_.replies.cc = {"mm-tests@faultline.example"};
+  }
+  void TearDown() override {
+    if (sink_pid_ > 0) {
+      ::kill(sink_pid_, SIGTERM);
+      ::waitpid(sink_pid_, nullptr, 0);
+    }
+    SeriesRobotTest::TearDown();
+  }
+  std::vector<std::string> Sent() {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(sink_dir_)) {
+      if (e.path().extension() == ".eml") out.push_back(e.path().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  void FinishJobs(const std::string& id) {
+    for (int64_t job : Series(id).jobs) ASSERT_TRUE(store_->jobs().CancelJob(job).ok());
+  }
+  std::string sink_dir_;
+  pid_t sink_pid_ = 0;
+};
+
+TEST_F(SeriesRobotReplyTest, OneThreadedReplyPerVersionNeverTwice) {
+  Deliver({"v4-0.eml", "v4-1.eml", "v4-2.eml", "v4-3.eml"});
+  Pass();
+  FinishJobs(kV4);
+  RobotPass replied = Pass();
+  EXPECT_EQ(replied.measured, 1);
+  EXPECT_EQ(replied.replied, 1);
+  ASSERT_EQ(Sent().size(), 1u);
+  auto raw = ReadFile(Sent()[0]);
+  ASSERT_TRUE(raw.ok());
+  auto mail = robot::ParseMail(*raw);
+  ASSERT_TRUE(mail.ok()) << mail.status();
+  EXPECT_EQ(mail->in_reply_to, kV4);
+  EXPECT_EQ(mail->references, std::vector<std::string>{kV4});
+  EXPECT_EQ(mail->subject, "Re: [RFC PATCH v4 0/3] mm: retry page faults under the per-VMA lock");
+  EXPECT_EQ(mail->from_address, "robot@faultline.example");
+  EXPECT_LE(robot::MaxLineWidth(*raw), 80u) << *raw;
+  EXPECT_NE(mail->body.find("against its base"), std::string::npos) << mail->body;
+  EXPECT_NE(mail->body.find("faultline job "), std::string::npos) << "each job's mail report";
+  auto rcpt = ReadFile(Sent()[0].substr(0, Sent()[0].size() - 4) + ".rcpt");
+  EXPECT_EQ(*rcpt,
+            "robot@faultline.example\nzhanghongru@xiaomi.com\nlinux-mm@kvack.org\n"
+            "mm-tests@faultline.example\n");
+  // The list archived it: the next pass reads it back and keeps nothing of it.
+  RobotPass after = Pass();
+  EXPECT_EQ(after.mails, 1);
+  EXPECT_EQ(after.kept, 0);
+  EXPECT_EQ(after.replied, 0);
+  EXPECT_EQ(Sent().size(), 1u);
+  EXPECT_EQ(Series(kV4).state, SeriesState::kReplied);
+
+  // v5: its reply is handed to the server, and the controller dies before recording it
+  // ("sending" left behind; the archive has the mail). The next pass sends nothing.
+  Deliver({"v5.eml"});
+  Pass();
+  FinishJobs(kV5);
+  options_.replies.per_hour = 0;  // the reply is queued, not sent
+  Pass();
+  auto queued = store_->robot().ListReplies(ReplyState::kQueued, 10);
+  ASSERT_TRUE(queued.ok());
+  ASSERT_EQ(queued->size(), 1u) << "the rate limit held it";
+  const ReplyRecord v5_reply = queued->front();
+  ASSERT_TRUE(
+      *store_->robot().MoveReply(v5_reply.message_id, ReplyState::kQueued, ReplyState::kSending));
+  const std::string handed = dir_ + "/handed.eml";
+  std::ofstream(handed) << v5_reply.text;
+  Ok({"sh", "-c", "public-inbox-mda --no-precheck < " + handed});
+  options_.replies.per_hour = 10;
+  Pass();
+  EXPECT_EQ(Sent().size(), 1u) << "nothing sent again";
+  auto settled = store_->robot().ListReplies(ReplyState::kSent, 10);
+  ASSERT_TRUE(settled.ok());
+  EXPECT_EQ(settled->size(), 2u) << "the archive's copy made it sent";
+  for (int i = 0; i < 2; ++i) Pass();
+  EXPECT_EQ(Sent().size(), 1u);
+  auto v5_mail = robot::ParseMail(v5_reply.text);
+  ASSERT_TRUE(v5_mail.ok());
+  EXPECT_EQ(v5_mail->in_reply_to, kV5);
+  EXPECT_LE(robot::MaxLineWidth(v5_reply.text), 80u) << v5_reply.text;
+  EXPECT_NE(v5_mail->body.find("and against v4"), std::string::npos);
+}
+
 // robot.yaml: the studies and fragments read relative to it, every error naming the field.
 TEST(RobotConfig, ReadsTheStudiesAndSaysWhatIsWrong) {
   char tmpl[] = "/tmp/faultline-robot-config-XXXXXX";
@@ -223,6 +347,19 @@ TEST(RobotConfig, ReadsTheStudiesAndSaysWhatIsWrong) {
                 ": studies[1]: names kernels; the robot sets them (base and the series)");
   auto relative = LoadRobotConfig(write("rel.yaml", "archive: mm\ntree: linux\nstudies: [x]\n"));
   EXPECT_NE(relative.status().message().find("tree: an absolute path"), std::string::npos);
+  auto nowhere = LoadRobotConfig(write("nowhere.yaml",
+                                       "archive: mm\ntree: /srv/linux.git\nstudies: [study.yaml]\n"
+                                       "replies: {from: 'robot <r@example.org>'}\n"));
+  EXPECT_NE(nowhere.status().message().find("replies: smtp (host:port) or dry_run_dir"),
+            std::string::npos)
+      << nowhere.status();
+  auto dry = LoadRobotConfig(
+      write("dry.yaml",
+            "archive: mm\ntree: /srv/linux.git\nstudies: [study.yaml]\n"
+            "replies: {from: 'robot <r@example.org>', dry_run_dir: out, per_hour: 3}\n"));
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  EXPECT_EQ(dry->replies.dry_run_dir, (dir / "out").string());
+  EXPECT_EQ(dry->replies.per_hour, 3u);
   auto unknown = LoadRobotConfig(write("unk.yaml", "archive: mm\ntreee: /x\n"));
   EXPECT_NE(unknown.status().message().find("treee"), std::string::npos) << unknown.status();
   std::filesystem::remove_all(dir);

@@ -23,6 +23,7 @@ constexpr std::array<std::string_view, 4> kBisectionStates = {"running", "done",
                                                               "cancelled"};
 constexpr std::array<std::string_view, 6> kSeriesStates = {"skipped",  "chosen",  "submitted",
                                                            "measured", "replied", "failed"};
+constexpr std::array<std::string_view, 4> kReplyStates = {"queued", "sending", "sent", "uncertain"};
 
 template <typename E, size_t N>
 std::optional<E> Parse(const std::array<std::string_view, N>& names, std::string_view s) {
@@ -68,6 +69,14 @@ std::string_view ToString(SeriesState s) {
 
 std::optional<SeriesState> ParseSeriesState(std::string_view s) {
   return Parse<SeriesState>(kSeriesStates, s);
+}
+
+std::string_view ToString(ReplyState s) {
+  return kReplyStates[static_cast<size_t>(s)];
+}
+
+std::optional<ReplyState> ParseReplyState(std::string_view s) {
+  return Parse<ReplyState>(kReplyStates, s);
 }
 std::optional<JobState> ParseJobState(std::string_view s) {
   return Parse<JobState>(kJobStates, s);

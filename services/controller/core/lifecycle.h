@@ -27,6 +27,11 @@ enum class BisectionState { kRunning, kDone, kFailed, kCancelled };
 // it tests, chosen, its jobs submitted, measured (every job final), answered, or failed
 // (its jobs could not be submitted).
 enum class SeriesState { kSkipped, kChosen, kSubmitted, kMeasured, kReplied, kFailed };
+// The robot's reply, from queued to sent (storage: robot_replies.state). "sending" is written
+// before the mail goes out and "sent" after: one found "sending" by a later pass went out or
+// not (the controller died between the two) and becomes "uncertain", never sent again; its
+// Message-ID turning up in the archive makes it "sent".
+enum class ReplyState { kQueued, kSending, kSent, kUncertain };
 
 // The stored spelling ("queued", "needs-check", ...); Parse* returns nullopt for others.
 std::string_view ToString(JobState s);
@@ -36,7 +41,9 @@ std::string_view ToString(TokenRole r);
 std::string_view ToString(BoardHealth h);     // ok | switching | needs-check
 std::string_view ToString(BuildState s);      // queued | building | done | failed
 std::string_view ToString(BisectionState s);  // running | done | failed | cancelled
-std::string_view ToString(SeriesState s);     // skipped | chosen | submitted | measured | ...
+std::string_view ToString(SeriesState s);
+std::string_view ToString(ReplyState s);  // queued | sending | sent | uncertain     // skipped |
+                                          // chosen | submitted | measured | ...
 std::optional<JobState> ParseJobState(std::string_view s);
 std::optional<RunState> ParseRunState(std::string_view s);
 std::optional<ChangePointState> ParseChangePointState(std::string_view s);
@@ -45,6 +52,7 @@ std::optional<BoardHealth> ParseBoardHealth(std::string_view s);
 std::optional<BuildState> ParseBuildState(std::string_view s);
 std::optional<BisectionState> ParseBisectionState(std::string_view s);
 std::optional<SeriesState> ParseSeriesState(std::string_view s);
+std::optional<ReplyState> ParseReplyState(std::string_view s);
 
 bool IsFinal(JobState s);  // succeeded, failed or cancelled
 bool IsFinal(RunState s);

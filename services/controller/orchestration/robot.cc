@@ -2,17 +2,22 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/log.h"
 #include "common/read_file.h"
 #include "faultline/v1/robot.pb.h"
 #include "robot/mail.h"
 #include "robot/public_inbox.h"
+#include "robot/reply.h"
 #include "robot/series.h"
+#include "robot/smtp.h"
 #include "services/controller/core/lifecycle.h"
+#include "services/controller/orchestration/report_message.h"
 #include "services/controller/orchestration/submission.h"
 #include "spec/spec_file.h"
 
@@ -45,6 +50,10 @@ bool Tested(SeriesState s) {
 absl::StatusOr<RobotPass> SeriesRobot::RunOnce() {
   if (stores_.robot == nullptr) return absl::FailedPreconditionError("no robot store");
   RobotPass pass;
+  const bool replies = !options_.replies.from.empty();
+  if (replies) {
+    if (absl::Status s = SettleInterruptedReplies(); !s.ok()) return s;
+  }
   std::vector<std::pair<std::string, int>> touched;
   if (absl::Status s = Ingest(pass, touched); !s.ok()) return s;
   for (const auto& [root, version] : touched) {
@@ -58,6 +67,15 @@ absl::StatusOr<RobotPass> SeriesRobot::RunOnce() {
                                                      : CheckMeasured(std::move(series), pass);
       if (!s.ok()) return s;
     }
+  }
+  if (replies) {
+    absl::StatusOr<std::vector<SeriesRecord>> measured =
+        stores_.robot->ListSeries(SeriesState::kMeasured, 100);
+    if (!measured.ok()) return measured.status();
+    for (const SeriesRecord& series : *measured) {
+      if (absl::Status s = QueueReply(series); !s.ok()) return s;
+    }
+    if (absl::Status s = SendQueuedReplies(pass); !s.ok()) return s;
   }
   return pass;
 }
@@ -79,6 +97,9 @@ absl::Status SeriesRobot::Ingest(RobotPass& pass,
       log::warn("event=robot_mail_unreadable commit={} error=\"{}\"", archived.commit,
                 std::string(mail.status().message()));
       continue;
+    }
+    if (!options_.replies.from.empty()) {
+      if (absl::Status s = NoteArchived(*mail); !s.ok()) return s;
     }
     std::optional<robot::SubjectTag> tag = robot::ParseSubject(mail->subject);
     if (!tag || tag->reply) continue;
@@ -260,6 +281,152 @@ absl::Status SeriesRobot::CheckMeasured(SeriesRecord series, RobotPass& pass) {
   return stores_.robot->PutSeries(series);
 }
 
+int64_t SeriesRobot::NowMs() const {
+  return clock_ != nullptr ? clock_->NowMs() : SystemClock::Get()->NowMs();
+}
+
+// A reply left "sending" went out or not: the controller died between writing "sending" and
+// "sent" (only the duty holder sends, one pass at a time). Never sent again.
+absl::Status SeriesRobot::SettleInterruptedReplies() {
+  absl::StatusOr<std::vector<ReplyRecord>> left =
+      stores_.robot->ListReplies(ReplyState::kSending, 100);
+  if (!left.ok()) return left.status();
+  for (const ReplyRecord& reply : *left) {
+    log::warn(
+        "event=robot_reply_uncertain message_id={} series={} note=\"interrupted while "
+        "sending: not sent again; the archive will tell\"",
+        reply.message_id, reply.series_id);
+    absl::StatusOr<bool> moved =
+        stores_.robot->MoveReply(reply.message_id, ReplyState::kSending, ReplyState::kUncertain);
+    if (!moved.ok()) return moved.status();
+  }
+  return absl::OkStatus();
+}
+
+// The robot's own reply, read back from the archive: it went out.
+absl::Status SeriesRobot::NoteArchived(const robot::Mail& mail) {
+  if (mail.message_id.rfind("faultline-", 0) != 0) return absl::OkStatus();
+  absl::StatusOr<bool> moved =
+      stores_.robot->MoveReply(mail.message_id, ReplyState::kUncertain, ReplyState::kSent);
+  if (!moved.ok()) return moved.status();
+  if (*moved) log::info("event=robot_reply_archived message_id={}", mail.message_id);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> SeriesRobot::ReplyBody(const SeriesRecord& series) const {
+  std::string body = absl::StrCat(
+      "faultline measured this series (v", series.version, ") against its base",
+      series.previous.empty() ? "" : absl::StrCat(" and against v", series.version - 1), ":\n",
+      series.jobs.size(), " jobs, the kernels built with and without the series from\n",
+      options_.tree, "\nat ", series.base, "\n(config ", options_.config_base,
+      options_.fragments.empty() ? "" : " + fragments", ").\n");
+  if (!series.previous.empty()) {
+    absl::StrAppend(&body, "The earlier version: <", series.previous, ">.\n");
+  }
+  for (int64_t id : series.jobs) {
+    absl::StatusOr<std::string> report =
+        RenderJobReport(stores_.jobs, stores_.builds, id, report::ReportFormat::kMail);
+    if (!report.ok()) return report.status();
+    absl::StrAppend(&body, "\n", std::string(78, '='), "\n", *report);
+  }
+  absl::StrAppend(&body,
+                  "\n-- \nfaultline series robot: one reply per version of a series. Each job's\n"
+                  "report again: faultline report JOB --format mail.\n");
+  return body;
+}
+
+absl::Status SeriesRobot::QueueReply(const SeriesRecord& series) {
+  absl::StatusOr<robot::Series> mails =
+      LoadSeries(stores_.robot, series.thread_root, series.version, series.id);
+  if (!mails.ok()) return mails.status();
+  const robot::Mail& answered = mails->cover ? *mails->cover : mails->patches.begin()->second;
+  const std::string message_id =
+      robot::ReplyMessageId(answered.message_id, "results", options_.replies.from);
+  absl::StatusOr<std::string> body = ReplyBody(series);
+  if (!body.ok()) return body.status();
+  const absl::Time now = absl::FromUnixMillis(NowMs());
+  robot::Reply reply = robot::ComposeReply(
+      answered, "results", *body,
+      {.from = options_.replies.from,
+       .cc = options_.replies.cc,
+       .date = absl::FormatTime("%a, %d %b %Y %H:%M:%S +0000", now, absl::UTCTimeZone())});
+  if (const size_t width = robot::MaxLineWidth(reply.text); width > 80) {
+    log::warn("event=robot_reply_wide series={} columns={}", series.id, width);
+  }
+  absl::StatusOr<bool> queued = stores_.robot->QueueReply({.series_id = series.id,
+                                                           .kind = "results",
+                                                           .message_id = reply.message_id,
+                                                           .recipients = reply.recipients,
+                                                           .text = reply.text});
+  if (!queued.ok()) return queued.status();
+  if (*queued) log::info("event=robot_reply_queued series={} message_id={}", series.id, message_id);
+  SeriesRecord replied = series;
+  replied.state = SeriesState::kReplied;
+  return stores_.robot->PutSeries(replied);
+}
+
+absl::Status SeriesRobot::Deliver(const ReplyRecord& reply, bool* maybe_delivered) const {
+  const RobotReplyOptions& o = options_.replies;
+  if (!o.dry_run_dir.empty()) {
+    // Written whole under its Message-ID: a second write is the same file.
+    std::error_code ec;
+    std::filesystem::create_directories(o.dry_run_dir, ec);
+    const std::string path = absl::StrCat(o.dry_run_dir, "/", reply.message_id, ".eml");
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << reply.text;
+      if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+    }
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", ec.message()));
+    *maybe_delivered = true;
+    return absl::OkStatus();
+  }
+  if (o.smtp.empty()) return absl::FailedPreconditionError("replies: neither smtp nor dry_run_dir");
+  robot::SmtpResult sent =
+      robot::SendMail(o.smtp, robot::AddressOf(o.from), reply.recipients, reply.text);
+  *maybe_delivered = sent.maybe_delivered;
+  return sent.status;
+}
+
+absl::Status SeriesRobot::SendQueuedReplies(RobotPass& pass) {
+  absl::StatusOr<std::vector<ReplyRecord>> queued =
+      stores_.robot->ListReplies(ReplyState::kQueued, 100);
+  if (!queued.ok()) return queued.status();
+  for (const ReplyRecord& reply : *queued) {
+    absl::StatusOr<int> recent = stores_.robot->RepliesSentSince(NowMs() - 3600 * 1000);
+    if (!recent.ok()) return recent.status();
+    if (*recent >= static_cast<int>(options_.replies.per_hour)) {
+      log::info("event=robot_reply_rate_limited message_id={} sent_last_hour={}", reply.message_id,
+                *recent);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<bool> claimed =
+        stores_.robot->MoveReply(reply.message_id, ReplyState::kQueued, ReplyState::kSending);
+    if (!claimed.ok()) return claimed.status();
+    if (!*claimed) continue;
+    bool maybe_delivered = false;
+    absl::Status delivered = Deliver(reply, &maybe_delivered);
+    ReplyState next = ReplyState::kSent;
+    if (!delivered.ok()) {
+      // Refused before the mail was handed over: try again next pass. After that: it may
+      // have gone out, so never again.
+      next = maybe_delivered ? ReplyState::kUncertain : ReplyState::kQueued;
+      log::warn("event=robot_reply_failed message_id={} next={} error=\"{}\"", reply.message_id,
+                ToString(next), std::string(delivered.message()));
+    } else {
+      ++pass.replied;
+      log::info("event=robot_reply_sent message_id={} series={} recipients={}", reply.message_id,
+                reply.series_id, reply.recipients.size());
+    }
+    absl::StatusOr<bool> moved =
+        stores_.robot->MoveReply(reply.message_id, ReplyState::kSending, next);
+    if (!moved.ok()) return moved.status();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path) {
   auto bad = [&](const std::string& field, const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", field, ": ", why));
@@ -305,6 +472,18 @@ absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path) {
     o.fragments.push_back(std::move(f));
   }
   if (config.poll_seconds() > 0) o.poll_seconds = config.poll_seconds();
+  const v1::RobotReplies& r = config.replies();
+  o.replies.from = r.from();
+  o.replies.smtp = r.smtp();
+  o.replies.dry_run_dir = r.dry_run_dir().empty() ? "" : resolve(r.dry_run_dir());
+  if (r.per_hour() > 0) o.replies.per_hour = r.per_hour();
+  o.replies.cc.assign(r.cc().begin(), r.cc().end());
+  if (!o.replies.from.empty() && robot::AddressOf(o.replies.from).find('@') == std::string::npos) {
+    return bad("replies.from", "a mailbox (\"faultline robot <robot@example.org>\")");
+  }
+  if (!o.replies.from.empty() && o.replies.smtp.empty() && o.replies.dry_run_dir.empty()) {
+    return bad("replies", "smtp (host:port) or dry_run_dir, to send or write the mails");
+  }
   return o;
 }
 

@@ -14,9 +14,20 @@
 #include "absl/status/statusor.h"
 #include "faultline/v1/job.pb.h"
 #include "robot/choose.h"  // ChooseRules
+#include "robot/mail.h"
+#include "services/controller/core/clock.h"
 #include "services/controller/storage/interfaces.h"
 
 namespace faultline::controller {
+
+// How the robot answers (robot.yaml's replies): no `from`, no replies.
+struct RobotReplyOptions {
+  std::string from;         // "faultline robot <robot@example.org>"
+  std::string smtp;         // host:port
+  std::string dry_run_dir;  // instead of smtp: each mail written as <Message-ID>.eml
+  uint32_t per_hour = 10;
+  std::vector<std::string> cc;
+};
 
 struct RobotOptions {
   std::string archive;  // a public-inbox v2 inbox directory
@@ -31,6 +42,7 @@ struct RobotOptions {
   std::vector<std::string> arches;  // empty: every arch with a board that boots built kernels
   size_t mails_per_pass = 500;
   uint32_t poll_seconds = 60;  // between two passes
+  RobotReplyOptions replies;
 };
 
 // Reads robot.yaml (faultline.v1.RobotConfig, by spec/'s YAML loader) into the options: the
@@ -45,12 +57,13 @@ struct RobotPass {
   int chosen = 0;
   int submitted = 0;  // series whose jobs were submitted
   int measured = 0;   // series whose jobs all ended
+  int replied = 0;    // replies sent (or written, dry run)
 };
 
 class SeriesRobot {
  public:
-  SeriesRobot(const Stores& stores, RobotOptions options)
-      : stores_(stores), options_(std::move(options)) {}
+  SeriesRobot(const Stores& stores, RobotOptions options, const Clock* clock = nullptr)
+      : stores_(stores), options_(std::move(options)), clock_(clock) {}
 
   absl::StatusOr<RobotPass> RunOnce();
 
@@ -70,9 +83,17 @@ class SeriesRobot {
   absl::Status Submit(SeriesRecord series, RobotPass& pass);
   absl::Status CheckMeasured(SeriesRecord series, RobotPass& pass);
   absl::StatusOr<std::vector<std::string>> Arches() const;
+  absl::Status SettleInterruptedReplies();
+  absl::Status NoteArchived(const robot::Mail& mail);
+  absl::Status QueueReply(const SeriesRecord& series);
+  absl::Status SendQueuedReplies(RobotPass& pass);
+  absl::StatusOr<std::string> ReplyBody(const SeriesRecord& series) const;
+  absl::Status Deliver(const ReplyRecord& reply, bool* maybe_delivered) const;
+  int64_t NowMs() const;
 
   Stores stores_;
   RobotOptions options_;
+  const Clock* clock_;  // null: the system's
 };
 
 }  // namespace faultline::controller

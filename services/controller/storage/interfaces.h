@@ -247,6 +247,14 @@ class RobotStore {
   // Oldest first; only those in `state` when given.
   virtual absl::StatusOr<std::vector<SeriesRecord>> ListSeries(std::optional<SeriesState> state,
                                                                int limit) = 0;
+  // The outbox. QueueReply stores a reply unless its (series, kind) has one: false then.
+  virtual absl::StatusOr<bool> QueueReply(const ReplyRecord& reply) = 0;
+  virtual absl::StatusOr<std::vector<ReplyRecord>> ListReplies(ReplyState state, int limit) = 0;
+  // Moves a reply from `from` to `to` (sent: with the time); false when it was not in `from`.
+  virtual absl::StatusOr<bool> MoveReply(const std::string& message_id, ReplyState from,
+                                         ReplyState to) = 0;
+  // Replies sent (or uncertain) since `since_ms`: the rate limit's count.
+  virtual absl::StatusOr<int> RepliesSentSince(int64_t since_ms) = 0;
 };
 
 // The background duties (lease reaping, switch expiry, change points, schedules) run on

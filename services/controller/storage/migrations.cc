@@ -553,6 +553,20 @@ CREATE TABLE robot_series (
 );
 CREATE INDEX robot_series_state ON robot_series (state, created_at);
 )sql"},
+    {28, "the series robot's outbox: one reply per series and kind, ever", R"sql(
+CREATE TABLE robot_replies (
+  series_id text NOT NULL REFERENCES robot_series (id),
+  kind text NOT NULL,
+  message_id text NOT NULL UNIQUE,
+  state text NOT NULL CHECK (state IN ('queued', 'sending', 'sent', 'uncertain')),
+  recipients jsonb NOT NULL,
+  text text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  sent_at timestamptz,
+  PRIMARY KEY (series_id, kind)
+);
+CREATE INDEX robot_replies_state ON robot_replies (state, created_at);
+)sql"},
 };
 
 }  // namespace

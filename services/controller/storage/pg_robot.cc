@@ -132,4 +132,74 @@ absl::StatusOr<std::vector<SeriesRecord>> PgRobotStore::ListSeries(std::optional
       });
 }
 
+absl::StatusOr<bool> PgRobotStore::QueueReply(const ReplyRecord& reply) {
+  return pool_->Query<bool>([&](pqxx::connection& c, bool& created) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec_params(R"sql(
+      INSERT INTO robot_replies (series_id, kind, message_id, state, recipients, text)
+      VALUES ($1, $2, $3, 'queued', $4::jsonb, $5)
+      ON CONFLICT DO NOTHING RETURNING 1)sql",
+                              reply.series_id, reply.kind, reply.message_id,
+                              nlohmann::json(reply.recipients).dump(), reply.text);
+    created = !rows.empty();
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<ReplyRecord>> PgRobotStore::ListReplies(ReplyState state, int limit) {
+  return pool_->Query<std::vector<ReplyRecord>>(
+      [&](pqxx::connection& c, std::vector<ReplyRecord>& out) -> absl::Status {
+        pqxx::read_transaction t(c);
+        for (const auto& r : t.exec_params(R"sql(
+            SELECT series_id, kind, message_id, state, recipients::text, text,
+                   coalesce((extract(epoch FROM sent_at) * 1000)::bigint, 0)
+              FROM robot_replies WHERE state = $1 ORDER BY created_at, message_id LIMIT $2)sql",
+                                           std::string(ToString(state)), limit)) {
+          ReplyRecord reply;
+          reply.series_id = r[0].as<std::string>();
+          reply.kind = r[1].as<std::string>();
+          reply.message_id = r[2].as<std::string>();
+          reply.state =
+              pg::ParseEnumOr(ParseReplyState(r[3].as<std::string>()), ReplyState::kUncertain);
+          for (const auto& to : nlohmann::json::parse(r[4].as<std::string>())) {
+            reply.recipients.push_back(to.get<std::string>());
+          }
+          reply.text = r[5].as<std::string>();
+          reply.sent_ms = r[6].as<int64_t>();
+          out.push_back(std::move(reply));
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<bool> PgRobotStore::MoveReply(const std::string& message_id, ReplyState from,
+                                             ReplyState to) {
+  return pool_->Query<bool>([&](pqxx::connection& c, bool& moved) -> absl::Status {
+    pqxx::work w(c);
+    auto rows = w.exec_params(R"sql(
+      UPDATE robot_replies SET state = $3,
+             sent_at = CASE WHEN $3 = 'queued' THEN NULL WHEN $3 = 'sending' THEN now()
+                            ELSE coalesce(sent_at, now()) END
+       WHERE message_id = $1 AND state = $2 RETURNING 1)sql",
+                              message_id, std::string(ToString(from)), std::string(ToString(to)));
+    moved = !rows.empty();
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<int> PgRobotStore::RepliesSentSince(int64_t since_ms) {
+  return pool_->Query<int>([&](pqxx::connection& c, int& count) -> absl::Status {
+    pqxx::read_transaction t(c);
+    count = t.exec_params1(R"sql(
+      SELECT count(*) FROM robot_replies
+       WHERE state IN ('sending', 'sent', 'uncertain')
+         AND sent_at >= to_timestamp($1 / 1000.0))sql",
+                           since_ms)[0]
+                .as<int>();
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace faultline::controller

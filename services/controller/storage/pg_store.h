@@ -179,6 +179,11 @@ class PgRobotStore final : public RobotStore {
   absl::Status PutSeries(const SeriesRecord& series) override;
   absl::StatusOr<std::vector<SeriesRecord>> ListSeries(std::optional<SeriesState> state,
                                                        int limit) override;
+  absl::StatusOr<bool> QueueReply(const ReplyRecord& reply) override;
+  absl::StatusOr<std::vector<ReplyRecord>> ListReplies(ReplyState state, int limit) override;
+  absl::StatusOr<bool> MoveReply(const std::string& message_id, ReplyState from,
+                                 ReplyState to) override;
+  absl::StatusOr<int> RepliesSentSince(int64_t since_ms) override;
 
  private:
   pg::Pool* pool_;

@@ -284,6 +284,17 @@ struct SeriesRecord {
   int64_t updated_ms = 0;
 };
 
+// One reply of the robot in a series' thread (core/lifecycle.h: ReplyState).
+struct ReplyRecord {
+  std::string series_id;
+  std::string kind;        // "results"
+  std::string message_id;  // the mail's, without brackets
+  ReplyState state = ReplyState::kQueued;
+  std::vector<std::string> recipients;
+  std::string text;  // the whole mail
+  int64_t sent_ms = 0;
+};
+
 // A patch mail the robot keeps until its series is decided.
 struct KeptMail {
   std::string message_id;

@@ -1,0 +1,79 @@
+#include "robot/reply.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/sha256.h"
+
+namespace faultline::robot {
+
+std::string ReplyMessageId(const std::string& answered_id, const std::string& kind,
+                           const std::string& from) {
+  const std::string address = AddressOf(from);
+  const size_t at = address.find('@');
+  const std::string domain = at == std::string::npos ? "faultline.invalid" : address.substr(at + 1);
+  return absl::StrCat("faultline-", kind, "-",
+                      LowerHex(Sha256Digest(answered_id + "\n" + kind)).substr(0, 24), "@", domain);
+}
+
+size_t MaxLineWidth(const std::string& text) {
+  size_t widest = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    size_t width = 0;
+    for (unsigned char c : line) width += (c & 0xC0) != 0x80 ? 1 : 0;
+    widest = std::max(widest, width);
+  }
+  return widest;
+}
+
+Reply ComposeReply(const Mail& answered, const std::string& kind, const std::string& body,
+                   const ReplyOptions& options) {
+  Reply reply;
+  reply.message_id = ReplyMessageId(answered.message_id, kind, options.from);
+  // To the author; Cc the lists and people the answered mail went to, and the config's.
+  std::vector<std::string> cc;
+  std::set<std::string> seen = {absl::AsciiStrToLower(answered.from_address),
+                                absl::AsciiStrToLower(AddressOf(options.from))};
+  for (const auto* list : {&answered.to, &answered.cc, &options.cc}) {
+    for (const std::string& address : *list) {
+      if (seen.insert(absl::AsciiStrToLower(AddressOf(address))).second) {
+        cc.push_back(AddressOf(address));
+      }
+    }
+  }
+  reply.recipients.push_back(answered.from_address);
+  reply.recipients.insert(reply.recipients.end(), cc.begin(), cc.end());
+  std::vector<std::string> references = answered.references;
+  references.push_back(answered.message_id);
+  std::string subject = answered.subject;
+  if (!absl::StartsWithIgnoreCase(subject, "re:")) subject = "Re: " + subject;
+  std::string refs;
+  for (const std::string& id : references) {
+    absl::StrAppend(&refs, refs.empty() ? "" : "\n ", "<", id, ">");
+  }
+  std::string cc_line;
+  for (size_t i = 0; i < cc.size(); ++i) {
+    absl::StrAppend(&cc_line, i == 0 ? "" : ",\n ", cc[i]);
+  }
+  absl::StrAppend(&reply.text, "From: ", options.from, "\n");
+  absl::StrAppend(&reply.text, "To: ", answered.from, "\n");
+  if (!cc_line.empty()) absl::StrAppend(&reply.text, "Cc: ", cc_line, "\n");
+  absl::StrAppend(&reply.text, "Subject: ", subject, "\n");
+  absl::StrAppend(&reply.text, "Date: ", options.date, "\n");
+  absl::StrAppend(&reply.text, "Message-ID: <", reply.message_id, ">\n");
+  absl::StrAppend(&reply.text, "In-Reply-To: <", answered.message_id, ">\n");
+  absl::StrAppend(&reply.text, "References: ", refs, "\n");
+  absl::StrAppend(&reply.text,
+                  "MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n"
+                  "Content-Transfer-Encoding: 8bit\nX-Mailer: faultline series robot\n\n");
+  absl::StrAppend(&reply.text, body);
+  if (!absl::EndsWith(body, "\n")) reply.text.push_back('\n');
+  return reply;
+}
+
+}  // namespace faultline::robot
