@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <string>
 
-#include "kbuild/process.h"
 #include "robot/mail.h"
+#include "robot/testing/test_inbox.h"
 
 namespace faultline::robot {
 namespace {
@@ -18,42 +18,24 @@ namespace {
 class PublicInboxTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!kbuild::Run({.argv = {"sh", "-c", "command -v public-inbox-init public-inbox-mda"}})
-             .value_or(kbuild::Finished{.exit_code = 1})
-             .exit_code == 0) {
-      GTEST_SKIP() << "public-inbox is not installed (scripts/install-deps.sh test)";
+    if (std::string missing = testing::TestInbox::Missing(); !missing.empty()) {
+      GTEST_SKIP() << missing;
     }
-    char tmpl[] = "/tmp/faultline-inbox-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    inbox_ = dir_ + "/mm";
-    env_ = {{"HOME", dir_},
-            {"PI_CONFIG", dir_ + "/config"},
-            {"ORIGINAL_RECIPIENT", "linux-mm@kvack.org"}};
-    Ok({"public-inbox-init", "-V2", "-L", "basic", "mm", inbox_, "http://localhost/mm",
-        "linux-mm@kvack.org"});
-    Ok({"git", "config", "-f", dir_ + "/config", "publicinboxmda.spamcheck", "none"});
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    archive_.Create();
+    ASSERT_FALSE(HasFatalFailure());
+    inbox_ = archive_.inbox();
   }
 
-  void Ok(std::vector<std::string> argv) {
-    auto done = kbuild::Run({.argv = std::move(argv), .env = env_});
-    ASSERT_TRUE(done.ok()) << done.status();
-    ASSERT_EQ(done->exit_code, 0) << done->output;
-  }
   void Deliver(const std::string& name) {
-    Ok({"sh", "-c",
-        "public-inbox-mda --no-precheck < " + std::string(FAULTLINE_ROBOT_TESTDATA) + "/" + name});
+    archive_.Deliver(std::string(FAULTLINE_ROBOT_TESTDATA) + "/" + name);
   }
   static std::string IdOf(const ArchivedMail& m) {
     auto mail = ParseMail(m.raw);
     return mail.ok() ? mail->message_id : "";
   }
 
-  std::string dir_, inbox_;
-  std::vector<std::pair<std::string, std::string>> env_;
+  testing::TestInbox archive_;
+  std::string inbox_;
 };
 
 TEST_F(PublicInboxTest, ReadsMailsInArrivalOrderAndOnFromItsCursor) {
@@ -85,7 +67,7 @@ TEST_F(PublicInboxTest, AnEmptyArchiveHasNothingAndADirectoryThatIsNoneSaysSo) {
   auto empty = ReadNewMails(inbox_, {}, 10);
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->mails.empty());
-  auto wrong = ReadNewMails(dir_, {}, 10);
+  auto wrong = ReadNewMails(archive_.dir(), {}, 10);
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(wrong.status().message().find("not a public-inbox v2 archive"), std::string::npos);
 }

@@ -15,6 +15,7 @@
 #include "kbuild/process.h"
 #include "robot/mail.h"
 #include "robot/reply.h"
+#include "robot/testing/test_inbox.h"
 #include "tests/integration/store_fixture.h"
 
 namespace faultline::controller {
@@ -25,21 +26,13 @@ class SeriesRobotTest : public StoreTest {
   void SetUp() override {
     StoreTest::SetUp();
     if (IsSkipped()) return;
-    if (kbuild::Run({.argv = {"sh", "-c", "command -v public-inbox-init public-inbox-mda"}})
-            .value_or(kbuild::Finished{.exit_code = 1})
-            .exit_code != 0) {
-      GTEST_SKIP() << "public-inbox is not installed (scripts/install-deps.sh test)";
+    if (std::string missing = robot::testing::TestInbox::Missing(); !missing.empty()) {
+      GTEST_SKIP() << missing;
     }
-    char tmpl[] = "/tmp/faultline-robot-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    inbox_ = dir_ + "/mm";
-    env_ = {{"HOME", dir_},
-            {"PI_CONFIG", dir_ + "/config"},
-            {"ORIGINAL_RECIPIENT", "linux-mm@kvack.org"}};
-    Ok({"public-inbox-init", "-V2", "-L", "basic", "mm", inbox_, "http://localhost/mm",
-        "linux-mm@kvack.org"});
-    Ok({"git", "config", "-f", dir_ + "/config", "publicinboxmda.spamcheck", "none"});
+    archive_.Create();
+    ASSERT_FALSE(HasFatalFailure());
+    dir_ = archive_.dir();
+    inbox_ = archive_.inbox();
     // Boards that boot built kernels and build them, on two arches; "box" (the fixture's)
     // boots only its own.
     for (const auto& [name, arch] : {std::pair{"lab-x86", "x86_64"}, {"lab-arm", "aarch64"}}) {
@@ -65,20 +58,9 @@ class SeriesRobotTest : public StoreTest {
     study.mutable_memcg()->set_memory_max("256M");
     options_.studies = {study};
   }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-
-  void Ok(std::vector<std::string> argv) {
-    auto done = kbuild::Run({.argv = std::move(argv), .env = env_});
-    ASSERT_TRUE(done.ok()) << done.status();
-    ASSERT_EQ(done->exit_code, 0) << done->output;
-  }
   void Deliver(const std::vector<std::string>& names) {
     for (const auto& name : names) {
-      Ok({"sh", "-c",
-          "public-inbox-mda --no-precheck < " + std::string(FAULTLINE_ROBOT_TESTDATA) + "/" +
-              name});
+      archive_.Deliver(std::string(FAULTLINE_ROBOT_TESTDATA) + "/" + name);
     }
   }
   RobotPass Pass() {
@@ -103,8 +85,8 @@ class SeriesRobotTest : public StoreTest {
   static constexpr char kV5[] = "20260814085300.7356-1-zhanghongru@xiaomi.com";
   static constexpr char kNet[] = "20260901101010.1000-1-dev@example.org";
 
+  robot::testing::TestInbox archive_;
   std::string dir_, inbox_;
-  std::vector<std::pair<std::string, std::string>> env_;
   RobotOptions options_;
 };
 
@@ -209,9 +191,7 @@ class SeriesRobotReplyTest : public SeriesRobotTest {
     sink_dir_ = dir_ + "/sent";
     std::filesystem::create_directories(sink_dir_);
     const std::string port_file = dir_ + "/smtp.port";
-    std::string deliver;
-    for (const auto& [k, v] : env_) deliver += k + "=" + v + " ";
-    deliver += "public-inbox-mda --no-precheck";
+    const std::string deliver = archive_.EnvPrefix() + "public-inbox-mda --no-precheck";
     const std::string command = "python3 -W ignore " + std::string(FAULTLINE_TESTS_DIR) +
                                 "/support/smtp_sink.py --dir " + sink_dir_ + " --port-file " +
                                 port_file + " --deliver-cmd '" + deliver + "' & echo $!";
@@ -299,7 +279,7 @@ TEST_F(SeriesRobotReplyTest, OneThreadedReplyPerVersionNeverTwice) {
       *store_->robot().MoveReply(v5_reply.message_id, ReplyState::kQueued, ReplyState::kSending));
   const std::string handed = dir_ + "/handed.eml";
   std::ofstream(handed) << v5_reply.text;
-  Ok({"sh", "-c", "public-inbox-mda --no-precheck < " + handed});
+  archive_.Deliver(handed);
   options_.replies.per_hour = 10;
   Pass();
   EXPECT_EQ(Sent().size(), 1u) << "nothing sent again";
