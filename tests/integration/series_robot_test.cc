@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/http_client.h"
 #include "common/read_file.h"
 #include "kbuild/process.h"
+#include "nlohmann/json.hpp"
 #include "robot/mail.h"
 #include "robot/reply.h"
 #include "robot/testing/test_inbox.h"
@@ -190,15 +192,39 @@ class SeriesRobotReplyTest : public SeriesRobotTest {
     if (IsSkipped() || HasFatalFailure()) return;
     sink_dir_ = dir_ + "/sent";
     std::filesystem::create_directories(sink_dir_);
-    const std::string port_file = dir_ + "/smtp.port";
     const std::string deliver = archive_.EnvPrefix() + "public-inbox-mda --no-precheck";
-    const std::string command = "python3 -W ignore " + std::string(FAULTLINE_TESTS_DIR) +
-                                "/support/smtp_sink.py --dir " + sink_dir_ + " --port-file " +
-                                port_file + " --deliver-cmd '" + deliver + "' & echo $!";
-    auto started = kbuild::Run({.argv = {"sh", "-c", command}});
-    ASSERT_TRUE(started.ok() && started->exit_code == 0);
-    sink_pid_ = std::stoi(started->output);
-    // Ready once it wrote its port (it writes it after binding).
+    const std::string port =
+        Start("smtp_sink.py --dir " + sink_dir_ + " --deliver-cmd '" + deliver + "'");
+    ASSERT_FALSE(port.empty()) << "the SMTP sink did not start";
+    const std::string pw_port =
+        Start("patchwork_standin.py --token s3cret --patches " +
+              std::string(FAULTLINE_ROBOT_TESTDATA) + "/patchwork-patches.json");
+    ASSERT_FALSE(pw_port.empty()) << "the patchwork stand-in did not start";
+    patchwork_ = "http://127.0.0.1:" + pw_port;
+    options_.replies.patchwork = patchwork_;
+    options_.replies.patchwork_token = "s3cret";
+    options_.replies.from = "faultline robot <robot@faultline.example>";
+    options_.replies.smtp = "127.0.0.1:" + port;
+    options_.replies.cc = {"mm-tests@faultline.example"};
+  }
+  void TearDown() override {
+    for (pid_t pid : servers_) {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+    SeriesRobotTest::TearDown();
+  }
+  // Starts tests/support/<script and args> in the background; its port once it is up ("":
+  // it did not come up).
+  std::string Start(const std::string& script) {
+    const std::string port_file = dir_ + "/" + std::to_string(servers_.size()) + ".port";
+    auto started = kbuild::Run(
+        {.argv = {"sh", "-c",
+                  "python3 -W ignore " + std::string(FAULTLINE_TESTS_DIR) + "/support/" + script +
+                      " --port-file " + port_file + " >/dev/null 2>&1 & echo $!"}});
+    if (!started.ok() || started->exit_code != 0) return "";
+    servers_.push_back(std::stoi(started->output));
+    // Up once it wrote its port (it writes it after binding).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     std::string port;
     while (port.empty() && std::chrono::steady_clock::now() < deadline) {
@@ -206,17 +232,18 @@ class SeriesRobotReplyTest : public SeriesRobotTest {
       std::getline(in, port);
       if (port.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    ASSERT_FALSE(port.empty()) << "the SMTP sink did not start";
-    options_.replies.from = "faultline robot <robot@faultline.example>";
-    options_.replies.smtp = "127.0.0.1:" + port;
-    options_.replies.cc = {"mm-tests@faultline.example"};
+    return port;
   }
-  void TearDown() override {
-    if (sink_pid_ > 0) {
-      ::kill(sink_pid_, SIGTERM);
-      ::waitpid(sink_pid_, nullptr, 0);
+  // The faultline checks patchwork holds for a patch, oldest first: "state: description".
+  std::vector<std::string> Checks(int64_t patch) {
+    auto got = http_client::Send(
+        {.url = patchwork_ + "/api/1.2/patches/" + std::to_string(patch) + "/checks/"});
+    std::vector<std::string> out;
+    if (!got.ok()) return {got.status().ToString()};
+    for (const auto& c : nlohmann::json::parse(got->body)) {
+      out.push_back(c["state"].get<std::string>() + ": " + c["description"].get<std::string>());
     }
-    SeriesRobotTest::TearDown();
+    return out;
   }
   std::vector<std::string> Sent() {
     std::vector<std::string> out;
@@ -229,8 +256,8 @@ class SeriesRobotReplyTest : public SeriesRobotTest {
   void FinishJobs(const std::string& id) {
     for (int64_t job : Series(id).jobs) ASSERT_TRUE(store_->jobs().CancelJob(job).ok());
   }
-  std::string sink_dir_;
-  pid_t sink_pid_ = 0;
+  std::string sink_dir_, patchwork_;
+  std::vector<pid_t> servers_;
 };
 
 TEST_F(SeriesRobotReplyTest, OneThreadedReplyPerVersionNeverTwice) {
@@ -256,6 +283,14 @@ TEST_F(SeriesRobotReplyTest, OneThreadedReplyPerVersionNeverTwice) {
   EXPECT_EQ(*rcpt,
             "robot@faultline.example\nzhanghongru@xiaomi.com\nlinux-mm@kvack.org\n"
             "mm-tests@faultline.example\n");
+  // Patchwork: each of v4's patches shows the check pending while the jobs ran, then the
+  // verdict (these jobs were cancelled: nothing measured).
+  for (int64_t patch : {2231101, 2231102, 2231103}) {
+    EXPECT_EQ(Checks(patch),
+              (std::vector<std::string>{"pending: 2 A/B jobs running (2 arches)",
+                                        "fail: no job of 2 measured: see the reply"}))
+        << patch;
+  }
   // The list archived it: the next pass reads it back and keeps nothing of it.
   RobotPass after = Pass();
   EXPECT_EQ(after.mails, 1);
@@ -293,6 +328,9 @@ TEST_F(SeriesRobotReplyTest, OneThreadedReplyPerVersionNeverTwice) {
   EXPECT_EQ(v5_mail->in_reply_to, kV5);
   EXPECT_LE(robot::MaxLineWidth(v5_reply.text), 80u) << v5_reply.text;
   EXPECT_NE(v5_mail->body.find("and against v4"), std::string::npos);
+  EXPECT_EQ(Checks(2232001),
+            (std::vector<std::string>{"pending: 4 A/B jobs running (2 arches)",
+                                      "fail: no job of 4 measured: see the reply"}));
 }
 
 // robot.yaml: the studies and fragments read relative to it, every error naming the field.

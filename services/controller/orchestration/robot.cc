@@ -6,12 +6,14 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/log.h"
 #include "common/read_file.h"
 #include "faultline/v1/robot.pb.h"
 #include "robot/mail.h"
+#include "robot/patchwork.h"
 #include "robot/public_inbox.h"
 #include "robot/reply.h"
 #include "robot/series.h"
@@ -265,6 +267,8 @@ absl::Status SeriesRobot::Submit(SeriesRecord series, RobotPass& pass) {
   series.jobs = std::move(jobs);
   series.state = SeriesState::kSubmitted;
   ++pass.submitted;
+  PostChecks(series, "pending",
+             absl::StrCat(series.jobs.size(), " A/B jobs running (", arches->size(), " arches)"));
   log::info("event=robot_series_submitted id={} jobs={}", series.id, series.jobs.size());
   return stores_.robot->PutSeries(series);
 }
@@ -360,9 +364,67 @@ absl::Status SeriesRobot::QueueReply(const SeriesRecord& series) {
                                                            .text = reply.text});
   if (!queued.ok()) return queued.status();
   if (*queued) log::info("event=robot_reply_queued series={} message_id={}", series.id, message_id);
+  if (*queued) {
+    const auto [state, description] = Verdict(series);
+    PostChecks(series, state, description);
+  }
   SeriesRecord replied = series;
   replied.state = SeriesState::kReplied;
   return stores_.robot->PutSeries(replied);
+}
+
+void SeriesRobot::PostChecks(const SeriesRecord& series, const std::string& state,
+                             const std::string& description) const {
+  const RobotReplyOptions& o = options_.replies;
+  if (o.patchwork.empty()) return;
+  absl::StatusOr<robot::Series> mails =
+      LoadSeries(stores_.robot, series.thread_root, series.version, series.id);
+  if (!mails.ok()) return;
+  const robot::Patchwork patchwork(o.patchwork, o.patchwork_token);
+  int posted = 0;
+  for (const auto& [index, mail] : mails->patches) {
+    absl::StatusOr<std::vector<int64_t>> ids = patchwork.PatchIds(mail.message_id);
+    if (!ids.ok()) {
+      log::warn("event=patchwork_failed series={} error=\"{}\"", series.id,
+                std::string(ids.status().message()));
+      return;
+    }
+    for (int64_t id : *ids) {
+      absl::Status s = patchwork.PostCheck(
+          id, {.state = state, .context = "faultline", .description = description});
+      if (!s.ok()) {
+        log::warn("event=patchwork_failed series={} patch={} error=\"{}\"", series.id, id,
+                  std::string(s.message()));
+        continue;
+      }
+      ++posted;
+    }
+  }
+  log::info("event=patchwork_checks series={} state={} patches={}", series.id, state, posted);
+}
+
+std::pair<std::string, std::string> SeriesRobot::Verdict(const SeriesRecord& series) const {
+  int measured = 0, regressions = 0, comparisons = 0;
+  for (int64_t id : series.jobs) {
+    v1::GetReportRequest request;
+    request.set_job_id(id);
+    absl::StatusOr<v1::GetReportResponse> report =
+        ReportResponse(stores_.jobs, stores_.builds, request);
+    if (!report.ok()) continue;
+    if (!report->comparisons().empty()) ++measured;
+    for (const v1::Comparison& c : report->comparisons()) {
+      ++comparisons;
+      if (c.verdict() == "regression" || c.verdict() == "collapse") ++regressions;
+    }
+  }
+  if (measured == 0) {
+    return {"fail", absl::StrCat("no job of ", series.jobs.size(), " measured: see the reply")};
+  }
+  if (regressions > 0) {
+    return {"warning",
+            absl::StrCat(regressions, " of ", comparisons, " comparisons regress: see the reply")};
+  }
+  return {"success", absl::StrCat(comparisons, " comparisons, no regression: see the reply")};
 }
 
 absl::Status SeriesRobot::Deliver(const ReplyRecord& reply, bool* maybe_delivered) const {
@@ -478,6 +540,15 @@ absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path) {
   o.replies.dry_run_dir = r.dry_run_dir().empty() ? "" : resolve(r.dry_run_dir());
   if (r.per_hour() > 0) o.replies.per_hour = r.per_hour();
   o.replies.cc.assign(r.cc().begin(), r.cc().end());
+  o.replies.patchwork = r.patchwork();
+  if (!r.patchwork().empty()) {
+    if (r.patchwork_token_file().empty()) {
+      return bad("replies.patchwork_token_file", "a file with the API token that posts checks");
+    }
+    absl::StatusOr<std::string> token = ReadFile(resolve(r.patchwork_token_file()));
+    if (!token.ok()) return bad("replies.patchwork_token_file", token.status().ToString());
+    o.replies.patchwork_token = std::string(absl::StripAsciiWhitespace(*token));
+  }
   if (!o.replies.from.empty() && robot::AddressOf(o.replies.from).find('@') == std::string::npos) {
     return bad("replies.from", "a mailbox (\"faultline robot <robot@example.org>\")");
   }

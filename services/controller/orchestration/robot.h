@@ -27,6 +27,8 @@ struct RobotReplyOptions {
   std::string dry_run_dir;  // instead of smtp: each mail written as <Message-ID>.eml
   uint32_t per_hour = 10;
   std::vector<std::string> cc;
+  std::string patchwork;        // patchwork's URL: a check on each patch ("": none)
+  std::string patchwork_token;  // read from patchwork_token_file
 };
 
 struct RobotOptions {
@@ -89,6 +91,14 @@ class SeriesRobot {
   absl::Status SendQueuedReplies(RobotPass& pass);
   absl::StatusOr<std::string> ReplyBody(const SeriesRecord& series) const;
   absl::Status Deliver(const ReplyRecord& reply, bool* maybe_delivered) const;
+  // Posts `state` as the faultline check on every patch of the series (best effort: a
+  // failure is logged; patchwork shows the newest check of a context, so a repeat is
+  // harmless).
+  void PostChecks(const SeriesRecord& series, const std::string& state,
+                  const std::string& description) const;
+  // The final check: fail when no job measured anything, warning when a comparison says
+  // regression, success otherwise; and its one-line description.
+  std::pair<std::string, std::string> Verdict(const SeriesRecord& series) const;
   int64_t NowMs() const;
 
   Stores stores_;
