@@ -277,6 +277,27 @@ TEST_F(KbuildTest, ASeriesThatDoesNotApplyNamesThePatchTheFileAndTheHunk) {
       << message;
   EXPECT_NE(message.find("mm/memory.c, hunk @@ -2,3 +2,3 @@"), std::string::npos) << message;
   EXPECT_FALSE(fs::exists(cache_ + "/kernels/x86_64")) << "nothing built";
+  // The reason reads back (the series robot answers with it).
+  std::optional<ApplyFailure> failure = ParseApplyFailure(message);
+  ASSERT_TRUE(failure.has_value()) << message;
+  EXPECT_EQ(failure->index, 2);
+  EXPECT_EQ(failure->subject, "[PATCH 2/2] mm: x becomes y");
+  EXPECT_EQ(failure->source, "bad.mbox");
+  EXPECT_EQ(failure->file, "mm/memory.c");
+  EXPECT_EQ(failure->hunk, "@@ -2,3 +2,3 @@");
+}
+
+TEST(ApplyFailureTest, ReadsBackWhatGitSaidAndNothingElse) {
+  auto f = ParseApplyFailure(
+      "patch 1 \"[PATCH] mm: a \"quoted\" (x) subject\" (v4.mbox) does not apply: "
+      "mm/x.c (apply only some paths with the series' `include`)");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->subject, "[PATCH] mm: a \"quoted\" (x) subject");
+  EXPECT_EQ(f->source, "v4.mbox");
+  EXPECT_EQ(f->file, "mm/x.c");
+  EXPECT_EQ(f->hunk, "");
+  EXPECT_FALSE(ParseApplyFailure("make: *** [vmlinux] Error 2").has_value());
+  EXPECT_FALSE(ParseApplyFailure("series: patch x \"s\" (a) does not apply").has_value());
 }
 
 TEST_F(KbuildTest, IncludeAppliesOnlySomePaths) {

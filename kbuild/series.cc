@@ -1,5 +1,7 @@
 #include "kbuild/series.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -227,6 +229,40 @@ std::string DescribeApplyFailure(const Patch& patch, const std::string& git_outp
   absl::StrAppend(&reason, " (apply only some paths with the series' `include`)");
   if (file.empty()) absl::StrAppend(&reason, ": ", OneLine(git_output, "; "));
   return reason;
+}
+
+std::optional<ApplyFailure> ParseApplyFailure(absl::string_view error) {
+  absl::string_view rest = error;
+  absl::ConsumePrefix(&rest, "series: ");
+  if (!absl::ConsumePrefix(&rest, "patch ")) return std::nullopt;
+  ApplyFailure f;
+  const size_t space = rest.find(' ');
+  if (space == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, space), &f.index)) {
+    return std::nullopt;
+  }
+  rest.remove_prefix(space + 1);
+  // "SUBJECT" (SOURCE) does not apply: the subject may hold quotes and parentheses, the
+  // mbox's name does not.
+  constexpr absl::string_view kTail = ") does not apply";
+  if (!absl::ConsumePrefix(&rest, "\"")) return std::nullopt;
+  const size_t tail = rest.find(kTail);
+  if (tail == absl::string_view::npos) return std::nullopt;
+  const size_t open = rest.rfind("\" (", tail);
+  if (open == absl::string_view::npos || open + 3 > tail) return std::nullopt;
+  f.subject = std::string(rest.substr(0, open));
+  f.source = std::string(rest.substr(open + 3, tail - open - 3));
+  rest.remove_prefix(tail + kTail.size());
+  if (absl::ConsumePrefix(&rest, ": ")) {
+    const size_t end = std::min(rest.find(", hunk "), rest.find(" (apply only"));
+    f.file = std::string(rest.substr(0, end));
+    if (const size_t hunk = rest.find(", hunk @@ "); hunk != absl::string_view::npos) {
+      const size_t close = rest.find(" @@", hunk + 10);
+      if (close != absl::string_view::npos) {
+        f.hunk = std::string(rest.substr(hunk + 7, close + 3 - hunk - 7));
+      }
+    }
+  }
+  return f;
 }
 
 }  // namespace faultline::kbuild

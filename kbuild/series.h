@@ -1,6 +1,7 @@
 #pragma once
 // A patch series as mm developers send it: one or more mbox files, each holding one or
 // more mails (`git format-patch` / `b4 am` output). Pure: no git, no files.
+#include <optional>
 #include <string>
 #include <vector>
 #include "absl/strings/string_view.h"
@@ -53,5 +54,16 @@ std::string SeriesKey(const std::vector<Patch>& patches);
 //   patch 1 "[RFC PATCH v5] mm: ..." (rfc-v5.mbox) does not apply: arch/arm/mm/fault.c,
 //   hunk @@ -560,7 +560,12 @@ (apply only some paths with `include`)
 std::string DescribeApplyFailure(const Patch& patch, const std::string& git_output);
+
+// That reason read back (a build's error, "series: " before it or not): which patch of which
+// mbox did not apply, and where when git said so. The series robot answers a series with it.
+struct ApplyFailure {
+  int index = 0;        // the patch, 1-based within the series
+  std::string subject;  // its subject
+  std::string source;   // the mbox it came from
+  std::string file;     // "" when git named none
+  std::string hunk;     // "@@ -2,3 +2,3 @@", or ""
+};
+std::optional<ApplyFailure> ParseApplyFailure(absl::string_view error);
 
 }  // namespace faultline::kbuild

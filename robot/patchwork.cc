@@ -14,6 +14,13 @@ std::string Base(const std::string& url) {
   return std::string(absl::StripSuffix(url, "/")) + "/api/1.2";
 }
 
+// A refusal of this request (4xx) is FAILED_PRECONDITION; patchwork failing (5xx) is
+// UNAVAILABLE, as a connection that fails is.
+absl::Status HttpError(int status, std::string message) {
+  return status >= 400 && status < 500 ? absl::FailedPreconditionError(std::move(message))
+                                       : absl::UnavailableError(std::move(message));
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> Patchwork::PatchIds(const std::string& message_id) const {
@@ -21,12 +28,12 @@ absl::StatusOr<std::vector<int64_t>> Patchwork::PatchIds(const std::string& mess
   request.url = absl::StrCat(
       Base(url_), "/patches/?msgid=", http_client::UriEncode(message_id, /*keep_slash=*/false));
   request.headers = {{"Accept", "application/json"}};
-  request.timeout_seconds = 30;
+  request.timeout_seconds = kTimeoutSeconds;
   absl::StatusOr<http_client::Response> response = http_client::Send(request);
   if (!response.ok()) return response.status();
   if (response->status != 200) {
-    return absl::UnavailableError(
-        absl::StrCat("patchwork: GET ", request.url, ": HTTP ", response->status));
+    return HttpError(response->status,
+                     absl::StrCat("patchwork: GET ", request.url, ": HTTP ", response->status));
   }
   const nlohmann::json list = nlohmann::json::parse(response->body, nullptr, false);
   if (!list.is_array()) {
@@ -52,13 +59,13 @@ absl::Status Patchwork::PostCheck(int64_t patch_id, const PatchworkCheck& check)
       {"state", check.state}, {"context", check.context}, {"description", check.description}};
   if (!check.target_url.empty()) body["target_url"] = check.target_url;
   request.body = body.dump();
-  request.timeout_seconds = 30;
+  request.timeout_seconds = kTimeoutSeconds;
   absl::StatusOr<http_client::Response> response = http_client::Send(request);
   if (!response.ok()) return response.status();
   if (response->status != 201 && response->status != 200) {
-    return absl::UnavailableError(absl::StrCat("patchwork: POST ", request.url, ": HTTP ",
-                                               response->status, " ",
-                                               response->body.substr(0, 200)));
+    return HttpError(response->status,
+                     absl::StrCat("patchwork: POST ", request.url, ": HTTP ", response->status, " ",
+                                  response->body.substr(0, 200)));
   }
   return absl::OkStatus();
 }

@@ -24,6 +24,11 @@ class Patchwork {
   // post checks.
   Patchwork(std::string url, std::string token) : url_(std::move(url)), token_(std::move(token)) {}
 
+  // Errors: FAILED_PRECONDITION when patchwork refused the request (4xx: a token it does
+  // not take, a patch it does not know); UNAVAILABLE when it could not be reached, did not
+  // answer within kTimeoutSeconds or failed (5xx): the next request would fare the same.
+  static constexpr int kTimeoutSeconds = 10;
+
   // GET /api/1.2/patches/?msgid=<id>: the ids of the patches of that mail (none for a
   // cover letter or a mail patchwork did not take).
   absl::StatusOr<std::vector<int64_t>> PatchIds(const std::string& message_id) const;

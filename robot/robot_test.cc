@@ -175,5 +175,28 @@ TEST(Links, LoreUrlsGiveTheirMessageIds) {
   EXPECT_EQ(MessageIdOfLink("https://github.com/lianux-mm/ioretry_test/"), "");
 }
 
+TEST(Series, HunkLinesQuoteTheHunkGitNamedAndNoMore) {
+  Mail patch;
+  patch.body =
+      "Fix it.\n---\n"
+      "diff --git a/mm/a.c b/mm/a.c\n--- a/mm/a.c\n+++ b/mm/a.c\n"
+      "@@ -1,2 +1,2 @@ int a;\n-int b;\n+int B;\n \n"
+      "diff --git a/mm/memory.c b/mm/memory.c\n--- a/mm/memory.c\n+++ b/mm/memory.c\n"
+      "@@ -1 +1 @@\n-x\n+X\n"
+      "@@ -40,3 +40,4 @@ static int f(void)\n a\n-b\n+c\n+d\n\n"
+      "\\ No newline at end of file\n"
+      "@@ -90,1 +91,1 @@\n-y\n+Y\n-- \n2.43.0\n";
+  EXPECT_EQ(HunkLines(patch, "mm/memory.c", "@@ -40,3 +40,4 @@"),
+            (std::vector<std::string>{"@@ -40,3 +40,4 @@ static int f(void)", " a", "-b", "+c",
+                                      "+d", "", "\\ No newline at end of file"}));
+  EXPECT_EQ(HunkLines(patch, "mm/memory.c", "@@ -1 +1 @@"),
+            (std::vector<std::string>{"@@ -1 +1 @@", "-x", "+X"}));
+  EXPECT_EQ(HunkLines(patch, "mm/memory.c", "@@ -40,3 +40,4 @@", 3),
+            (std::vector<std::string>{"@@ -40,3 +40,4 @@ static int f(void)", " a", "-b",
+                                      "[... 4 more lines]"}));
+  EXPECT_TRUE(HunkLines(patch, "mm/a.c", "@@ -40,3 +40,4 @@").empty()) << "another file's";
+  EXPECT_TRUE(HunkLines(patch, "mm/memory.c", "").empty());
+}
+
 }  // namespace
 }  // namespace faultline::robot

@@ -87,6 +87,53 @@ std::optional<SubjectTag> ParseSubject(absl::string_view subject) {
   return tag;
 }
 
+std::vector<std::string> HunkLines(const Mail& patch, const std::string& file,
+                                   const std::string& hunk, size_t max_lines) {
+  std::vector<std::string> out;
+  if (hunk.empty()) return out;
+  bool in_file = false;
+  // Inside the hunk: the old and new lines its header announces, still to come.
+  int old_left = -1, new_left = -1;
+  size_t more = 0;
+  for (absl::string_view line : absl::StrSplit(patch.body, '\n')) {
+    if (old_left < 0) {
+      if (absl::StartsWith(line, "diff --git ")) in_file = absl::EndsWith(line, " b/" + file);
+      if (!in_file || !absl::StartsWith(line, hunk)) continue;
+      // "@@ -10,3 +10,4 @@": a count left out is 1.
+      std::vector<absl::string_view> ranges = absl::StrSplit(line, ' ');
+      if (ranges.size() < 3) return out;
+      auto count = [](absl::string_view range) {
+        const size_t comma = range.find(',');
+        int n = 1;
+        if (comma != absl::string_view::npos && !absl::SimpleAtoi(range.substr(comma + 1), &n)) {
+          n = 0;
+        }
+        return n;
+      };
+      old_left = count(ranges[1]);
+      new_left = count(ranges[2]);
+      out.emplace_back(line);
+      continue;
+    }
+    const bool marker = absl::StartsWith(line, "\\");  // "\ No newline at end of file"
+    if (old_left <= 0 && new_left <= 0 && !marker) break;
+    // A marker belongs to the line before it; a context line (" ", or "" once a mailer
+    // stripped its space) counts on both sides.
+    const bool removed = !marker && absl::StartsWith(line, "-");
+    const bool added = !marker && absl::StartsWith(line, "+");
+    if (!marker && !added) --old_left;
+    if (!marker && !removed) --new_left;
+    if (out.size() < max_lines) {
+      out.emplace_back(line);
+    } else {
+      ++more;
+    }
+  }
+  while (out.size() > 1 && out.back().empty()) out.pop_back();
+  if (more > 0) out.push_back(absl::StrCat("[... ", more, " more lines]"));
+  return out;
+}
+
 std::string ThreadRoot(const Mail& mail) {
   if (!mail.references.empty()) return mail.references.front();
   if (!mail.in_reply_to.empty()) return mail.in_reply_to;

@@ -57,6 +57,12 @@ struct Series {
 // not (a later pass finds the rest). Order: by the first appearance of each series.
 std::vector<Series> AssembleSeries(const std::vector<Mail>& mails);
 
+// The lines of the hunk of `file` in `patch`'s diff whose header starts with `hunk`
+// ("@@ -2,3 +2,3 @@"), header first; at most `max_lines` (then "[... N more lines]").
+// Empty when the patch has no such hunk.
+std::vector<std::string> HunkLines(const Mail& patch, const std::string& file,
+                                   const std::string& hunk, size_t max_lines = 40);
+
 // The thread root a mail belongs to: the first of its References, else its In-Reply-To,
 // else itself.
 std::string ThreadRoot(const Mail& mail);

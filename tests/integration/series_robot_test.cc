@@ -14,6 +14,7 @@
 #include "common/http_client.h"
 #include "common/read_file.h"
 #include "kbuild/process.h"
+#include "kbuild/series.h"
 #include "nlohmann/json.hpp"
 #include "robot/mail.h"
 #include "robot/reply.h"
@@ -65,8 +66,8 @@ class SeriesRobotTest : public StoreTest {
       archive_.Deliver(std::string(FAULTLINE_ROBOT_TESTDATA) + "/" + name);
     }
   }
-  RobotPass Pass() {
-    SeriesRobot robot(store_->stores(), options_);
+  RobotPass Pass(const Clock* clock = nullptr) {
+    SeriesRobot robot(store_->stores(), options_, clock);
     auto pass = robot.RunOnce();
     EXPECT_TRUE(pass.ok()) << pass.status();
     return pass.ok() ? *pass : RobotPass{};
@@ -277,6 +278,8 @@ TEST_F(SeriesRobotReplyTest, OneThreadedReplyPerVersionNeverTwice) {
   EXPECT_EQ(mail->subject, "Re: [RFC PATCH v4 0/3] mm: retry page faults under the per-VMA lock");
   EXPECT_EQ(mail->from_address, "robot@faultline.example");
   EXPECT_LE(robot::MaxLineWidth(*raw), 80u) << *raw;
+  EXPECT_EQ(mail->body.rfind("Nothing measured: no job of 2 compared its kernels", 0), 0u)
+      << "the verdict first: " << mail->body;
   EXPECT_NE(mail->body.find("against its base"), std::string::npos) << mail->body;
   EXPECT_NE(mail->body.find("faultline job "), std::string::npos) << "each job's mail report";
   auto rcpt = ReadFile(Sent()[0].substr(0, Sent()[0].size() - 4) + ".rcpt");
@@ -331,6 +334,133 @@ TEST_F(SeriesRobotReplyTest, OneThreadedReplyPerVersionNeverTwice) {
   EXPECT_EQ(Checks(2232001),
             (std::vector<std::string>{"pending: 4 A/B jobs running (2 arches)",
                                       "fail: no job of 4 measured: see the reply"}));
+}
+
+// Patchwork may refuse a check or not know the patch yet (it reads the list too): the check
+// stays in the outbox and is tried again later, backing off, until patchwork takes it or
+// it was refused 8 times. A verdict supersedes a pending check not posted yet.
+TEST_F(SeriesRobotReplyTest, ChecksWaitInTheOutboxUntilPatchworkTakesThem) {
+  FakeClock clock(std::chrono::system_clock::now());
+  // Patchwork unreachable: one check is tried, the rest wait for a later pass (a pass does
+  // not wait a timeout per check).
+  options_.replies.patchwork = "http://127.0.0.1:1";
+  Deliver({"v4-0.eml", "v4-1.eml", "v4-2.eml", "v4-3.eml", "v2-0.eml", "v2-1.eml", "v2-2.eml",
+           "v2-3.eml", "v2-4.eml", "v2-5.eml"});
+  EXPECT_EQ(Pass(&clock).checks, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_checks WHERE attempts = 1"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_checks WHERE attempts = 0"), 7);
+  // v4 is in patchwork (the token is refused); v2 is not there at all.
+  options_.replies.patchwork = patchwork_;
+  options_.replies.patchwork_token = "wrong";
+  EXPECT_EQ(Pass(&clock).checks, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_checks WHERE status = 'queued' AND attempts = 1 "
+                  "AND kind = 'pending'"),
+            8)
+      << "v4's 3 patches and v2's 5";
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_checks WHERE error LIKE '%403%'"), 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_checks WHERE error LIKE 'cannot connect%'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_checks WHERE error = "
+                  "'patchwork has no patch of that Message-ID yet'"),
+            5);
+  EXPECT_TRUE(Checks(2231101).empty());
+  Pass(&clock);
+  EXPECT_EQ(Count("SELECT max(attempts) FROM robot_checks"), 1) << "not due again yet";
+
+  // Patchwork takes the token: v4's pending checks go out on the next due pass.
+  options_.replies.patchwork_token = "s3cret";
+  clock.Advance(std::chrono::seconds(options_.poll_seconds));
+  EXPECT_EQ(Pass(&clock).checks, 3);
+  EXPECT_EQ(Checks(2231102), std::vector<std::string>{"pending: 2 A/B jobs running (2 arches)"});
+
+  // Both series end. v4's verdict follows its pending check; v2's supersedes its pending
+  // ones, which never went out.
+  FinishJobs(kV4);
+  FinishJobs(kV2);
+  EXPECT_EQ(Pass(&clock).checks, 3);
+  EXPECT_EQ(Checks(2231102),
+            (std::vector<std::string>{"pending: 2 A/B jobs running (2 arches)",
+                                      "fail: no job of 2 measured: see the reply"}));
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_checks WHERE status = 'superseded'"), 5);
+  // v2 never reaches patchwork: its verdicts are given up after 8 refusals, backing off
+  // (poll_seconds doubling, at most an hour).
+  for (int i = 0; i < 12; ++i) {
+    clock.Advance(std::chrono::hours(1));
+    Pass(&clock);
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_checks WHERE status = 'failed' AND attempts = 8 "
+                  "AND kind = 'verdict'"),
+            5);
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_checks WHERE status = 'posted'"), 6);
+  EXPECT_EQ(Checks(2231102).size(), 2u) << "nothing posted twice";
+  auto snapshot = store_->history().Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(snapshot->robot_checks_by_status,
+            (std::map<std::string, int64_t>{{"posted", 6}, {"superseded", 5}, {"failed", 5}}));
+  EXPECT_EQ(snapshot->robot_replies_by_state, (std::map<std::string, int64_t>{{"sent", 2}}));
+}
+
+// A series whose build says it does not apply to its base: its jobs are cancelled and it is
+// answered once, naming the patch, the file and the hunk, quoted; patchwork says fail.
+TEST_F(SeriesRobotReplyTest, ASeriesThatDoesNotApplyIsAnsweredOnceWithItsHunk) {
+  Deliver({"v4-0.eml", "v4-1.eml", "v4-2.eml", "v4-3.eml"});
+  Pass();
+  const SeriesRecord v4 = Series(kV4);
+  ASSERT_EQ(v4.state, SeriesState::kSubmitted);
+  // The builder of x86_64 takes v4's kernel and git apply refuses patch 3's hunk: the error
+  // as kbuild writes it.
+  const int64_t build =
+      Count("SELECT id FROM builds WHERE arch = 'x86_64' AND source::text LIKE '%v4.mbox%'");
+  std::optional<BuildRecord> claimed;
+  for (int i = 0; i < 4 && (!claimed || claimed->id != build); ++i) {
+    auto c = store_->builds().ClaimBuild("builder-1", {"x86_64"}, 600);
+    ASSERT_TRUE(c.ok()) << c.status();
+    claimed = *c;
+  }
+  ASSERT_TRUE(claimed && claimed->id == build);
+  auto mbox = ReadFile(std::string(FAULTLINE_ROBOT_TESTDATA) + "/v4-3.eml");
+  ASSERT_TRUE(mbox.ok());
+  auto patches = kbuild::SplitMbox("From x\n" + *mbox, "v4.mbox", 3);
+  ASSERT_TRUE(patches.ok() && patches->size() == 1u) << patches.status();
+  BuildRecord outcome;
+  outcome.error =
+      "series: " + kbuild::DescribeApplyFailure(patches->front(),
+                                                "error: patch failed: mm/memory.c:10\n"
+                                                "error: mm/memory.c: patch does not apply\n");
+  ASSERT_TRUE(store_->builds().FinishBuild(build, claimed->attempt_id, false, outcome).ok());
+
+  RobotPass answered = Pass();
+  EXPECT_EQ(answered.replied, 1);
+  EXPECT_EQ(Series(kV4).state, SeriesState::kReplied);
+  for (int64_t job : v4.jobs) {
+    EXPECT_EQ(store_->jobs().GetJob(job)->state, JobState::kCancelled) << "nothing to measure";
+  }
+  ASSERT_EQ(Sent().size(), 1u);
+  auto raw = ReadFile(Sent()[0]);
+  ASSERT_TRUE(raw.ok());
+  auto mail = robot::ParseMail(*raw);
+  ASSERT_TRUE(mail.ok()) << mail.status();
+  EXPECT_EQ(mail->in_reply_to, kV4);
+  EXPECT_LE(robot::MaxLineWidth(*raw), 80u) << *raw;
+  EXPECT_NE(mail->body.find("faultline could not test this series (v4): it does not apply to\n"
+                            "/srv/linux.git\nat e737cebb8de0d38e8f64584a8bbfbcf9176c7537.\n"),
+            std::string::npos)
+      << mail->body;
+  EXPECT_NE(mail->body.find("Patch 3 of 3 fails in mm/memory.c, the hunk @@ -10,3 +10,4 @@:\n"
+                            "  [RFC PATCH v4 3/3] mm/swap: allow swap faults to retry under the "
+                            "VMA lock\n\n> @@ -10,3 +10,4 @@\n>  int x;\n> +int y;\n"),
+            std::string::npos)
+      << mail->body;
+  EXPECT_EQ(mail->body.find("faultline job "), std::string::npos) << "no report: nothing ran";
+  for (int64_t patch : {2231101, 2231102, 2231103}) {
+    EXPECT_EQ(Checks(patch),
+              (std::vector<std::string>{"pending: 2 A/B jobs running (2 arches)",
+                                        "fail: does not apply to e737cebb8de0: patch 3"}))
+        << patch;
+  }
+  // Once: the other arch's build failing the same way changes nothing.
+  for (int i = 0; i < 2; ++i) Pass();
+  EXPECT_EQ(Sent().size(), 1u);
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_replies"), 1);
 }
 
 // robot.yaml: the studies and fragments read relative to it, every error naming the field.

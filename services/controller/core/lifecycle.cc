@@ -21,9 +21,11 @@ constexpr std::array<std::string_view, 3> kBoardHealths = {"ok", "switching", "n
 constexpr std::array<std::string_view, 4> kBuildStates = {"queued", "building", "done", "failed"};
 constexpr std::array<std::string_view, 4> kBisectionStates = {"running", "done", "failed",
                                                               "cancelled"};
-constexpr std::array<std::string_view, 6> kSeriesStates = {"skipped",  "chosen",  "submitted",
-                                                           "measured", "replied", "failed"};
+constexpr std::array<std::string_view, 7> kSeriesStates = {
+    "skipped", "chosen", "submitted", "measured", "replied", "failed", "does_not_apply"};
 constexpr std::array<std::string_view, 4> kReplyStates = {"queued", "sending", "sent", "uncertain"};
+constexpr std::array<std::string_view, 4> kCheckStatuses = {"queued", "posted", "superseded",
+                                                            "failed"};
 
 template <typename E, size_t N>
 std::optional<E> Parse(const std::array<std::string_view, N>& names, std::string_view s) {
@@ -77,6 +79,14 @@ std::string_view ToString(ReplyState s) {
 
 std::optional<ReplyState> ParseReplyState(std::string_view s) {
   return Parse<ReplyState>(kReplyStates, s);
+}
+
+std::string_view ToString(CheckStatus s) {
+  return kCheckStatuses[static_cast<size_t>(s)];
+}
+
+std::optional<CheckStatus> ParseCheckStatus(std::string_view s) {
+  return Parse<CheckStatus>(kCheckStatuses, s);
 }
 std::optional<JobState> ParseJobState(std::string_view s) {
   return Parse<JobState>(kJobStates, s);

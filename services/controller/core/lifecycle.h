@@ -25,13 +25,26 @@ enum class BuildState { kQueued, kBuilding, kDone, kFailed };
 enum class BisectionState { kRunning, kDone, kFailed, kCancelled };
 // A whole posted series as the robot decided it (storage: robot_series.state): outside what
 // it tests, chosen, its jobs submitted, measured (every job final), answered, or failed
-// (its jobs could not be submitted).
-enum class SeriesState { kSkipped, kChosen, kSubmitted, kMeasured, kReplied, kFailed };
+// (its jobs could not be submitted); or it does not apply to its base (its jobs cancelled,
+// answered with the failing hunk: then replied).
+enum class SeriesState {
+  kSkipped,
+  kChosen,
+  kSubmitted,
+  kMeasured,
+  kReplied,
+  kFailed,
+  kDoesNotApply
+};
 // The robot's reply, from queued to sent (storage: robot_replies.state). "sending" is written
 // before the mail goes out and "sent" after: one found "sending" by a later pass went out or
 // not (the controller died between the two) and becomes "uncertain", never sent again; its
 // Message-ID turning up in the archive makes it "sent".
 enum class ReplyState { kQueued, kSending, kSent, kUncertain };
+// A patchwork check in the robot's outbox (storage: robot_checks.status): queued until
+// patchwork took it (posted); a pending check still queued when the verdict comes is
+// superseded; one patchwork refused too long is failed.
+enum class CheckStatus { kQueued, kPosted, kSuperseded, kFailed };
 
 // The stored spelling ("queued", "needs-check", ...); Parse* returns nullopt for others.
 std::string_view ToString(JobState s);
@@ -41,9 +54,9 @@ std::string_view ToString(TokenRole r);
 std::string_view ToString(BoardHealth h);     // ok | switching | needs-check
 std::string_view ToString(BuildState s);      // queued | building | done | failed
 std::string_view ToString(BisectionState s);  // running | done | failed | cancelled
-std::string_view ToString(SeriesState s);
-std::string_view ToString(ReplyState s);  // queued | sending | sent | uncertain     // skipped |
-                                          // chosen | submitted | measured | ...
+std::string_view ToString(SeriesState s);     // skipped | chosen | ... | does_not_apply
+std::string_view ToString(ReplyState s);      // queued | sending | sent | uncertain
+std::string_view ToString(CheckStatus s);     // queued | posted | superseded | failed
 std::optional<JobState> ParseJobState(std::string_view s);
 std::optional<RunState> ParseRunState(std::string_view s);
 std::optional<ChangePointState> ParseChangePointState(std::string_view s);
@@ -53,6 +66,7 @@ std::optional<BuildState> ParseBuildState(std::string_view s);
 std::optional<BisectionState> ParseBisectionState(std::string_view s);
 std::optional<SeriesState> ParseSeriesState(std::string_view s);
 std::optional<ReplyState> ParseReplyState(std::string_view s);
+std::optional<CheckStatus> ParseCheckStatus(std::string_view s);
 
 bool IsFinal(JobState s);  // succeeded, failed or cancelled
 bool IsFinal(RunState s);

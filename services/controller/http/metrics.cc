@@ -240,12 +240,30 @@ void WriteChangePoints(const MetricsSnapshot& snapshot, std::string* out) {
 void WriteRobot(const MetricsSnapshot& snapshot, std::string* out) {
   TextFamily series("faultline_robot_series",
                     "Posted series the robot saw whole, by what it did: skipped (outside "
-                    "its filter), chosen, submitted (jobs running), measured, replied, failed");
-  for (const char* st : {"skipped", "chosen", "submitted", "measured", "replied", "failed"}) {
+                    "its filter), chosen, submitted (jobs running), measured, replied, failed, "
+                    "does_not_apply (to its base: answered with the hunk)");
+  for (const char* st :
+       {"skipped", "chosen", "submitted", "measured", "replied", "failed", "does_not_apply"}) {
     auto it = snapshot.robot_series_by_state.find(st);
     series.Add({{"state", st}}, it == snapshot.robot_series_by_state.end() ? 0 : it->second);
   }
   series.WriteTo(out);
+  TextFamily replies("faultline_robot_replies",
+                     "The robot's reply mails by state: queued, sending, sent, uncertain (it "
+                     "died while sending: never sent again)");
+  for (const char* st : {"queued", "sending", "sent", "uncertain"}) {
+    auto it = snapshot.robot_replies_by_state.find(st);
+    replies.Add({{"state", st}}, it == snapshot.robot_replies_by_state.end() ? 0 : it->second);
+  }
+  replies.WriteTo(out);
+  TextFamily checks("faultline_robot_patchwork_checks",
+                    "Patchwork checks the robot owes or gave, by status: queued (retried), "
+                    "posted, superseded, failed (refused 8 times)");
+  for (const char* st : {"queued", "posted", "superseded", "failed"}) {
+    auto it = snapshot.robot_checks_by_status.find(st);
+    checks.Add({{"status", st}}, it == snapshot.robot_checks_by_status.end() ? 0 : it->second);
+  }
+  checks.WriteTo(out);
   TextFamily mails("faultline_robot_patch_mails",
                    "Patch mails the robot read from the list archive and kept");
   mails.Add({}, snapshot.robot_mails);

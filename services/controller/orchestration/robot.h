@@ -15,6 +15,7 @@
 #include "faultline/v1/job.pb.h"
 #include "robot/choose.h"  // ChooseRules
 #include "robot/mail.h"
+#include "robot/series.h"
 #include "services/controller/core/clock.h"
 #include "services/controller/storage/interfaces.h"
 
@@ -60,6 +61,7 @@ struct RobotPass {
   int submitted = 0;  // series whose jobs were submitted
   int measured = 0;   // series whose jobs all ended
   int replied = 0;    // replies sent (or written, dry run)
+  int checks = 0;     // patchwork checks posted
 };
 
 class SeriesRobot {
@@ -80,6 +82,16 @@ class SeriesRobot {
                                    const std::vector<std::string>& arches) const;
 
  private:
+  // What a series' reply and final check say: the check's state (success | warning | fail)
+  // and one-line description, and the reply's first lines.
+  struct Verdict {
+    std::string state, description;
+    std::string headline;            // "Regression: 1 of 4 comparisons say slower (95% CI):"
+    std::vector<std::string> lines;  // one per regressing comparison
+  };
+
+  absl::StatusOr<robot::Series> LoadSeries(const std::string& root, int version,
+                                           const std::string& id) const;
   absl::Status Ingest(RobotPass& pass, std::vector<std::pair<std::string, int>>& touched);
   absl::Status Decide(const std::string& root, int version, RobotPass& pass);
   absl::Status Submit(SeriesRecord series, RobotPass& pass);
@@ -89,16 +101,22 @@ class SeriesRobot {
   absl::Status NoteArchived(const robot::Mail& mail);
   absl::Status QueueReply(const SeriesRecord& series);
   absl::Status SendQueuedReplies(RobotPass& pass);
-  absl::StatusOr<std::string> ReplyBody(const SeriesRecord& series) const;
+  absl::StatusOr<std::string> ReplyBody(const SeriesRecord& series, const Verdict& verdict) const;
+  // The reply to a series that does not apply (series.reason: the build's error): the patch,
+  // the file and the hunk, quoted from the patch.
+  std::string ApplyFailureBody(const SeriesRecord& series, const robot::Series& mails) const;
+  // A series whose build says it does not apply: its jobs cancelled, answered once.
+  absl::Status DoesNotApply(SeriesRecord series, const std::string& error, RobotPass& pass);
   absl::Status Deliver(const ReplyRecord& reply, bool* maybe_delivered) const;
-  // Posts `state` as the faultline check on every patch of the series (best effort: a
-  // failure is logged; patchwork shows the newest check of a context, so a repeat is
-  // harmless).
-  void PostChecks(const SeriesRecord& series, const std::string& state,
-                  const std::string& description) const;
+  // Queues the check `kind` (pending | verdict) for every patch of the series: patchwork
+  // shows the newest check of a context, the verdict replaces the pending one.
+  absl::Status QueueChecks(const SeriesRecord& series, const std::string& kind,
+                           const std::string& state, const std::string& description) const;
+  // Posts the due checks; one patchwork refuses is tried again later, up to 8 times.
+  absl::Status PostDueChecks(RobotPass& pass);
   // The final check: fail when no job measured anything, warning when a comparison says
-  // regression, success otherwise; and its one-line description.
-  std::pair<std::string, std::string> Verdict(const SeriesRecord& series) const;
+  // regression, success otherwise.
+  Verdict Judge(const SeriesRecord& series) const;
   int64_t NowMs() const;
 
   Stores stores_;

@@ -255,6 +255,13 @@ class RobotStore {
                                          ReplyState to) = 0;
   // Replies sent (or uncertain) since `since_ms`: the rate limit's count.
   virtual absl::StatusOr<int> RepliesSentSince(int64_t since_ms) = 0;
+  // The checks' outbox. QueueChecks stores each unless its (patch, kind) has one; a verdict
+  // supersedes its patch's pending check if that is still queued.
+  virtual absl::Status QueueChecks(const std::vector<CheckRecord>& checks) = 0;
+  // Queued checks due at `now_ms` (next_ms <= now_ms), oldest first.
+  virtual absl::StatusOr<std::vector<CheckRecord>> DueChecks(int64_t now_ms, int limit) = 0;
+  // Writes an attempt's outcome: status, attempts, error and next_ms.
+  virtual absl::Status SettleCheck(const CheckRecord& check) = 0;
 };
 
 // The background duties (lease reaping, switch expiry, change points, schedules) run on

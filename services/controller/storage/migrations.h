@@ -14,4 +14,7 @@ struct Migration {
 // never change: its md5 is recorded and checked on every start.
 const std::vector<Migration>& Migrations();
 
+// Appends migrations 21 on (migrations_from_21.cc; for Migrations() only).
+void AppendMigrationsFrom21(std::vector<Migration>* out);
+
 }  // namespace faultline::controller

@@ -365,6 +365,12 @@ absl::StatusOr<MetricsSnapshot> PgHistoryStore::Snapshot(int64_t known_series_ve
           snap.robot_series_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
         }
         snap.robot_mails = t.exec1("SELECT count(*) FROM robot_mails")[0].as<int64_t>();
+        for (const auto& r : t.exec("SELECT state, count(*) FROM robot_replies GROUP BY state")) {
+          snap.robot_replies_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
+        }
+        for (const auto& r : t.exec("SELECT status, count(*) FROM robot_checks GROUP BY status")) {
+          snap.robot_checks_by_status[r[0].as<std::string>()] = r[1].as<int64_t>();
+        }
         for (const auto& r : t.exec(R"sql(
         SELECT b.label, b.arch, coalesce(b.outcome->>'release', ''),
                coalesce(b.outcome->>'base_commit', ''), coalesce(b.source->>'ref', ''),

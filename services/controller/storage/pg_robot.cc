@@ -202,4 +202,69 @@ absl::StatusOr<int> PgRobotStore::RepliesSentSince(int64_t since_ms) {
   });
 }
 
+absl::Status PgRobotStore::QueueChecks(const std::vector<CheckRecord>& checks) {
+  return pool_
+      ->Query<bool>([&](pqxx::connection& c, bool&) -> absl::Status {
+        pqxx::work w(c);
+        for (const CheckRecord& k : checks) {
+          w.exec_params(R"sql(
+        INSERT INTO robot_checks (series_id, patch_message_id, kind, state, description, status,
+                                  next_ms)
+        VALUES ($1, $2, $3, $4, $5, 'queued', $6) ON CONFLICT DO NOTHING)sql",
+                        k.series_id, k.patch_message_id, k.kind, k.state, k.description, k.next_ms);
+          if (k.kind == "verdict") {
+            w.exec_params(R"sql(
+        UPDATE robot_checks SET status = 'superseded'
+         WHERE patch_message_id = $1 AND kind = 'pending' AND status = 'queued')sql",
+                          k.patch_message_id);
+          }
+        }
+        w.commit();
+        return absl::OkStatus();
+      })
+      .status();
+}
+
+absl::StatusOr<std::vector<CheckRecord>> PgRobotStore::DueChecks(int64_t now_ms, int limit) {
+  return pool_->Query<std::vector<CheckRecord>>([&](pqxx::connection& c,
+                                                    std::vector<CheckRecord>& out) -> absl::Status {
+    pqxx::read_transaction t(c);
+    for (const auto& r : t.exec_params(R"sql(
+            SELECT series_id, patch_message_id, kind, state, description, status, attempts,
+                   error, next_ms
+              FROM robot_checks WHERE status = 'queued' AND next_ms <= $1
+             ORDER BY seq LIMIT $2)sql",
+                                       now_ms, limit)) {
+      CheckRecord k;
+      k.series_id = r[0].as<std::string>();
+      k.patch_message_id = r[1].as<std::string>();
+      k.kind = r[2].as<std::string>();
+      k.state = r[3].as<std::string>();
+      k.description = r[4].as<std::string>();
+      k.status = pg::ParseEnumOr(ParseCheckStatus(r[5].as<std::string>()), CheckStatus::kFailed);
+      k.attempts = r[6].as<int>();
+      k.error = r[7].as<std::string>();
+      k.next_ms = r[8].as<int64_t>();
+      out.push_back(std::move(k));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgRobotStore::SettleCheck(const CheckRecord& k) {
+  return pool_
+      ->Query<bool>([&](pqxx::connection& c, bool&) -> absl::Status {
+        pqxx::work w(c);
+        // Only a queued check moves: one superseded meanwhile stays so.
+        w.exec_params(R"sql(
+        UPDATE robot_checks SET status = $3, attempts = $4, error = $5, next_ms = $6
+         WHERE patch_message_id = $1 AND kind = $2 AND status = 'queued')sql",
+                      k.patch_message_id, k.kind, std::string(ToString(k.status)), k.attempts,
+                      k.error, k.next_ms);
+        w.commit();
+        return absl::OkStatus();
+      })
+      .status();
+}
+
 }  // namespace faultline::controller

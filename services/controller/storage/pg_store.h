@@ -184,6 +184,9 @@ class PgRobotStore final : public RobotStore {
   absl::StatusOr<bool> MoveReply(const std::string& message_id, ReplyState from,
                                  ReplyState to) override;
   absl::StatusOr<int> RepliesSentSince(int64_t since_ms) override;
+  absl::Status QueueChecks(const std::vector<CheckRecord>& checks) override;
+  absl::StatusOr<std::vector<CheckRecord>> DueChecks(int64_t now_ms, int limit) override;
+  absl::Status SettleCheck(const CheckRecord& check) override;
 
  private:
   pg::Pool* pool_;

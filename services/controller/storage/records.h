@@ -231,6 +231,8 @@ struct MetricsSnapshot {
   // mails it has read and kept.
   std::map<std::string, int64_t> robot_series_by_state;
   int64_t robot_mails = 0;
+  std::map<std::string, int64_t> robot_replies_by_state;  // robot_replies.state
+  std::map<std::string, int64_t> robot_checks_by_status;  // robot_checks.status
   struct ScheduleHealth {
     std::string name;
     std::string cron;
@@ -287,12 +289,26 @@ struct SeriesRecord {
 // One reply of the robot in a series' thread (core/lifecycle.h: ReplyState).
 struct ReplyRecord {
   std::string series_id;
-  std::string kind;        // "results"
+  std::string kind;        // "results", or "apply" (it does not)
   std::string message_id;  // the mail's, without brackets
   ReplyState state = ReplyState::kQueued;
   std::vector<std::string> recipients;
   std::string text;  // the whole mail
   int64_t sent_ms = 0;
+};
+
+// A patchwork check the robot owes one patch (core/lifecycle.h: CheckStatus): "pending"
+// while its series' jobs run, then the verdict. Retried until patchwork takes it.
+struct CheckRecord {
+  std::string series_id;
+  std::string patch_message_id;  // the patch mail's Message-ID (patchwork finds it by that)
+  std::string kind;              // "pending" | "verdict": one of each per patch, ever
+  std::string state;             // patchwork's: pending | success | warning | fail
+  std::string description;
+  CheckStatus status = CheckStatus::kQueued;
+  int attempts = 0;
+  std::string error;    // the last refusal
+  int64_t next_ms = 0;  // not tried again before
 };
 
 // A patch mail the robot keeps until its series is decided.

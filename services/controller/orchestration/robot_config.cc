@@ -1,0 +1,83 @@
+// robot.yaml (faultline.v1.RobotConfig) read into the robot's options (orchestration/robot.h).
+#include <filesystem>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/read_file.h"
+#include "faultline/v1/robot.pb.h"
+#include "robot/mail.h"
+#include "services/controller/orchestration/robot.h"
+#include "spec/spec_file.h"
+
+namespace faultline::controller {
+
+absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path) {
+  auto bad = [&](const std::string& field, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", field, ": ", why));
+  };
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  v1::RobotConfig config;
+  if (absl::Status s = spec::LoadMessageFromYaml(*text, path, &config); !s.ok()) return s;
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  auto resolve = [&](const std::string& file) {
+    const std::filesystem::path p(file);
+    return (p.is_absolute() || dir.empty() ? p : dir / p).string();
+  };
+  RobotOptions o;
+  if (config.archive().empty()) return bad("archive", "the list's public-inbox directory");
+  o.archive = resolve(config.archive());
+  if (config.tree().empty() || config.tree().front() != '/') {
+    return bad("tree", "an absolute path of the kernel git tree on the builders");
+  }
+  o.tree = config.tree();
+  o.branch = config.branch();
+  if (!config.paths().empty()) o.rules.paths.assign(config.paths().begin(), config.paths().end());
+  if (!config.opt_in_tag().empty()) o.rules.opt_in_tag = config.opt_in_tag();
+  if (config.studies().empty()) return bad("studies", "at least one job spec file");
+  for (int i = 0; i < config.studies_size(); ++i) {
+    absl::StatusOr<v1::JobSpec> study = spec::LoadJobSpecFile(resolve(config.studies(i)));
+    if (!study.ok()) return study.status();
+    if (!study->kernels().empty() || !study->kernel_sources().empty()) {
+      return bad(absl::StrCat("studies[", i, "]"),
+                 "names kernels; the robot sets them (base and the series)");
+    }
+    o.studies.push_back(*std::move(study));
+  }
+  o.arches.assign(config.arches().begin(), config.arches().end());
+  if (!config.config_base().empty()) o.config_base = config.config_base();
+  for (int i = 0; i < config.fragments_size(); ++i) {
+    absl::StatusOr<std::string> fragment = ReadFile(resolve(config.fragments(i)));
+    if (!fragment.ok())
+      return bad(absl::StrCat("fragments[", i, "]"), fragment.status().ToString());
+    v1::SourceFile f;
+    f.set_name(std::filesystem::path(config.fragments(i)).filename().string());
+    f.set_content(*fragment);
+    o.fragments.push_back(std::move(f));
+  }
+  if (config.poll_seconds() > 0) o.poll_seconds = config.poll_seconds();
+  const v1::RobotReplies& r = config.replies();
+  o.replies.from = r.from();
+  o.replies.smtp = r.smtp();
+  o.replies.dry_run_dir = r.dry_run_dir().empty() ? "" : resolve(r.dry_run_dir());
+  if (r.per_hour() > 0) o.replies.per_hour = r.per_hour();
+  o.replies.cc.assign(r.cc().begin(), r.cc().end());
+  o.replies.patchwork = r.patchwork();
+  if (!r.patchwork().empty()) {
+    if (r.patchwork_token_file().empty()) {
+      return bad("replies.patchwork_token_file", "a file with the API token that posts checks");
+    }
+    absl::StatusOr<std::string> token = ReadFile(resolve(r.patchwork_token_file()));
+    if (!token.ok()) return bad("replies.patchwork_token_file", token.status().ToString());
+    o.replies.patchwork_token = std::string(absl::StripAsciiWhitespace(*token));
+  }
+  if (!o.replies.from.empty() && robot::AddressOf(o.replies.from).find('@') == std::string::npos) {
+    return bad("replies.from", "a mailbox (\"faultline robot <robot@example.org>\")");
+  }
+  if (!o.replies.from.empty() && o.replies.smtp.empty() && o.replies.dry_run_dir.empty()) {
+    return bad("replies", "smtp (host:port) or dry_run_dir, to send or write the mails");
+  }
+  return o;
+}
+
+}  // namespace faultline::controller

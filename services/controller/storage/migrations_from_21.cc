@@ -1,0 +1,218 @@
+// Migrations 21 on (kernels that jobs bring, bisections, the series robot): the schema's
+// history continued from migrations.cc, which hands them out in Migrations().
+#include "services/controller/storage/migrations.h"
+
+namespace faultline::controller {
+namespace {
+
+struct MigrationText {
+  int version;
+  const char* name;
+  const char* sql;
+};
+
+constexpr MigrationText kMigrations[] = {
+    {21, "kernels jobs bring: builds, their artifacts (content-addressed), builders", R"sql(
+-- One row per (label, arch): the label is unique to the kernel's source (tree, ref, config,
+-- series), so jobs asking for the same kernel share its build.
+CREATE TABLE builds (
+  id            bigserial PRIMARY KEY,
+  label         text NOT NULL,
+  arch          text NOT NULL,
+  source        jsonb NOT NULL,
+  state         text NOT NULL DEFAULT 'queued'
+                CHECK (state IN ('queued', 'building', 'done', 'failed')),
+  builder       text,
+  attempt_id    text,
+  attempts      integer NOT NULL DEFAULT 0,
+  lease_expires timestamptz,
+  not_before    timestamptz,
+  outcome       jsonb,            -- key, release, base_commit, tree_hash, config_sha256, ...
+  image_sha256  text,
+  error         text,
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  finished_at   timestamptz,
+  UNIQUE (label, arch)
+);
+CREATE INDEX builds_open ON builds (id) WHERE state IN ('queued', 'building');
+CREATE TABLE job_builds (
+  job_id   bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  build_id bigint NOT NULL REFERENCES builds (id),
+  PRIMARY KEY (job_id, build_id)
+);
+CREATE INDEX job_builds_build ON job_builds (build_id);
+-- Images by sha256, in chunks: every controller replica serves them from here.
+CREATE TABLE artifacts (
+  sha256     text PRIMARY KEY,
+  bytes      bigint NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE artifact_chunks (
+  sha256 text NOT NULL REFERENCES artifacts (sha256) ON DELETE CASCADE,
+  offset_bytes bigint NOT NULL,
+  data   bytea NOT NULL,
+  PRIMARY KEY (sha256, offset_bytes)
+);
+ALTER TABLE boards ADD COLUMN boots_built_kernels boolean NOT NULL DEFAULT false,
+                   ADD COLUMN build_arches jsonb NOT NULL DEFAULT '[]';
+)sql"},
+    {22, "built kernels that did not boot on a board; artifacts in an object store", R"sql(
+-- A switch to a built kernel that lapsed or came back on another kernel: the board no
+-- longer offers that kernel (pg::MarkBadBoot). `console`: the failed boot's console tail as
+-- the board kept it (pstore), sent with its next hello.
+CREATE TABLE bad_boots (
+  label   text NOT NULL,
+  board   text NOT NULL,
+  reason  text NOT NULL,
+  console text NOT NULL DEFAULT '',
+  at      timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (label, board)
+);
+-- Where an image's bytes are: 'db' (artifact_chunks) or 's3' (an object store; boards
+-- fetch it by a presigned URL).
+ALTER TABLE artifacts ADD COLUMN location text NOT NULL DEFAULT 'db'
+  CHECK (location IN ('db', 's3'));
+)sql"},
+    {23, "jobs that trace mmap_lock waits", R"sql(
+ALTER TABLE jobs ADD COLUMN mmap_lock_waits boolean NOT NULL DEFAULT false;
+)sql"},
+    {24, "bisections: the request, the engine's steps and the job measuring now", R"sql(
+CREATE TABLE bisections (
+  id          bigserial PRIMARY KEY,
+  request_id  text UNIQUE,
+  state       text NOT NULL DEFAULT 'running'
+              CHECK (state IN ('running', 'done', 'failed', 'cancelled')),
+  doc         jsonb NOT NULL,
+  current_job bigint REFERENCES jobs (id),
+  created_at  timestamptz NOT NULL DEFAULT now(),
+  updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX bisections_running ON bisections (id) WHERE state = 'running';
+)sql"},
+    {25, "schedules that follow a branch: one label per slot, one series", R"sql(
+-- A schedule's kernel on a branch is built anew at every slot under its own label,
+-- "LABEL@<source hash>+<slot>" (orchestration/kernel_sources.h); its series is the label
+-- without "+<slot>", so the nights form one history.
+CREATE OR REPLACE FUNCTION faultline_series_kernel(label text) RETURNS text
+  LANGUAGE sql IMMUTABLE AS $$
+  SELECT regexp_replace(label, '^(.+@[0-9a-f]{12})\+[0-9]{8}T[0-9]{4}$', '\1')
+$$;
+CREATE OR REPLACE FUNCTION faultline_job_medians(job_ids bigint[])
+  RETURNS TABLE (job_id bigint, study text, benchmark text, cell jsonb, arch text, board text,
+                 kernel text, median double precision, last_success timestamptz)
+  LANGUAGE sql STABLE AS $$
+  SELECT j.id, coalesce(nullif(j.name, ''), j.benchmark), j.benchmark, r.cell,
+         coalesce(b.arch, ''), coalesce(r.board, ''), faultline_series_kernel(r.kernel),
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY res.throughput), max(res.created_at)
+    FROM jobs j JOIN runs r ON r.job_id = j.id JOIN results res ON res.run_id = r.id
+    LEFT JOIN boards b ON b.name = r.board
+   WHERE j.id = ANY (job_ids)
+   GROUP BY j.id, r.cell, coalesce(b.arch, ''), coalesce(r.board, ''),
+            faultline_series_kernel(r.kernel)
+$$;
+-- A change point names the last job at the old level too: a bisection starts between them.
+ALTER TABLE change_points ADD COLUMN previous_job_id bigint REFERENCES jobs (id)
+  ON DELETE SET NULL;
+)sql"},
+    {26, "what a board may boot, written once", R"sql(
+-- The labels a board offers to boot: those its hello announced and, when it boots built
+-- kernels, every label built for its arch; less those that did not boot on it (bad_boots).
+-- boards.bootable_kernel_labels holds this function's value, refreshed by whatever changes
+-- an input (a hello, a finished build, a bad boot); the announced ones are kept apart.
+ALTER TABLE boards ADD COLUMN announced_bootable_labels jsonb NOT NULL DEFAULT '[]';
+UPDATE boards SET announced_bootable_labels = bootable_kernel_labels;
+CREATE FUNCTION faultline_bootable_labels(board_name text) RETURNS jsonb
+  LANGUAGE sql STABLE AS $$
+  SELECT coalesce(jsonb_agg(x.label ORDER BY x.src, x.ord, x.label), '[]'::jsonb)
+    FROM (SELECT a.label, 0 AS src, a.ord
+            FROM boards b,
+                 jsonb_array_elements_text(b.announced_bootable_labels) WITH ORDINALITY
+                   AS a(label, ord)
+           WHERE b.name = board_name
+          UNION ALL
+          SELECT DISTINCT bu.label, 1, 0
+            FROM boards b JOIN builds bu ON bu.arch = b.arch AND bu.state = 'done'
+           WHERE b.name = board_name AND b.boots_built_kernels
+             AND NOT b.announced_bootable_labels ? bu.label) x
+   WHERE NOT EXISTS (SELECT 1 FROM bad_boots bb
+                      WHERE bb.label = x.label AND bb.board = board_name)
+$$;
+)sql"},
+    {27, "the series robot: where it is in each archive, the patch mails, the series", R"sql(
+CREATE TABLE robot_cursors (
+  archive text NOT NULL,
+  epoch int NOT NULL,
+  last_commit text NOT NULL,
+  PRIMARY KEY (archive, epoch)
+);
+-- Patch mails ([PATCH ...], not replies), kept until their series is decided.
+CREATE TABLE robot_mails (
+  message_id text PRIMARY KEY,
+  thread_root text NOT NULL,
+  version int NOT NULL,
+  raw text NOT NULL,
+  seq bigserial,
+  kept_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX robot_mails_thread ON robot_mails (thread_root, version, seq);
+CREATE TABLE robot_series (
+  id text PRIMARY KEY,
+  thread_root text NOT NULL,
+  version int NOT NULL,
+  title text NOT NULL DEFAULT '',
+  author text NOT NULL DEFAULT '',
+  state text NOT NULL CHECK (state IN ('skipped', 'chosen', 'submitted', 'measured',
+                                       'replied', 'failed')),
+  reason text NOT NULL DEFAULT '',
+  previous text NOT NULL DEFAULT '',
+  base text NOT NULL DEFAULT '',
+  jobs jsonb NOT NULL DEFAULT '[]',
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX robot_series_state ON robot_series (state, created_at);
+)sql"},
+    {28, "the series robot's outbox: one reply per series and kind, ever", R"sql(
+CREATE TABLE robot_replies (
+  series_id text NOT NULL REFERENCES robot_series (id),
+  kind text NOT NULL,
+  message_id text NOT NULL UNIQUE,
+  state text NOT NULL CHECK (state IN ('queued', 'sending', 'sent', 'uncertain')),
+  recipients jsonb NOT NULL,
+  text text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  sent_at timestamptz,
+  PRIMARY KEY (series_id, kind)
+);
+CREATE INDEX robot_replies_state ON robot_replies (state, created_at);
+)sql"},
+    {29, "the robot's patchwork checks go through an outbox; a series may not apply", R"sql(
+CREATE TABLE robot_checks (
+  series_id text NOT NULL REFERENCES robot_series (id),
+  patch_message_id text NOT NULL,
+  kind text NOT NULL CHECK (kind IN ('pending', 'verdict')),
+  state text NOT NULL,
+  description text NOT NULL,
+  status text NOT NULL CHECK (status IN ('queued', 'posted', 'superseded', 'failed')),
+  attempts int NOT NULL DEFAULT 0,
+  error text NOT NULL DEFAULT '',
+  next_ms bigint NOT NULL DEFAULT 0,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  seq bigserial,
+  PRIMARY KEY (patch_message_id, kind)
+);
+CREATE INDEX robot_checks_due ON robot_checks (status, next_ms);
+ALTER TABLE robot_series DROP CONSTRAINT robot_series_state_check;
+ALTER TABLE robot_series ADD CONSTRAINT robot_series_state_check
+  CHECK (state IN ('skipped', 'chosen', 'submitted', 'measured', 'replied', 'failed',
+                   'does_not_apply'));
+)sql"},
+};
+
+}  // namespace
+
+void AppendMigrationsFrom21(std::vector<Migration>* out) {
+  for (const MigrationText& m : kMigrations) out->push_back({m.version, m.name, m.sql});
+}
+
+}  // namespace faultline::controller
