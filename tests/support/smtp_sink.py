@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """An SMTP server for tests: takes every mail, writes it to --dir as <n>.eml, and with
 --deliver-cmd pipes it to that command (public-inbox-mda: the list archives it). Listens on
-127.0.0.1, a free port written to --port-file once it accepts connections."""
+127.0.0.1, a free port written to --port-file once it accepts connections.
+--kill-once PIDFILE: after the first mail is written and delivered, and before the sink
+answers its end of DATA, SIGKILL the process whose pid PIDFILE holds (the sender: it dies
+after handing the mail over and before learning it was taken) and write PIDFILE.killed."""
 import argparse
 import asyncore
 import os
+import signal
 import smtpd
 import subprocess
 import sys
@@ -28,6 +32,12 @@ class Sink(smtpd.SMTPServer):
             done = subprocess.run(self.args.deliver_cmd, shell=True, input=data)
             if done.returncode != 0:
                 return "451 delivery command failed"
+        if self.args.kill_once and not os.path.exists(self.args.kill_once + ".killed"):
+            with open(self.args.kill_once) as f:
+                pid = int(f.read().split()[0])
+            os.kill(pid, signal.SIGKILL)
+            with open(self.args.kill_once + ".killed", "w") as f:
+                f.write("%d\n" % pid)
         return None
 
 
@@ -36,6 +46,7 @@ def main():
     p.add_argument("--dir", required=True)
     p.add_argument("--port-file", required=True)
     p.add_argument("--deliver-cmd", default="")
+    p.add_argument("--kill-once", default="")
     args = p.parse_args()
     sink = Sink(args)
     port = sink.socket.getsockname()[1]
