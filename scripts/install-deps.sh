@@ -34,8 +34,9 @@ test=(
   flex bison bc libelf-dev kmod xz-utils zstd
   # deploy/ checks (tests/deploy/check_deploy.sh): Python YAML and jsonschema
   python3-yaml python3-jsonschema
-  # the series robot's archives (robot/public_inbox_test.cc): public-inbox-init, -mda
-  public-inbox
+  # the series robot's archives (robot/public_inbox_test.cc, tests/e2e/robot_test.sh):
+  # public-inbox-init, -mda, -httpd; b4 reads a thread back
+  public-inbox b4
 )
 cross=(g++-aarch64-linux-gnu g++-riscv64-linux-gnu qemu-user-static mmdebstrap file binutils)
 lab=(
