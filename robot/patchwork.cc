@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/http_client.h"
 #include "nlohmann/json.hpp"
@@ -16,9 +17,9 @@ std::string Base(const std::string& url) {
 
 // A refusal of this request (4xx) is FAILED_PRECONDITION; patchwork failing (5xx) is
 // UNAVAILABLE, as a connection that fails is.
-absl::Status HttpError(int status, std::string message) {
-  return status >= 400 && status < 500 ? absl::FailedPreconditionError(std::move(message))
-                                       : absl::UnavailableError(std::move(message));
+absl::Status HttpError(int status, absl::string_view message) {
+  return status >= 400 && status < 500 ? absl::FailedPreconditionError(message)
+                                       : absl::UnavailableError(message);
 }
 
 }  // namespace

@@ -203,6 +203,8 @@ metrics=$(curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/metrics")
 grep -q '^faultline_robot_series{state="replied"} 3$' <<<"$metrics" &&
   grep -q '^faultline_robot_series{state="skipped"} 1$' <<<"$metrics" &&
   grep -q '^faultline_robot_replies{state="sent"} 3$' <<<"$metrics" &&
-  grep -q '^faultline_robot_patchwork_checks{status="posted"} 6$' <<<"$metrics" ||
+  grep -q '^faultline_robot_patchwork_checks{status="posted"} 6$' <<<"$metrics" &&
+  grep -q '^faultline_robot_kernel_builds{state="done"} 3$' <<<"$metrics" &&
+  grep -q '^faultline_robot_kernel_builds{state="failed"} 1$' <<<"$metrics" ||
   fail "metrics: $(grep faultline_robot <<<"$metrics")"
 pass "patchwork: pending then the verdict on each tested patch, nothing on the netdev one; /metrics"

@@ -431,6 +431,13 @@ TEST_F(SeriesRobotReplyTest, ASeriesThatDoesNotApplyIsAnsweredOnceWithItsHunk) {
   RobotPass answered = Pass();
   EXPECT_EQ(answered.replied, 1);
   EXPECT_EQ(Series(kV4).state, SeriesState::kReplied);
+  auto snapshot = store_->history().Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  int64_t builds = 0;
+  for (const auto& [state, n] : snapshot->robot_builds_by_state) builds += n;
+  EXPECT_EQ(builds, 4) << "the base and v4, on two arches";
+  EXPECT_EQ(snapshot->robot_builds_by_state["failed"], 1) << "v4's on x86_64";
+  EXPECT_EQ(snapshot->robot_builds_by_state["cancelled"], 3) << "with the series' jobs";
   for (int64_t job : v4.jobs) {
     EXPECT_EQ(store_->jobs().GetJob(job)->state, JobState::kCancelled) << "nothing to measure";
   }

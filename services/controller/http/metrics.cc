@@ -264,6 +264,15 @@ void WriteRobot(const MetricsSnapshot& snapshot, std::string* out) {
     checks.Add({{"status", st}}, it == snapshot.robot_checks_by_status.end() ? 0 : it->second);
   }
   checks.WriteTo(out);
+  TextFamily builds("faultline_robot_kernel_builds",
+                    "Kernel builds of the robot's jobs (the bases and the series), by state: "
+                    "queued, building, done (built), failed (a series that does not apply too), "
+                    "cancelled (no job needed it any more)");
+  for (const char* st : {"queued", "building", "done", "failed", "cancelled"}) {
+    auto it = snapshot.robot_builds_by_state.find(st);
+    builds.Add({{"state", st}}, it == snapshot.robot_builds_by_state.end() ? 0 : it->second);
+  }
+  builds.WriteTo(out);
   TextFamily mails("faultline_robot_patch_mails",
                    "Patch mails the robot read from the list archive and kept");
   mails.Add({}, snapshot.robot_mails);

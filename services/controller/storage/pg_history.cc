@@ -371,6 +371,17 @@ absl::StatusOr<MetricsSnapshot> PgHistoryStore::Snapshot(int64_t known_series_ve
         for (const auto& r : t.exec("SELECT status, count(*) FROM robot_checks GROUP BY status")) {
           snap.robot_checks_by_status[r[0].as<std::string>()] = r[1].as<int64_t>();
         }
+        // The kernels the robot's jobs brought (one build may serve several series).
+        for (const auto& r : t.exec(R"sql(
+        SELECT CASE WHEN b.state = 'failed' AND b.error LIKE 'cancelled:%' THEN 'cancelled'
+                    ELSE b.state END,
+               count(DISTINCT b.id) FROM robot_series s
+          CROSS JOIN LATERAL jsonb_array_elements_text(s.jobs) AS j(id)
+          JOIN job_builds jb ON jb.job_id = j.id::bigint
+          JOIN builds b ON b.id = jb.build_id
+         GROUP BY 1)sql")) {
+          snap.robot_builds_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
+        }
         for (const auto& r : t.exec(R"sql(
         SELECT b.label, b.arch, coalesce(b.outcome->>'release', ''),
                coalesce(b.outcome->>'base_commit', ''), coalesce(b.source->>'ref', ''),

@@ -233,6 +233,7 @@ struct MetricsSnapshot {
   int64_t robot_mails = 0;
   std::map<std::string, int64_t> robot_replies_by_state;  // robot_replies.state
   std::map<std::string, int64_t> robot_checks_by_status;  // robot_checks.status
+  std::map<std::string, int64_t> robot_builds_by_state;   // the robot's jobs' kernel builds
   struct ScheduleHealth {
     std::string name;
     std::string cron;
