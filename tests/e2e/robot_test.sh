@@ -135,7 +135,11 @@ series_state() { sql "SELECT state FROM robot_series WHERE id = '$1'"; }
 # --- the first reply handed over kills the controller; a new one sends nothing twice ---------
 FL_WAIT_SECONDS=300 fl_wait_for "the first reply to be handed over" test -s "$FL_STATE/controller.pid.killed" ||
   fail "no reply was sent"
-! kill -0 "$FL_CONTROLLER_PID" 2>/dev/null || fail "the controller survived"
+# Reaped here (until then a killed child is a zombie, which kill -0 still finds): 137 is
+# SIGKILL's status.
+status=0
+wait "$FL_CONTROLLER_PID" 2>/dev/null || status=$?
+[ "$status" = 137 ] || fail "the controller did not die of SIGKILL (status $status)"
 first=$(ls "$FL_STATE/sent"/*.eml)
 killed_reply=$(sql "SELECT message_id FROM robot_replies WHERE state = 'sending'")
 [ -n "$killed_reply" ] || fail "the reply handed over is not left 'sending'"
