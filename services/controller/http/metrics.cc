@@ -236,43 +236,45 @@ void WriteChangePoints(const MetricsSnapshot& snapshot, std::string* out) {
   change_points.WriteTo(out);
 }
 
-// The series robot (orchestration/robot.h): what it decided of each posted series.
+// One gauge per state of a family, every state written (0 when absent from `counts`).
+void WriteByState(const char* name, const char* help, const char* label,
+                  std::initializer_list<const char*> states,
+                  const std::map<std::string, int64_t>& counts, std::string* out) {
+  TextFamily family(name, help);
+  for (const char* st : states) {
+    auto it = counts.find(st);
+    family.Add({{label, st}}, it == counts.end() ? 0 : it->second);
+  }
+  family.WriteTo(out);
+}
+
+// The series robot (orchestration/robot.h): what it decided of each posted series, the
+// kernels its jobs built, its replies and its patchwork checks.
 void WriteRobot(const MetricsSnapshot& snapshot, std::string* out) {
-  TextFamily series("faultline_robot_series",
-                    "Posted series the robot saw whole, by what it did: skipped (outside "
-                    "its filter), chosen, submitted (jobs running), measured, replied, failed, "
-                    "does_not_apply (to its base: answered with the hunk)");
-  for (const char* st :
-       {"skipped", "chosen", "submitted", "measured", "replied", "failed", "does_not_apply"}) {
-    auto it = snapshot.robot_series_by_state.find(st);
-    series.Add({{"state", st}}, it == snapshot.robot_series_by_state.end() ? 0 : it->second);
-  }
-  series.WriteTo(out);
-  TextFamily replies("faultline_robot_replies",
-                     "The robot's reply mails by state: queued, sending, sent, uncertain (it "
-                     "died while sending: never sent again)");
-  for (const char* st : {"queued", "sending", "sent", "uncertain"}) {
-    auto it = snapshot.robot_replies_by_state.find(st);
-    replies.Add({{"state", st}}, it == snapshot.robot_replies_by_state.end() ? 0 : it->second);
-  }
-  replies.WriteTo(out);
-  TextFamily checks("faultline_robot_patchwork_checks",
-                    "Patchwork checks the robot owes or gave, by status: queued (retried), "
-                    "posted, superseded, failed (refused 8 times)");
-  for (const char* st : {"queued", "posted", "superseded", "failed"}) {
-    auto it = snapshot.robot_checks_by_status.find(st);
-    checks.Add({{"status", st}}, it == snapshot.robot_checks_by_status.end() ? 0 : it->second);
-  }
-  checks.WriteTo(out);
-  TextFamily builds("faultline_robot_kernel_builds",
-                    "Kernel builds of the robot's jobs (the bases and the series), by state: "
-                    "queued, building, done (built), failed (a series that does not apply too), "
-                    "cancelled (no job needed it any more)");
-  for (const char* st : {"queued", "building", "done", "failed", "cancelled"}) {
-    auto it = snapshot.robot_builds_by_state.find(st);
-    builds.Add({{"state", st}}, it == snapshot.robot_builds_by_state.end() ? 0 : it->second);
-  }
-  builds.WriteTo(out);
+  WriteByState(
+      "faultline_robot_series",
+      "Posted series the robot saw whole, by what it did: skipped (outside its "
+      "filter), chosen, submitted (jobs running), measured, replied, failed, "
+      "does_not_apply (to its base: answered with the hunk)",
+      "state",
+      {"skipped", "chosen", "submitted", "measured", "replied", "failed", "does_not_apply"},
+      snapshot.robot_series_by_state, out);
+  WriteByState("faultline_robot_replies",
+               "The robot's reply mails by state: queued, sending, sent, uncertain (it died "
+               "while sending: never sent again)",
+               "state", {"queued", "sending", "sent", "uncertain"}, snapshot.robot_replies_by_state,
+               out);
+  WriteByState("faultline_robot_patchwork_checks",
+               "Patchwork checks the robot owes or gave, by status: queued (retried), posted, "
+               "superseded, failed (refused 8 times)",
+               "status", {"queued", "posted", "superseded", "failed"},
+               snapshot.robot_checks_by_status, out);
+  WriteByState("faultline_robot_kernel_builds",
+               "Kernel builds of the robot's jobs (the bases and the series), by state: queued, "
+               "building, done (built), failed (a series that does not apply too), cancelled "
+               "(no job needed it any more)",
+               "state", {"queued", "building", "done", "failed", "cancelled"},
+               snapshot.robot_builds_by_state, out);
   TextFamily mails("faultline_robot_patch_mails",
                    "Patch mails the robot read from the list archive and kept");
   mails.Add({}, snapshot.robot_mails);

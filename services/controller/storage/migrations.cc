@@ -3,13 +3,6 @@
 namespace faultline::controller {
 namespace {
 
-// The schema's history as data (constant, no code): Migrations() hands it out.
-struct MigrationText {
-  int version;
-  const char* name;
-  const char* sql;
-};
-
 constexpr MigrationText kMigrations[] = {
     {1, "initial schema", R"sql(
 CREATE TABLE boards (

@@ -14,6 +14,13 @@ struct Migration {
 // never change: its md5 is recorded and checked on every start.
 const std::vector<Migration>& Migrations();
 
+// The schema's history as data (constant, no code), in migrations.cc and
+// migrations_from_21.cc; Migrations() hands it out.
+struct MigrationText {
+  int version;
+  const char* name;
+  const char* sql;
+};
 // Appends migrations 21 on (migrations_from_21.cc; for Migrations() only).
 void AppendMigrationsFrom21(std::vector<Migration>* out);
 

@@ -5,12 +5,6 @@
 namespace faultline::controller {
 namespace {
 
-struct MigrationText {
-  int version;
-  const char* name;
-  const char* sql;
-};
-
 constexpr MigrationText kMigrations[] = {
     {21, "kernels jobs bring: builds, their artifacts (content-addressed), builders", R"sql(
 -- One row per (label, arch): the label is unique to the kernel's source (tree, ref, config,
