@@ -76,4 +76,28 @@ Reply ComposeReply(const Mail& answered, const std::string& kind, const std::str
   return reply;
 }
 
+Reply ComposeMail(const std::string& to, const std::string& subject, const std::string& key,
+                  const std::string& kind, const std::string& body, const ReplyOptions& options) {
+  Reply mail;
+  mail.message_id = ReplyMessageId(key, kind, options.from);
+  mail.recipients.push_back(AddressOf(to));
+  std::set<std::string> seen = {absl::AsciiStrToLower(AddressOf(to)),
+                                absl::AsciiStrToLower(AddressOf(options.from))};
+  std::string cc_line;
+  for (const std::string& address : options.cc) {
+    if (!seen.insert(absl::AsciiStrToLower(AddressOf(address))).second) continue;
+    mail.recipients.push_back(AddressOf(address));
+    absl::StrAppend(&cc_line, cc_line.empty() ? "" : ",\n ", AddressOf(address));
+  }
+  absl::StrAppend(&mail.text, "From: ", options.from, "\nTo: ", to, "\n");
+  if (!cc_line.empty()) absl::StrAppend(&mail.text, "Cc: ", cc_line, "\n");
+  absl::StrAppend(&mail.text, "Subject: ", subject, "\nDate: ", options.date, "\nMessage-ID: <",
+                  mail.message_id, ">\n",
+                  "MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n"
+                  "Content-Transfer-Encoding: 8bit\nX-Mailer: faultline series robot\n\n",
+                  body);
+  if (!absl::EndsWith(body, "\n")) mail.text.push_back('\n');
+  return mail;
+}
+
 }  // namespace faultline::robot

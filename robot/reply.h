@@ -27,6 +27,12 @@ struct ReplyOptions {
 Reply ComposeReply(const Mail& answered, const std::string& kind, const std::string& body,
                    const ReplyOptions& options);
 
+// A mail that starts a thread (no mail to answer: a commit's author told about it), to `to`
+// ("Name <mail>") and the options' Cc, its Message-ID derived from `key` and `kind` as a
+// reply's is.
+Reply ComposeMail(const std::string& to, const std::string& subject, const std::string& key,
+                  const std::string& kind, const std::string& body, const ReplyOptions& options);
+
 // The Message-ID of the reply of `kind` to `answered_id`, under the domain of `from`.
 std::string ReplyMessageId(const std::string& answered_id, const std::string& kind,
                            const std::string& from);

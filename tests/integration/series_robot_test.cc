@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "common/http_client.h"
 #include "common/read_file.h"
+#include "google/protobuf/util/json_util.h"
 #include "kbuild/process.h"
 #include "kbuild/series.h"
 #include "nlohmann/json.hpp"
@@ -468,6 +470,64 @@ TEST_F(SeriesRobotReplyTest, ASeriesThatDoesNotApplyIsAnsweredOnceWithItsHunk) {
   for (int i = 0; i < 2; ++i) Pass();
   EXPECT_EQ(Sent().size(), 1u);
   EXPECT_EQ(Count("SELECT count(*) FROM robot_replies"), 1);
+}
+
+// The nightly side: a bisection started from a change point (a schedule following a branch)
+// found its first bad commit and confirmed it: the commit's author gets one mail with the
+// bisection and the command that runs it again. One started by hand, or not confirmed,
+// gets none.
+TEST_F(SeriesRobotReplyTest, TheAuthorOfAConfirmedCulpritGetsOneMail) {
+  options_.replies.culprits = true;
+  auto add = [&](const std::string& request_id, const std::string& origin,
+                 const std::string& confirmation) {
+    v1::Bisection doc;
+    v1::BisectRequest* r = doc.mutable_request();
+    r->set_tree("/srv/linux.git");
+    for (int i = 0; i < 3; ++i) {
+      v1::BisectCommit* c = r->add_commits();
+      c->set_sha(std::string(40, "abc"[i]));
+      c->set_subject(absl::StrCat("mm: change ", i));
+      c->set_author(absl::StrCat("Dev ", i, " <dev", i, "@example.org>"));
+    }
+    r->mutable_spec()->set_benchmark("filemap-thrash");
+    r->set_origin(origin);
+    r->set_command("faultline bisect --from-change 7");
+    doc.set_phase("done");
+    for (const char* mark : {"good", "bad", "bad"}) doc.add_marks(mark);
+    doc.set_culprit(1);
+    doc.set_confirmation(confirmation);
+    doc.set_revert("good");
+    std::string json;
+    google::protobuf::util::JsonPrintOptions print;
+    print.preserve_proto_field_names = true;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(doc, &json, print).ok());
+    auto created = store_->bisections().CreateBisection(request_id, json);
+    ASSERT_TRUE(created.ok()) << created.status();
+    ASSERT_TRUE(store_->bisections()
+                    .UpdateBisection(created->record.id, BisectionState::kDone, json, 0)
+                    .ok());
+  };
+  add("nightly", "change point 7", "bad");
+  add("by-hand", "job 12", "bad");
+  add("unconfirmed", "change point 8", "untested");
+  ASSERT_FALSE(HasFatalFailure());
+  Pass();
+  Pass();
+  ASSERT_EQ(Sent().size(), 1u) << "one mail, once";
+  auto raw = ReadFile(Sent()[0]);
+  ASSERT_TRUE(raw.ok());
+  auto mail = robot::ParseMail(*raw);
+  ASSERT_TRUE(mail.ok()) << mail.status();
+  EXPECT_EQ(mail->subject, "[faultline] first bad commit: mm: change 1");
+  EXPECT_TRUE(mail->in_reply_to.empty());
+  EXPECT_LE(robot::MaxLineWidth(*raw), 80u) << *raw;
+  EXPECT_NE(mail->body.find("to your commit:\n\n  bbbbbbbbbbbb mm: change 1\n"), std::string::npos)
+      << mail->body;
+  EXPECT_NE(mail->body.find("faultline bisect --from-change 7"), std::string::npos)
+      << "the command that runs it again: " << mail->body;
+  auto rcpt = ReadFile(Sent()[0].substr(0, Sent()[0].size() - 4) + ".rcpt");
+  EXPECT_EQ(*rcpt, "robot@faultline.example\ndev1@example.org\nmm-tests@faultline.example\n");
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_replies WHERE kind = 'culprit'"), 1);
 }
 
 // robot.yaml: the studies and fragments read relative to it, every error naming the field.

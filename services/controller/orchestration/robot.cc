@@ -70,6 +70,9 @@ absl::StatusOr<RobotPass> SeriesRobot::RunOnce() {
         if (absl::Status s = QueueReply(series); !s.ok()) return s;
       }
     }
+    if (options_.replies.culprits) {
+      if (absl::Status s = QueueCulpritMails(); !s.ok()) return s;
+    }
     if (absl::Status s = SendQueuedReplies(pass); !s.ok()) return s;
   }
   if (absl::Status s = PostDueChecks(pass); !s.ok()) return s;

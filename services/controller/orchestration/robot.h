@@ -30,6 +30,7 @@ struct RobotReplyOptions {
   std::vector<std::string> cc;
   std::string patchwork;        // patchwork's URL: a check on each patch ("": none)
   std::string patchwork_token;  // read from patchwork_token_file
+  bool culprits = false;        // mail the confirmed culprits of change-point bisections
 };
 
 struct RobotOptions {
@@ -100,6 +101,9 @@ class SeriesRobot {
   absl::Status SettleInterruptedReplies();
   absl::Status NoteArchived(const robot::Mail& mail);
   absl::Status QueueReply(const SeriesRecord& series);
+  // The mails to the authors of confirmed culprits of bisections started from a change
+  // point, queued once each (the outbox's key: "bisection/<id>", "culprit").
+  absl::Status QueueCulpritMails();
   absl::Status SendQueuedReplies(RobotPass& pass);
   absl::StatusOr<std::string> ReplyBody(const SeriesRecord& series, const Verdict& verdict) const;
   // The reply to a series that does not apply (series.reason: the build's error): the patch,

@@ -63,6 +63,7 @@ absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path) {
   if (r.per_hour() > 0) o.replies.per_hour = r.per_hour();
   o.replies.cc.assign(r.cc().begin(), r.cc().end());
   o.replies.patchwork = r.patchwork();
+  o.replies.culprits = r.culprits();
   if (!r.patchwork().empty()) {
     if (r.patchwork_token_file().empty()) {
       return bad("replies.patchwork_token_file", "a file with the API token that posts checks");

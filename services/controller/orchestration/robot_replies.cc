@@ -12,12 +12,14 @@
 #include "absl/time/time.h"
 #include "common/log.h"
 #include "kbuild/series.h"
+#include "report/bisect.h"
 #include "robot/mail.h"
 #include "robot/patchwork.h"
 #include "robot/reply.h"
 #include "robot/series.h"
 #include "robot/smtp.h"
 #include "services/controller/core/lifecycle.h"
+#include "services/controller/orchestration/bisection.h"
 #include "services/controller/orchestration/report_message.h"
 #include "services/controller/orchestration/robot.h"
 
@@ -221,6 +223,54 @@ absl::Status SeriesRobot::QueueReply(const SeriesRecord& series) {
   SeriesRecord replied = series;
   replied.state = SeriesState::kReplied;
   return stores_.robot->PutSeries(replied);
+}
+
+absl::Status SeriesRobot::QueueCulpritMails() {
+  if (stores_.bisections == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::vector<BisectionRecord>> recent =
+      stores_.bisections->ListBisections(50, /*running_only=*/false);
+  if (!recent.ok()) return recent.status();
+  for (const BisectionRecord& record : *recent) {
+    if (record.state != BisectionState::kDone) continue;
+    absl::StatusOr<v1::Bisection> b = LoadBisection(stores_, record.id);
+    if (!b.ok()) return b.status();
+    const v1::BisectRequest& r = b->request();
+    // Found from a change point (the nightly side), and confirmed against its parent.
+    if (b->culprit() < 0 || b->culprit() >= r.commits_size() || b->confirmation() != "bad" ||
+        r.origin().rfind("change point", 0) != 0) {
+      continue;
+    }
+    const v1::BisectCommit& culprit = r.commits(b->culprit());
+    if (robot::AddressOf(culprit.author()).find('@') == std::string::npos) continue;
+    const std::string key = absl::StrCat("bisection/", record.id);
+    std::string body = absl::StrCat(
+        "faultline bisected a change in ", r.spec().benchmark(), "'s ", report::BisectMetricName(r),
+        ",\nfound by the nightly runs of ", r.tree(), " (", r.origin(), "),\nto your commit:\n\n  ",
+        culprit.sha().substr(0, 12), " ", culprit.subject(),
+        "\n\nIt was confirmed against its parent. The bisection, and the command that runs "
+        "it\nagain:\n\n",
+        report::RenderBisection(*b, /*steps=*/true),
+        "\n-- \nfaultline series robot: one mail per confirmed culprit of a nightly change.\n");
+    const absl::Time now = absl::FromUnixMillis(NowMs());
+    std::string subject = absl::StrCat("[faultline] first bad commit: ", culprit.subject());
+    if (subject.size() > 78) subject = subject.substr(0, 75) + "...";
+    robot::Reply mail = robot::ComposeMail(
+        culprit.author(), subject, key, "culprit", body,
+        {.from = options_.replies.from,
+         .cc = options_.replies.cc,
+         .date = absl::FormatTime("%a, %d %b %Y %H:%M:%S +0000", now, absl::UTCTimeZone())});
+    absl::StatusOr<bool> queued = stores_.robot->QueueReply({.series_id = key,
+                                                             .kind = "culprit",
+                                                             .message_id = mail.message_id,
+                                                             .recipients = mail.recipients,
+                                                             .text = mail.text});
+    if (!queued.ok()) return queued.status();
+    if (*queued) {
+      log::info("event=robot_culprit_mail_queued bisection={} commit={} to=\"{}\"", record.id,
+                culprit.sha(), culprit.author());
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SeriesRobot::QueueChecks(const SeriesRecord& series, const std::string& kind,

@@ -201,6 +201,10 @@ ALTER TABLE robot_series ADD CONSTRAINT robot_series_state_check
   CHECK (state IN ('skipped', 'chosen', 'submitted', 'measured', 'replied', 'failed',
                    'does_not_apply'));
 )sql"},
+    {30, "the robot's outbox also holds mails about bisections' culprits", R"sql(
+-- series_id: the series answered, or "bisection/<id>" for a culprit's author.
+ALTER TABLE robot_replies DROP CONSTRAINT robot_replies_series_id_fkey;
+)sql"},
 };
 
 }  // namespace
