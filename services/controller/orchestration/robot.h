@@ -15,6 +15,7 @@
 #include "faultline/v1/job.pb.h"
 #include "robot/choose.h"  // ChooseRules
 #include "robot/mail.h"
+#include "robot/reply.h"
 #include "robot/series.h"
 #include "services/controller/core/clock.h"
 #include "services/controller/storage/interfaces.h"
@@ -122,6 +123,8 @@ class SeriesRobot {
   // regression, success otherwise.
   Verdict Judge(const SeriesRecord& series) const;
   int64_t NowMs() const;
+  // From, Cc and Date of the robot's mails (now).
+  robot::ReplyOptions MailOptions() const;
 
   Stores stores_;
   RobotOptions options_;

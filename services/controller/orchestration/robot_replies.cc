@@ -196,12 +196,7 @@ absl::Status SeriesRobot::QueueReply(const SeriesRecord& series) {
                                        f ? absl::StrCat(": patch ", f->index) : "");
     body = ApplyFailureBody(series, *mails);
   }
-  const absl::Time now = absl::FromUnixMillis(NowMs());
-  robot::Reply reply = robot::ComposeReply(
-      answered, kind, body,
-      {.from = options_.replies.from,
-       .cc = options_.replies.cc,
-       .date = absl::FormatTime("%a, %d %b %Y %H:%M:%S +0000", now, absl::UTCTimeZone())});
+  robot::Reply reply = robot::ComposeReply(answered, kind, body, MailOptions());
   if (const size_t width = robot::MaxLineWidth(reply.text); width > 80) {
     log::warn("event=robot_reply_wide series={} columns={}", series.id, width);
   }
@@ -223,6 +218,13 @@ absl::Status SeriesRobot::QueueReply(const SeriesRecord& series) {
   SeriesRecord replied = series;
   replied.state = SeriesState::kReplied;
   return stores_.robot->PutSeries(replied);
+}
+
+robot::ReplyOptions SeriesRobot::MailOptions() const {
+  return {.from = options_.replies.from,
+          .cc = options_.replies.cc,
+          .date = absl::FormatTime("%a, %d %b %Y %H:%M:%S +0000", absl::FromUnixMillis(NowMs()),
+                                   absl::UTCTimeZone())};
 }
 
 absl::Status SeriesRobot::QueueCulpritMails() {
@@ -251,14 +253,10 @@ absl::Status SeriesRobot::QueueCulpritMails() {
         "it\nagain:\n\n",
         report::RenderBisection(*b, /*steps=*/true),
         "\n-- \nfaultline series robot: one mail per confirmed culprit of a nightly change.\n");
-    const absl::Time now = absl::FromUnixMillis(NowMs());
     std::string subject = absl::StrCat("[faultline] first bad commit: ", culprit.subject());
     if (subject.size() > 78) subject = subject.substr(0, 75) + "...";
-    robot::Reply mail = robot::ComposeMail(
-        culprit.author(), subject, key, "culprit", body,
-        {.from = options_.replies.from,
-         .cc = options_.replies.cc,
-         .date = absl::FormatTime("%a, %d %b %Y %H:%M:%S +0000", now, absl::UTCTimeZone())});
+    robot::Reply mail =
+        robot::ComposeMail(culprit.author(), subject, key, "culprit", body, MailOptions());
     absl::StatusOr<bool> queued = stores_.robot->QueueReply({.series_id = key,
                                                              .kind = "culprit",
                                                              .message_id = mail.message_id,
