@@ -11,8 +11,11 @@
 # 2026-12-04). Seven and five with that spread (its extremes repeated) give p 0.00016.
 # Checks: every night is a build of its own under LABEL@<hash>+<slot>, the unchanged
 # branch a cache hit, the nights one series; the detector finds one change point at night
-# 6 that names night 5 as the job before; `faultline bisect --from-change` refuses what it
-# cannot use and bisects between the commits the two nights ran, naming the culprit.
+# 6 that names night 5 as the job before; the controller's robot (robot.yaml
+# bisect_changes) starts the bisection by itself, between the commits the two nights ran,
+# with the robot's fragments; `faultline bisect --from-change` refuses what it cannot use and
+# a second bisection of it; the bisection names the culprit, and its author gets one mail
+# (replies.culprits, written to the dry-run directory).
 # Usage: bisect_change_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
@@ -20,6 +23,7 @@ source "$(dirname "$0")/lib.sh" bisect-change "$@"
 E2E_LOG_LINES=60
 source "$(dirname "$0")/kbuild_fixture.sh"
 trap kb_cleanup EXIT
+command -v public-inbox-init >/dev/null || { echo "SKIP: public-inbox not installed (scripts/install-deps.sh test)"; exit 77; }
 command -v taskset >/dev/null || { echo "SKIP: taskset not installed (util-linux)"; exit 77; }
 [ "$(nproc)" -ge 2 ] || { echo "SKIP: the regression is 'one CPU instead of two': needs 2 CPUs"; exit 77; }
 e2e_diagnose() {
@@ -37,7 +41,32 @@ git -C "$tree" checkout -qb track
 echo "// one" >>"$tree/mm/memory.c"; commit "mm: one"
 a=$(git -C "$tree" rev-parse HEAD)
 
+# The robot's list: an empty archive (no series is posted here; its nightly side is tested).
+pi=$FL_STATE/pi
+mkdir -p "$pi"
+HOME=$pi PI_CONFIG=$pi/config public-inbox-init -V2 -L basic mm "$pi/mm" http://localhost/mm linux-mm@kvack.org
+cat >"$FL_STATE/robot-study.yaml" <<YAML
+benchmark: filemap-thrash
+duration: 1s
+memcg: {memory_max: 256M}
+YAML
+cat >"$FL_STATE/robot.yaml" <<YAML
+archive: pi/mm
+tree: $tree
+branch: track
+studies: [robot-study.yaml]
+config_base: tinyconfig
+fragments: [lab.config]
+poll_seconds: 1
+bisect_changes: true
+replies:
+  from: "faultline robot <robot@faultline.example>"
+  dry_run_dir: mails
+  culprits: true
+YAML
+
 fl_start_postgres
+export FL_CONTROLLER_ARGS="--robot-config $FL_STATE/robot.yaml"
 fl_start_controller
 kb_start_builder builder-1
 kb_start_board
@@ -105,22 +134,29 @@ read -r cp cp_job cp_before cp_kernel <<<"$(sql "SELECT id || ' ' || job_id || '
 [[ $cp_kernel =~ ^nightly@[0-9a-f]{12}$ ]] || fail "change point kernel '$cp_kernel'"
 pass "change point $cp at night $((nights_a + 1)) (job $cp_job), night $nights_a (job $cp_before) before it"
 
-# --- bisect from it ---------------------------------------------------------------------------
+# --- the robot bisects it ---------------------------------------------------------------------
+started() { [ "$(sql "SELECT count(*) FROM bisections")" -ge 1 ]; }
+FL_WAIT_SECONDS=60 fl_wait_for "the robot to start a bisection" started || fail "no bisection started by itself"
+[ "$(sql "SELECT count(*) FROM bisections")" = 1 ] || fail "more than one bisection"
+id=$(sql "SELECT id FROM bisections")
+req() { sql "SELECT doc->'request'$1 FROM bisections WHERE id = $id"; }
+[ "$(req "->'commits'->0->>'sha'")" = "$a" ] && [ "$(req "->'commits'->-1->>'sha'")" = "$b" ] &&
+  [ "$(req "->>'origin'")" = "change point $cp" ] && [ "$(req "->>'board'")" = sim-board ] &&
+  [ "$(req "->'fragments'->0->>'content'" | base64 -d)" = "$(cat "$FL_STATE/lab.config")" ] &&
+  [ "$(req "->>'command'")" = "faultline bisect --from-change $cp --fragment lab.config" ] ||
+  fail "the robot's bisection of change point $cp: $(req "")"
+pass "the robot bisects change point $cp by itself: commits A..B, its board, the robot's fragment"
+
 expect_refused() {  # WANT ARGS...
   local want=$1 out; shift
   if out=$("$FL_BIN_CLI" bisect "$@" 2>&1); then fail "bisect $* was accepted"; fi
   grep -qF -- "$want" <<<"$out" || fail "bisect $*: wanted '$want', got: $out"
 }
 expect_refused "--from-change: no change point 999" --from-change 999
-expect_refused "pass them with --fragment" --from-change "$cp"
 expect_refused "--from and --from-change exclude each other" --from-change "$cp" --from "$cp_job"
-[ "$(sql "SELECT count(*) FROM bisections")" = 0 ] || fail "a refused bisection was stored"
-id=$("$FL_BIN_CLI" bisect --from-change "$cp" --fragment "$FL_STATE/lab.config" --block 4) ||
-  fail "bisect --from-change $cp"
-req() { sql "SELECT doc->'request'$1 FROM bisections WHERE id = $id"; }
-[ "$(req "->'commits'->0->>'sha'")" = "$a" ] && [ "$(req "->'commits'->-1->>'sha'")" = "$b" ] &&
-  [ "$(req "->>'origin'")" = "change point $cp" ] && [ "$(req "->>'board'")" = sim-board ] ||
-  fail "bisect --from-change $cp: $(req "")"
+expect_refused "change point $cp is bisected by bisection $id" --from-change "$cp" --fragment "$FL_STATE/lab.config"
+[ "$(sql "SELECT count(*) FROM bisections")" = 1 ] || fail "a refused bisection was stored"
+pass "bisect --from-change refuses an unknown change point, --from with it, and a second bisection"
 state() { sql "SELECT state FROM bisections WHERE id = $id"; }
 ended() { [ "$(state)" != running ]; }
 FL_WAIT_SECONDS=600 fl_wait_for "bisection $id to end" ended || fail "bisection $id did not end"
@@ -130,6 +166,17 @@ cat "$FL_STATE/log.txt"
 grep -q "^First bad commit: $culprit" "$FL_STATE/log.txt" || fail "the culprit is not 'mm: make faults slow'"
 grep -q "^Confirmed against its parent .*: yes" "$FL_STATE/log.txt" || fail "not confirmed"
 grep -q "^Reverted on the bad end: like good" "$FL_STATE/log.txt" || fail "revert not like good"
-pass "bisect --from-change $cp: between the commits the nights around it ran; culprit named, confirmed, reverted"
+pass "bisection $id: between the commits the nights around it ran; culprit named, confirmed, reverted"
+
+# --- the culprit's author gets one mail ---------------------------------------------------------
+mailed() { compgen -G "$FL_STATE/mails/*.eml" >/dev/null; }
+FL_WAIT_SECONDS=60 fl_wait_for "the culprit mail" mailed || fail "no mail to the culprit's author"
+mails=("$FL_STATE"/mails/*.eml)
+[ "${#mails[@]}" = 1 ] || fail "${#mails[@]} mails, not one"
+grep -q "^To: Dev <dev@example.org>" "${mails[0]}" && grep -q "^Subject: \[faultline\] first bad commit: mm: make faults slow" "${mails[0]}" &&
+  grep -q "faultline bisect --from-change $cp --fragment lab.config" "${mails[0]}" ||
+  fail "the culprit mail: $(cat "${mails[0]}")"
+[ "$(sql "SELECT count(*) FROM robot_replies WHERE kind = 'culprit'")" = 1 ] || fail "not one culprit mail in the outbox"
+pass "one mail to the culprit's author, with the command that runs the bisection again"
 
 echo "e2e: all checks passed"

@@ -575,6 +575,18 @@ TEST(RobotConfig, ReadsTheStudiesAndSaysWhatIsWrong) {
   ASSERT_TRUE(dry.ok()) << dry.status();
   EXPECT_EQ(dry->replies.dry_run_dir, (dir / "out").string());
   EXPECT_EQ(dry->replies.per_hour, 3u);
+  auto unreadable = LoadRobotConfig(
+      write("nightly.yaml",
+            "archive: mm\ntree: /srv/linux.git\nstudies: [study.yaml]\nbisect_changes: true\n"));
+  EXPECT_NE(unreadable.status().message().find(
+                "bisect_changes: the controller lists the commits from tree /srv/linux.git"),
+            std::string::npos)
+      << unreadable.status();
+  auto nightly = LoadRobotConfig(write(
+      "nightly2.yaml",
+      "archive: mm\ntree: " + dir.string() + "\nstudies: [study.yaml]\nbisect_changes: true\n"));
+  ASSERT_TRUE(nightly.ok()) << nightly.status();
+  EXPECT_TRUE(nightly->bisect_changes);
   auto unknown = LoadRobotConfig(write("unk.yaml", "archive: mm\ntreee: /x\n"));
   EXPECT_NE(unknown.status().message().find("treee"), std::string::npos) << unknown.status();
   std::filesystem::remove_all(dir);

@@ -76,6 +76,9 @@ absl::StatusOr<RobotPass> SeriesRobot::RunOnce() {
     if (absl::Status s = SendQueuedReplies(pass); !s.ok()) return s;
   }
   if (absl::Status s = PostDueChecks(pass); !s.ok()) return s;
+  if (options_.bisect_changes) {
+    if (absl::Status s = BisectChangePoints(pass); !s.ok()) return s;
+  }
   return pass;
 }
 

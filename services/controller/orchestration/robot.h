@@ -8,6 +8,8 @@
 // a request id per (series, study, arch): a pass cut short by a crash submits nothing twice.
 // Replies (mail, patchwork checks) follow in a later pass once every job is final.
 #include <cstddef>
+#include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,9 @@ struct RobotOptions {
   std::vector<std::string> arches;  // empty: every arch with a board that boots built kernels
   size_t mails_per_pass = 500;
   uint32_t poll_seconds = 60;  // between two passes
+  // The nightly side: a change point toward slower on a kernel built from `tree` starts a
+  // bisection (request id per change point; `tree` read where the controller runs).
+  bool bisect_changes = false;
   RobotReplyOptions replies;
 };
 
@@ -60,10 +65,11 @@ struct RobotPass {
   int kept = 0;     // patch mails among them
   int decided = 0;  // series decided this pass (chosen or skipped)
   int chosen = 0;
-  int submitted = 0;  // series whose jobs were submitted
-  int measured = 0;   // series whose jobs all ended
-  int replied = 0;    // replies sent (or written, dry run)
-  int checks = 0;     // patchwork checks posted
+  int submitted = 0;   // series whose jobs were submitted
+  int measured = 0;    // series whose jobs all ended
+  int replied = 0;     // replies sent (or written, dry run)
+  int checks = 0;      // patchwork checks posted
+  int bisections = 0;  // bisections started from change points
 };
 
 class SeriesRobot {
@@ -106,6 +112,10 @@ class SeriesRobot {
   // point, queued once each (the outbox's key: "bisection/<id>", "culprit").
   absl::Status QueueCulpritMails();
   absl::Status SendQueuedReplies(RobotPass& pass);
+  // The nightly side: every open change point toward slower on a kernel built from the
+  // robot's tree starts its bisection, once (request id "robot-change-<id>"); one that
+  // cannot be bisected (same commit on both sides, no finished build) is logged once.
+  absl::Status BisectChangePoints(RobotPass& pass);
   absl::StatusOr<std::string> ReplyBody(const SeriesRecord& series, const Verdict& verdict) const;
   // The reply to a series that does not apply (series.reason: the build's error): the patch,
   // the file and the hunk, quoted from the patch.
@@ -128,7 +138,8 @@ class SeriesRobot {
 
   Stores stores_;
   RobotOptions options_;
-  const Clock* clock_;  // null: the system's
+  const Clock* clock_;                    // null: the system's
+  std::set<int64_t> change_points_done_;  // started or refused, this process
 };
 
 }  // namespace faultline::controller

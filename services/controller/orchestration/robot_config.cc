@@ -55,6 +55,11 @@ absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path) {
     f.set_content(*fragment);
     o.fragments.push_back(std::move(f));
   }
+  o.bisect_changes = config.bisect_changes();
+  if (o.bisect_changes && !std::filesystem::is_directory(o.tree)) {
+    return bad("bisect_changes", absl::StrCat("the controller lists the commits from tree ", o.tree,
+                                              ": not found where it runs"));
+  }
   if (config.poll_seconds() > 0) o.poll_seconds = config.poll_seconds();
   const v1::RobotReplies& r = config.replies();
   o.replies.from = r.from();
