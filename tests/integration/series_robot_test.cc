@@ -96,6 +96,7 @@ class SeriesRobotTest : public StoreTest {
 };
 
 TEST_F(SeriesRobotTest, ChoosesMmSeriesSubmitsTheirJobsOnceAndComparesV5WithV4) {
+  options_.include = {"mm/*", "arch/x86/*"};
   // v2 arrives in two parts: nothing is decided until it is whole.
   Deliver({"v2-0.eml", "v2-1.eml", "v2-2.eml", "v2-review.eml"});
   RobotPass first = Pass();
@@ -122,6 +123,14 @@ TEST_F(SeriesRobotTest, ChoosesMmSeriesSubmitsTheirJobsOnceAndComparesV5WithV4) 
   ASSERT_TRUE(job.ok());
   EXPECT_NE(job->name.find("robot: mm: reduce mmap_lock contention"), std::string::npos)
       << job->name;
+  // Labels carry their source's hash (v2@<hash>); the series' source alone has the paths.
+  for (const auto& [label, source] :
+       nlohmann::json::parse(job->spec_json)["kernel_sources"].items()) {
+    EXPECT_EQ(source.value("include", nlohmann::json::array()),
+              label.rfind("v2@", 0) == 0 ? nlohmann::json({"mm/*", "arch/x86/*"})
+                                         : nlohmann::json::array())
+        << label;
+  }
   EXPECT_EQ(Count("SELECT count(*) FROM builds"), 6)
       << "the base (one build for v2 and v4: the same key), v2 and v4, for two arches";
 
@@ -544,7 +553,7 @@ TEST(RobotConfig, ReadsTheStudiesAndSaysWhatIsWrong) {
   const std::string path = write("robot.yaml",
                                  "archive: mm\ntree: /srv/linux.git\nbranch: mm-unstable\n"
                                  "studies: [study.yaml]\nfragments: [lab.config]\n"
-                                 "poll_seconds: 30\n");
+                                 "poll_seconds: 30\ninclude: [mm/*, arch/x86/*]\n");
   auto options = LoadRobotConfig(path);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->archive, (dir / "mm").string());
@@ -553,6 +562,7 @@ TEST(RobotConfig, ReadsTheStudiesAndSaysWhatIsWrong) {
   ASSERT_EQ(options->fragments.size(), 1u);
   EXPECT_EQ(options->fragments[0].name(), "lab.config");
   EXPECT_EQ(options->poll_seconds, 30u);
+  EXPECT_EQ(options->include, (std::vector<std::string>{"mm/*", "arch/x86/*"}));
   EXPECT_EQ(options->rules.paths.size(), 3u) << "the defaults";
   write("kernels.yaml", "benchmark: filemap-thrash\nduration: 5s\nkernels: [vanilla]\n");
   auto refused = LoadRobotConfig(write(

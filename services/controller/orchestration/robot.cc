@@ -185,6 +185,7 @@ std::vector<SeriesRobot::PlannedJob> SeriesRobot::PlanJobs(
       v1::SourceFile* f = k.add_series();
       f->set_name(series_name);
       f->set_content(series_mbox);
+      for (const std::string& path : options_.include) k.add_include(path);
     }
     return k;
   };

@@ -43,6 +43,7 @@ struct RobotOptions {
   std::string branch;  // the base of a series without base-commit: (a ref of `tree`)
   std::string config_base = "tinyconfig";
   std::vector<v1::SourceFile> fragments;  // config fragments for every kernel
+  std::vector<std::string> include;       // a series' paths applied (empty: all)
   // What each chosen series runs: job specs without kernels (the robot sets them), e.g.
   // the seeds' studies.
   std::vector<v1::JobSpec> studies;

@@ -45,6 +45,7 @@ absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path) {
     o.studies.push_back(*std::move(study));
   }
   o.arches.assign(config.arches().begin(), config.arches().end());
+  o.include.assign(config.include().begin(), config.include().end());
   if (!config.config_base().empty()) o.config_base = config.config_base();
   for (int i = 0; i < config.fragments_size(); ++i) {
     absl::StatusOr<std::string> fragment = ReadFile(resolve(config.fragments(i)));
