@@ -124,7 +124,8 @@ expect_has "agent/ (the boards' agent package)" "$real_map" "$base" "$boards e2e
 # The map's test names against the slow tests (tests/CMakeLists.txt, tests/cross,
 # tests/packaging: tiers nightly and weekly).
 slow=(cross_build_agent cross_build_static_riscv64 cross_build_controllers e2e_lab e2e_lab_kernels
-  study_seed_v5 study_bisect packaging_build packaging_systemd packaging_board packaging_image
+  study_seed_v5 study_bisect study_robot_seeds packaging_build packaging_systemd packaging_board
+  packaging_image
   packaging_build_cross packaging_board_aarch64 packaging_board_riscv64 fuzz_smoke
   house_rules_full kbuild_reproducible)
 mapfile -t named < <(sed 's/#.*//' "$real_map" | awk 'NF >= 2 { for (i = 2; i <= NF; i++) print $i }' | sort -u)
