@@ -99,6 +99,8 @@ RunReport RunExecutor::Run(const v1::Assignment& a, std::atomic<bool>* cancel) {
   inv.warmup = std::chrono::milliseconds(a.warmup_ms());
   inv.events.assign(a.events().begin(), a.events().end());
   inv.mmap_lock_waits = a.mmap_lock_waits();
+  inv.profile_hz = a.profile().frequency_hz();
+  inv.profile_pmu = a.profile().pmu();
   inv.work_dir = options_.work_dir;
   inv.limits.memory_max = a.limits().memory_max();
   if (a.limits().has_memory_high()) inv.limits.memory_high = a.limits().memory_high();

@@ -129,7 +129,7 @@ TEST(SpecFileTest, UnknownFieldGivesLineColumnAndTheFields) {
             "kernels, memcg, params, matrix, arches, boards, name, baseline, block_size, "
             "shuffle_seed, alpha, "
             "min_effect, kernel_overrides, max_repetitions, target_ci_half_width, each_board, "
-            "events, kernel_sources, mmap_lock_waits); did "
+            "events, kernel_sources, mmap_lock_waits, profile); did "
             "you mean "
             "'benchmark'?");
 }
@@ -184,6 +184,21 @@ TEST(SpecFileTest, ComparisonSettings) {
   EXPECT_EQ(spec->shuffle_seed(), 18446744073709551615ull);
   EXPECT_DOUBLE_EQ(spec->alpha(), 0.05);
   EXPECT_DOUBLE_EQ(spec->min_effect(), 0.02);
+}
+
+TEST(SpecFileTest, ProfileIsOptionalAndEmptyMeansTheDefaults) {
+  absl::StatusOr<v1::JobSpec> none = LoadJobSpecFromString("benchmark: swap-in\n", "x");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_profile());
+  absl::StatusOr<v1::JobSpec> empty =
+      LoadJobSpecFromString("benchmark: swap-in\nprofile: {}\n", "x");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_TRUE(empty->has_profile()) << "profile: {} asks for the default rate";
+  absl::StatusOr<v1::JobSpec> given =
+      LoadJobSpecFromString("benchmark: swap-in\nprofile: {frequency_hz: 997, pmu: true}\n", "x");
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->profile().frequency_hz(), 997u);
+  EXPECT_TRUE(given->profile().pmu());
 }
 
 TEST(SpecFileTest, UnknownNestedFieldNamesThePath) {

@@ -174,6 +174,11 @@ std::vector<std::string> BuildWorkloadArgv(const WorkloadInvocation& invocation)
     argv.push_back(events);
   }
   if (invocation.mmap_lock_waits) argv.push_back("--mmap-lock-waits");
+  if (invocation.profile_hz > 0) {
+    argv.push_back("--profile-hz");
+    argv.push_back(std::to_string(invocation.profile_hz));
+    if (invocation.profile_pmu) argv.push_back("--profile-pmu");
+  }
   argv.push_back("--progress-fd");
   argv.push_back(std::to_string(kProgressFdInChild));
   // The run cgroup already carries the limits: a preset must not make the child nest its own.

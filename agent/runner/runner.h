@@ -34,6 +34,8 @@ struct WorkloadInvocation {
   std::chrono::milliseconds warmup{0};  // params.warmup as the controller parsed it
   std::vector<std::string> events;      // --events: perf events to count (none: no flag)
   bool mmap_lock_waits = false;         // --mmap-lock-waits
+  uint32_t profile_hz = 0;              // --profile-hz (0: no sampling)
+  bool profile_pmu = false;             // --profile-pmu
   std::string work_dir;                 // --dir; empty: the workload's default
   sys::MemcgLimits limits;
   sys::CgroupBackend cgroup_backend;

@@ -45,6 +45,19 @@ TEST(BuildWorkloadArgv, AsksForMmapLockWaitsWhenTheJobDoes) {
                                 "--mmap-lock-waits", "--progress-fd", "3", "--inherit-cgroup"}));
 }
 
+TEST(BuildWorkloadArgv, AsksForAProfileWhenTheJobDoes) {
+  WorkloadInvocation invocation;
+  invocation.workload_binary = "/opt/faultline-workload";
+  invocation.benchmark = "swap-in";
+  invocation.duration_seconds = 5;
+  invocation.profile_hz = 99;
+  invocation.profile_pmu = true;
+  EXPECT_EQ(BuildWorkloadArgv(invocation),
+            (std::vector<std::string>{"/opt/faultline-workload", "swap-in", "--duration", "5s",
+                                      "--profile-hz", "99", "--profile-pmu", "--progress-fd", "3",
+                                      "--inherit-cgroup"}));
+}
+
 TEST(ParseProgressLine, StartedAndMeasuring) {
   auto started = ParseProgressLine("phase=started");
   ASSERT_TRUE(started);

@@ -73,6 +73,71 @@ std::optional<KernelSymbols> KernelSymbols::Load(const std::string& path, std::s
   return symbols;
 }
 
+namespace {
+
+// Calls line(address, type, name) for each well-formed line of a kallsyms/System.map file.
+template <typename F>
+bool ScanSymbols(const std::string& path, std::string* error, F&& line) {
+  FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr) {
+    *error = path + ": " + ErrnoMessage(errno);
+    return false;
+  }
+  char buffer[512];
+  while (std::fgets(buffer, sizeof(buffer), f) != nullptr) {
+    char type = 0;
+    unsigned long long address = 0;
+    char name[256] = {};
+    if (std::sscanf(buffer, "%llx %c %255s", &address, &type, name) != 3) continue;
+    if (std::strchr("tTwW", type) == nullptr || address == 0) continue;
+    line(static_cast<uint64_t>(address), name);
+  }
+  std::fclose(f);
+  return true;
+}
+
+}  // namespace
+
+std::optional<KernelSymbols> KernelSymbols::LoadFor(const std::string& path,
+                                                    std::vector<uint64_t> addresses,
+                                                    std::string* error) {
+  std::vector<uint64_t> starts;
+  if (!ScanSymbols(path, error, [&](uint64_t a, const char*) { starts.push_back(a); })) {
+    return std::nullopt;
+  }
+  if (starts.empty()) {
+    *error = path + ": no text symbol with an address (kptr_restrict hides them from this user?)";
+    return std::nullopt;
+  }
+  std::sort(starts.begin(), starts.end());
+  std::vector<uint64_t> needed;
+  for (uint64_t a : addresses) {
+    auto it = std::upper_bound(starts.begin(), starts.end(), a);
+    if (it != starts.begin()) needed.push_back(*(it - 1));
+  }
+  std::vector<uint64_t>().swap(starts);
+  std::sort(needed.begin(), needed.end());
+  needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+  KernelSymbols out;
+  std::vector<std::pair<uint64_t, std::string>> found;
+  if (!ScanSymbols(path, error, [&](uint64_t a, const char* name) {
+        if (std::binary_search(needed.begin(), needed.end(), a)) found.emplace_back(a, name);
+      })) {
+    return std::nullopt;
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (auto& [a, name] : found) {
+    if (!out.addresses_.empty() && out.addresses_.back() == a) {  // an alias: the last, as Parse
+      out.names_.back() = std::move(name);
+      continue;
+    }
+    out.addresses_.push_back(a);
+    out.names_.push_back(std::move(name));
+  }
+  return out;
+}
+
 std::string_view KernelSymbols::Name(uint64_t address) const {
   auto it = std::upper_bound(addresses_.begin(), addresses_.end(), address);
   if (it == addresses_.begin()) return {};
@@ -167,24 +232,19 @@ std::optional<StackSampler> StackSampler::Open(const StackSamplerOptions& option
           "perf_event_open (sampling, thread " + std::to_string(tid) + "): " + ErrnoMessage(errno);
       return std::nullopt;
     }
-    if (sampler.fds_.empty()) {
-      int map_errno = 0;
-      const size_t length = static_cast<size_t>(page) * (1 + options.ring_pages);
-      sampler.ring_ =
-          MappedRegion::Map(length, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0, &map_errno);
-      if (!sampler.ring_.valid()) {
-        *error = "mmap of the sample ring: " + ErrnoMessage(map_errno);
-        return std::nullopt;
-      }
-      sampler.data_size_ = static_cast<uint64_t>(page) * options.ring_pages;
-      sampler.page_ = static_cast<uint64_t>(page);
-    } else if (::ioctl(fd.get(), PERF_EVENT_IOC_SET_OUTPUT, sampler.fds_[0].get()) != 0) {
-      *error = "PERF_EVENT_IOC_SET_OUTPUT: " + ErrnoMessage(errno);
+    int map_errno = 0;
+    const size_t length = static_cast<size_t>(page) * (1 + options.ring_pages);
+    MappedRegion ring =
+        MappedRegion::Map(length, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0, &map_errno);
+    if (!ring.valid()) {
+      *error = "mmap of the sample ring: " + ErrnoMessage(map_errno);
       return std::nullopt;
     }
-    sampler.fds_.push_back(std::move(fd));
+    sampler.data_size_ = static_cast<uint64_t>(page) * options.ring_pages;
+    sampler.page_ = static_cast<uint64_t>(page);
+    sampler.threads_.push_back({std::move(fd), std::move(ring)});
   }
-  if (sampler.fds_.empty()) {
+  if (sampler.threads_.empty()) {
     *error = "no thread to sample";
     return std::nullopt;
   }
@@ -193,25 +253,31 @@ std::optional<StackSampler> StackSampler::Open(const StackSamplerOptions& option
 
 bool StackSampler::Enable() {
   bool ok = true;
-  for (const UniqueFd& fd : fds_) ok = ::ioctl(fd.get(), PERF_EVENT_IOC_ENABLE, 0) == 0 && ok;
+  for (const Thread& t : threads_) ok = ::ioctl(t.fd.get(), PERF_EVENT_IOC_ENABLE, 0) == 0 && ok;
   return ok;
 }
 
 bool StackSampler::Disable() {
   bool ok = true;
-  for (const UniqueFd& fd : fds_) ok = ::ioctl(fd.get(), PERF_EVENT_IOC_DISABLE, 0) == 0 && ok;
+  for (const Thread& t : threads_) ok = ::ioctl(t.fd.get(), PERF_EVENT_IOC_DISABLE, 0) == 0 && ok;
   return ok;
 }
 
 DrainedSamples StackSampler::Drain() {
-  auto* meta = reinterpret_cast<struct perf_event_mmap_page*>(ring_.data());
-  const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-  const uint64_t tail = meta->data_tail;
-  // data_offset and data_size are 0 on kernels before 4.1: the data follows the first page.
-  const unsigned char* data = ring_.data() + (meta->data_offset != 0 ? meta->data_offset : page_);
-  const uint64_t size = meta->data_size != 0 ? meta->data_size : data_size_;
-  DrainedSamples out = ParseRingRecords(data, size, tail, head);
-  __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
+  DrainedSamples out;
+  for (Thread& t : threads_) {
+    auto* meta = reinterpret_cast<struct perf_event_mmap_page*>(t.ring.data());
+    const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    const uint64_t tail = meta->data_tail;
+    // data_offset and data_size are 0 on kernels before 4.1: the data follows the first page.
+    const unsigned char* data =
+        t.ring.data() + (meta->data_offset != 0 ? meta->data_offset : page_);
+    const uint64_t size = meta->data_size != 0 ? meta->data_size : data_size_;
+    DrainedSamples one = ParseRingRecords(data, size, tail, head);
+    __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
+    out.lost += one.lost;
+    for (CallChain& c : one.chains) out.chains.push_back(std::move(c));
+  }
   return out;
 }
 

@@ -2,8 +2,9 @@
 // Call-stack sampling of this process's threads (issue #46's first layer): perf_event_open(2)
 // in sampling mode, raw syscall, no perf binary. One event per thread of /proc/self/task on a
 // clock (the software cpu-clock where there is no PMU, as under qemu TCG; hw cycles where the
-// caller asks and the board has one), kernel and user call chains, all threads' samples into
-// one ring buffer (PERF_EVENT_IOC_SET_OUTPUT) that Drain() reads. Kernel frames are named by
+// caller asks and the board has one), kernel and user call chains, a ring buffer per thread
+// (per-task events of different threads cannot share one: PERF_EVENT_IOC_SET_OUTPUT refuses)
+// that Drain() reads. Kernel frames are named by
 // KernelSymbols (/proc/kallsyms, or the System.map of the kernel the run booted); user frames
 // are folded as one "[user]" frame for now.
 //
@@ -25,6 +26,11 @@ namespace faultline::sys {
 class KernelSymbols {
  public:
   static std::optional<KernelSymbols> Load(const std::string& path, std::string* error);
+  // Only the symbols that name `addresses` (read in two streaming passes: the text symbols'
+  // addresses, then the names needed): a few hundred KiB at most, for a process whose
+  // memory is measured (a run's memory cgroup) where the whole table (tens of MiB) is not.
+  static std::optional<KernelSymbols> LoadFor(const std::string& path,
+                                              std::vector<uint64_t> addresses, std::string* error);
   static KernelSymbols Parse(std::string_view text);
   // The function containing `address` ("handle_mm_fault"), or "" when it lies before the
   // first symbol or all addresses were hidden (kptr_restrict: every address 0).
@@ -63,7 +69,7 @@ void FoldChains(const std::vector<CallChain>& chains, const KernelSymbols& symbo
 struct StackSamplerOptions {
   uint32_t frequency_hz = 99;  // samples per second per thread
   bool pmu = false;            // hw cycles instead of the software cpu-clock
-  uint32_t ring_pages = 256;   // data pages of the ring buffer (a power of two)
+  uint32_t ring_pages = 64;    // data pages of each thread's ring buffer (a power of two)
 };
 
 class StackSampler {
@@ -79,12 +85,15 @@ class StackSampler {
   // Takes what the ring buffer holds now (call it often enough that it does not fill:
   // samples that do not fit are counted in `lost`).
   DrainedSamples Drain();
-  size_t threads() const { return fds_.size(); }
+  size_t threads() const { return threads_.size(); }
 
  private:
   StackSampler() = default;
-  std::vector<UniqueFd> fds_;  // [0] owns the ring buffer; the others write into it
-  MappedRegion ring_;
+  struct Thread {
+    UniqueFd fd;
+    MappedRegion ring;
+  };
+  std::vector<Thread> threads_;
   uint64_t data_size_ = 0;
   uint64_t page_ = 4096;
 };

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 
 namespace faultline::sys {
@@ -28,6 +31,28 @@ TEST(KernelSymbols, NamesTheFunctionContainingAnAddress) {
   EXPECT_EQ(symbols.Name(0x1000), "") << "before the first symbol";
   // kptr_restrict: every address 0, nothing to name with.
   EXPECT_EQ(KernelSymbols::Parse("0000000000000000 T _stext\n").size(), 0u);
+}
+
+TEST(KernelSymbols, LoadForKeepsOnlyTheSymbolsThatNameTheAddresses) {
+  char path[] = "/tmp/faultline-kallsyms-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text =
+      "ffffffff81000000 T _stext\nffffffff81100000 T lock_vma_under_rcu\n"
+      "ffffffff81200000 t handle_mm_fault\nffffffff81200000 t handle_mm_fault_alias\n"
+      "ffffffff81300000 D data\nffffffff81400000 T unused\n";
+  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fd);
+  std::string error;
+  auto symbols =
+      KernelSymbols::LoadFor(path, {0xffffffff81200040, 0xffffffff81100008, 0x10}, &error);
+  ::unlink(path);
+  ASSERT_TRUE(symbols.has_value()) << error;
+  EXPECT_EQ(symbols->size(), 2u) << "the two functions named, nothing else";
+  EXPECT_EQ(symbols->Name(0xffffffff81200040), "handle_mm_fault_alias") << "an alias: the last";
+  EXPECT_EQ(symbols->Name(0xffffffff81100008), "lock_vma_under_rcu");
+  EXPECT_FALSE(KernelSymbols::LoadFor("/nonexistent/kallsyms", {1}, &error).has_value());
+  EXPECT_NE(error.find("/nonexistent/kallsyms"), std::string::npos) << error;
 }
 
 // A ring of `size` bytes with records written from `start`, wrapping around.

@@ -59,6 +59,7 @@ struct MatchedFlags {
   bool list_presets = false;
   bool inherit_cgroup = false;
   bool mmap_lock_waits = false;
+  bool profile_pmu = false;
   std::string benchmark;
   std::map<std::string, std::string> values;
 };
@@ -66,7 +67,7 @@ struct MatchedFlags {
 // The flags that take a value besides the knobs.
 constexpr const char* kValueFlags[] = {"duration",    "dir",       "memory_max",  "memory_high",
                                        "swap_max",    "zram_swap", "cgroup_root", "cgroup_parent",
-                                       "progress_fd", "events"};
+                                       "progress_fd", "events",    "profile_hz"};
 
 // "--events a,b": the list, each entry trimmed; false with *error naming --events and the
 // event.
@@ -107,6 +108,7 @@ std::optional<MatchedFlags> MatchFlags(const std::vector<std::string>& args, std
       ->trigger_on_parse();
   app.add_flag(BothSpellings("inherit_cgroup"), matched.inherit_cgroup);
   app.add_flag(BothSpellings("mmap_lock_waits"), matched.mmap_lock_waits);
+  app.add_flag(BothSpellings("profile_pmu"), matched.profile_pmu);
   app.add_option("BENCHMARK", matched.benchmark);
   // The fixed flags, then every knob of the catalogue: the benchmark is not known yet, and
   // ResolveKnobs rejects another benchmark's knob naming this one's.
@@ -239,6 +241,7 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
   command.benchmark = matched->benchmark;
   const bool inherit_cgroup = matched->inherit_cgroup;
   command.mmap_lock_waits = matched->mmap_lock_waits;
+  command.profile_pmu = matched->profile_pmu;
   // Takes the fixed flags out of the values; what is left are knobs (--preset among them).
   std::map<std::string, std::string>& given_knobs = matched->values;
   auto take = [&](const char* name) -> std::optional<std::string> {
@@ -286,6 +289,15 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
   }
   if (auto value = take("events")) {
     if (!ParseEventList(*value, &command.events, error)) return std::nullopt;
+  }
+  if (auto value = take("profile_hz")) {
+    auto hz = ParseUnsigned(*value);
+    if (!hz || *hz == 0 || *hz > kMaxProfileHz) {
+      *error = "--profile-hz: samples per second per thread, 1 to " +
+               std::to_string(kMaxProfileHz) + ", got '" + *value + "'";
+      return std::nullopt;
+    }
+    command.profile_hz = static_cast<uint32_t>(*hz);
   }
   if (auto value = take("dir")) command.work_dir = *value;
   if (auto value = take("cgroup_root")) command.cgroup.cgroup_root = *value;

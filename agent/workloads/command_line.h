@@ -39,9 +39,14 @@ struct WorkloadCommand {
   std::vector<std::string> events;
   // --mmap-lock-waits: each mmap_lock acquisition's wait (lock_wait_tracing.h).
   bool mmap_lock_waits = false;
+  // --profile-hz N [--profile-pmu]: call stacks sampled N times a second per thread over the
+  // measured interval (profile_sampling.h); 0: none.
+  uint32_t profile_hz = 0;
+  bool profile_pmu = false;
 };
 
 inline constexpr uint32_t kMaxDurationSeconds = 7 * 24 * 3600;
+inline constexpr uint32_t kMaxProfileHz = 10000;  // --profile-hz's limit (JobSpec.profile's)
 
 // Returns nullopt with a one-line *error naming the offending flag/knob and its limits.
 std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::string>& args,

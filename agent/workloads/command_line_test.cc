@@ -203,3 +203,26 @@ TEST(ParseWorkloadCommand, EventsAreACommaSeparatedCheckedList) {
 
 }  // namespace
 }  // namespace faultline::workloads
+
+namespace faultline::workloads {
+namespace {
+
+TEST(ParseWorkloadCommand, ProfileHzIsBoundedAndPmuOptional) {
+  std::string error;
+  auto command =
+      Parse({"filemap-thrash", "--duration", "1s", "--profile-hz", "999", "--profile-pmu"}, &error);
+  ASSERT_TRUE(command) << error;
+  EXPECT_EQ(command->profile_hz, 999u);
+  EXPECT_TRUE(command->profile_pmu);
+  auto off = Parse({"filemap-thrash", "--duration", "1s"}, &error);
+  ASSERT_TRUE(off) << error;
+  EXPECT_EQ(off->profile_hz, 0u);
+  for (const char* bad : {"0", "10001", "fast"}) {
+    EXPECT_FALSE(Parse({"filemap-thrash", "--duration", "1s", "--profile-hz", bad}, &error));
+    EXPECT_EQ(error, std::string("--profile-hz: samples per second per thread, 1 to 10000, got '") +
+                         bad + "'");
+  }
+}
+
+}  // namespace
+}  // namespace faultline::workloads

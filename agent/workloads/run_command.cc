@@ -15,6 +15,7 @@
 #include "agent/workloads/exit_codes.h"
 #include "agent/workloads/lock_wait_tracing.h"
 #include "agent/workloads/perf_counting.h"
+#include "agent/workloads/profile_sampling.h"
 #include "agent/workloads/result.h"
 #include "agent/workloads/workload.h"
 #include "common/strings.h"
@@ -94,6 +95,34 @@ std::string CurrentMemcgDir(const sys::CgroupBackendOptions& cgroup) {
   return dir ? *dir : "";
 }
 
+// What follows the measured interval besides the counters: mmap_lock waits
+// (--mmap-lock-waits) and call-stack samples (--profile-hz).
+struct Tracers {
+  explicit Tracers(const WorkloadCommand& command) {
+    if (command.mmap_lock_waits) lock_waits.emplace(command.work_dir);
+    if (command.profile_hz > 0) profile.emplace(command.profile_hz, command.profile_pmu);
+  }
+  void ThreadsStarted() {
+    if (lock_waits) lock_waits->ThreadsStarted();
+    if (profile) profile->ThreadsStarted();
+  }
+  void MeasurementStarted() {
+    if (lock_waits) lock_waits->MeasurementStarted();
+    if (profile) profile->MeasurementStarted();
+  }
+  void MeasurementEnded() {
+    if (profile) profile->MeasurementEnded();
+    if (lock_waits) lock_waits->MeasurementEnded();
+  }
+  void AddResults(std::map<std::string, double>* counters,
+                  std::map<std::string, std::string>* environment) const {
+    if (lock_waits) lock_waits->AddResults(counters, environment);
+    if (profile) profile->AddResults(counters, environment);
+  }
+  std::optional<LockWaitTracing> lock_waits;
+  std::optional<ProfileSampling> profile;
+};
+
 }  // namespace
 
 CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
@@ -115,8 +144,7 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
     }
     perf.emplace(std::move(*resolved));
   }
-  std::optional<LockWaitTracing> lock_waits;
-  if (command.mmap_lock_waits) lock_waits.emplace(command.work_dir);
+  Tracers tracers(command);
   // Declared before the cgroup and the workload: swapoff happens after their memory is gone.
   std::unique_ptr<sys::ZramSwap> zram;
   if (command.zram_swap_bytes > 0 && spec->requires_swap) {
@@ -174,20 +202,20 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   HarnessHooks hooks;
   hooks.threads_started = [&] {
     if (perf) perf->ThreadsStarted();
-    if (lock_waits) lock_waits->ThreadsStarted();
+    tracers.ThreadsStarted();
     WriteProgress(command.progress_fd, FormatProgressStarted());
   };
   hooks.measurement_started = [&] {
     at_start = TakeCounterSnapshot(memcg_dir);
     workload->MeasurementStarted();
     if (perf) perf->MeasurementStarted();
-    if (lock_waits) lock_waits->MeasurementStarted();
+    tracers.MeasurementStarted();
   };
   hooks.second_done = [&](uint32_t second, uint64_t rounds) {
     WriteProgress(command.progress_fd, FormatProgressSecond(second, rounds));
   };
   hooks.measurement_ended = [&] {
-    if (lock_waits) lock_waits->MeasurementEnded();
+    tracers.MeasurementEnded();
     if (perf) perf->MeasurementEnded();
     workload->MeasurementEnded();
     at_end = TakeCounterSnapshot(memcg_dir);
@@ -237,7 +265,7 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   environment["threads_started"] = std::to_string(run.threads_started);
   if (!memcg_dir.empty()) environment["memcg.current"] = memcg_dir;
   workload->DescribeEnvironment(&environment);
-  if (lock_waits) lock_waits->AddResults(&result.counters, &environment);
+  tracers.AddResults(&result.counters, &environment);
   if (perf && !perf->AddResults(&result.counters, &environment, &error)) {
     return Fail(kExitFailure, "--events: " + error);
   }

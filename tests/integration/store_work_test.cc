@@ -438,6 +438,18 @@ TEST_F(StoreTest, AssignmentsCarryTheJobsPerfEventsAndMmapLockWaits) {
   EXPECT_EQ((*a)->events,
             (std::vector<std::string>{"mmap_lock:mmap_lock_start_locking", "sw:page-faults"}));
   EXPECT_TRUE((*a)->mmap_lock_waits);
+  EXPECT_EQ((*a)->profile_hz, 0u);
+  ASSERT_TRUE(store_->jobs().CancelJob(counted).ok());
+  const int64_t sampled = Submit(1, {"vanilla"}, 0, {}, [](JobSpecInput& s) {
+    s.profile = true;
+    s.profile_hz = 997;
+    s.profile_pmu = true;
+  });
+  a = ClaimRun("box");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ((*a)->job_id, sampled);
+  EXPECT_EQ((*a)->profile_hz, 997u);
+  EXPECT_TRUE((*a)->profile_pmu);
 }
 
 // Adaptive repetitions: pairs are added block by block to the cells whose CI is still wide,

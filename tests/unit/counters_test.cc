@@ -186,12 +186,13 @@ TEST(IsComparableCounter, CountsOfWorkOnly) {
        {"vmstat.pgfault", "memcg.pgscan", "memcg.events.high", "psi.memory_some_us", "rusage.nvcsw",
         "perf.mmap_lock:mmap_lock_start_locking", "cpu_seconds", "munmap_rounds",
         "mmap_lock_wait.read.count", "mmap_lock_wait.write.us_10_100",
-        "mmap_lock_contention.read.count", "mmap_lock_contention.write.total_us"}) {
+        "mmap_lock_contention.read.count", "mmap_lock_contention.write.total_us",
+        "profile.total.handle_mm_fault", "profile.self.down_read", "profile.user"}) {
     EXPECT_TRUE(IsComparableCounter(yes)) << yes;
   }
-  for (const char* no :
-       {"memcg.peak_bytes", "rounds_per_thread_min", "measured_elapsed_seconds", "ns_per_iteration",
-        "memcg_event.oom_kill", "mmap_lock_wait.lost_records", "mmap_lock_wait.unpaired"}) {
+  for (const char* no : {"memcg.peak_bytes", "rounds_per_thread_min", "measured_elapsed_seconds",
+                         "ns_per_iteration", "memcg_event.oom_kill", "mmap_lock_wait.lost_records",
+                         "mmap_lock_wait.unpaired", "profile.samples", "profile.lost"}) {
     EXPECT_FALSE(IsComparableCounter(no)) << no;
   }
 }

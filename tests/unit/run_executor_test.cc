@@ -142,6 +142,7 @@ TEST_F(RunExecutorTest, InvocationCarriesTheAssignmentAndTheBoard) {
   a.mutable_limits()->set_swap_max(0);  // memory_high unset: none
   a.set_warmup_ms(2000);
   a.set_mmap_lock_waits(true);
+  a.mutable_profile()->set_frequency_hz(499);
   Execute(a);
   ASSERT_EQ(host_.invocations.size(), 1u);
   const auto& inv = host_.invocations[0];
@@ -158,6 +159,8 @@ TEST_F(RunExecutorTest, InvocationCarriesTheAssignmentAndTheBoard) {
   EXPECT_TRUE(inv.events.empty());
   EXPECT_EQ(inv.warmup, std::chrono::milliseconds(2000));
   EXPECT_TRUE(inv.mmap_lock_waits);
+  EXPECT_EQ(inv.profile_hz, 499u);
+  EXPECT_FALSE(inv.profile_pmu);
 }
 
 TEST_F(RunExecutorTest, EventsReachTheWorkloadAndItsRefusalIsTheReason) {

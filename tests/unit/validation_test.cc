@@ -333,6 +333,25 @@ TEST(ValidateJobSpec, EachBoardGivesEveryBoardThatBootsAllKernelsTheWholePlan) {
   ExpectInvalid(s, "matrix", "x 2 boards); at most 10000", boards);
 }
 
+TEST(ValidateJobSpec, ProfileFrequencyHasADefaultAndALimit) {
+  auto s = Example();
+  auto job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->profile_hz, 0u) << "no profile: no sampling";
+  s.profile = true;
+  job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->profile_hz, 99u) << "profile: {} samples at the default";
+  s.profile_hz = 4000;
+  s.profile_pmu = true;
+  job = ValidateJobSpec(s, OneBoard());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->profile_hz, 4000u);
+  EXPECT_TRUE(job->profile_pmu);
+  s.profile_hz = 10001;
+  ExpectInvalid(s, "profile.frequency_hz", "10001: at most 10000 samples per second per thread");
+}
+
 TEST(ValidateJobSpec, EventsAreCheckedAndKept) {
   auto s = Example();
   auto job = ValidateJobSpec(s, OneBoard());

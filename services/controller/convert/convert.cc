@@ -34,6 +34,9 @@ JobSpecInput SpecFromProto(const v1::JobSpec& spec) {
   in.each_board = spec.each_board();
   in.events.assign(spec.events().begin(), spec.events().end());
   in.mmap_lock_waits = spec.mmap_lock_waits();
+  in.profile = spec.has_profile();
+  in.profile_hz = spec.profile().frequency_hz();
+  in.profile_pmu = spec.profile().pmu();
   in.name = spec.name();
   in.baseline = spec.baseline();
   in.block_size = spec.block_size();
@@ -248,6 +251,10 @@ void AssignmentToProto(const Assignment& a, v1::Assignment* out) {
   out->set_lease_seconds(a.lease_seconds);
   for (const auto& event : a.events) out->add_events(event);
   out->set_mmap_lock_waits(a.mmap_lock_waits);
+  if (a.profile_hz > 0) {
+    out->mutable_profile()->set_frequency_hz(a.profile_hz);
+    out->mutable_profile()->set_pmu(a.profile_pmu);
+  }
 }
 
 ResultRecord ResultFromProto(const v1::WorkloadResult& result) {

@@ -63,6 +63,12 @@ bool IsComparableCounter(std::string_view name) {
     return name != "mmap_lock_wait.lost_records" && name != "mmap_lock_wait.unpaired";
   }
   if (name.starts_with("mmap_lock_contention.")) return !name.ends_with(".max_us");
+  // Call-stack samples (agent/workloads/profile_sampling.h): per frame and in user mode,
+  // compared per round (a frame's CPU time per unit of work); not the sampler's bookkeeping.
+  if (name.starts_with("profile.")) {
+    return name.starts_with("profile.total.") || name.starts_with("profile.self.") ||
+           name == "profile.user";
+  }
   return name == "cpu_seconds" || name.ends_with("_rounds");
 }
 

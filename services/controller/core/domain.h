@@ -34,7 +34,14 @@ struct JobSpecInput {
   bool each_board = false;          // every eligible board runs the whole matrix
   std::vector<std::string> events;  // perf events counted per run (JobSpec.events)
   bool mmap_lock_waits = false;     // JobSpec.mmap_lock_waits
+  bool profile = false;             // JobSpec.profile given
+  uint32_t profile_hz = 0;          // its frequency_hz (0: the default)
+  bool profile_pmu = false;
 };
+
+// JobSpec.profile's frequency: the limit and the default.
+inline constexpr uint32_t kMaxProfileHz = 10000;
+inline constexpr uint32_t kDefaultProfileHz = 99;
 
 // A board's health around kernel switches (core/board_health.h).
 enum class BoardHealth { kOk, kSwitching, kNeedsCheck };
@@ -107,7 +114,9 @@ struct ValidatedJob {
   bool each_board = false;
   std::vector<std::string> events;  // perf events counted per run, as given (checked syntax)
   bool mmap_lock_waits = false;     // each run traces its mmap_lock waits
-  std::vector<PlannedRun> runs;     // in claim order (sequence 0, 1, …)
+  uint32_t profile_hz = 0;          // each run samples call stacks at this rate (0: off)
+  bool profile_pmu = false;
+  std::vector<PlannedRun> runs;  // in claim order (sequence 0, 1, …)
   // Kernels the job brings: one build per (label, arch), created with the job (a build of
   // the same label, i.e. the same source, is shared with earlier jobs).
   std::vector<BuildRequest> builds;

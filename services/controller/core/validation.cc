@@ -261,6 +261,15 @@ absl::Status CheckEvents(Validation& v) {
   }
   v.job.events = v.spec.events;
   v.job.mmap_lock_waits = v.spec.mmap_lock_waits;
+  if (v.spec.profile) {
+    if (v.spec.profile_hz > kMaxProfileHz) {
+      return Invalid("profile.frequency_hz",
+                     absl::StrCat(v.spec.profile_hz, ": at most ", kMaxProfileHz,
+                                  " samples per second per thread"));
+    }
+    v.job.profile_hz = v.spec.profile_hz == 0 ? kDefaultProfileHz : v.spec.profile_hz;
+    v.job.profile_pmu = v.spec.profile_pmu;
+  }
   return absl::OkStatus();
 }
 

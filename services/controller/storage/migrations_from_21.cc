@@ -205,6 +205,10 @@ ALTER TABLE robot_series ADD CONSTRAINT robot_series_state_check
 -- series_id: the series answered, or "bisection/<id>" for a culprit's author.
 ALTER TABLE robot_replies DROP CONSTRAINT robot_replies_series_id_fkey;
 )sql"},
+    {31, "jobs: call-stack sampling per run (JobSpec.profile)", R"sql(
+ALTER TABLE jobs ADD COLUMN profile_hz integer NOT NULL DEFAULT 0 CHECK (profile_hz >= 0);
+ALTER TABLE jobs ADD COLUMN profile_pmu boolean NOT NULL DEFAULT false;
+)sql"},
 };
 
 }  // namespace

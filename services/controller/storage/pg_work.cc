@@ -26,7 +26,7 @@ const std::string& AssignmentColumns() {
   r.id, r.attempt_id::text, r.job_id, j.benchmark, r.kernel, j.duration_seconds, r.params::text,
   j.memory_max, j.memory_high, j.swap_max, ceil()sql" +
                                      pg::LeaseSecondsSql(2) + R"sql()::int,
-  j.events::text, r.board, j.warmup_ms, j.mmap_lock_waits)sql";
+  j.events::text, r.board, j.warmup_ms, j.mmap_lock_waits, j.profile_hz, j.profile_pmu)sql";
   return columns;
 }
 
@@ -46,6 +46,8 @@ Assignment AssignmentFromRow(const pqxx::row& r) {
   a.events = JsonStrings(r[11].as<std::string>());
   a.warmup_ms = r[13].as<uint64_t>();
   a.mmap_lock_waits = r[14].as<bool>();
+  a.profile_hz = r[15].as<uint32_t>();
+  a.profile_pmu = r[16].as<bool>();
   return a;
 }
 

@@ -1,0 +1,40 @@
+// The profile's counters and folded text from a run's folded stacks (profile_sampling.h).
+#include "agent/workloads/profile_sampling.h"
+
+#include <gtest/gtest.h>
+
+namespace faultline::workloads {
+namespace {
+
+// A run's folded stacks as counters: per kernel frame (once per stack, recursion or not),
+// the leaf as self, user-only samples apart; frames under 0.5% left out.
+TEST(ProfileCounters, FramesTotalAndSelfFromTheFoldedStacks) {
+  std::map<std::string, uint64_t> folded = {
+      {"[user]", 200},
+      {"[user];asm_exc_page_fault;handle_mm_fault;filemap_fault", 60},
+      {"[user];asm_exc_page_fault;handle_mm_fault", 30},
+      {"entry_SYSCALL_64;f;g;f", 9},
+      {"entry_SYSCALL_64;rare", 1}};
+  std::map<std::string, double> c;
+  ProfileCounters(folded, 4, &c);
+  EXPECT_EQ(c["profile.samples"], 300);
+  EXPECT_EQ(c["profile.lost"], 4);
+  EXPECT_EQ(c["profile.user"], 200);
+  EXPECT_EQ(c["profile.total.handle_mm_fault"], 90);
+  EXPECT_EQ(c["profile.self.handle_mm_fault"], 30);
+  EXPECT_EQ(c["profile.self.filemap_fault"], 60);
+  EXPECT_EQ(c["profile.total.f"], 9) << "once per stack";
+  EXPECT_EQ(c["profile.self.f"], 9);
+  EXPECT_EQ(c.count("profile.total.rare"), 0u) << "0.5% of 300 samples is 1.5: under it";
+  EXPECT_EQ(c.count("profile.self.asm_exc_page_fault"), 0u) << "never a leaf";
+  EXPECT_EQ(FoldedText(folded, 1 << 20)
+                .rfind("[user] 200\n[user];asm_exc_page_fault;handle_mm_fault;filemap_fault 60\n"
+                       "[user];asm_exc_page_fault;handle_mm_fault 30\n",
+                       0),
+            0u)
+      << "most samples first";
+  EXPECT_EQ(FoldedText(folded, 20), "[user] 200\n") << "whole lines within the bound";
+}
+
+}  // namespace
+}  // namespace faultline::workloads
