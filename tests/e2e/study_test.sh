@@ -126,6 +126,7 @@ block_size: 1
 kernels: [vanilla, vanilla-aa]
 min_effect: 0.25
 mmap_lock_waits: true
+profile: {frequency_hz: 199}
 memcg: {memory_max: 256M}
 params: {file_size: 8M, threads: 2}
 YAML
@@ -165,6 +166,19 @@ awk -v a="$wm_a" -v b="$wm_b" 'BEGIN { exit !(a >= 1 && b >= 1) }' \
           AND (r.counters::jsonb ? 'mmap_lock_wait.write.count')")" = 20 ] \
   || fail "not every run stored its mmap_lock waits"
 pass "mmap_lock waits traced in all 20 runs; write acquisitions per round $wm_a / $wm_b"
+
+# And profiled (#46): every run's call stacks sampled and folded, the kernel's frames
+# compared per round like every counter.
+[ "$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $aa
+          AND (r.counters::jsonb->>'profile.samples')::float > 0
+          AND (r.environment::jsonb ? 'profile.folded')")" = 20 ] \
+  || fail "not every run was profiled: $(sql "SELECT r.environment::jsonb->>'profile.unsupported' FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $aa LIMIT 1")"
+frames=$(jq '[.comparisons[0].counters[] | select(.name | startswith("profile.total."))] | length' <<<"$aa_json")
+[ "$frames" -ge 5 ] || fail "the report compares $frames kernel frames"
+jq -e '.comparisons[0].counters[] | select(.name == "profile.total.handle_mm_fault")' <<<"$aa_json" >/dev/null \
+  || fail "handle_mm_fault is not among the compared frames"
+flagged=$(jq -r '[.comparisons[0].counters[] | select((.name | startswith("profile.")) and .significant) | .name] | join(" ")' <<<"$aa_json")
+pass "profiled in all 20 runs; $frames kernel frames compared (A/A, flagged at q <= 0.01: ${flagged:-none})"
 
 # The same study as a mailing list reads it (#29): the mail 80 columns wide at most and
 # ASCII only; mmtests' and LKP's layouts computed over its runs.
