@@ -11,6 +11,25 @@
 #include "common/sha256.h"
 
 namespace faultline::robot {
+namespace {
+
+// "Subject: value" folded at spaces (RFC 5322 2.2.3) so that no line passes 78 columns where
+// a space allows it: a long series title is common, and the reply stays <= 80 columns.
+std::string FoldedHeader(const std::string& name, const std::string& value) {
+  std::string out = name + ":";
+  size_t line = out.size();
+  for (absl::string_view word : absl::StrSplit(value, ' ', absl::SkipEmpty())) {
+    if (line + 1 + word.size() > 78 && line > name.size() + 1) {
+      out += "\n";
+      line = 0;
+    }
+    absl::StrAppend(&out, " ", word);
+    line += 1 + word.size();
+  }
+  return out + "\n";
+}
+
+}  // namespace
 
 std::string ReplyMessageId(const std::string& answered_id, const std::string& kind,
                            const std::string& from) {
@@ -63,7 +82,7 @@ Reply ComposeReply(const Mail& answered, const std::string& kind, const std::str
   absl::StrAppend(&reply.text, "From: ", options.from, "\n");
   absl::StrAppend(&reply.text, "To: ", answered.from, "\n");
   if (!cc_line.empty()) absl::StrAppend(&reply.text, "Cc: ", cc_line, "\n");
-  absl::StrAppend(&reply.text, "Subject: ", subject, "\n");
+  absl::StrAppend(&reply.text, FoldedHeader("Subject", subject));
   absl::StrAppend(&reply.text, "Date: ", options.date, "\n");
   absl::StrAppend(&reply.text, "Message-ID: <", reply.message_id, ">\n");
   absl::StrAppend(&reply.text, "In-Reply-To: <", answered.message_id, ">\n");
@@ -91,8 +110,8 @@ Reply ComposeMail(const std::string& to, const std::string& subject, const std::
   }
   absl::StrAppend(&mail.text, "From: ", options.from, "\nTo: ", to, "\n");
   if (!cc_line.empty()) absl::StrAppend(&mail.text, "Cc: ", cc_line, "\n");
-  absl::StrAppend(&mail.text, "Subject: ", subject, "\nDate: ", options.date, "\nMessage-ID: <",
-                  mail.message_id, ">\n",
+  absl::StrAppend(&mail.text, FoldedHeader("Subject", subject), "Date: ", options.date,
+                  "\nMessage-ID: <", mail.message_id, ">\n",
                   "MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n"
                   "Content-Transfer-Encoding: 8bit\nX-Mailer: faultline series robot\n\n",
                   body);

@@ -158,6 +158,12 @@ TEST(Reply, ThreadedUnderTheAnsweredMailWithOneIdPerSeriesAndKind) {
   EXPECT_EQ(parsed->subject,
             "Re: [PATCH v2 0/5] mm: reduce mmap_lock contention and improve page fault "
             "performance");
+  EXPECT_LE(MaxLineWidth(reply.text), 80u) << "the long subject folded:\n" << reply.text;
+  EXPECT_NE(reply.text.find(
+                "Subject: Re: [PATCH v2 0/5] mm: reduce mmap_lock contention and improve page\n"
+                " fault performance\n"),
+            std::string::npos)
+      << reply.text;
   EXPECT_EQ(parsed->in_reply_to, cover.message_id);
   EXPECT_EQ(parsed->references, std::vector<std::string>{cover.message_id});
   EXPECT_EQ(parsed->body, "Body.\n");
