@@ -73,13 +73,7 @@ lab_agent_yaml() {
   # no /proc/kcore or kallsyms, qemu's /chosen/kaslr-seed kept without RANDOMIZE_BASE) but
   # KEXEC_FILE does; Debian's cloud arm64 kernel has no kexec_file_load.
   local bkargs=""
-  # x86_64: a built kernel kexec'd from another built one by kexec_load fails ("Invalid
-  # memory segment 0x100000 - 0x36ffff", seen 2026-12-05: base -> v2 of the robot's lab run);
-  # -a takes kexec_file_load first there too.
-  case $arch in
-    aarch64) kargs=", kexec_args: [-i]"; bkargs=", kexec_args: [-a, -i]"; console=ttyAMA0 ;;
-    *) bkargs=", kexec_args: [-a]"; console=ttyS0 ;;
-  esac
+  case $arch in aarch64) kargs=", kexec_args: [-i]"; bkargs=", kexec_args: [-a, -i]"; console=ttyAMA0 ;; *) console=ttyS0 ;; esac
   {
     echo "board: $board"
     echo "labels: {site: lab, lab_arch: $arch}"
