@@ -119,9 +119,13 @@ for i in $(seq 0 $((all - 1))); do
   [ "$i" = 0 ] || [ "$i" = "$nights_a" ] || [ "$cached" = true ] ||
     fail "night $((i + 1)): an unchanged branch was built again"
 done
-[ "$(sql "SELECT count(DISTINCT label) FROM builds")" = "$all" ] || fail "not one build per night"
-[ "$(sql "SELECT count(DISTINCT kernel) FROM job_series_medians")" = 1 ] ||
-  fail "the nights are not one series: $(sql "SELECT DISTINCT kernel FROM job_series_medians")"
+# The nights' own builds and series: by now the robot may have started the bisection, whose
+# step jobs build and measure kernels of their own (good@..., bad@...).
+nights_sql="SELECT id FROM jobs WHERE schedule_id = $sid"
+[ "$(sql "SELECT count(DISTINCT b.label) FROM builds b JOIN job_builds jb ON jb.build_id = b.id
+          WHERE jb.job_id IN ($nights_sql)")" = "$all" ] || fail "not one build per night"
+[ "$(sql "SELECT count(DISTINCT kernel) FROM job_series_medians WHERE job_id IN ($nights_sql)")" = 1 ] ||
+  fail "the nights are not one series: $(sql "SELECT DISTINCT kernel FROM job_series_medians WHERE job_id IN ($nights_sql)")"
 pass "$all nights: a build and a label each, commit A then B, unchanged nights from the cache, one series"
 
 # --- the change point -------------------------------------------------------------------------
