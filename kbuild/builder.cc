@@ -147,7 +147,8 @@ absl::StatusOr<Configured> Configure(const BuildRequest& request, const ArchInfo
   absl::StatusOr<std::string> kconfig_debug = ReadFile(src + "/mm/Kconfig.debug");
   const bool has_vma_stats =
       kconfig_debug.ok() && absl::StrContains(*kconfig_debug, "config PER_VMA_LOCK_STATS");
-  const std::vector<std::string> missing = MissingOptions(config, BoardRequirements(has_vma_stats));
+  const std::vector<std::string> missing =
+      MissingOptions(config, BoardRequirements(request.arch, has_vma_stats));
   if (!missing.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("config: the final .config (", request.arch, ", ", request.config_base,

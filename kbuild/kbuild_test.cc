@@ -67,7 +67,8 @@ kernelrelease:
 )MK";
 
 constexpr char kBaseConfig[] =
-    "CONFIG_CGROUPS=y\nCONFIG_MEMCG=y\nCONFIG_SWAP=y\nCONFIG_ZRAM=y\nCONFIG_KEXEC=y\n"
+    "CONFIG_CGROUPS=y\nCONFIG_MEMCG=y\nCONFIG_SWAP=y\nCONFIG_ZRAM=y\nCONFIG_KEXEC=y\nCONFIG_"
+    "RELOCATABLE=y\n"
     "CONFIG_PERF_EVENTS=y\nCONFIG_TRACING=y\nCONFIG_VM_EVENT_COUNTERS=y\n"
     "CONFIG_BLK_DEV_INITRD=y\nCONFIG_PER_VMA_LOCK=y\nCONFIG_PER_VMA_LOCK_STATS=y\n";
 
@@ -564,16 +565,21 @@ TEST(KconfigTest, RequirementsAndDroppedOptions) {
       "CONFIG_BLK_DEV_INITRD=y\nCONFIG_PER_VMA_LOCK=y\nCONFIG_NR_CPUS=8\n");
   EXPECT_EQ(config.at("NR_CPUS"), "8");
   EXPECT_EQ(config.at("TRACING"), "n");
-  const auto missing = MissingOptions(config, BoardRequirements(true));
+  const auto missing = MissingOptions(config, BoardRequirements("aarch64", true));
   ASSERT_EQ(missing.size(), 3u);
   EXPECT_EQ(missing[0], "CONFIG_ZRAM=y (the agent's swap device is zram; final: =m)");
   EXPECT_NE(missing[1].find("CONFIG_TRACING=y"), std::string::npos);
   EXPECT_NE(missing[2].find("CONFIG_PER_VMA_LOCK_STATS=y"), std::string::npos);
   // A tree without the option, or an arch without per-VMA locks, does not need it.
-  EXPECT_EQ(MissingOptions(config, BoardRequirements(false)).size(), 2u);
+  EXPECT_EQ(MissingOptions(config, BoardRequirements("aarch64", false)).size(), 2u);
   auto no_vma = config;
   no_vma.erase("PER_VMA_LOCK");
-  EXPECT_EQ(MissingOptions(no_vma, BoardRequirements(true)).size(), 2u);
+  EXPECT_EQ(MissingOptions(no_vma, BoardRequirements("aarch64", true)).size(), 2u);
+  // x86_64 also needs a relocatable image: kexec's second built kernel in a row.
+  const auto x86 = MissingOptions(no_vma, BoardRequirements("x86_64", true));
+  ASSERT_EQ(x86.size(), 3u);
+  EXPECT_EQ(x86[2].substr(0, 24), "CONFIG_RELOCATABLE=y (ke");
+  EXPECT_NE(x86[2].find("final: absent"), std::string::npos);
   const auto dropped = DroppedFragmentOptions(
       ParseConfig("CONFIG_ZRAM=y\nCONFIG_NEW=y\n# CONFIG_OLD is not set\n"), config);
   EXPECT_EQ(dropped, (std::vector<std::string>{"CONFIG_NEW=y asked, final: not set",

@@ -26,7 +26,8 @@ std::map<std::string, std::string> ParseConfig(absl::string_view text) {
   return out;
 }
 
-std::vector<Requirement> BoardRequirements(bool tree_has_per_vma_lock_stats) {
+std::vector<Requirement> BoardRequirements(absl::string_view arch,
+                                           bool tree_has_per_vma_lock_stats) {
   std::vector<Requirement> r = {
       {{"CGROUPS"}, "runs execute in memory cgroups"},
       {{"MEMCG"}, "runs execute under memory-cgroup limits"},
@@ -38,6 +39,11 @@ std::vector<Requirement> BoardRequirements(bool tree_has_per_vma_lock_stats) {
       {{"VM_EVENT_COUNTERS"}, "vmstat counters (pgfault, pswpin, ...)"},
       {{"BLK_DEV_INITRD"}, "boards boot with an initramfs"},
   };
+  if (arch == "x86_64") {
+    r.push_back({{"RELOCATABLE"},
+                 "kexec loads a non-relocatable x86 kernel at 1 MiB only, and refuses the next "
+                 "larger one after a kexec'd kernel"});
+  }
   if (tree_has_per_vma_lock_stats) {
     r.push_back({{"PER_VMA_LOCK_STATS"}, "per-VMA lock counters (vma_lock_*) in vmstat"});
   }

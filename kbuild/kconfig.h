@@ -18,8 +18,10 @@ struct Requirement {
 
 // The options a board needs built in (=y): memory cgroups, swap on zram, kexec, perf events,
 // the mm tracepoints, vmstat counters, the initramfs, and PER_VMA_LOCK_STATS where the tree
-// has it (`tree_has_per_vma_lock_stats`) and the arch has per-VMA locks.
-std::vector<Requirement> BoardRequirements(bool tree_has_per_vma_lock_stats);
+// has it (`tree_has_per_vma_lock_stats`) and the arch has per-VMA locks; on x86_64 a
+// relocatable image (kexec-tools loads any other at exactly 1 MiB: see board.config).
+std::vector<Requirement> BoardRequirements(absl::string_view arch,
+                                           bool tree_has_per_vma_lock_stats);
 
 // One line per unmet requirement ("CONFIG_ZRAM (swap-in runs swap to zram)"), empty when
 // `config` has them all.

@@ -77,7 +77,7 @@ bzImage:
 kernelrelease:
 	@echo 6.12.0$(LOCALVERSION)
 MK
-printf 'CONFIG_%s=y\n' CGROUPS MEMCG SWAP ZRAM KEXEC PERF_EVENTS TRACING VM_EVENT_COUNTERS BLK_DEV_INITRD >"$tree/base.config"
+printf 'CONFIG_%s=y\n' CGROUPS MEMCG SWAP ZRAM KEXEC RELOCATABLE PERF_EVENTS TRACING VM_EVENT_COUNTERS BLK_DEV_INITRD >"$tree/base.config"
 printf '// mm\nint a;\nint b;\nint c;\n' >"$tree/mm/memory.c"
 cat >"$tree/scripts/kconfig/merge_config.sh" <<'SH'
 #!/bin/sh
