@@ -1,6 +1,7 @@
 #include "report/comparison.h"
 
 #include "common/kernel_label.h"
+#include "report/frames.h"
 #include "report/median_tables.h"
 
 #include <algorithm>
@@ -332,13 +333,19 @@ std::string CounterCi(const v1::CounterComparison& k) {
   return Printf("[%.3g, %.3g]", k.ci_low(), k.ci_high());
 }
 
+// The counters other than the frames' (those have their own table: frames.h).
+int NonFrameCounters(const v1::Comparison& c) {
+  return static_cast<int>(std::count_if(c.counters().begin(), c.counters().end(),
+                                        [](const auto& k) { return !IsFrameCounter(k.name()); }));
+}
+
 std::string CounterTitle(const ComparisonGroup& group, const v1::Comparison& c, const Table& table,
                          bool all_counters, double alpha) {
   std::string where;
   if (!group.knob.empty()) where = " at " + group.knob + "=" + CellValue(c, group.knob);
   if (table.rows.empty()) {
     return "Counters" + where + ": no significant change among " +
-           std::to_string(c.counters_size()) + " (q ≤ " + Fraction(alpha) + ")\n";
+           std::to_string(NonFrameCounters(c)) + " (q ≤ " + Fraction(alpha) + ")\n";
   }
   if (all_counters) {
     return "Counters" + where + ", all " + std::to_string(c.counters_size()) +
@@ -347,7 +354,7 @@ std::string CounterTitle(const ComparisonGroup& group, const v1::Comparison& c, 
   size_t significant = table.rows.size();
   return "Counters that changed" + where + " (per round, q ≤ " + Fraction(alpha) +
          ", largest first; " + std::to_string(significant) + " of " +
-         std::to_string(c.counters_size()) + "):";
+         std::to_string(NonFrameCounters(c)) + "):";
 }
 
 }  // namespace
@@ -362,7 +369,7 @@ Table CounterTable(const v1::Comparison& c, bool all_counters) {
                    "q"};
   table.right_align = {false, true, true, true, true, true};
   for (const v1::CounterComparison& k : c.counters()) {
-    if (!all_counters && !k.significant()) continue;
+    if (!all_counters && (!k.significant() || IsFrameCounter(k.name()))) continue;
     const std::string unit = k.unit() == "second" ? "/s" : "/round";
     table.rows.push_back({k.name() + unit, CounterValue(k.baseline_median()),
                           CounterValue(k.candidate_median()),
@@ -395,9 +402,15 @@ std::string RenderComparisons(const v1::GetReportResponse& report, ReportFormat 
       out += "\n" + (counters.rows.empty() ? title : RenderSection(title, counters, format));
       const bool differences = std::any_of(
           c->counters().begin(), c->counters().end(), [&](const v1::CounterComparison& k) {
-            return IsDifference(k) && (all_counters || k.significant());
+            return IsDifference(k) &&
+                   (all_counters || (k.significant() && !IsFrameCounter(k.name())));
           });
       if (differences) out += std::string(markdown ? "\n" : "") + kDifferenceNote + "\n";
+      if (!all_counters) {
+        const std::string where =
+            group.knob.empty() ? "" : " at " + group.knob + "=" + CellValue(*c, group.knob);
+        out += RenderFrames(*c, where, format, report.alpha());
+      }
     }
     for (const v1::Comparison* c : group.cells) {
       const std::string where =

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "report/comparison.h"
+#include "report/frames.h"
+#include "report/html_frames.h"
 #include "report/mail.h"
 #include "report/median_tables.h"
 #include "report/report.h"
@@ -21,26 +23,7 @@ constexpr double kLeft = 70, kRight = 20, kTop = 28, kBottom = 40;
 const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
 
 std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+  return HtmlEscape(s);
 }
 
 std::string Num(double v) {
@@ -377,6 +360,7 @@ table.lock { border-collapse: collapse; margin: 8px 0 16px; font-size: 12px; }
 table.lock caption { text-align: left; font-weight: 600; padding: 4px 0; }
 table.lock td, table.lock th { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
 table.lock td:first-child, table.lock th:first-child { text-align: left; }
+svg.flame text.fl { font-size: 10px; fill: #222; pointer-events: none; }
 )css";
 
 // Every plot must hold the points it declares; the result is left on <body> for a test.
@@ -476,7 +460,9 @@ std::string RenderHtml(const v1::GetReportResponse& report) {
       std::vector<ForestRow> rows = {{"throughput (rounds/s)", c.ratio(), c.ci_low(), c.ci_high()}};
       for (const auto& k : c.counters()) {
         // Differences (a run counted 0) have no ratio to draw: the text below has them.
-        if (k.significant() && k.only_on().empty() && !IsDifference(k) && rows.size() < 25) {
+        // Frames have a section of their own (ProfilesHtml).
+        if (k.significant() && k.only_on().empty() && !IsDifference(k) &&
+            !IsFrameCounter(k.name()) && rows.size() < 25) {
           rows.push_back({k.name(), k.ratio(), k.ci_low(), k.ci_high()});
         }
       }
@@ -495,6 +481,7 @@ std::string RenderHtml(const v1::GetReportResponse& report) {
       locks += LockTablesHtml(c, heading, report.alpha());
     }
     if (!locks.empty()) body += "<h2>mmap_lock waits</h2>\n" + locks;
+    body += ProfilesHtml(report);
   }
   MailOptions text;
   text.utf8 = true;

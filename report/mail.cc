@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "report/comparison.h"
+#include "report/frames.h"
 #include "report/mail_parts.h"
 #include "report/median_tables.h"
 #include "report/report.h"
@@ -20,6 +21,7 @@ namespace faultline::report {
 namespace {
 
 using mail_parts::Finish;
+using mail_parts::FrameLines;
 using mail_parts::KernelLetters;
 using mail_parts::kMaxCountersPerCell;
 using mail_parts::LockTables;
@@ -255,7 +257,9 @@ std::string CounterLines(const v1::GetReportResponse& report,
   for (const v1::Comparison& c : report.comparisons()) {
     std::vector<const v1::CounterComparison*> changed;
     for (const auto& k : c.counters()) {
-      if (k.significant() && k.only_on().empty()) changed.push_back(&k);
+      if (k.significant() && k.only_on().empty() && !IsFrameCounter(k.name())) {
+        changed.push_back(&k);
+      }
     }
     if (changed.empty()) continue;
     const std::string b = letters.count(c.candidate()) ? letters.at(c.candidate()) : "B";
@@ -335,6 +339,37 @@ std::map<std::string, std::string> KernelLetters(const v1::GetReportResponse& re
   }
   *order = ordered;
   return letters;
+}
+
+std::string FrameLines(const v1::GetReportResponse& report,
+                       const std::map<std::string, std::string>& letters, size_t width) {
+  std::string out;
+  for (const v1::Comparison& c : report.comparisons()) {
+    int compared = 0;
+    std::vector<ChangedFrame> frames = ChangedFrames(c, &compared);
+    if (compared == 0) continue;
+    const std::string b = letters.count(c.candidate()) ? letters.at(c.candidate()) : "B";
+    const std::string a = letters.count(c.baseline()) ? letters.at(c.baseline()) : "A";
+    std::string where = ", " + b + " vs " + a;
+    if (report.matrix_keys_size() > 0) {
+      absl::StrAppend(&where, ", ", CellText(c.cell(), report.matrix_keys(), false));
+    }
+    if (report.boards_size() > 1) absl::StrAppend(&where, ", board ", c.board());
+    const size_t changed = frames.size();
+    if (frames.size() > kMaxFramesPerCell) frames.resize(kMaxFramesPerCell);
+    absl::StrAppend(&out, "\n", FramesTitle(frames, compared, where, report.alpha()));
+    if (frames.empty()) continue;
+    absl::StrAppend(&out, "\n", FittedTable(FrameTable(frames, a, b), width));
+    if (std::any_of(frames.begin(), frames.end(),
+                    [](const ChangedFrame& f) { return IsDifference(*f.counter); })) {
+      absl::StrAppend(&out, kDifferenceNote, "\n");
+    }
+    if (changed > frames.size()) {
+      absl::StrAppend(&out, "  ... and ", changed - frames.size(),
+                      " more (faultline report --format csv --counters all)\n");
+    }
+  }
+  return out;
 }
 
 std::string LockTables(const v1::GetReportResponse& report,
@@ -434,7 +469,8 @@ std::string RenderMail(const v1::GetReportResponse& report, const MailOptions& o
     }
   } else {
     absl::StrAppend(&text, SeedTables(report, width), ComparisonLines(report, letters, width),
-                    CounterLines(report, letters, width), LockTables(report, letters, width));
+                    CounterLines(report, letters, width), FrameLines(report, letters, width),
+                    LockTables(report, letters, width));
   }
   if (!report.environment_differences().empty()) {
     absl::StrAppend(&text, "\nFacts that differ between the kernels' runs (board/fact):\n");

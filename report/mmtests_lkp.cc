@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "report/comparison.h"
+#include "report/frames.h"
 #include "report/mail_parts.h"
 #include "report/report.h"
 #include "report/table.h"
@@ -18,6 +19,7 @@ namespace faultline::report {
 namespace {
 
 using mail_parts::Finish;
+using mail_parts::FrameLines;
 using mail_parts::KernelLetters;
 using mail_parts::kMaxCountersPerCell;
 using mail_parts::LockTables;
@@ -183,7 +185,8 @@ std::string RenderMmtests(const v1::GetReportResponse& report, const MailOptions
     for (const std::string& c : l.cols) absl::StrAppend(&out, " ", c);
     absl::StrAppend(&out, "\n");
   }
-  absl::StrAppend(&out, LockTables(report, letters, options.width));
+  absl::StrAppend(&out, FrameLines(report, letters, options.width),
+                  LockTables(report, letters, options.width));
   absl::StrAppend(&out,
                   "\nRounds/s per run; A: the baseline. A change between stars: faultline's\n",
                   "verdict says the kernels differ (paired Hodges-Lehmann, alpha ",
@@ -256,7 +259,7 @@ std::string RenderLkp(const v1::GetReportResponse& report, const MailOptions& op
         "  ", spec.benchmark(), ".throughput\n");
     int shown = 0;
     for (const v1::CounterComparison& k : c.counters()) {
-      if (!k.significant() || !k.only_on().empty()) continue;
+      if (!k.significant() || !k.only_on().empty() || IsFrameCounter(k.name())) continue;
       if (shown++ == kMaxCountersPerCell) break;
       std::vector<double> ka, kb;
       for (const v1::RunResult& r : report.run_results()) {
@@ -280,7 +283,9 @@ std::string RenderLkp(const v1::GetReportResponse& report, const MailOptions& op
     }
   }
   std::vector<std::string> order;
-  absl::StrAppend(&out, LockTables(report, KernelLetters(report, &order), options.width));
+  const auto letters = KernelLetters(report, &order);
+  absl::StrAppend(&out, FrameLines(report, letters, options.width),
+                  LockTables(report, letters, options.width));
   absl::StrAppend(&out, "\nMedians over the runs (counters per round); %change only where\n",
                   "faultline's verdict says the kernels differ (counters: q <= ",
                   Printf("%g", report.alpha()), ").\n");

@@ -165,7 +165,8 @@ v1::GetReportRequest ReportRequest(int64_t job_id, ReportFormat format, const Re
   for (const std::string& name : CountersOf(view.columns)) request.add_run_counters(name);
   request.set_runs(runs || format == ReportFormat::kMmtests || format == ReportFormat::kLkp ||
                    format == ReportFormat::kHtml);
-  request.set_samples(runs || format == ReportFormat::kHtml);  // the page plots runs' seconds
+  request.set_samples(runs || format == ReportFormat::kHtml);   // the page plots runs' seconds
+  request.set_profiles(runs || format == ReportFormat::kHtml);  // and draws the flame graphs
   return request;
 }
 

@@ -130,7 +130,8 @@ void AddJobCommands(CLI::App& app, Invocation& in) {
                       "mail, mmtests, lkp: keep non-ASCII characters (default: ASCII only)");
   in.report->add_flag(
       "--runs", in.report_runs,
-      "json: include every run and its per-second samples (what mmtests, lkp and html use)");
+      "json: include every run and its per-second samples, and each comparison's call "
+      "stacks where the job was profiled (what mmtests, lkp and html use)");
   in.report
       ->add_option("--counters", in.counters_view,
                    "significant: under each comparison, the counters that changed (q <= alpha); "

@@ -7,7 +7,9 @@
 # each image from the controller, kexecs it, and runs an A/B filemap-thrash with the
 # mmap_lock tracepoint counted. Checks: two builds (the second incremental), each run on
 # its build's release, and perf.mmap_lock:mmap_lock_start_locking per round significantly
-# higher on patched (ratio > 10). Throughput under TCG is not evidence; the counter is.
+# higher on patched (ratio > 10); every run profiled (#46), and the lock path's frames
+# changed significantly: lock_vma_under_rcu down, lock_mm_and_find_vma up. Throughput under
+# TCG is not evidence; the counter and the frames are.
 # Prints each build's time and size, the fetch and switch times.
 # Usage: lab_kernel_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 # Env: FL_LAB_KBUILD_CACHE (the builder's cache, kept: /var/cache/faultline-kbuild),
@@ -51,6 +53,7 @@ kernels:
 events: [mmap_lock:mmap_lock_start_locking, sw:page-faults]
 memcg: {memory_max: 128M, swap_max: 0}
 params: {file_size: 2M, threads: 2}
+profile: {frequency_hz: 199}
 YAML
 T=$EPOCHREALTIME
 job=$("$FL_BIN_CLI" submit "$S/ab.yaml") || fail "submit"
@@ -90,4 +93,26 @@ read -r ratio significant base cand lo hi <<<"$row"
 [ "$significant" = true ] || fail "mmap_lock_start_locking not significant: $row"
 awk -v r="$ratio" 'BEGIN { exit !(r > 10) }' || fail "mmap_lock_start_locking ratio $ratio (expected > 10)"
 pass "mmap_lock_start_locking per round: $base -> $cand (x$ratio, 95% CI $lo..$hi), significant"
+
+# The profiles (#46): the lock path's frames changed, significantly, the way the patch says:
+# no fault tries the per-VMA lock (lock_vma_under_rcu gone), every one takes mmap_lock
+# (lock_mm_and_find_vma, under 0.5% of vanilla's samples, on every patched stack).
+frame() {  # NAME: "significant change low high" of profile.total.NAME (change: ratio or difference)
+  awk -F, -v n="profile.total.$1" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    $col["counter"] == n { d = $col["difference"] != ""
+      print $col["significant"], (d ? $col["difference"] : $col["ratio"]), (d ? $col["difference_low"] : $col["ci_low"]), (d ? $col["difference_high"] : $col["ci_high"]), (d ? "difference" : "ratio") }' "$S/counters.csv"
+}
+read -r sig change lo hi kind <<<"$(frame lock_vma_under_rcu)"
+[ "$sig" = true ] || fail "profile.total.lock_vma_under_rcu not significant: $(frame lock_vma_under_rcu)"
+awk -v h="$hi" -v k="$kind" 'BEGIN { exit !((k == "ratio" && h < 1) || (k == "difference" && h < 0)) }' ||
+  fail "lock_vma_under_rcu did not drop: $kind $change [$lo, $hi]"
+pass "lock_vma_under_rcu samples per round: $kind $change [$lo, $hi], significant"
+read -r sig change lo hi kind <<<"$(frame lock_mm_and_find_vma)"
+[ "$sig" = true ] || fail "profile.total.lock_mm_and_find_vma not significant: $(frame lock_mm_and_find_vma)"
+awk -v l="$lo" -v k="$kind" 'BEGIN { exit !((k == "ratio" && l > 1) || (k == "difference" && l > 0)) }' ||
+  fail "lock_mm_and_find_vma did not rise: $kind $change [$lo, $hi]"
+pass "lock_mm_and_find_vma samples per round: $kind $change [$lo, $hi], significant"
+echo "frames that changed significantly:"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+  $col["counter"] ~ /^profile\./ && $col["significant"] == "true" { print "  " $col["counter"], $col["ratio"], $col["difference"] }' "$S/counters.csv"
 echo "total $(secs "$T0") s"

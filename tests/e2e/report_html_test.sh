@@ -6,7 +6,8 @@
 # verdict does not move (each pair sees the same board); the page's run-order plot shows
 # the drop. Checks: the page loads without a console message, its inline check finds every
 # plot holding the points it declares, the run plot has one point per run and shows the
-# drift, the median runs are drawn second by second, and a screenshot is kept
+# drift, the median runs are drawn second by second, the runs' call stacks are drawn as two
+# flame graphs with the fault path in them (#46), and a screenshot is kept
 # (artifacts/report-html.png beside the test's build dir).
 # Usage: report_html_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
@@ -42,6 +43,7 @@ kernels: [vanilla, vanilla-aa]
 min_effect: 0.25
 memcg: {memory_max: 256M}
 params: {file_size: 8M, threads: 2}
+profile: {frequency_hz: 199}
 YAML
 job=$("$FL_BIN_CLI" submit "$FL_STATE/drift.yaml") || fail "submit"
 half_done() { [ "$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $job")" -ge 12 ]; }
@@ -70,7 +72,26 @@ grep -q 'data-plot="samples"' "$FL_STATE/report.html" || fail "no plot of the ru
   fail "chromium could not open the page"
 if grep ':CONSOLE' "$FL_STATE/browser.log"; then fail "the page logged to the console"; fi
 checked=$(grep -o 'data-checked="[^"]*"' "$FL_STATE/dom.html" || true)
-[ "$checked" = 'data-checked="4 plots"' ] || fail "the page's own check: '$checked' (want 4 plots)"
+[ "$checked" = 'data-checked="6 plots"' ] || fail "the page's own check: '$checked' (want 6 plots)"
+# The profiles (#46): both flame graphs drawn by the page, the fault path among their frames.
+flames=$(python3 - "$FL_STATE/dom.html" <<'PY'
+import re, sys
+dom = open(sys.argv[1]).read()
+out = []
+for side in ("b", "a"):
+    g = re.search(r'<svg[^>]*id="flame-%s-0".*?</svg>' % side, dom, re.S)
+    if not g:
+        print("missing flame-%s-0" % side); sys.exit(0)
+    frames = re.findall(r'<rect class="pt"[^>]*data-frame="([^"]*)"', g.group(0))
+    out.append("%d:%d" % (len(frames), "handle_mm_fault" in frames))
+print(" ".join(out))
+PY
+)
+read -r flame_b flame_a <<<"$flames"
+for f in "$flame_b" "$flame_a"; do
+  case $f in *:1) [ "${f%%:*}" -ge 5 ] || fail "a flame graph of ${f%%:*} frames" ;; *) fail "flame graphs: $flames" ;; esac
+done
+pass "the profiles drawn as two flame graphs (B: ${flame_b%%:*} frames, A: ${flame_a%%:*}), handle_mm_fault in both"
 # The drift, read back from what the browser holds: the last six runs against the first six.
 drift=$(python3 - "$FL_STATE/dom.html" <<'PY'
 import re, sys
@@ -91,6 +112,6 @@ mkdir -p "$artifacts"
   --screenshot="$artifacts/report-html.png" "file://$FL_STATE/report.html" >/dev/null 2>&1 ||
   fail "no screenshot"
 [ -s "$artifacts/report-html.png" ] || fail "the screenshot is empty"
-pass "the page in Chromium: no console message, 4 plots checked, the drift visible (last/first $ratio) while the table says $verdict; screenshot $artifacts/report-html.png"
+pass "the page in Chromium: no console message, 6 plots checked, the drift visible (last/first $ratio) while the table says $verdict; screenshot $artifacts/report-html.png"
 
 echo "e2e: all checks passed"

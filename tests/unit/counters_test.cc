@@ -73,6 +73,55 @@ TEST(CompareCounters, ACounterOnOneSideOnlyIsNamedNotRatioed) {
   EXPECT_DOUBLE_EQ(all.back().median_b, 0.025);  // 5/100 and 0/100
 }
 
+TEST(CompareCounters, AFrameOnOneKernelsStacksOnlyIsTestedAsADifference) {
+  // The hidden x86 patch: every fault takes mmap_lock, none tries the per-VMA lock. Runs
+  // leave out frames under 0.5% of their samples, so the frame is absent, not unknown.
+  std::vector<RunCounters> a, b;
+  for (int i = 0; i < 10; ++i) {
+    a.push_back(MakeRun(i + 1, 1000,
+                        {{"profile.total.lock_vma_under_rcu", 40.0 + i},
+                         {"profile.total.handle_mm_fault", 500.0 + i}}));
+    b.push_back(MakeRun(i + 1, 1000,
+                        {{"profile.total.lock_mm_and_find_vma", 60.0 + i},
+                         {"profile.total.handle_mm_fault", 505.0 - i}}));
+  }
+  const auto all = CompareCounters(a, b, /*paired=*/true, stats::CompareOptions{0.01});
+  const auto& gone = Named(all, "profile.total.lock_vma_under_rcu");
+  EXPECT_EQ(gone.only_on, "");
+  EXPECT_TRUE(gone.significant) << "q " << gone.q_value;
+  EXPECT_LT(gone.difference_high, 0);
+  const auto& taken = Named(all, "profile.total.lock_mm_and_find_vma");
+  EXPECT_TRUE(taken.significant) << "q " << taken.q_value;
+  EXPECT_GT(taken.difference_low, 0);
+  EXPECT_FALSE(Named(all, "profile.total.handle_mm_fault").significant);
+}
+
+TEST(CompareCounters, AnAAOfFramesAroundTheCutFlagsNothing) {
+  // 60 frames near the 0.5% cut: each run keeps a frame only above it, on both sides alike.
+  std::mt19937 rng(20261205);
+  std::lognormal_distribution<double> noise(0.0, 0.3);
+  std::vector<RunCounters> a, b;
+  for (int i = 0; i < 14; ++i) {
+    for (auto* side : {&a, &b}) {
+      RunCounters r = MakeRun(i + 1, 1000, {});
+      for (int k = 0; k < 60; ++k) {
+        const double share = 0.005 * (0.5 + k / 30.0) * noise(rng);
+        if (share >= 0.005) r.values["profile.self.f" + std::to_string(k)] = 2000 * share;
+      }
+      side->push_back(std::move(r));
+    }
+  }
+  const auto all = CompareCounters(a, b, true, stats::CompareOptions{0.01});
+  int significant = 0, one_side = 0;
+  for (const auto& c : all) {
+    significant += c.significant ? 1 : 0;
+    one_side += c.only_on.empty() ? 0 : 1;
+  }
+  EXPECT_GT(all.size(), 40u);
+  EXPECT_EQ(one_side, 0);
+  EXPECT_EQ(significant, 0);
+}
+
 TEST(CompareCounters, AnAALeavesEveryCounterInsignificant) {
   // 40 counters, 10 runs a side, the same distribution (fixed seed: deterministic).
   std::mt19937 rng(20261201);

@@ -265,6 +265,44 @@ TEST_F(ReportBuilderTest, NoTablesForAJobThatDidNotTraceLockWaits) {
   EXPECT_TRUE(built->report.caveats.empty());
 }
 
+// A profiled job's stacks (environment profile.folded) per side and cell, per round and
+// averaged over the side's runs, when the request asks for them (the page's flame graphs).
+TEST_F(ReportBuilderTest, EachSidesCallStacksPerRoundWhenAsked) {
+  const int64_t job = SubmitAndFinish([](RunRecord& r) {
+    const bool patched = r.kernel == "patched";
+    r.rounds = 100;
+    r.throughput = 10 + r.repetition;
+    r.environment_json = nlohmann::json{{"profile.folded",
+                                         patched ? "[user];exc_page_fault;lock_mm_and_find_vma 50\n"
+                                                   "[user] 20\n"
+                                                 : "[user];exc_page_fault;lock_vma_under_rcu 30\n"
+                                                   "[user] 20\n"}}
+                             .dump();
+  });
+  ReportOptions options;
+  options.profiles = true;
+  auto built = BuildReport(&fake_.jobs, job, options);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(built->report.comparisons.size(), 1u);
+  const ReportComparison& c = built->report.comparisons[0];
+  ASSERT_EQ(c.baseline_stacks.size(), 2u);
+  EXPECT_EQ(c.baseline_stacks[0].stack, "[user];exc_page_fault;lock_vma_under_rcu");
+  EXPECT_DOUBLE_EQ(c.baseline_stacks[0].per_round, 0.3);
+  ASSERT_EQ(c.candidate_stacks.size(), 2u);
+  EXPECT_EQ(c.candidate_stacks[0].stack, "[user];exc_page_fault;lock_mm_and_find_vma");
+  EXPECT_DOUBLE_EQ(c.candidate_stacks[1].per_round, 0.2);
+  v1::GetReportRequest request;
+  request.set_job_id(job);
+  request.set_profiles(true);
+  auto response = ReportResponse(&fake_.jobs, nullptr, request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->comparisons(0).candidate_stacks(0).stack(),
+            "[user];exc_page_fault;lock_mm_and_find_vma");
+  auto plain = BuildReport(&fake_.jobs, job);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->report.comparisons[0].baseline_stacks.empty()) << "not asked: none";
+}
+
 // The controller renders a job's report itself (what it will send to a list): the same text
 // `faultline report JOB --format F` prints from GetReport's response, for every format;
 // lkp asks a second time for the counters that changed, per run.

@@ -389,6 +389,15 @@ void ComparisonToProto(const ReportComparison& comparison, v1::Comparison* out) 
   out->set_verdict(std::string(stats::ToString(c.stats.verdict)));
   for (const CounterComparison& k : comparison.counters) CounterToProto(k, out->add_counters());
   for (const MedianTable& t : comparison.tables) MedianTableToProto(t, out->add_tables());
+  for (const auto& [from, to] :
+       {std::make_pair(&comparison.baseline_stacks, out->mutable_baseline_stacks()),
+        std::make_pair(&comparison.candidate_stacks, out->mutable_candidate_stacks())}) {
+    for (const FoldedStack& f : *from) {
+      v1::FoldedStack* stack = to->Add();
+      stack->set_stack(f.stack);
+      stack->set_per_round(f.per_round);
+    }
+  }
 }
 
 }  // namespace

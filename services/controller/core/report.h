@@ -6,6 +6,7 @@
 #include "services/controller/core/counters.h"
 #include "services/controller/core/domain.h"
 #include "services/controller/core/lock_wait_tables.h"
+#include "services/controller/core/profiles.h"
 #include "stats/statistics.h"
 
 namespace faultline::controller {
@@ -77,6 +78,9 @@ struct ReportComparison {
   std::vector<CounterComparison> counters;
   // The seed's mmap_lock tables when the runs traced mmap_lock waits (lock_wait_tables.h).
   std::vector<MedianTable> tables;
+  // Each side's call stacks where the runs were profiled and the report asked (profiles.h).
+  std::vector<FoldedStack> baseline_stacks;
+  std::vector<FoldedStack> candidate_stacks;
 };
 
 // One succeeded run's figures and the counters a report was asked for (seed-shaped tables).

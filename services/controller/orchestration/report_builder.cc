@@ -170,8 +170,18 @@ std::vector<std::string> LockWaitCaveatsOf(const std::vector<RunRecord>& runs,
   return caveats;
 }
 
-using CountersByRunGroup =
-    std::map<std::tuple<Cell, std::string, std::string>, std::vector<RunCounters>>;
+// (cell, board, kernel)
+using RunGroupKey = std::tuple<Cell, std::string, std::string>;
+using CountersByRunGroup = std::map<RunGroupKey, std::vector<RunCounters>>;
+
+// A profiled run's folded stacks (environment profile.folded) per round; empty otherwise.
+std::map<std::string, double> StacksOf(const RunRecord& r, double rounds) {
+  const auto env = nlohmann::json::parse(r.environment_json, nullptr, false);
+  if (!env.is_object()) return {};
+  auto it = env.find("profile.folded");
+  if (it == env.end() || !it->is_string()) return {};
+  return FoldedPerRound(it->get<std::string>(), rounds);
+}
 
 // The job's spec as stored (proto field names) asks for mmap_lock waits.
 bool SpecTracesLockWaits(const std::string& spec_json) {
@@ -223,10 +233,12 @@ absl::StatusOr<BuiltReport> BuildReport(JobStore* store, int64_t job_id,
 
   // Each succeeded run's counters, parsed once, by (cell, board, kernel).
   CountersByRunGroup counters_of;
+  std::map<RunGroupKey, std::vector<std::map<std::string, double>>> stacks_of;
   const bool need_counters = kernels.size() > 1 && report_options.compare_counters;
+  const bool need_stacks = kernels.size() > 1 && report_options.profiles;
   const bool lock_waits = SpecTracesLockWaits(job->spec_json);
   const bool run_rows = report_options.runs || !report_options.run_counters.empty();
-  if (need_counters || run_rows || lock_waits) {
+  if (need_counters || run_rows || lock_waits || need_stacks) {
     std::vector<RunCounters> parsed(runs->size());
     std::vector<std::pair<int64_t, int64_t>> finished;  // (finished_ms, id) of each row
     for (size_t i = 0; i < runs->size(); ++i) {
@@ -238,6 +250,12 @@ absl::StatusOr<BuiltReport> BuildReport(JobStore* store, int64_t job_id,
         finished.emplace_back(r.finished_ms, r.id);
       }
       if (need_counters) counters_of[{outcomes[i].cell, r.board, r.kernel}].push_back(parsed[i]);
+      if (need_stacks) {
+        std::map<std::string, double> stacks = StacksOf(r, parsed[i].rounds);
+        if (!stacks.empty()) {
+          stacks_of[{outcomes[i].cell, r.board, r.kernel}].push_back(std::move(stacks));
+        }
+      }
     }
     // Each row's place in the order the runs finished (ties: the run created first).
     std::vector<size_t> by_finish(finished.size());
@@ -269,6 +287,11 @@ absl::StatusOr<BuiltReport> BuildReport(JobStore* store, int64_t job_id,
       const auto& b = counters_of[{out.row.cell, out.row.board, out.row.candidate}];
       out.counters = CompareCounters(a, b, out.row.stats.paired, options);
       out.tables = LockWaitTables(a, b, out.row.stats.paired, options);
+    }
+    if (need_stacks) {
+      out.baseline_stacks = MergeStacks(stacks_of[{out.row.cell, out.row.board, out.row.baseline}]);
+      out.candidate_stacks =
+          MergeStacks(stacks_of[{out.row.cell, out.row.board, out.row.candidate}]);
     }
     report.comparisons.push_back(std::move(out));
   }

@@ -22,6 +22,8 @@ struct ReportOptions {
   bool runs = false;
   // With runs: each run's rounds per second (JobStore::RunSamples).
   bool samples = false;
+  // Each comparison's call stacks per side (core/profiles.h) where the runs were profiled.
+  bool profiles = false;
 };
 
 struct BuiltReport {

@@ -22,6 +22,7 @@ absl::StatusOr<v1::GetReportResponse> ReportResponse(JobStore* jobs, BuildStore*
   }
   options.runs = request.runs();
   options.samples = request.samples();
+  options.profiles = request.profiles();
   auto built = BuildReport(jobs, request.job_id(), options);
   if (!built.ok()) return built.status();
   v1::GetReportResponse response;
