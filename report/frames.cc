@@ -80,7 +80,7 @@ std::string RenderFrames(const v1::Comparison& comparison, const std::string& wh
   if (differences) {
     out += std::string(markdown ? "\n" : "") +
            "A change without %: the difference B - A per round, where some run did not keep\n"
-           "the frame (under 0.5% of its samples).\n";
+           "the frame (under 0.1% of its samples).\n";
   }
   return out;
 }

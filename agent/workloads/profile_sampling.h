@@ -5,7 +5,7 @@
 // on every thread once they run, enabled with the measured interval and drained by a reader
 // thread of its own (not sampled). Results:
 //   counters     profile.samples, profile.lost, profile.user (samples in user mode) and, for
-//                each kernel frame in at least 0.5% of the samples (at most 200 frames),
+//                each kernel frame in at least 0.1% of the samples (at most 200 frames),
 //                profile.total.<frame> (samples with the frame anywhere in the stack) and
 //                profile.self.<frame> (at the leaf). The controller compares them per round
 //                like every counter: a frame's CPU time per unit of work, which does not

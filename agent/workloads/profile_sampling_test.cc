@@ -7,33 +7,35 @@ namespace faultline::workloads {
 namespace {
 
 // A run's folded stacks as counters: per kernel frame (once per stack, recursion or not),
-// the leaf as self, user-only samples apart; frames under 0.5% left out.
+// the leaf as self, user-only samples apart; frames under 0.1% left out.
 TEST(ProfileCounters, FramesTotalAndSelfFromTheFoldedStacks) {
   std::map<std::string, uint64_t> folded = {
-      {"[user]", 200},
+      {"[user]", 1200},
       {"[user];asm_exc_page_fault;handle_mm_fault;filemap_fault", 60},
       {"[user];asm_exc_page_fault;handle_mm_fault", 30},
       {"entry_SYSCALL_64;f;g;f", 9},
+      {"entry_SYSCALL_64;uncommon", 2},
       {"entry_SYSCALL_64;rare", 1}};
   std::map<std::string, double> c;
   ProfileCounters(folded, 4, &c);
-  EXPECT_EQ(c["profile.samples"], 300);
+  EXPECT_EQ(c["profile.samples"], 1302);
   EXPECT_EQ(c["profile.lost"], 4);
-  EXPECT_EQ(c["profile.user"], 200);
+  EXPECT_EQ(c["profile.user"], 1200);
   EXPECT_EQ(c["profile.total.handle_mm_fault"], 90);
   EXPECT_EQ(c["profile.self.handle_mm_fault"], 30);
   EXPECT_EQ(c["profile.self.filemap_fault"], 60);
   EXPECT_EQ(c["profile.total.f"], 9) << "once per stack";
   EXPECT_EQ(c["profile.self.f"], 9);
-  EXPECT_EQ(c.count("profile.total.rare"), 0u) << "0.5% of 300 samples is 1.5: under it";
+  EXPECT_EQ(c["profile.total.uncommon"], 2) << "0.15% of the samples: kept";
+  EXPECT_EQ(c.count("profile.total.rare"), 0u) << "0.1% of 1,302 samples is 1.3: under it";
   EXPECT_EQ(c.count("profile.self.asm_exc_page_fault"), 0u) << "never a leaf";
   EXPECT_EQ(FoldedText(folded, 1 << 20)
-                .rfind("[user] 200\n[user];asm_exc_page_fault;handle_mm_fault;filemap_fault 60\n"
+                .rfind("[user] 1200\n[user];asm_exc_page_fault;handle_mm_fault;filemap_fault 60\n"
                        "[user];asm_exc_page_fault;handle_mm_fault 30\n",
                        0),
             0u)
       << "most samples first";
-  EXPECT_EQ(FoldedText(folded, 20), "[user] 200\n") << "whole lines within the bound";
+  EXPECT_EQ(FoldedText(folded, 20), "[user] 1200\n") << "whole lines within the bound";
 }
 
 }  // namespace

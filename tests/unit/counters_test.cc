@@ -75,7 +75,7 @@ TEST(CompareCounters, ACounterOnOneSideOnlyIsNamedNotRatioed) {
 
 TEST(CompareCounters, AFrameOnOneKernelsStacksOnlyIsTestedAsADifference) {
   // The hidden x86 patch: every fault takes mmap_lock, none tries the per-VMA lock. Runs
-  // leave out frames under 0.5% of their samples, so the frame is absent, not unknown.
+  // leave out frames under 0.1% of their samples, so the frame is absent, not unknown.
   std::vector<RunCounters> a, b;
   for (int i = 0; i < 10; ++i) {
     a.push_back(MakeRun(i + 1, 1000,
@@ -97,7 +97,7 @@ TEST(CompareCounters, AFrameOnOneKernelsStacksOnlyIsTestedAsADifference) {
 }
 
 TEST(CompareCounters, AnAAOfFramesAroundTheCutFlagsNothing) {
-  // 60 frames near the 0.5% cut: each run keeps a frame only above it, on both sides alike.
+  // 60 frames near the 0.1% cut: each run keeps a frame only above it, on both sides alike.
   std::mt19937 rng(20261205);
   std::lognormal_distribution<double> noise(0.0, 0.3);
   std::vector<RunCounters> a, b;
@@ -105,8 +105,8 @@ TEST(CompareCounters, AnAAOfFramesAroundTheCutFlagsNothing) {
     for (auto* side : {&a, &b}) {
       RunCounters r = MakeRun(i + 1, 1000, {});
       for (int k = 0; k < 60; ++k) {
-        const double share = 0.005 * (0.5 + k / 30.0) * noise(rng);
-        if (share >= 0.005) r.values["profile.self.f" + std::to_string(k)] = 2000 * share;
+        const double share = 0.001 * (0.5 + k / 30.0) * noise(rng);
+        if (share >= 0.001) r.values["profile.self.f" + std::to_string(k)] = 2000 * share;
       }
       side->push_back(std::move(r));
     }

@@ -110,7 +110,7 @@ std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a
     auto any_zero = [](const std::vector<double>& v) {
       return std::any_of(v.begin(), v.end(), [](double x) { return std::isfinite(x) && !(x > 0); });
     };
-    // A frame a run leaves out (under 0.5% of its samples) was seen little, not unknown: a
+    // A frame a run leaves out (under 0.1% of its samples) was seen little, not unknown: a
     // frame on one kernel's stacks only is the change to test (the rank test holds under
     // the null: the cut applies alike to both sides). Other counters absent on one side
     // are ones that kernel does not have.
