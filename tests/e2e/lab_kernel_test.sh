@@ -44,8 +44,8 @@ cat >"$S/ab.yaml" <<YAML
 name: lab-kernels-ci
 benchmark: filemap-thrash
 duration: 1s
-repetitions: 14
-block_size: 14
+repetitions: 20
+block_size: 20
 boards: [lab-x86_64]
 kernels:
   vanilla: {tree: $tree, ref: $ref, config: {base: tinyconfig, fragments: [board.config]}}
@@ -53,7 +53,7 @@ kernels:
 events: [mmap_lock:mmap_lock_start_locking, sw:page-faults]
 memcg: {memory_max: 128M, swap_max: 0}
 params: {file_size: 2M, threads: 2}
-profile: {frequency_hz: 199}
+profile: {frequency_hz: 499}
 YAML
 T=$EPOCHREALTIME
 job=$("$FL_BIN_CLI" submit "$S/ab.yaml") || fail "submit"
@@ -80,9 +80,9 @@ grep -h "event=kernel_fetched" "$FL_LAB_STATE"/up/lab-x86_64/console.log | sed '
 mismatched=$(sql "SELECT count(*) FROM runs r JOIN results res ON res.run_id = r.id JOIN builds b ON b.label = r.kernel
                   WHERE r.job_id = $job AND res.environment->>'kernel.release' <> b.outcome->>'release'")
 [ "$mismatched" = 0 ] || fail "$mismatched results on another kernel than their build's"
-[ "$(sql "SELECT count(*) FROM results res JOIN runs r ON r.id = res.run_id WHERE r.job_id = $job")" = 28 ] ||
-  fail "28 results"
-pass "28 results, each on its build's release"
+[ "$(sql "SELECT count(*) FROM results res JOIN runs r ON r.id = res.run_id WHERE r.job_id = $job")" = 40 ] ||
+  fail "40 results"
+pass "40 results, each on its build's release"
 
 "$FL_BIN_CLI" report "$job" --counters significant | tee "$S/report.txt"
 "$FL_BIN_CLI" report "$job" --format csv --counters all >"$S/counters.csv" || fail "report csv"

@@ -96,6 +96,34 @@ TEST(CompareCounters, AFrameOnOneKernelsStacksOnlyIsTestedAsADifference) {
   EXPECT_FALSE(Named(all, "profile.total.handle_mm_fault").significant);
 }
 
+// The frames are a family of their own: hundreds of them do not take a clear counter
+// change below the bar (14 pairs: the least p is 1.2e-4; among 400 frames and a counter in
+// one family it would need five others at that p).
+TEST(CompareCounters, FramesDoNotDiluteTheCounters) {
+  std::mt19937 rng(20261206);
+  std::lognormal_distribution<double> noise(0.0, 0.2);
+  std::vector<RunCounters> a, b;
+  for (int i = 0; i < 14; ++i) {
+    RunCounters ra = MakeRun(i + 1, 300, {{"perf.mmap_lock:mmap_lock_start_locking", 1000 + i}});
+    RunCounters rb = MakeRun(i + 1, 300, {{"perf.mmap_lock:mmap_lock_start_locking", 24000 + i}});
+    for (int k = 0; k < 200; ++k) {
+      ra.values["profile.total.f" + std::to_string(k)] = 10 * noise(rng);
+      rb.values["profile.total.f" + std::to_string(k)] = 10 * noise(rng);
+      ra.values["profile.self.f" + std::to_string(k)] = 5 * noise(rng);
+      rb.values["profile.self.f" + std::to_string(k)] = 5 * noise(rng);
+    }
+    a.push_back(std::move(ra));
+    b.push_back(std::move(rb));
+  }
+  const auto all = CompareCounters(a, b, /*paired=*/true, stats::CompareOptions{0.01});
+  const auto& locking = Named(all, "perf.mmap_lock:mmap_lock_start_locking");
+  EXPECT_TRUE(locking.significant) << "q " << locking.q_value;
+  EXPECT_NEAR(locking.q_value, locking.p_value, 1e-12) << "alone in its family";
+  int frames_flagged = 0;
+  for (const auto& c : all) frames_flagged += IsFrameCounter(c.name) && c.significant ? 1 : 0;
+  EXPECT_EQ(frames_flagged, 0);
+}
+
 TEST(CompareCounters, AnAAOfFramesAroundTheCutFlagsNothing) {
   // 60 frames near the 0.1% cut: each run keeps a frame only above it, on both sides alike.
   std::mt19937 rng(20261205);

@@ -55,6 +55,8 @@ struct CounterComparison {
 // descriptions of the run (memcg.peak_bytes, measured_elapsed_seconds, rounds_per_thread_*,
 // ns_per_iteration, ...).
 bool IsComparableCounter(std::string_view name);
+// profile.total.<frame> and profile.self.<frame>: a call-stack frame's samples.
+bool IsFrameCounter(std::string_view name);
 
 // Fewer rounds than this in any run and counters are compared per second instead.
 inline constexpr double kMinRoundsPerRunForCounters = 5;
@@ -77,6 +79,7 @@ bool CountersPerSecond(const std::vector<RunCounters>& a, const std::vector<RunC
 // Ordered: significant ratios first, largest first by the end of their CI nearest ×1 (the
 // least change the data allow: a wide interval of a few runs does not lead), then the
 // significant differences by q, then the rest by q, then the one-sided ones by name.
+// q: Benjamini-Hochberg within a family, the frames' (IsFrameCounter) or the other counters'.
 std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a,
                                                const std::vector<RunCounters>& b, bool paired,
                                                const stats::CompareOptions& options);
