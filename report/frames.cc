@@ -9,8 +9,8 @@
 namespace faultline::report {
 namespace {
 
-constexpr std::string_view kTotal = "profile.total.";
-constexpr std::string_view kSelf = "profile.self.";
+constexpr std::string_view kTotal = kProfileTotalPrefix;
+constexpr std::string_view kSelf = kProfileSelfPrefix;
 
 std::string Number(double v) {
   if (std::isnan(v)) return "-";
@@ -19,11 +19,6 @@ std::string Number(double v) {
 }
 
 }  // namespace
-
-bool IsFrameCounter(std::string_view counter) {
-  return (counter.starts_with(kTotal) && counter.size() > kTotal.size()) ||
-         (counter.starts_with(kSelf) && counter.size() > kSelf.size());
-}
 
 std::vector<ChangedFrame> ChangedFrames(const v1::Comparison& comparison, int* compared) {
   std::vector<ChangedFrame> out;

@@ -7,14 +7,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/profile_names.h"
 #include "faultline/v1/job.pb.h"
 #include "report/format.h"
 #include "report/table.h"
 
 namespace faultline::report {
 
-// profile.total.<frame> or profile.self.<frame>: one frame's samples (not profile.user).
-bool IsFrameCounter(std::string_view counter);
+using faultline::IsFrameCounter;  // profile.total.<frame>, profile.self.<frame>
 
 struct ChangedFrame {
   std::string frame;   // "lock_mm_and_find_vma", "[user]"

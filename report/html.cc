@@ -331,17 +331,8 @@ std::string LockTablesHtml(const v1::Comparison& c, const std::string& heading, 
   std::string out = absl::StrCat("<h3>mmap_lock waits, ", Escape(heading), "</h3>\n<p>",
                                  Escape(MedianTablesLegend(c, alpha)), "</p>\n");
   for (const v1::MedianTable& table : c.tables()) {
-    const Table t = MedianTableRows(table, c.baseline(), c.candidate());
-    absl::StrAppend(&out, "<table class=\"lock\"><caption>", Escape(table.title()), " (",
-                    Escape(TableUnit(table)), ")</caption>\n<tr>");
-    for (const std::string& h : t.headers) absl::StrAppend(&out, "<th>", Escape(h), "</th>");
-    absl::StrAppend(&out, "</tr>\n");
-    for (const auto& row : t.rows) {
-      absl::StrAppend(&out, "<tr>");
-      for (const std::string& cell : row) absl::StrAppend(&out, "<td>", Escape(cell), "</td>");
-      absl::StrAppend(&out, "</tr>\n");
-    }
-    absl::StrAppend(&out, "</table>\n");
+    absl::StrAppend(&out, HtmlTable(MedianTableRows(table, c.baseline(), c.candidate()), "lock",
+                                    table.title() + " (" + TableUnit(table) + ")"));
   }
   return out;
 }

@@ -118,17 +118,7 @@ std::string FramesTableHtml(const v1::Comparison& c, double alpha) {
   if (compared == 0) return "";
   const std::string title = FramesTitle(frames, compared, "", alpha);
   if (frames.empty()) return "<p>" + HtmlEscape(title) + "</p>\n";
-  const Table t = FrameTable(frames, "A", "B");
-  std::string out =
-      "<table class=\"lock frames\"><caption>" + HtmlEscape(title) + "</caption>\n<tr>";
-  for (const std::string& h : t.headers) absl::StrAppend(&out, "<th>", HtmlEscape(h), "</th>");
-  absl::StrAppend(&out, "</tr>\n");
-  for (const auto& row : t.rows) {
-    absl::StrAppend(&out, "<tr>");
-    for (const std::string& cell : row) absl::StrAppend(&out, "<td>", HtmlEscape(cell), "</td>");
-    absl::StrAppend(&out, "</tr>\n");
-  }
-  return out + "</table>\n";
+  return HtmlTable(FrameTable(frames, "A", "B"), "lock frames", title);
 }
 
 }  // namespace
@@ -155,6 +145,20 @@ std::string HtmlEscape(const std::string& text) {
     }
   }
   return out;
+}
+
+std::string HtmlTable(const Table& table, const std::string& css_class,
+                      const std::string& caption) {
+  std::string out = absl::StrCat("<table class=\"", css_class, "\"><caption>", HtmlEscape(caption),
+                                 "</caption>\n<tr>");
+  for (const std::string& h : table.headers) absl::StrAppend(&out, "<th>", HtmlEscape(h), "</th>");
+  absl::StrAppend(&out, "</tr>\n");
+  for (const auto& row : table.rows) {
+    absl::StrAppend(&out, "<tr>");
+    for (const std::string& cell : row) absl::StrAppend(&out, "<td>", HtmlEscape(cell), "</td>");
+    absl::StrAppend(&out, "</tr>\n");
+  }
+  return out + "</table>\n";
 }
 
 std::string ProfilesHtml(const v1::GetReportResponse& report) {

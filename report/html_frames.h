@@ -10,6 +10,7 @@
 #include <string>
 
 #include "faultline/v1/job.pb.h"
+#include "report/table.h"
 
 namespace faultline::report {
 
@@ -18,5 +19,7 @@ std::string ProfilesHtml(const v1::GetReportResponse& report);
 
 // For the page's other parts: & < > " escaped.
 std::string HtmlEscape(const std::string& text);
+// <table class=CSS_CLASS><caption>CAPTION</caption> the headers, then a row per row, escaped.
+std::string HtmlTable(const Table& table, const std::string& css_class, const std::string& caption);
 
 }  // namespace faultline::report

@@ -5,6 +5,8 @@
 #include <set>
 #include <string_view>
 
+#include "common/profile_names.h"
+
 namespace faultline::workloads {
 namespace {
 
@@ -54,9 +56,9 @@ void ProfileCounters(const std::map<std::string, uint64_t>& folded, uint64_t los
   });
   if (ranked.size() > kMaxFrames) ranked.resize(kMaxFrames);
   for (const auto& [n, frame] : ranked) {
-    (*counters)["profile.total." + frame] = static_cast<double>(n);
+    (*counters)[std::string(kProfileTotalPrefix) + frame] = static_cast<double>(n);
     if (auto it = self.find(frame); it != self.end()) {
-      (*counters)["profile.self." + frame] = static_cast<double>(it->second);
+      (*counters)[std::string(kProfileSelfPrefix) + frame] = static_cast<double>(it->second);
     }
   }
 }

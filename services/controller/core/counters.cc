@@ -72,10 +72,6 @@ bool IsComparableCounter(std::string_view name) {
   return name == "cpu_seconds" || name.ends_with("_rounds");
 }
 
-bool IsFrameCounter(std::string_view name) {
-  return name.starts_with("profile.total.") || name.starts_with("profile.self.");
-}
-
 std::vector<CounterComparison> CompareCounters(const std::vector<RunCounters>& a_in,
                                                const std::vector<RunCounters>& b_in, bool paired,
                                                const stats::CompareOptions& options) {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/profile_names.h"
 #include "stats/statistics.h"
 
 namespace faultline::controller {
@@ -55,8 +56,7 @@ struct CounterComparison {
 // descriptions of the run (memcg.peak_bytes, measured_elapsed_seconds, rounds_per_thread_*,
 // ns_per_iteration, ...).
 bool IsComparableCounter(std::string_view name);
-// profile.total.<frame> and profile.self.<frame>: a call-stack frame's samples.
-bool IsFrameCounter(std::string_view name);
+using faultline::IsFrameCounter;  // profile.total.<frame>, profile.self.<frame>
 
 // Fewer rounds than this in any run and counters are compared per second instead.
 inline constexpr double kMinRoundsPerRunForCounters = 5;
