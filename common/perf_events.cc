@@ -13,6 +13,17 @@ bool IsNamePart(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), IsNameChar);
 }
 
+// A kernel symbol as kallsyms spells it: C identifiers plus the compiler's suffixes
+// (folio_add_lru.part.0, __x64_sys_munmap).
+bool IsFunctionName(std::string_view s) {
+  auto ok = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.';
+  };
+  return !s.empty() && !(s[0] >= '0' && s[0] <= '9') && s[0] != '.' &&
+         std::all_of(s.begin(), s.end(), ok);
+}
+
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -36,7 +47,7 @@ const std::vector<std::string>& HardwarePerfEventNames() {
 
 std::optional<PerfEventNameParts> SplitPerfEventName(std::string_view event, std::string* why) {
   if (event.empty()) {
-    *why = "empty event name (SYSTEM:NAME, sw:NAME or hw:NAME)";
+    *why = "empty event name (SYSTEM:NAME, sw:NAME, hw:NAME or calls:FUNCTION)";
     return std::nullopt;
   }
   if (event.size() > kMaxPerfEventNameLength) {
@@ -45,7 +56,9 @@ std::optional<PerfEventNameParts> SplitPerfEventName(std::string_view event, std
   }
   const size_t colon = event.find(':');
   if (colon == std::string_view::npos) {
-    *why = "malformed event name (want SYSTEM:NAME for a tracepoint, sw:NAME or hw:NAME)";
+    *why =
+        "malformed event name (want SYSTEM:NAME for a tracepoint, sw:NAME, hw:NAME or "
+        "calls:FUNCTION)";
     return std::nullopt;
   }
   PerfEventNameParts parts;
@@ -65,6 +78,16 @@ std::optional<PerfEventNameParts> SplitPerfEventName(std::string_view event, std
   if (parts.system == "hw") {
     if (!known(HardwarePerfEventNames(), "hardware")) return std::nullopt;
     parts.kind = PerfEventKind::kHardware;
+    return parts;
+  }
+  if (parts.system == "calls") {
+    if (!IsFunctionName(parts.name)) {
+      *why =
+          "malformed kernel function name (want calls:FUNCTION, a symbol of [A-Za-z0-9_.], "
+          "e.g. calls:lock_vma_under_rcu)";
+      return std::nullopt;
+    }
+    parts.kind = PerfEventKind::kCalls;
     return parts;
   }
   if (!IsNamePart(parts.system) || !IsNamePart(parts.name)) {

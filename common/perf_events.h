@@ -7,6 +7,10 @@
 //   sw:NAME       a software counter (page-faults, context-switches, ...)
 //   hw:NAME       a hardware counter (cycles, ...): boards without a PMU report it as
 //                 unsupported instead of failing
+//   calls:FUNC    the exact number of calls of a kernel function (lock_vma_under_rcu,
+//                 handle_mm_fault): a kprobe per thread through the kprobe PMU
+//                 (CONFIG_KPROBE_EVENTS; a kernel without it, or without the function,
+//                 reports it as unsupported instead of failing)
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -18,12 +22,12 @@ namespace faultline {
 inline constexpr size_t kMaxPerfEvents = 16;
 inline constexpr size_t kMaxPerfEventNameLength = 128;
 
-enum class PerfEventKind { kTracepoint, kSoftware, kHardware };
+enum class PerfEventKind { kTracepoint, kSoftware, kHardware, kCalls };
 
 struct PerfEventNameParts {
   PerfEventKind kind = PerfEventKind::kTracepoint;
-  std::string system;  // the tracepoint's system, or "sw" / "hw"
-  std::string name;    // the tracepoint's or the counter's name
+  std::string system;  // the tracepoint's system, or "sw" / "hw" / "calls"
+  std::string name;    // the tracepoint's, the counter's or the kernel function's name
 };
 
 // The known names after "sw:" and "hw:", in the order the help text lists them.

@@ -73,7 +73,11 @@ struct perf_event_attr CountingAttr(const PerfEventName& event) {
   std::memset(&attr, 0, sizeof(attr));
   attr.size = sizeof(attr);
   attr.type = event.type;
-  attr.config = event.config;
+  attr.config = event.config;  // calls: 0, an entry probe (1 would be a return probe)
+  if (event.kind == PerfEventKind::kCalls) {
+    attr.config1 = reinterpret_cast<uintptr_t>(event.name.c_str());  // kprobe_func
+    attr.config2 = 0;                                                // probe_offset
+  }
   attr.disabled = 1;
   attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
   return attr;
@@ -103,6 +107,26 @@ std::string OpenErrorReason(int error_number) {
 // to it.
 bool IsNoPmu(int error_number) {
   return error_number == ENOENT || error_number == EOPNOTSUPP || error_number == ENODEV;
+}
+
+// The kprobe PMU's perf type (a kernel with CONFIG_KPROBE_EVENTS has it); nullopt with *why.
+std::optional<uint32_t> KprobePmuType(const std::string& sysfs_root, std::string* why) {
+  const std::string path = sysfs_root + "/bus/event_source/devices/kprobe/type";
+  std::string error;
+  auto text = ReadFileToString(path, &error);
+  std::optional<uint64_t> type;
+  if (text) {
+    std::string trimmed = *text;
+    while (!trimmed.empty() && (trimmed.back() == '\n' || trimmed.back() == ' '))
+      trimmed.pop_back();
+    type = ParseUnsigned(trimmed);
+  }
+  if (!type || *type > UINT32_MAX) {
+    *why = "this kernel has no kprobe PMU to count calls with (" +
+           (text ? path + ": not a number" : error) + "; needs CONFIG_KPROBE_EVENTS)";
+    return std::nullopt;
+  }
+  return static_cast<uint32_t>(*type);
 }
 
 // Lets this process hold `more` descriptors beyond those open now, raising the soft limit
@@ -175,6 +199,9 @@ std::optional<PerfEventName> ParseEventName(std::string_view text, std::string* 
     case PerfEventKind::kHardware:
       event.type = PERF_TYPE_HARDWARE;
       config = HardwareConfig(event.name);
+      break;
+    case PerfEventKind::kCalls:
+      config = 0;  // the kprobe PMU's type, once resolved; the function goes in config1
       break;
   }
   if (!config) {  // a name common knows and this table does not: a bug
@@ -293,6 +320,8 @@ std::optional<ResolvedPerfEvents> ResolvePerfEvents(const std::vector<std::strin
   }
   std::vector<PerfEventName> parsed;
   bool any_tracepoint = false;
+  std::optional<uint32_t> kprobe_type;
+  std::string no_kprobes;
   for (const auto& text : names) {
     auto event = ParseEventName(text, &why);
     if (!event) {
@@ -301,6 +330,14 @@ std::optional<ResolvedPerfEvents> ResolvePerfEvents(const std::vector<std::strin
       return std::nullopt;
     }
     any_tracepoint = any_tracepoint || event->kind == PerfEventKind::kTracepoint;
+    if (event->kind == PerfEventKind::kCalls) {
+      if (!kprobe_type && no_kprobes.empty()) kprobe_type = KprobePmuType("/sys", &no_kprobes);
+      if (!kprobe_type) {  // counting calls is evidence, not the run: it goes on
+        resolved.unsupported[event->text] = no_kprobes;
+        continue;
+      }
+      event->type = *kprobe_type;
+    }
     parsed.push_back(std::move(*event));
   }
   if (any_tracepoint) {
@@ -330,6 +367,11 @@ std::optional<ResolvedPerfEvents> ResolvePerfEvents(const std::vector<std::strin
       if (event.kind == PerfEventKind::kHardware && IsNoPmu(open_errno)) {
         resolved.unsupported[event.text] =
             "no hardware PMU counts this event on this board (" + OpenErrorReason(open_errno) + ")";
+        continue;
+      }
+      if (event.kind == PerfEventKind::kCalls) {  // not in kallsyms, inlined, notrace, lockdown
+        resolved.unsupported[event.text] = "no kprobe on kernel function '" + event.name +
+                                           "' here (" + OpenErrorReason(open_errno) + ")";
         continue;
       }
       error->usage = false;

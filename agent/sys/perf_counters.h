@@ -2,7 +2,9 @@
 // Counting-mode perf events (perf_event_open(2), raw syscall: no sampling, no perf binary)
 // over the threads of this process: tracepoints (SYSTEM:NAME, ids from tracefs), software
 // counters (sw:page-faults, ...) and hardware counters (hw:cycles, ...; a board without a
-// PMU, e.g. under qemu TCG, reports those as unsupported instead of failing).
+// PMU, e.g. under qemu TCG, reports those as unsupported instead of failing) and the calls
+// of kernel functions (calls:FUNC, a kprobe per thread from the kprobe PMU; a kernel without
+// CONFIG_KPROBE_EVENTS or without the function reports it as unsupported).
 //
 // Flow: ResolvePerfEvents (names -> perf type/config; refuses unknown names and missing
 // tracepoints, probes permission and PMU support on the calling thread), then
@@ -28,8 +30,8 @@ struct PerfEventName {
   PerfEventKind kind = PerfEventKind::kTracepoint;
   std::string system;
   std::string name;
-  uint32_t type = 0;    // PERF_TYPE_*
-  uint64_t config = 0;  // PERF_COUNT_* (0 for a tracepoint until resolved)
+  uint32_t type = 0;    // PERF_TYPE_* (calls: the kprobe PMU's, once resolved)
+  uint64_t config = 0;  // PERF_COUNT_* (0 for a tracepoint until resolved; 0 for calls)
 };
 
 // Syntax and known names only; nullopt with *error = "'EVENT': reason".
@@ -74,7 +76,7 @@ std::vector<pid_t> ThreadsOfThisProcess(std::string* error);
 
 struct ResolvedPerfEvents {
   std::vector<PerfEventName> events;               // ready to open, in the order given
-  std::map<std::string, std::string> unsupported;  // event -> why (hw:* without a PMU)
+  std::map<std::string, std::string> unsupported;  // event -> why (hw:* without a PMU, ...)
 };
 
 struct PerfEventsError {

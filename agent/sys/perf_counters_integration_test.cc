@@ -180,6 +180,55 @@ TEST(PerfCounters, PageFaultsCountTouchedPages) {
   EXPECT_GE((*counts)[1].value, kPages);
 }
 
+// calls:FUNC needs the kprobe PMU (CONFIG_KPROBE_EVENTS) and a kernel that lets root place
+// kprobes (not locked down): elsewhere the event is unsupported, never an error.
+TEST(PerfCounters, CallsOfHandleMmFaultCountTouchedPages) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  auto resolved = Resolve({"calls:handle_mm_fault", "sw:page-faults"});
+  ASSERT_FALSE(resolved.events.empty());
+  EXPECT_EQ(resolved.events.back().text, "sw:page-faults");
+  if (resolved.events.size() == 1) {
+    ASSERT_EQ(resolved.unsupported.count("calls:handle_mm_fault"), 1u);
+    const std::string why = resolved.unsupported["calls:handle_mm_fault"];
+    EXPECT_TRUE(why.find("kprobe") != std::string::npos) << why;
+    GTEST_SKIP() << "no kprobes on this kernel: " << why;
+  }
+  constexpr size_t kPages = 1024;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* region =
+      ::mmap(nullptr, kPages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(region, MAP_FAILED);
+  ::madvise(region, kPages * page, MADV_NOHUGEPAGE);
+  std::string error;
+  auto session = PerfCounterSession::Open(resolved.events, &error);
+  ASSERT_TRUE(session) << error;
+  ASSERT_TRUE(session->Enable(&error)) << error;
+  auto* bytes = static_cast<volatile char*>(region);
+  for (size_t i = 0; i < kPages; ++i) bytes[i * page] = 1;
+  ASSERT_TRUE(session->Disable(&error)) << error;
+  ::munmap(region, kPages * page);
+  auto counts = session->Read(&error);
+  ASSERT_TRUE(counts) << error;
+  // Every user fault goes through handle_mm_fault once (twice when it retries).
+  EXPECT_GE((*counts)[0].value, kPages);
+  EXPECT_GE((*counts)[0].value, (*counts)[1].value);
+  EXPECT_LT((*counts)[0].value, 4 * kPages);
+}
+
+TEST(PerfCounters, CallsOfAMissingFunctionAreUnsupportedNotFatal) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  auto resolved = Resolve({"calls:faultline_no_such_function", "sw:page-faults"});
+  ASSERT_EQ(resolved.events.size(), 1u);
+  EXPECT_EQ(resolved.events[0].text, "sw:page-faults");
+  ASSERT_EQ(resolved.unsupported.count("calls:faultline_no_such_function"), 1u);
+  const std::string why = resolved.unsupported["calls:faultline_no_such_function"];
+  // Either the kernel has no kprobe PMU at all or it has no such function.
+  EXPECT_TRUE(why.find("no kprobe PMU") != std::string::npos ||
+              why.find("no kprobe on kernel function 'faultline_no_such_function'") !=
+                  std::string::npos)
+      << why;
+}
+
 TEST(PerfCounters, DisabledCountersCountNothing) {
   SKIP_WITHOUT_PERF_EVENTS();
   auto resolved = Resolve({"mmap_lock:mmap_lock_start_locking"});

@@ -44,6 +44,25 @@ TEST(ParseEventName, SoftwareAndHardware) {
   EXPECT_EQ(cycles->config, static_cast<uint64_t>(PERF_COUNT_HW_CPU_CYCLES));
 }
 
+TEST(ParseEventName, CallsOfAKernelFunction) {
+  std::string error;
+  auto calls = ParseEventName("calls:lock_vma_under_rcu", &error);
+  ASSERT_TRUE(calls) << error;
+  EXPECT_EQ(calls->kind, PerfEventKind::kCalls);
+  EXPECT_EQ(calls->system, "calls");
+  EXPECT_EQ(calls->name, "lock_vma_under_rcu");
+  EXPECT_EQ(calls->type, 0u) << "the kprobe PMU's type is only known on the board";
+  for (const char* name : {"calls:folio_add_lru.part.0", "calls:__x64_sys_munmap", "calls:A1"}) {
+    EXPECT_TRUE(ParseEventName(name, &error)) << name << ": " << error;
+  }
+  for (const char* bad : {"calls:", "calls:1st", "calls:.part", "calls:a-b", "calls:a b",
+                          "calls:a:b", "calls:a+0x10"}) {
+    EXPECT_NE(ParseError(bad).find("malformed kernel function name (want calls:FUNCTION"),
+              std::string::npos)
+        << bad << ": " << ParseError(bad);
+  }
+}
+
 TEST(ParseEventName, EveryKnownNameHasAPerfConfig) {
   for (const auto& name : SoftwarePerfEventNames()) {
     std::string error;
@@ -63,8 +82,8 @@ TEST(ParseEventName, ErrorsNameTheEventAndTheReason) {
             "'hw:stalls': unknown hardware event 'stalls' (hw: one of cycles, instructions, "
             "cache-misses, branch-misses)");
   EXPECT_EQ(ParseError("page-faults"),
-            "'page-faults': malformed event name (want SYSTEM:NAME for a tracepoint, sw:NAME or "
-            "hw:NAME)");
+            "'page-faults': malformed event name (want SYSTEM:NAME for a tracepoint, sw:NAME, "
+            "hw:NAME or calls:FUNCTION)");
   for (const char* bad : {"mmap_lock:", ":x", "MMAP_LOCK:start", "a:b:c", "a b:c", "a:b-c"}) {
     EXPECT_NE(ParseError(bad).find("malformed tracepoint name (want SYSTEM:NAME, both "
                                    "[a-z0-9_]+"),
@@ -84,6 +103,10 @@ TEST(CheckPerfEventList, LimitsDuplicatesAndIndex) {
   std::string why;
   EXPECT_TRUE(CheckPerfEventList({}, &index, &why));
   EXPECT_TRUE(CheckPerfEventList({"sw:page-faults", "exceptions:page_fault_user"}, &index, &why));
+  EXPECT_TRUE(CheckPerfEventList({"calls:handle_mm_fault", "sw:page-faults"}, &index, &why)) << why;
+  EXPECT_FALSE(
+      CheckPerfEventList({"calls:handle_mm_fault", "calls:handle_mm_fault"}, &index, &why));
+  EXPECT_EQ(index, 1u);
   EXPECT_FALSE(CheckPerfEventList({"sw:page-faults", "x", "sw:page-faults"}, &index, &why));
   EXPECT_EQ(index, 1u);
   EXPECT_FALSE(CheckPerfEventList({"sw:page-faults", "a:b", "sw:page-faults"}, &index, &why));

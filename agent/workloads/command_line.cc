@@ -189,7 +189,9 @@ std::string WorkloadUsage() {
       "--events counts perf events over the measured interval, summed over the workload's\n"
       "threads (counters perf.EVENT; at most 16): tracepoints SYSTEM:NAME, e.g.\n"
       "mmap_lock:mmap_lock_start_locking (tracefs is mounted for the look-up if it is not),\n"
-      "sw:NAME and hw:NAME (a board without a PMU reports hw events as unsupported).\n"
+      "sw:NAME and hw:NAME (a board without a PMU reports hw events as unsupported),\n"
+      "calls:FUNCTION, the calls of a kernel function (a kprobe: a kernel without\n"
+      "CONFIG_KPROBE_EVENTS or without the function reports it as unsupported).\n"
       "--mmap-lock-waits traces every mmap_lock acquisition of the workload's threads and\n"
       "its wait (counters mmap_lock_wait.*: read/write count, total_us and decades of us;\n"
       "a kernel without the mmap_lock tracepoints says so in mmap_lock_wait.unsupported).\n";

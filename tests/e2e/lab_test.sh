@@ -70,6 +70,7 @@ boards: [lab-$arch]
 memcg: {memory_max: 128M, swap_max: 0}
 params: {file_size: 2M}
 matrix: {threads: [2]}
+events: [calls:handle_mm_fault, sw:page-faults]
 YAML
   cat >"$S/swap-$arch.yaml" <<YAML
 name: lab-swap-$arch
@@ -180,7 +181,20 @@ for arch in $ARCHES; do
   swaps=$(sql "SELECT count(*) FROM results res JOIN runs r ON r.id = res.run_id JOIN jobs j ON j.id = r.job_id
                WHERE r.job_id IN ($jobs) AND j.benchmark = 'swap-in' AND res.environment->>'swap.devices' LIKE '%zram%'")
   [ "$swaps" = 4 ] || fail "$b: $swaps of 4 swap-in results ran with a zram swap device"
-  pass "$b: 8 results; vanilla on $(board_release "$arch" vanilla), patched on $(board_release "$arch" patched); virt.accel tcg; swap-in on zram"
+  # calls:handle_mm_fault (a kprobe per thread; Debian's kernels have the kprobe PMU): every
+  # fault of the filemap study goes through handle_mm_fault, retries twice.
+  calls=$(sql "SELECT count(*) || ' ' || coalesce(round(min((res.counters->>'perf.calls:handle_mm_fault')::float8
+                 / nullif((res.counters->>'perf.sw:page-faults')::float8, 0))::numeric, 2), -1) || ' '
+                 || coalesce(round(max((res.counters->>'perf.calls:handle_mm_fault')::float8
+                 / nullif((res.counters->>'perf.sw:page-faults')::float8, 0))::numeric, 2), -1)
+               FROM results res JOIN runs r ON r.id = res.run_id JOIN jobs j ON j.id = r.job_id
+               WHERE r.job_id IN ($jobs) AND j.benchmark = 'filemap-thrash'
+                 AND (res.counters->>'perf.calls:handle_mm_fault')::float8 > 0")
+  read -r n_calls lo hi <<<"$calls"
+  [ "$n_calls" = 4 ] || fail "$b: $n_calls of 4 filemap results counted calls:handle_mm_fault ($(sql "SELECT DISTINCT res.environment->>'perf.unsupported.calls:handle_mm_fault' FROM results res JOIN runs r ON r.id = res.run_id WHERE r.job_id IN ($jobs)"))"
+  awk -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(lo >= 0.5 && hi <= 4) }' ||
+    fail "$b: calls:handle_mm_fault per sw:page-faults $lo..$hi, expected within 0.5..4"
+  pass "$b: 8 results; vanilla on $(board_release "$arch" vanilla), patched on $(board_release "$arch" patched); virt.accel tcg; swap-in on zram; handle_mm_fault calls per fault $lo..$hi"
 done
 v2=$(sql "SELECT res.board || ' ' || (res.environment->>'kernel.release') FROM results res
           WHERE res.environment->>'kernel.release' LIKE '6.12.%' AND res.environment->>'cgroup.version' = '2'

@@ -373,6 +373,10 @@ TEST(ValidateJobSpec, EventsAreCheckedAndKept) {
   ExpectInvalid(s, "events[0]", "malformed event name");
   s.events = {"Mmap_Lock:start"};
   ExpectInvalid(s, "events[0]", "malformed tracepoint name (want SYSTEM:NAME, both [a-z0-9_]+");
+  s.events = {"calls:lock-vma"};
+  ExpectInvalid(s, "events[0]", "'calls:lock-vma': malformed kernel function name");
+  s.events = {"calls:lock_vma_under_rcu", "calls:handle_mm_fault", "sw:page-faults"};
+  EXPECT_TRUE(ValidateJobSpec(s, OneBoard()).ok());
   s.events = {"sw:page-faults", "x:y", "sw:page-faults"};
   ExpectInvalid(s, "events[2]", "'sw:page-faults': listed twice");
   s.events.clear();
