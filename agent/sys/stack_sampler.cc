@@ -181,10 +181,10 @@ DrainedSamples ParseRingRecords(const unsigned char* data, uint64_t size, uint64
 }
 
 void FoldChains(const std::vector<CallChain>& chains, const KernelSymbols& symbols,
-                std::map<std::string, uint64_t>* folded) {
+                std::map<std::string, uint64_t>* folded, const UserSymbols* user) {
   for (const CallChain& chain : chains) {
     std::string stack;
-    if (!chain.user.empty()) stack = "[user]";
+    if (!chain.user.empty()) stack = user ? user->Name(chain.user.front()) : "[user]";
     // Root first: the kernel chain is leaf first.
     for (auto it = chain.kernel.rbegin(); it != chain.kernel.rend(); ++it) {
       std::string_view name = symbols.Name(*it);

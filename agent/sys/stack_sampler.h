@@ -5,8 +5,9 @@
 // caller asks and the board has one), kernel and user call chains, a ring buffer per thread
 // (per-task events of different threads cannot share one: PERF_EVENT_IOC_SET_OUTPUT refuses)
 // that Drain() reads. Kernel frames are named by
-// KernelSymbols (/proc/kallsyms, or the System.map of the kernel the run booted); user frames
-// are folded as one "[user]" frame for now.
+// KernelSymbols (/proc/kallsyms, or the System.map of the kernel the run booted); the user
+// part by its leaf, named by UserSymbols ("faultline-workload:Touch": where the thread was in
+// user space; deeper user frames would need frame pointers the benchmarks and libc lack).
 //
 // The folded form is Brendan Gregg's: "root;caller;leaf COUNT" per distinct stack, root first.
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "agent/sys/mapped_region.h"
 #include "agent/sys/unique_fd.h"
+#include "agent/sys/user_symbols.h"
 
 namespace faultline::sys {
 
@@ -62,9 +64,10 @@ DrainedSamples ParseRingRecords(const unsigned char* data, uint64_t size, uint64
                                 uint64_t head);
 
 // Folds chains into "root;...;leaf" -> count: kernel frames named by `symbols` (an address it
-// cannot name as "0x<hex>"), the user part as one "[user]" frame below them.
+// cannot name as "0x<hex>"), the user part as one frame below them: its leaf named by `user`
+// ("OBJECT:FUNCTION"), or "[user]" without it.
 void FoldChains(const std::vector<CallChain>& chains, const KernelSymbols& symbols,
-                std::map<std::string, uint64_t>* folded);
+                std::map<std::string, uint64_t>* folded, const UserSymbols* user = nullptr);
 
 struct StackSamplerOptions {
   uint32_t frequency_hz = 99;  // samples per second per thread

@@ -100,7 +100,8 @@ class AnonRegionWorkload : public Workload {
     return false;
   }
 
-  bool ReadLoop(RoundCounter& counter, const std::atomic<bool>& stop) const {
+  // Out of line: a profile's user frame names the loop (user_symbols.h).
+  [[gnu::noinline]] bool ReadLoop(RoundCounter& counter, const std::atomic<bool>& stop) const {
     const volatile unsigned char* bytes = region_.data();
     const size_t step = options_.page_size;
     unsigned sum = 0;
@@ -122,7 +123,8 @@ class AnonRegionWorkload : public Workload {
   // compresses 16,384 pages into zram and can outlast a measured interval on a loaded
   // machine (0 rounds although pages went out), and a chunk lets `stop` end a pass early.
   static constexpr size_t kPageoutChunkPages = 512;
-  bool PageoutLoop(RoundCounter& counter, const std::atomic<bool>& stop, std::string* error) const {
+  [[gnu::noinline]] bool PageoutLoop(RoundCounter& counter, const std::atomic<bool>& stop,
+                                     std::string* error) const {
     const size_t chunk = kPageoutChunkPages * options_.page_size;
     while (!stop.load(std::memory_order_relaxed)) {
       for (size_t begin = 0; begin < region_bytes_;) {
@@ -143,7 +145,8 @@ class AnonRegionWorkload : public Workload {
   }
 
   // mmap and munmap both take mmap_lock for write; touching one page makes the mapping real.
-  bool WriterLoop(RoundCounter& counter, const std::atomic<bool>& stop, std::string* error) const {
+  [[gnu::noinline]] bool WriterLoop(RoundCounter& counter, const std::atomic<bool>& stop,
+                                    std::string* error) const {
     while (!stop.load(std::memory_order_relaxed)) {
       int map_errno = 0;
       MappedRegion map = MappedRegion::MapAnonymous(writer_bytes_, &map_errno);

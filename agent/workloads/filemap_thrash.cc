@@ -163,8 +163,9 @@ class FilemapThrash : public Workload {
     return true;
   }
 
-  bool ReadLoop(int fd, RoundCounter& counter, const std::atomic<bool>& stop,
-                std::string* error) const {
+  // Out of line: a profile's user frame names the loop (user_symbols.h).
+  [[gnu::noinline]] bool ReadLoop(int fd, RoundCounter& counter, const std::atomic<bool>& stop,
+                                  std::string* error) const {
     const size_t length = static_cast<size_t>(file_size_);
     const size_t step = options_.page_size;
     unsigned sum = 0;
@@ -186,8 +187,8 @@ class FilemapThrash : public Workload {
   }
 
   // Map and unmap without touching: each call takes mmap_lock for write.
-  bool ChurnLoop(int fd, RoundCounter& counter, const std::atomic<bool>& stop,
-                 std::string* error) const {
+  [[gnu::noinline]] bool ChurnLoop(int fd, RoundCounter& counter, const std::atomic<bool>& stop,
+                                   std::string* error) const {
     while (!stop.load(std::memory_order_relaxed)) {
       int map_errno = 0;
       MappedRegion map =

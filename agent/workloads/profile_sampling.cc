@@ -5,6 +5,7 @@
 #include <set>
 #include <string_view>
 
+#include "agent/sys/user_symbols.h"
 #include "common/profile_names.h"
 
 namespace faultline::workloads {
@@ -31,11 +32,10 @@ void ProfileCounters(const std::map<std::string, uint64_t>& folded, uint64_t los
       frames.push_back(std::string_view(stack).substr(at, end - at));
       at = end + 1;
     }
+    // Samples in user mode: the stack is its user frame alone. "[user]" (unnamed) is no frame.
+    if (frames.size() == 1 && sys::IsUserFrameName(frames.front())) user += n;
     if (!frames.empty() && frames.front() == "[user]") frames.erase(frames.begin());
-    if (frames.empty()) {
-      user += n;
-      continue;
-    }
+    if (frames.empty()) continue;
     std::set<std::string_view> seen;  // a recursive frame counts once per stack
     for (std::string_view f : frames) {
       if (seen.insert(f).second) total[std::string(f)] += n;
@@ -95,7 +95,9 @@ void ProfileSampling::DrainOnce() {
   lost_ += drained.lost;
   for (sys::CallChain& chain : drained.chains) {
     if (chain.kernel.empty() && chain.user.empty()) continue;
-    ++raw_[{std::move(chain.kernel), !chain.user.empty()}];
+    // The user part by its leaf (where the thread was in user space); 0: none.
+    const uint64_t user = chain.user.empty() ? 0 : std::max<uint64_t>(chain.user.front(), 1);
+    ++raw_[{std::move(chain.kernel), user}];
   }
 }
 
@@ -129,9 +131,11 @@ void ProfileSampling::MeasurementEnded() {
     return;
   }
   DrainOnce();
-  std::vector<uint64_t> addresses;
-  for (const auto& [key, n] : raw_)
+  std::vector<uint64_t> addresses, user_addresses;
+  for (const auto& [key, n] : raw_) {
     addresses.insert(addresses.end(), key.first.begin(), key.first.end());
+    if (key.second != 0) user_addresses.push_back(key.second);
+  }
   std::sort(addresses.begin(), addresses.end());
   addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
   std::string error;
@@ -141,12 +145,13 @@ void ProfileSampling::MeasurementEnded() {
     unsupported_ = error;
     return;
   }
+  const sys::UserSymbols user_symbols = sys::UserSymbols::LoadFor(std::move(user_addresses));
   for (const auto& [key, n] : raw_) {
     sys::CallChain chain;
     chain.kernel = key.first;
-    if (key.second) chain.user = {0};
+    if (key.second != 0) chain.user = {key.second};
     std::map<std::string, uint64_t> one;
-    sys::FoldChains({chain}, *symbols, &one);
+    sys::FoldChains({chain}, *symbols, &one, &user_symbols);
     for (const auto& [stack, count] : one) folded_[stack] += n;
   }
   raw_.clear();

@@ -5,7 +5,8 @@
 // on every thread once they run, enabled with the measured interval and drained by a reader
 // thread of its own (not sampled). Results:
 //   counters     profile.samples, profile.lost, profile.user (samples in user mode) and, for
-//                each kernel frame in at least 0.1% of the samples (at most 200 frames),
+//                each frame in at least 0.1% of the samples (at most 200 frames; kernel
+//                frames by name, the user leaf as "OBJECT:FUNCTION", sys/user_symbols.h),
 //                profile.total.<frame> (samples with the frame anywhere in the stack) and
 //                profile.self.<frame> (at the leaf). The controller compares them per round
 //                like every counter: a frame's CPU time per unit of work, which does not
@@ -51,10 +52,10 @@ class ProfileSampling {
   bool pmu_;
   std::optional<sys::StackSampler> sampler_;
   std::mutex mu_;  // raw_, lost_: the reader thread and the end of the interval
-  // Samples by kernel chain (leaf first) and whether they had a user part; named once the
-  // interval ended (the symbol table is read then, a few hundred KiB: the run's memory
-  // cgroup measures this process).
-  std::map<std::pair<std::vector<uint64_t>, bool>, uint64_t> raw_;
+  // Samples by kernel chain (leaf first) and the user part's leaf address (0: none); named
+  // once the interval ended (the symbols needed are read then, a few hundred KiB: the run's
+  // memory cgroup measures this process).
+  std::map<std::pair<std::vector<uint64_t>, uint64_t>, uint64_t> raw_;
   std::map<std::string, uint64_t> folded_;
   uint64_t lost_ = 0;
   std::thread reader_;

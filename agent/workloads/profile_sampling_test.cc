@@ -38,5 +38,26 @@ TEST(ProfileCounters, FramesTotalAndSelfFromTheFoldedStacks) {
   EXPECT_EQ(FoldedText(folded, 20), "[user] 1200\n") << "whole lines within the bound";
 }
 
+// The user leaf named (sys/user_symbols.h): a frame like the kernel's, its samples without
+// a kernel part still counted as user-mode samples.
+TEST(ProfileCounters, NamedUserLeavesAreFrames) {
+  std::map<std::string, uint64_t> folded = {
+      {"faultline-workload:Touch", 500},
+      {"faultline-workload:Touch;asm_exc_page_fault;handle_mm_fault", 40},
+      {"libc.so.6:__munmap;entry_SYSCALL_64;__x64_sys_munmap", 20},
+      {"[user]", 100},
+      {"[user];asm_exc_page_fault;handle_mm_fault", 10}};
+  std::map<std::string, double> c;
+  ProfileCounters(folded, 0, &c);
+  EXPECT_EQ(c["profile.samples"], 670);
+  EXPECT_EQ(c["profile.user"], 600) << "named or not, a user frame alone";
+  EXPECT_EQ(c["profile.total.faultline-workload:Touch"], 540);
+  EXPECT_EQ(c["profile.self.faultline-workload:Touch"], 500);
+  EXPECT_EQ(c["profile.total.libc.so.6:__munmap"], 20);
+  EXPECT_EQ(c.count("profile.self.libc.so.6:__munmap"), 0u) << "never a leaf";
+  EXPECT_EQ(c["profile.total.handle_mm_fault"], 50);
+  EXPECT_EQ(c.count("profile.total.[user]"), 0u) << "an unnamed user part is no frame";
+}
+
 }  // namespace
 }  // namespace faultline::workloads

@@ -223,8 +223,9 @@ class ShmemFolioFault : public Workload {
   }
 
   template <bool kTimed>
-  bool Loop(uint32_t index, RoundCounter& counter, const std::atomic<bool>& stop,
-            std::string* error) {
+  // Out of line: a profile's user frame names the loop (user_symbols.h).
+  [[gnu::noinline]] bool Loop(uint32_t index, RoundCounter& counter, const std::atomic<bool>& stop,
+                              std::string* error) {
     unsigned char* const base = small_maps_[index].data();
     const size_t length = small_maps_[index].size();
     const size_t step = options_.page_size;

@@ -610,14 +610,27 @@ TEST(WorkloadBinary, ProfileNamesTheKernelFaultPath) {
   const auto& e = result["environment"];
   if (e.contains("profile.unsupported"))
     GTEST_SKIP() << "this kernel: " << e["profile.unsupported"];
-  // 2 s of 3 threads at 999 Hz: most of 6,000 samples; at least 1,000 under any load.
-  EXPECT_GE(c["profile.samples"].get<double>(), 1000) << c.dump();
+  // The cpu-clock samples CPU time: 999 a second of it, fewer when the timer lags (a loaded
+  // VM gave 0.61 of them); a quarter of them, whatever the machine's load.
+  EXPECT_GE(c["profile.samples"].get<double>(), 0.25 * 999 * c["cpu_seconds"].get<double>())
+      << c.dump();
+  EXPECT_GE(c["profile.samples"].get<double>(), 100) << c.dump();
   EXPECT_GT(c.value("profile.total.handle_mm_fault", 0.0),
             0.05 * c["profile.samples"].get<double>())
       << c.dump();
   EXPECT_LE(c["profile.lost"].get<double>(), 0.01 * c["profile.samples"].get<double>());
   const std::string folded = e["profile.folded"].get<std::string>();
   EXPECT_NE(folded.find(";handle_mm_fault;"), std::string::npos) << folded.substr(0, 2000);
+  // The user leaf named: the reader's own code faults the file's pages in.
+  bool reader_faults = false;
+  for (size_t at = 0; at < folded.size();) {
+    const size_t end = std::min(folded.find('\n', at), folded.size());
+    const std::string line = folded.substr(at, end - at);
+    at = end + 1;
+    reader_faults = reader_faults || (line.rfind("faultline-workload:", 0) == 0 &&
+                                      line.find(";handle_mm_fault") != std::string::npos);
+  }
+  EXPECT_TRUE(reader_faults) << folded.substr(0, 2000);
   EXPECT_EQ(e["profile.threads"], "3") << "two readers and the harness's thread";
 }
 
