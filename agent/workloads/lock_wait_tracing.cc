@@ -31,7 +31,7 @@ size_t PagesPerThread(size_t threads) {
 }  // namespace
 
 LockWaitTracing::~LockWaitTracing() {
-  StopReader();
+  reader_.Stop();
 }
 
 void LockWaitTracing::ThreadsStarted() {
@@ -65,24 +65,14 @@ void LockWaitTracing::MeasurementStarted() {
     tracer_.reset();
     return;
   }
-  reader_ = std::thread([this] {
-    while (!stop_.load(std::memory_order_relaxed)) {
-      tracer_->Drain(waits_);
-      std::this_thread::sleep_for(kDrainEvery);
-    }
-  });
-}
-
-void LockWaitTracing::StopReader() {
-  stop_ = true;
-  if (reader_.joinable()) reader_.join();
+  reader_.Start(kDrainEvery, [this] { tracer_->Drain(waits_); });
 }
 
 void LockWaitTracing::MeasurementEnded() {
   if (!tracer_) return;
   std::string error;
   const bool disabled = tracer_->Disable(&error);
-  StopReader();
+  reader_.Stop();
   if (!disabled) {
     unsupported_ = error;
     return;

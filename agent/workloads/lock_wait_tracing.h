@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "agent/sys/lock_wait_tracer.h"
+#include "agent/workloads/periodic_drain.h"
 
 namespace faultline::workloads {
 
@@ -39,13 +40,10 @@ class LockWaitTracing {
                   std::map<std::string, std::string>* environment) const;
 
  private:
-  void StopReader();
-
   std::string scratch_dir_;
   std::optional<sys::LockWaitTracer> tracer_;
   sys::LockWaitAggregator waits_;
-  std::thread reader_;
-  std::atomic<bool> stop_{false};
+  PeriodicDrain reader_;  // after what it drains: stopped before that goes
   size_t threads_ = 0;
   bool measured_ = false;
   std::string unsupported_;

@@ -79,7 +79,7 @@ std::string FoldedText(const std::map<std::string, uint64_t>& folded, size_t max
 }
 
 ProfileSampling::~ProfileSampling() {
-  StopReader();
+  reader_.Stop();
 }
 
 void ProfileSampling::ThreadsStarted() {
@@ -109,23 +109,13 @@ void ProfileSampling::MeasurementStarted() {
     sampler_.reset();
     return;
   }
-  reader_ = std::thread([this] {
-    while (!stop_.load(std::memory_order_relaxed)) {
-      DrainOnce();
-      std::this_thread::sleep_for(kDrainEvery);
-    }
-  });
-}
-
-void ProfileSampling::StopReader() {
-  stop_ = true;
-  if (reader_.joinable()) reader_.join();
+  reader_.Start(kDrainEvery, [this] { DrainOnce(); });
 }
 
 void ProfileSampling::MeasurementEnded() {
   if (!sampler_) return;
   const bool disabled = sampler_->Disable();
-  StopReader();
+  reader_.Stop();
   if (!disabled) {
     unsupported_ = "PERF_EVENT_IOC_DISABLE refused";
     return;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "agent/sys/stack_sampler.h"
+#include "agent/workloads/periodic_drain.h"
 
 namespace faultline::workloads {
 
@@ -45,7 +46,6 @@ class ProfileSampling {
                   std::map<std::string, std::string>* environment) const;
 
  private:
-  void StopReader();
   void DrainOnce();
 
   uint32_t frequency_hz_;
@@ -58,8 +58,7 @@ class ProfileSampling {
   std::map<std::pair<std::vector<uint64_t>, uint64_t>, uint64_t> raw_;
   std::map<std::string, uint64_t> folded_;
   uint64_t lost_ = 0;
-  std::thread reader_;
-  std::atomic<bool> stop_{false};
+  PeriodicDrain reader_;
   bool measured_ = false;
   std::string unsupported_;
 };

@@ -1,7 +1,12 @@
 // The profile's counters and folded text from a run's folded stacks (profile_sampling.h).
 #include "agent/workloads/profile_sampling.h"
+#include "agent/workloads/periodic_drain.h"
 
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 namespace faultline::workloads {
 namespace {
@@ -57,6 +62,28 @@ TEST(ProfileCounters, NamedUserLeavesAreFrames) {
   EXPECT_EQ(c.count("profile.self.libc.so.6:__munmap"), 0u) << "never a leaf";
   EXPECT_EQ(c["profile.total.handle_mm_fault"], 50);
   EXPECT_EQ(c.count("profile.total.[user]"), 0u) << "an unnamed user part is no frame";
+}
+
+}  // namespace
+}  // namespace faultline::workloads
+
+namespace faultline::workloads {
+namespace {
+
+// The drain runs at once, then every period; Stop() does not wait out the period.
+TEST(PeriodicDrain, DrainsAtOnceAndStopsWithoutWaitingThePeriod) {
+  std::atomic<int> drains{0};
+  PeriodicDrain reader;
+  reader.Start(std::chrono::hours(1), [&] { ++drains; });
+  while (drains.load() == 0) std::this_thread::yield();
+  reader.Stop();  // a wait of the period would time the test out
+  const int after_stop = drains.load();
+  EXPECT_EQ(after_stop, 1);
+  reader.Stop();  // again: nothing
+  reader.Start(std::chrono::milliseconds(0), [&] { ++drains; });
+  while (drains.load() < after_stop + 3) std::this_thread::yield();
+  reader.Stop();
+  EXPECT_GE(drains.load(), after_stop + 3);
 }
 
 }  // namespace
