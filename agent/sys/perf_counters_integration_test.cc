@@ -12,6 +12,8 @@
 #include <fstream>
 #include <iostream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "agent/sys/perf_counters.h"
 
@@ -65,6 +67,29 @@ ResolvedPerfEvents Resolve(const std::vector<std::string>& names) {
   EXPECT_TRUE(scratch.empty()) << "tracefs mount point left in " << scratch.path();
   EXPECT_FALSE(MountedUnder(scratch.path())) << "tracefs still mounted under " << scratch.path();
   return resolved ? *resolved : ResolvedPerfEvents{};
+}
+
+// Counts `events` while this thread writes one byte to each of `pages` fresh anonymous
+// pages (no THP: one fault per page).
+void CountWhileTouching(const std::vector<PerfEventName>& events, size_t pages,
+                        std::vector<PerfCount>* counts) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* region =
+      ::mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(region, MAP_FAILED);
+  ::madvise(region, pages * page, MADV_NOHUGEPAGE);
+  std::string error;
+  auto session = PerfCounterSession::Open(events, &error);
+  ASSERT_TRUE(session) << error;
+  ASSERT_TRUE(session->Enable(&error)) << error;
+  auto* bytes = static_cast<volatile char*>(region);
+  for (size_t i = 0; i < pages; ++i) bytes[i * page] = 1;
+  ASSERT_TRUE(session->Disable(&error)) << error;
+  ::munmap(region, pages * page);
+  auto read = session->Read(&error);
+  ASSERT_TRUE(read) << error;
+  ASSERT_EQ(read->size(), events.size());
+  *counts = std::move(*read);
 }
 
 // A thread that waits for `go`, maps and unmaps a page `pairs` times, reports `done` and
@@ -160,24 +185,11 @@ TEST(PerfCounters, PageFaultsCountTouchedPages) {
   auto resolved = Resolve({"sw:page-faults", "sw:minor-faults"});
   ASSERT_EQ(resolved.events.size(), 2u);
   constexpr size_t kPages = 2048;
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  void* region =
-      ::mmap(nullptr, kPages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(region, MAP_FAILED);
-  ::madvise(region, kPages * page, MADV_NOHUGEPAGE);  // one fault per page, not per 2M
-  std::string error;
-  auto session = PerfCounterSession::Open(resolved.events, &error);
-  ASSERT_TRUE(session) << error;
-  ASSERT_TRUE(session->Enable(&error)) << error;
-  auto* bytes = static_cast<volatile char*>(region);
-  for (size_t i = 0; i < kPages; ++i) bytes[i * page] = 1;
-  ASSERT_TRUE(session->Disable(&error)) << error;
-  ::munmap(region, kPages * page);
-  auto counts = session->Read(&error);
-  ASSERT_TRUE(counts) << error;
-  EXPECT_GE((*counts)[0].value, kPages);
-  EXPECT_LT((*counts)[0].value, 4 * kPages);
-  EXPECT_GE((*counts)[1].value, kPages);
+  std::vector<PerfCount> counts;
+  ASSERT_NO_FATAL_FAILURE(CountWhileTouching(resolved.events, kPages, &counts));
+  EXPECT_GE(counts[0].value, kPages);
+  EXPECT_LT(counts[0].value, 4 * kPages);
+  EXPECT_GE(counts[1].value, kPages);
 }
 
 // calls:FUNC needs the kprobe PMU (CONFIG_KPROBE_EVENTS) and a kernel that lets root place
@@ -194,25 +206,12 @@ TEST(PerfCounters, CallsOfHandleMmFaultCountTouchedPages) {
     GTEST_SKIP() << "no kprobes on this kernel: " << why;
   }
   constexpr size_t kPages = 1024;
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  void* region =
-      ::mmap(nullptr, kPages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(region, MAP_FAILED);
-  ::madvise(region, kPages * page, MADV_NOHUGEPAGE);
-  std::string error;
-  auto session = PerfCounterSession::Open(resolved.events, &error);
-  ASSERT_TRUE(session) << error;
-  ASSERT_TRUE(session->Enable(&error)) << error;
-  auto* bytes = static_cast<volatile char*>(region);
-  for (size_t i = 0; i < kPages; ++i) bytes[i * page] = 1;
-  ASSERT_TRUE(session->Disable(&error)) << error;
-  ::munmap(region, kPages * page);
-  auto counts = session->Read(&error);
-  ASSERT_TRUE(counts) << error;
+  std::vector<PerfCount> counts;
+  ASSERT_NO_FATAL_FAILURE(CountWhileTouching(resolved.events, kPages, &counts));
   // Every user fault goes through handle_mm_fault once (twice when it retries).
-  EXPECT_GE((*counts)[0].value, kPages);
-  EXPECT_GE((*counts)[0].value, (*counts)[1].value);
-  EXPECT_LT((*counts)[0].value, 4 * kPages);
+  EXPECT_GE(counts[0].value, kPages);
+  EXPECT_GE(counts[0].value, counts[1].value);
+  EXPECT_LT(counts[0].value, 4 * kPages);
 }
 
 TEST(PerfCounters, CallsOfAMissingFunctionAreUnsupportedNotFatal) {
