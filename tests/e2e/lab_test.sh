@@ -192,8 +192,8 @@ for arch in $ARCHES; do
                  AND (res.counters->>'perf.calls:handle_mm_fault')::float8 > 0")
   read -r n_calls lo hi <<<"$calls"
   [ "$n_calls" = 4 ] || fail "$b: $n_calls of 4 filemap results counted calls:handle_mm_fault ($(sql "SELECT DISTINCT res.environment->>'perf.unsupported.calls:handle_mm_fault' FROM results res JOIN runs r ON r.id = res.run_id WHERE r.job_id IN ($jobs)"))"
-  awk -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(lo >= 0.5 && hi <= 4) }' ||
-    fail "$b: calls:handle_mm_fault per sw:page-faults $lo..$hi, expected within 0.5..4"
+  awk -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(lo >= 0.9 && hi <= 2) }' ||
+    fail "$b: calls:handle_mm_fault per sw:page-faults $lo..$hi, expected within 0.9..2"
   pass "$b: 8 results; vanilla on $(board_release "$arch" vanilla), patched on $(board_release "$arch" patched); virt.accel tcg; swap-in on zram; handle_mm_fault calls per fault $lo..$hi"
 done
 v2=$(sql "SELECT res.board || ' ' || (res.environment->>'kernel.release') FROM results res

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End to end: a report page people look at (#29, `faultline report JOB --format html`),
 # opened in a real browser (Debian's headless Chromium). The job is an A/A study (two
-# labels of the running kernel, alternating) whose board drifts: after half of its runs,
-# two busy loops start on the machine and every later run is slower. The table's paired
+# labels of the running kernel, alternating) whose board drifts: after half of its runs the
+# agent, and so every later run, gets a quarter of a CPU (a cpu cgroup's quota; two busy
+# loops where there is no cpu controller) and every later run is slower whatever else the
+# machine is doing (busy loops alone did not show on a machine already loaded). The table's paired
 # verdict does not move (each pair sees the same board); the page's run-order plot shows
 # the drop. Checks: the page loads without a console message, its inline check finds every
 # plot holding the points it declares, the run plot has one point per run and shows the
@@ -14,10 +16,46 @@ set -euo pipefail
 
 source "$(dirname "$0")/lib.sh" report-html "$@"
 hogs=()
+cpu_cg=""
 cleanup() {
   for pid in "${hogs[@]}"; do kill "$pid" 2>/dev/null || true; done
   fl_stop_all
+  # Its processes ended: the cgroup is empty (a straggler goes back to the root first).
+  if [ -n "$cpu_cg" ] && [ -d "$cpu_cg" ]; then
+    while read -r pid; do echo "$pid" >"${cpu_cg%/*}/cgroup.procs" 2>/dev/null || true; done <"$cpu_cg/cgroup.procs"
+    rmdir "$cpu_cg" 2>/dev/null || true
+  fi
   rm -rf "$FL_STATE"
+}
+# Slows the board from now on: the agent (its later workloads inherit it) into a cpu cgroup
+# of a quarter CPU; busy loops where no cpu controller is mounted.
+slow_the_board() {
+  local root="" agent
+  agent=$(cat "$FL_STATE/agent.pid")
+  if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+    root=/sys/fs/cgroup/cpu
+  elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null &&
+       grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    root=/sys/fs/cgroup
+  fi
+  if [ -n "$root" ]; then
+    cpu_cg=$root/faultline-e2e-html-$$
+    mkdir "$cpu_cg"
+    if [ -f "$cpu_cg/cpu.cfs_quota_us" ]; then
+      echo 100000 >"$cpu_cg/cpu.cfs_period_us"
+      echo 25000 >"$cpu_cg/cpu.cfs_quota_us"
+    else
+      echo "25000 100000" >"$cpu_cg/cpu.max"
+    fi
+    echo "$agent" >"$cpu_cg/cgroup.procs"
+    echo "  the agent (pid $agent) capped at 0.25 CPU in $cpu_cg"
+    return
+  fi
+  for _ in 1 2; do
+    bash -c 'while :; do :; done' &
+    hogs+=($!)
+  done
+  echo "  no cpu controller: two busy loops"
 }
 trap cleanup EXIT
 sql() { psql "$FL_DATABASE_URL" -Atqc "$1"; }
@@ -48,14 +86,11 @@ YAML
 job=$("$FL_BIN_CLI" submit "$FL_STATE/drift.yaml") || fail "submit"
 half_done() { [ "$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $job")" -ge 12 ]; }
 FL_WAIT_SECONDS=120 fl_wait_for "half of the runs" half_done || fail "the first half did not run"
-for _ in 1 2; do
-  bash -c 'while :; do :; done' &
-  hogs+=($!)
-done
+slow_the_board
 "$FL_BIN_CLI" watch "$job" >/dev/null 2>&1 || fail "job $job did not succeed"
 for pid in "${hogs[@]}"; do kill "$pid"; done
 hogs=()
-pass "an A/A study of 24 runs, the board loaded after the 12th"
+pass "an A/A study of 24 runs, the board slowed after the 12th"
 
 "$FL_BIN_CLI" report "$job" --format json >"$FL_STATE/report.json" || fail "report"
 verdict=$(jq -r '.comparisons[0].verdict' "$FL_STATE/report.json")
