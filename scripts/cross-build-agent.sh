@@ -32,8 +32,8 @@
 # Output in ${FAULTLINE_CROSS_BUILD_DIR:-build-cross}/<triple>/:
 #   agent/                    the agent's build tree (-DFAULTLINE_AGENT_ONLY=ON)
 #   full/                     the whole tree (--with-controller)
-#   bundle/opt/faultline/bin  faultline-agent, faultline-workload (stripped; DT_RPATH
-#                             $ORIGIN/../lib)
+#   bundle/opt/faultline/bin  faultline-agent, faultline-workload (stripped, the workload
+#                             keeping its symbol table; DT_RPATH $ORIGIN/../lib)
 #   bundle/opt/faultline/lib  every shared library they need, named by SONAME
 #   bundle/lib/ld-linux-*.so.1  the target's dynamic loader at its PT_INTERP path (it goes
 #                             with bundle/opt/faultline/lib/libc.so.6: same glibc)
@@ -257,9 +257,11 @@ make_bundle() { # build triple sysroot dir
   local build=$1 triple=$2 sysroot=$3 dir=$4 bundle=$out/$2/bundle
   local interp so pkg version path
   rm -rf "$bundle"; mkdir -p "$bundle/opt/faultline/bin" "$bundle/opt/faultline/lib"
-  for b in agent/faultline-agent agent/workloads/faultline-workload; do
-    "$triple-strip" -o "$bundle/opt/faultline/bin/${b##*/}" "$build/$b"
-  done
+  "$triple-strip" -o "$bundle/opt/faultline/bin/faultline-agent" "$build/agent/faultline-agent"
+  # The workload keeps its symbol table (not its debug info): a profile names its own frames
+  # (faultline-workload:ReadLoop, agent/sys/user_symbols.h).
+  "$triple-strip" --strip-debug -o "$bundle/opt/faultline/bin/faultline-workload" \
+    "$build/agent/workloads/faultline-workload"
   interp=$(readelf -lW "$build/agent/faultline-agent" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
   [ -n "$interp" ] || die "faultline-agent has no PT_INTERP"
   mkdir -p "$bundle$(dirname "$interp")"

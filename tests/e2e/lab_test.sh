@@ -27,7 +27,7 @@ lab_need qemu-system-x86_64:qemu-system-x86 qemu-system-aarch64:qemu-system-arm 
 for arch in $ARCHES; do
   [ "$arch" = x86_64 ] && continue
   var=FL_LAB_BUNDLE_$arch
-  bundle=${!var:-$ROOT/build-cross/$arch-linux-gnu/bundle}
+  bundle=${!var:-${FAULTLINE_CROSS_BUILD_DIR:-$ROOT/build-cross}/$arch-linux-gnu/bundle}
   [ -x "$bundle/opt/faultline/bin/faultline-agent" ] && [ -x "$bundle/opt/faultline/bin/faultline-workload" ] || {
     echo "FAIL: no cross-built agent bundle for $arch in $bundle (scripts/cross-build-agent.sh $arch)" >&2; exit 1; }
 done
