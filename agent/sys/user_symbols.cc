@@ -155,20 +155,29 @@ void NameFromElf(const ElfReader& elf, const std::string& object, const std::vec
   }
 }
 
-// The object's own address of a file offset: through the PT_LOAD segment holding it.
-bool FileOffsetToVaddr(const ElfReader& elf, uint64_t file_offset, uint64_t* vaddr) {
+// The object's PT_LOAD segments (empty when it is no 64-bit ELF): read once per object.
+std::vector<Elf64_Phdr> LoadSegments(const ElfReader& elf) {
   Elf64_Ehdr header;
   if (!elf.Read(0, &header, sizeof(header)) || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 ||
       header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_phentsize != sizeof(Elf64_Phdr)) {
-    return false;
+    return {};
   }
   std::vector<Elf64_Phdr> segments(header.e_phnum);
   if (segments.empty() ||
       !elf.Read(header.e_phoff, segments.data(), segments.size() * sizeof(Elf64_Phdr))) {
-    return false;
+    return {};
   }
+  segments.erase(std::remove_if(segments.begin(), segments.end(),
+                                [](const Elf64_Phdr& p) { return p.p_type != PT_LOAD; }),
+                 segments.end());
+  return segments;
+}
+
+// The object's own address of a file offset: through the segment holding it.
+bool FileOffsetToVaddr(const std::vector<Elf64_Phdr>& segments, uint64_t file_offset,
+                       uint64_t* vaddr) {
   for (const auto& p : segments) {
-    if (p.p_type == PT_LOAD && file_offset >= p.p_offset && file_offset < p.p_offset + p.p_filesz) {
+    if (file_offset >= p.p_offset && file_offset < p.p_offset + p.p_filesz) {
       *vaddr = file_offset - p.p_offset + p.p_vaddr;
       return true;
     }
@@ -315,10 +324,11 @@ UserSymbols UserSymbols::FromMaps(std::string_view maps_text, std::vector<uint64
       if (fd) elf = ElfReader::File(std::move(fd));
     }
     if (object.empty()) continue;  // another pseudo mapping: "[user]"
+    const std::vector<Elf64_Phdr> segments = elf ? LoadSegments(*elf) : std::vector<Elf64_Phdr>();
     std::vector<Wanted> wanted;
     for (const auto& [address, mapping] : hits) {
       uint64_t vaddr = 0;
-      if (elf && FileOffsetToVaddr(*elf, address - mapping->start + mapping->offset, &vaddr)) {
+      if (FileOffsetToVaddr(segments, address - mapping->start + mapping->offset, &vaddr)) {
         wanted.push_back({vaddr, address});
       } else {
         symbols.names_[address] = object + ":?";
