@@ -251,46 +251,80 @@ std::string ComparisonLines(const v1::GetReportResponse& report,
   return out;
 }
 
+// One comparison's counter table under `title`, B vs A per unit, at most kMaxCountersPerCell
+// rows: the counters that changed (q <= alpha), or with `with_q` those that did not (q > alpha,
+// each with its q).
+std::string CounterTable(const v1::GetReportResponse& report, const v1::Comparison& c,
+                         const std::vector<const v1::CounterComparison*>& counters,
+                         const std::string& title, bool with_q,
+                         const std::map<std::string, std::string>& letters, size_t width) {
+  const std::string b = letters.count(c.candidate()) ? letters.at(c.candidate()) : "B";
+  const std::string a = letters.count(c.baseline()) ? letters.at(c.baseline()) : "A";
+  std::string out;
+  absl::StrAppend(&out, "\n", title, ", ", b, " vs ", a, " per ",
+                  counters.front()->unit().empty() ? "round" : counters.front()->unit(), " (q ",
+                  with_q ? "> " : "<= ", Printf("%g", report.alpha()), ")");
+  if (report.matrix_keys_size() > 0) {
+    absl::StrAppend(&out, ", ", CellText(c.cell(), report.matrix_keys(), false));
+  }
+  if (report.boards_size() > 1) absl::StrAppend(&out, ", board ", c.board());
+  absl::StrAppend(&out, ":\n");
+  Table t;
+  t.headers = {"counter", a, b, "change", "95% CI"};
+  t.right_align = {false, true, true, true, false};
+  if (with_q) {
+    t.headers.push_back("q");
+    t.right_align.push_back(true);
+  }
+  int shown = 0;
+  for (const auto* k : counters) {
+    if (shown++ == kMaxCountersPerCell) break;
+    std::vector<std::string> row = {k->name(), Printf("%.4g", k->baseline_median()),
+                                    Printf("%.4g", k->candidate_median()), FormatCounterChange(*k),
+                                    FormatCounterCi(*k)};
+    if (with_q) row.push_back(FormatPValue(k->q_value()));
+    t.rows.push_back(std::move(row));
+  }
+  absl::StrAppend(&out, FittedTable(t, width));
+  const auto shown_end = counters.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(
+                                                counters.size(), kMaxCountersPerCell));
+  if (std::any_of(counters.begin(), shown_end, [](auto* k) { return IsDifference(*k); })) {
+    absl::StrAppend(&out, kDifferenceNote, "\n");
+  }
+  if (counters.size() > kMaxCountersPerCell) {
+    absl::StrAppend(&out, "  ... and ", counters.size() - kMaxCountersPerCell,
+                    " more (faultline report --counters all)\n");
+  }
+  return out;
+}
+
+// Per comparison, the counters that changed; then the perf events the study asked for
+// (spec.events) that did not: on an emulated board those counters are the evidence, and a
+// mail that leaves them out hides that they were measured and what they showed (with few
+// runs per kernel a counter seldom reaches q <= alpha among ~30; its q says how far it was).
 std::string CounterLines(const v1::GetReportResponse& report,
                          const std::map<std::string, std::string>& letters, size_t width) {
+  std::set<std::string> asked;
+  for (const std::string& event : report.job().spec().events()) asked.insert("perf." + event);
   std::string out;
   for (const v1::Comparison& c : report.comparisons()) {
-    std::vector<const v1::CounterComparison*> changed;
+    std::vector<const v1::CounterComparison*> changed, unchanged_asked;
     for (const auto& k : c.counters()) {
-      if (k.significant() && k.only_on().empty() && !IsFrameCounter(k.name())) {
+      if (IsFrameCounter(k.name())) continue;
+      if (k.significant() && k.only_on().empty()) {
         changed.push_back(&k);
+      } else if (!k.significant() && asked.count(k.name()) > 0) {
+        unchanged_asked.push_back(&k);
       }
     }
-    if (changed.empty()) continue;
-    const std::string b = letters.count(c.candidate()) ? letters.at(c.candidate()) : "B";
-    const std::string a = letters.count(c.baseline()) ? letters.at(c.baseline()) : "A";
-    absl::StrAppend(&out, "\nCounters that changed, ", b, " vs ", a, " per ",
-                    changed.front()->unit().empty() ? "round" : changed.front()->unit(),
-                    " (q <= ", Printf("%g", report.alpha()), ")");
-    if (report.matrix_keys_size() > 0) {
-      absl::StrAppend(&out, ", ", CellText(c.cell(), report.matrix_keys(), false));
+    if (!changed.empty()) {
+      absl::StrAppend(
+          &out, CounterTable(report, c, changed, "Counters that changed", false, letters, width));
     }
-    if (report.boards_size() > 1) absl::StrAppend(&out, ", board ", c.board());
-    absl::StrAppend(&out, ":\n");
-    Table t;
-    t.headers = {"counter", a, b, "change", "95% CI"};
-    t.right_align = {false, true, true, true, false};
-    int shown = 0;
-    for (const auto* k : changed) {
-      if (shown++ == kMaxCountersPerCell) break;
-      t.rows.push_back({k->name(), Printf("%.4g", k->baseline_median()),
-                        Printf("%.4g", k->candidate_median()), FormatCounterChange(*k),
-                        FormatCounterCi(*k)});
-    }
-    absl::StrAppend(&out, FittedTable(t, width));
-    const auto shown_end = changed.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(
-                                                 changed.size(), kMaxCountersPerCell));
-    if (std::any_of(changed.begin(), shown_end, [](auto* k) { return IsDifference(*k); })) {
-      absl::StrAppend(&out, kDifferenceNote, "\n");
-    }
-    if (changed.size() > kMaxCountersPerCell) {
-      absl::StrAppend(&out, "  ... and ", changed.size() - kMaxCountersPerCell,
-                      " more (faultline report --counters all)\n");
+    if (!unchanged_asked.empty()) {
+      absl::StrAppend(
+          &out, CounterTable(report, c, unchanged_asked, "The study's events, not called changed",
+                             true, letters, width));
     }
   }
   return out;

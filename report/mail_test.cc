@@ -86,6 +86,35 @@ TEST(MailReport, EveryLineFitsEightyColumnsWhateverTheReportHolds) {
   EXPECT_NE(RenderMail(report, utf8).find("µs"), std::string::npos);
 }
 
+// The perf events the study asked for are in the mail whether or not they changed (with
+// their q); a counter nobody asked for is there only when it changed.
+TEST(MailReport, TheStudysEventsAreShownEvenWhenNotChanged) {
+  v1::GetReportResponse report = Fixture("ab-report.json");
+  report.mutable_job()->mutable_spec()->clear_events();
+  report.mutable_job()->mutable_spec()->add_events("calls:handle_mm_fault");
+  for (auto& c : *report.mutable_comparisons()) {
+    auto* k = c.add_counters();
+    k->set_name("perf.calls:handle_mm_fault");
+    k->set_unit("round");
+    k->set_baseline_median(5021);
+    k->set_candidate_median(5100);
+    k->set_ratio(1.016);
+    k->set_ci_low(0.97);
+    k->set_ci_high(1.06);
+    k->set_q_value(0.4321);
+    k->set_significant(false);
+  }
+  const std::string mail = RenderMail(report);
+  EXPECT_NE(mail.find("The study's events, not called changed, B vs A per round (q > 0.01):"),
+            std::string::npos)
+      << mail;
+  EXPECT_NE(mail.find("perf.calls:handle_mm_fault"), std::string::npos);
+  EXPECT_NE(mail.find("0.4321"), std::string::npos);
+  EXPECT_EQ(mail.find("perf.sw:page-faults"), std::string::npos) << "not asked, not changed";
+  EXPECT_NE(mail.find("Counters that changed"), std::string::npos);
+  ExpectMailable(mail);
+}
+
 TEST(MailReport, AsciiAndFolding) {
   EXPECT_EQ(ToAscii("17303 ± 2% µs × 3 ≤ 4 — ok → é"), "17303 +- 2% us x 3 <= 4 - ok -> ?");
   EXPECT_EQ(FoldLines("short\n  a line that is too long for ten", 12),
