@@ -350,16 +350,20 @@ TEST_F(HttpServerTest, IdleKeptAliveConnectionIsClosedAfterTheIdleTimeout) {
   EXPECT_LT(closed_after.count(), 3000);
 }
 
+// Whether the others are served meanwhile is asked of the server's own order of events, not
+// of a wall-clock bound: a server that waited on the slow clients would answer the first
+// probe only after cutting one of them (timed_out > 0). (A 100 ms bound on each probe failed
+// on a loaded 2-core machine: 166 ms.)
 TEST_F(HttpServerTest, SlowAndSilentClientsAreCutOffAtTheRequestDeadline) {
   HttpServerOptions o;
-  o.request_timeout = milliseconds(500);
+  o.request_timeout = milliseconds(1000);
   StartServer(o);
   Conn silent(port_), partial(port_), drip(port_);
   ASSERT_TRUE(partial.Send("GET /healthz HTTP/1.1\r\n"));
   const auto start = Clock::now();
-  // The drip client sends a byte every 50 ms: progress, but not a request within 500 ms.
+  // The drip client sends a byte every 50 ms: progress, but not a request within 1 s.
   std::string request = "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Padding: aaaaaaaaaaaaaaaa\r\n\r\n";
-  bool drip_cut = false;
+  bool drip_cut = false, first = true;
   for (char ch : request) {
     if (!drip.Send(std::string(1, ch))) {
       drip_cut = true;
@@ -367,16 +371,21 @@ TEST_F(HttpServerTest, SlowAndSilentClientsAreCutOffAtTheRequestDeadline) {
     }
     auto [r, took] = Probe();  // meanwhile others are served at once
     EXPECT_EQ(r.status, 200);
-    EXPECT_LT(took.count(), 100);
+    if (first) {
+      EXPECT_EQ(server_->Stats().timed_out, 0u)
+          << "the first probe (" << took.count() << " ms) waited for a slow client's deadline";
+      first = false;
+    }
     std::this_thread::sleep_for(milliseconds(50));  // the drip's pace, not a wait for the server
-    if (Clock::now() - start > milliseconds(1500)) break;
+    if (Clock::now() - start > milliseconds(3000)) break;
   }
-  Reply late = drip.Read(false, milliseconds(2000));
+  Reply late = drip.Read(false, milliseconds(3000));
   EXPECT_TRUE(drip_cut || late.status == 0) << "the drip client was answered: " << late.status;
   EXPECT_GE(silent.WaitClosed().count(), 0);
   EXPECT_GE(partial.WaitClosed().count(), 0);
   auto since = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
-  EXPECT_LT(since, 4000);
+  EXPECT_GE(since, 900) << "cut before the deadline";
+  EXPECT_LT(since, 10000);
   EXPECT_GE(server_->Stats().timed_out, 3u);
 }
 
@@ -468,7 +477,7 @@ TEST_F(HttpServerTest, AtTheCapAPartialRequestGoesBeforeOneWaitingForItsHandler)
 
 TEST_F(HttpServerTest, ABlockedHandlerTimesOutWith503AndBlocksNothingElse) {
   HttpServerOptions o;
-  o.handler_timeout = milliseconds(300);
+  o.handler_timeout = milliseconds(1000);
   StartServer(o);
   Conn slow(port_);
   ASSERT_TRUE(slow.Send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n"));
@@ -476,7 +485,9 @@ TEST_F(HttpServerTest, ABlockedHandlerTimesOutWith503AndBlocksNothingElse) {
   for (int i = 0; i < 5; ++i) {
     auto [r, took] = Probe();
     EXPECT_EQ(r.status, 200);
-    EXPECT_LT(took.count(), 100);
+    // Answered before the blocked one's 503, in the server's order (not a wall-clock bound).
+    if (i == 0)
+      EXPECT_EQ(server_->Stats().responses, 1u) << "first probe: " << took.count() << " ms";
   }
   Reply r = slow.Read();
   EXPECT_EQ(r.status, 503);
@@ -493,9 +504,9 @@ TEST_F(HttpServerTest, CoalescedRouteRunsOneCallAtATimeForAFlood) {
   }
   shared_gate_.WaitForWaiters(1);
   {
-    auto [r, took] = Probe();  // the worker is busy; /healthz is not behind it
-    EXPECT_EQ(r.status, 200);
-    EXPECT_LT(took.count(), 100);
+    // The worker is busy until the gate opens below: an answer now is not behind it.
+    auto [r, took] = Probe();
+    EXPECT_EQ(r.status, 200) << took.count() << " ms";
   }
   shared_gate_.Open();
   for (auto& c : conns) {
