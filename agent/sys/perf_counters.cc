@@ -76,7 +76,7 @@ struct perf_event_attr CountingAttr(const PerfEventName& event) {
   attr.config = event.config;  // calls: 0, an entry probe (1 would be a return probe)
   if (event.kind == PerfEventKind::kCalls) {
     attr.config1 = reinterpret_cast<uintptr_t>(event.name.c_str());  // kprobe_func
-    attr.config2 = 0;                                                // probe_offset
+    attr.config2 = event.probe_offset;                               // probe_offset
   }
   attr.disabled = 1;
   attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
@@ -362,8 +362,21 @@ std::optional<ResolvedPerfEvents> ResolvePerfEvents(const std::vector<std::strin
   for (auto& event : parsed) {
     struct perf_event_attr attr = CountingAttr(event);
     UniqueFd fd(PerfEventOpen(&attr, 0, -1));
+    int open_errno = fd ? 0 : errno;
+    if (!fd && event.kind == PerfEventKind::kCalls && open_errno == EINVAL &&
+        kKprobeEntryPatchBytes > 0) {
+      event.probe_offset = kKprobeEntryPatchBytes;
+      attr = CountingAttr(event);
+      fd.Reset(PerfEventOpen(&attr, 0, -1));
+      if (fd) {
+        resolved.notes[event.text] = "kprobe at " + event.name + "+" +
+                                     std::to_string(event.probe_offset) +
+                                     " (past ftrace's patch site: a probe on it was refused)";
+      } else {
+        event.probe_offset = 0;  // the first refusal is the one to report
+      }
+    }
     if (!fd) {
-      const int open_errno = errno;
       if (event.kind == PerfEventKind::kHardware && IsNoPmu(open_errno)) {
         resolved.unsupported[event.text] =
             "no hardware PMU counts this event on this board (" + OpenErrorReason(open_errno) + ")";

@@ -30,9 +30,21 @@ struct PerfEventName {
   PerfEventKind kind = PerfEventKind::kTracepoint;
   std::string system;
   std::string name;
-  uint32_t type = 0;    // PERF_TYPE_* (calls: the kprobe PMU's, once resolved)
-  uint64_t config = 0;  // PERF_COUNT_* (0 for a tracepoint until resolved; 0 for calls)
+  uint32_t type = 0;          // PERF_TYPE_* (calls: the kprobe PMU's, once resolved)
+  uint64_t config = 0;        // PERF_COUNT_* (0 for a tracepoint until resolved; 0 for calls)
+  uint64_t probe_offset = 0;  // calls: bytes past the function's symbol where the kprobe sits
 };
+
+// calls: where a kprobe at a function's first byte is refused (EINVAL), the bytes to skip:
+// riscv's ftrace patch site (-fpatchable-function-entry: four compressed or two full nops,
+// 8 bytes). Without KPROBES_ON_FTRACE (riscv since DYNAMIC_FTRACE_WITH_ARGS, Debian's 6.12)
+// the kernel refuses a kprobe on that site; the first instruction after it runs once per
+// call as well. 0 where no such retry is known.
+#if defined(__riscv)
+inline constexpr uint64_t kKprobeEntryPatchBytes = 8;
+#else
+inline constexpr uint64_t kKprobeEntryPatchBytes = 0;
+#endif
 
 // Syntax and known names only; nullopt with *error = "'EVENT': reason".
 std::optional<PerfEventName> ParseEventName(std::string_view text, std::string* error);
@@ -77,6 +89,7 @@ std::vector<pid_t> ThreadsOfThisProcess(std::string* error);
 struct ResolvedPerfEvents {
   std::vector<PerfEventName> events;               // ready to open, in the order given
   std::map<std::string, std::string> unsupported;  // event -> why (hw:* without a PMU, ...)
+  std::map<std::string, std::string> notes;        // event -> how it is counted, where unusual
 };
 
 struct PerfEventsError {

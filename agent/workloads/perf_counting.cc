@@ -29,6 +29,7 @@ bool PerfCounting::AddResults(std::map<std::string, double>* counters,
   for (const auto& [event, why] : events_.unsupported) {
     (*environment)["perf.unsupported." + event] = why;
   }
+  for (const auto& [event, how] : events_.notes) (*environment)["perf.how." + event] = how;
   if (events_.events.empty()) return true;
   if (!error_.empty()) {
     *error = error_;
