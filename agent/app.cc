@@ -380,8 +380,19 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   std::optional<std::thread> builder;
   if (!config->builder.arches.empty()) {
     builder.emplace([&] {
-      RunBuilder(config->board, config->builder.arches, config->builder.cache, config->builder.jobs,
-                 build_client, builder_stop);
+      const BuilderConfig& b = config->builder;
+      kbuild::SandboxOptions sandbox;
+      sandbox.mode = *kbuild::ParseSandboxMode(b.sandbox);  // checked by the config's parser
+      sandbox.uid = b.sandbox_uid;
+      sandbox.limits = {.memory_bytes = b.limits.memory,
+                        .pids = b.limits.pids,
+                        .cpus = b.limits.cpus,
+                        .wall = std::chrono::seconds(b.limits.wall_seconds),
+                        .log_bytes = b.limits.log,
+                        .file_bytes = b.limits.file,
+                        .disk_reserve_bytes = b.limits.disk_reserve,
+                        .image_bytes = b.limits.image};
+      RunBuilder(config->board, b.arches, b.cache, b.jobs, sandbox, build_client, builder_stop);
     });
   }
   std::thread signals([&] {

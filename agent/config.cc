@@ -93,6 +93,47 @@ absl::Status ParseBuiltKernels(const YAML::Node& built, BuiltKernelsConfig* b) {
 }
 
 // builder: the arches this board builds kernels for, its cache and jobs.
+// builder.sandbox_limits: sizes with units (12G, 64M), a count, CPUs, a duration (3h).
+absl::Status ParseSandboxLimits(const YAML::Node& node, BuilderConfig::Limits* limits) {
+  if (!node.IsMap()) return Bad(node, "builder.sandbox_limits", "must be a mapping");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    const std::string field = "builder.sandbox_limits." + key;
+    const std::string text = kv.second.as<std::string>();
+    std::string error;
+    uint64_t* size = key == "memory"         ? &limits->memory
+                     : key == "log"          ? &limits->log
+                     : key == "file"         ? &limits->file
+                     : key == "disk_reserve" ? &limits->disk_reserve
+                     : key == "image"        ? &limits->image
+                                             : nullptr;
+    if (size != nullptr) {
+      std::optional<uint64_t> v = ParseSize(text, &error);
+      if (!v || *v < (1u << 20)) return Bad(kv.second, field, "must be a size of at least 1M");
+      *size = *v;
+    } else if (key == "pids") {
+      std::optional<uint64_t> v = ParseUnsigned(text);
+      if (!v || *v < 16 || *v > 1'000'000) return Bad(kv.second, field, "must be 16 .. 1000000");
+      limits->pids = *v;
+    } else if (key == "cpus") {
+      limits->cpus = kv.second.as<double>();
+      if (!(limits->cpus >= 0) || limits->cpus > 4096) {
+        return Bad(kv.second, field, "must be 0 (no quota) .. 4096");
+      }
+    } else if (key == "wall") {
+      std::optional<std::chrono::milliseconds> d = ParseDuration(text, &error);
+      if (!d || *d < std::chrono::seconds(10) || *d > std::chrono::hours(48)) {
+        return Bad(kv.second, field, "must be a duration of 10s .. 48h");
+      }
+      limits->wall_seconds = std::chrono::duration_cast<std::chrono::seconds>(*d).count();
+    } else {
+      return Bad(kv.first, field,
+                 "unknown field (memory, pids, cpus, wall, log, file, disk_reserve, image)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseBuilder(const YAML::Node& node, BuilderConfig* builder) {
   if (!node.IsMap()) return Bad(node, "builder", "must be a mapping");
   static const std::set<std::string> kArches = {"x86_64", "aarch64", "riscv64"};
@@ -120,8 +161,24 @@ absl::Status ParseBuilder(const YAML::Node& node, BuilderConfig* builder) {
       if (builder->jobs < 0 || builder->jobs > 1024) {
         return Bad(kv.second, field, "must be 0 (the CPUs) .. 1024");
       }
+    } else if (key == "sandbox") {
+      builder->sandbox = kv.second.as<std::string>();
+      if (builder->sandbox != "auto" && builder->sandbox != "required" &&
+          builder->sandbox != "none-i-trust-every-series") {
+        return Bad(kv.second, field,
+                   "must be auto, required or none-i-trust-every-series (the opt-out, by name)");
+      }
+    } else if (key == "sandbox_uid") {
+      const int64_t uid = kv.second.as<int64_t>();
+      if (uid < 1000 || uid > 4'000'000'000) {
+        return Bad(kv.second, field, "must be an unprivileged uid, 1000 .. 4000000000");
+      }
+      builder->sandbox_uid = static_cast<uint32_t>(uid);
+    } else if (key == "sandbox_limits") {
+      if (absl::Status s = ParseSandboxLimits(kv.second, &builder->limits); !s.ok()) return s;
     } else {
-      return Bad(kv.first, field, "unknown field (arches, cache, jobs)");
+      return Bad(kv.first, field,
+                 "unknown field (arches, cache, jobs, sandbox, sandbox_uid, sandbox_limits)");
     }
   }
   if (builder->arches.empty()) return Bad(node, "builder.arches", "is required");

@@ -75,6 +75,17 @@ struct BuilderConfig {
   std::vector<std::string> arches;  // empty: not a builder
   std::string cache = "/var/cache/faultline-kbuild";
   int jobs = 0;  // make -j; 0: the CPUs
+  // The sandbox of the tree's programs (kbuild/sandbox.h, docs/kernels.md): auto, required
+  // or none-i-trust-every-series; its uid; its limits (sandbox_limits: memory, pids, cpus,
+  // wall, log, file, disk_reserve, image).
+  std::string sandbox = "auto";
+  uint32_t sandbox_uid = 61183;
+  struct Limits {
+    uint64_t memory = 12ull << 30, pids = 2048, log = 64ull << 20, file = 4ull << 30,
+             disk_reserve = 1ull << 30, image = 256ull << 20;
+    double cpus = 0;
+    int64_t wall_seconds = 3 * 3600;
+  } limits;
 };
 
 struct AgentConfig {

@@ -46,6 +46,46 @@ inline std::string JoinStrings(const std::vector<std::string>& parts, std::strin
   return out;
 }
 
+// `text` as valid UTF-8: every byte that does not begin a well-formed sequence (RFC 3629:
+// no overlong forms, no surrogates, nothing above U+10FFFF), and NUL, becomes U+FFFD. For text from
+// strangers (mail, build logs) on its way into a text column or a reply.
+inline std::string ValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
+    if (b < 0x80) {
+      len = b == 0 ? 0 : 1;  // NUL too: PostgreSQL's text refuses it
+    } else if (b >= 0xc2 && b <= 0xdf) {
+      len = 2;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      len = 3;
+      if (b == 0xe0) lo = 0xa0;
+      if (b == 0xed) hi = 0x9f;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      len = 4;
+      if (b == 0xf0) lo = 0x90;
+      if (b == 0xf4) hi = 0x8f;
+    }
+    bool ok = len > 0 && i + len <= text.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      ok = k == 1 ? (c >= lo && c <= hi) : (c >= 0x80 && c <= 0xbf);
+    }
+    if (ok) {
+      out.append(text.substr(i, len));
+      i += len;
+    } else {
+      out += "\xef\xbf\xbd";
+      ++i;
+    }
+  }
+  return out;
+}
+
 // A hypervisor's name from its CPUID signature (leaf 0x40000000: "KVMKVMKVM\0\0\0",
 // "bhyve bhyve ", " lrpepyh  vr") or from a value an older agent stored raw: the known
 // signatures by name ("kvm", "bhyve", "parallels"), anything else trimmed, NULs and

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +25,7 @@
 #include "kbuild/files.h"
 #include "kbuild/kconfig.h"
 #include "kbuild/process.h"
+#include "kbuild/slot.h"
 #include "kbuild/worktree.h"
 
 namespace faultline::kbuild {
@@ -50,19 +52,6 @@ std::string Slug(absl::string_view text) {
 // change of how kernels are built (2: KBUILD_BUILD_VERSION) builds them anew instead of
 // taking images made the old way for the new.
 constexpr char kRecipe[] = "faultline-kbuild/2";
-
-std::vector<std::pair<std::string, std::string>> BuildEnv() {
-  // Reproducible (Documentation/kbuild/reproducible-builds.rst): the same key gives the
-  // same image, whichever cache or object directory builds it and however often. Without
-  // KBUILD_BUILD_VERSION the version string counts the links of the object directory
-  // (`#1`, `#2`, ...: the second label of a pair links there too). Source paths: kbuild
-  // maps __FILE__ itself (-fmacro-prefix-map), and the boot image has no debug info.
-  return {{"KBUILD_BUILD_VERSION", "1"},
-          {"KBUILD_BUILD_TIMESTAMP", "@0"},
-          {"KBUILD_BUILD_USER", "faultline"},
-          {"KBUILD_BUILD_HOST", "faultline"},
-          {"LC_ALL", "C"}};
-}
 
 // The first line of a tool's `--version` ("" when it cannot be run).
 std::string VersionLine(const std::string& tool) {
@@ -110,11 +99,13 @@ struct Configured {
 // `cfg`; refused when the result lacks what a faultline board needs.
 absl::StatusOr<Configured> Configure(const BuildRequest& request, const ArchInfo& arch,
                                      const std::string& src, const std::string& cfg,
-                                     const Say& say) {
+                                     const Slot& slot, const Say& say) {
+  // `cfg` is where the programs see the directory; the builder's files go to cfg_host.
+  const std::string& host = slot.cfg_host();
   say(absl::StrCat("config ", request.config_base, " + ", request.fragments.size(),
                    " fragment(s)"));
   if (absl::StatusOr<std::string> r =
-          RunForOutput({MakeArgv(src, cfg, arch, {"-s", request.config_base}), "", BuildEnv()});
+          slot.RunForOutput({MakeArgv(src, cfg, arch, {"-s", request.config_base})});
       !r.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("config.base: ", r.status().message()));
   }
@@ -124,22 +115,23 @@ absl::StatusOr<Configured> Configure(const BuildRequest& request, const ArchInfo
                                     cfg + "/.config"};
   for (size_t i = 0; i < request.fragments.size(); ++i) {
     const NamedText& fragment = request.fragments[i];
-    const std::string path = absl::StrCat(cfg, "/fragments/", i, "-", Slug(fragment.name));
-    if (absl::Status s = WriteFile(path, fragment.text); !s.ok()) return s;
+    const std::string name = absl::StrCat("/fragments/", i, "-", Slug(fragment.name));
+    const std::string path = cfg + name;
+    if (absl::Status s = WriteFile(host + name, fragment.text); !s.ok()) return s;
     for (auto& [k, v] : ParseConfig(fragment.text)) asked[k] = v;
     merge.push_back(path);
   }
   if (!request.fragments.empty()) {
-    if (absl::StatusOr<std::string> r = RunForOutput({merge, cfg, BuildEnv()}); !r.ok()) {
+    if (absl::StatusOr<std::string> r = slot.RunForOutput({merge, cfg}); !r.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("config.fragments: ", r.status().message()));
     }
   }
   if (absl::StatusOr<std::string> r =
-          RunForOutput({MakeArgv(src, cfg, arch, {"-s", "olddefconfig"}), "", BuildEnv()});
+          slot.RunForOutput({MakeArgv(src, cfg, arch, {"-s", "olddefconfig"})});
       !r.ok()) {
     return r.status();
   }
-  absl::StatusOr<std::string> config_text = ReadFile(cfg + "/.config");
+  absl::StatusOr<std::string> config_text = ReadFile(host + "/.config");
   if (!config_text.ok()) return config_text.status();
   out.text = *std::move(config_text);
   out.config = ParseConfig(out.text);
@@ -244,9 +236,10 @@ absl::StatusOr<Made> MakeKernel(const std::string& cache, const BuildRequest& re
                                 const ArchInfo& arch, const std::string& src,
                                 const std::string& tree_id, const std::string& config_sha,
                                 const std::string& config_text, const std::string& key,
-                                const Say& say) {
+                                Slot& slot, const Sandbox& sandbox, const Say& say) {
   std::error_code ec;
-  // The object directory of (tree, arch, config): kept, so the next build is incremental.
+  // The object directory of (tree, arch, config): kept, so the next build is incremental
+  // (an untrusted build works on a copy of it: slot.h).
   const std::string obj =
       absl::StrCat(cache, "/obj/", tree_id, "-", request.arch, "-", config_sha.substr(0, 16));
   fs::create_directories(obj, ec);
@@ -254,6 +247,8 @@ absl::StatusOr<Made> MakeKernel(const std::string& cache, const BuildRequest& re
   if (!obj_config.ok() || *obj_config != config_text) {
     if (absl::Status s = WriteFile(obj + "/.config", config_text); !s.ok()) return s;
   }
+  if (absl::Status s = slot.UseObj(obj); !s.ok()) return s;
+  const std::string& seen = slot.obj();  // where make sees it
   const std::string localversion = "-fl" + key.substr(0, 10);
   const std::string log = absl::StrCat(cache, "/logs/", key.substr(0, 16), ".log");
   fs::remove(log, ec);
@@ -264,21 +259,50 @@ absl::StatusOr<Made> MakeKernel(const std::string& cache, const BuildRequest& re
   if (HaveCcache()) extra.push_back("CC=ccache " + arch.cross_compile + "gcc");
   say(absl::StrCat("make ", arch.image_target, " -j", jobs, " (log ", log, ")"));
   const auto build_started = std::chrono::steady_clock::now();
-  absl::StatusOr<Finished> made = Run({MakeArgv(src, obj, arch, extra), "", BuildEnv(), log});
+  absl::StatusOr<Finished> made = slot.Run({MakeArgv(src, seen, arch, extra), "", {}, log});
   if (!made.ok()) return made.status();
   const double build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - build_started).count();
+  if (!made->stopped.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("build: make ", arch.image_target, " stopped by the sandbox after ",
+                     static_cast<int>(build_seconds), " s: ", made->stopped, "; log kept at ",
+                     log, "; last lines:\n", BoundedTail(TailFile(log, 20), 20)));
+  }
   if (made->exit_code != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("build: make ", arch.image_target, " failed (exit ", made->exit_code,
                      ") after ", static_cast<int>(build_seconds), " s; log kept at ", log,
-                     "; last lines:\n", TailFile(log, 20)));
+                     "; last lines:\n", BoundedTail(TailFile(log, 20), 20)));
   }
-  absl::StatusOr<std::string> release_out = RunForOutput(
-      {MakeArgv(src, obj, arch, {"-s", "LOCALVERSION=" + localversion, "kernelrelease"}), "",
-       BuildEnv()});
+  // The image: there, a regular file, and no larger than the limit.
+  struct stat image {};
+  const std::string image_path = slot.obj_host() + "/" + arch.image_path;
+  const uint64_t image_limit = sandbox.options().limits.image_bytes;
+  if (::lstat(image_path.c_str(), &image) != 0 || !S_ISREG(image.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "build: make ", arch.image_target, " left no image at ", arch.image_path, "; log kept at ",
+        log));
+  }
+  if (static_cast<uint64_t>(image.st_size) > image_limit) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("build: the image is ", image.st_size, " bytes, over the limit of ",
+                     image_limit, " (", image_limit >> 20, " MiB); log kept at ", log));
+  }
+  absl::StatusOr<std::string> release_out = slot.RunForOutput(
+      {MakeArgv(src, seen, arch, {"-s", "LOCALVERSION=" + localversion, "kernelrelease"})});
   if (!release_out.ok()) return release_out.status();
-  return Made{obj, log, std::string(absl::StripAsciiWhitespace(*release_out)), build_seconds};
+  std::string release(absl::StripAsciiWhitespace(*release_out));
+  // A release names a directory on the board (/lib/modules/...) and a line of a report.
+  static const std::string kReleaseChars =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-~";
+  if (release.empty() || release.size() > 128 ||
+      release.find_first_not_of(kReleaseChars) != std::string::npos) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "build: `make kernelrelease` printed no release of [A-Za-z0-9._+~-], at most 128: \"",
+        BoundedTail(release, 1, 128), "\""));
+  }
+  return Made{slot.obj_host(), log, std::move(release), build_seconds};
 }
 
 // The index entry of the config that (tree after the series, arch, toolchain, base,
@@ -393,7 +417,26 @@ absl::StatusOr<Artifact> ReadArtifact(const std::string& dir) {
   return a;
 }
 
-Builder::Builder(std::string cache) : cache_(std::move(cache)) {}
+Builder::Builder(std::string cache, SandboxOptions sandbox)
+    : cache_(std::move(cache)), sandbox_(std::move(sandbox)) {}
+
+absl::StatusOr<bool> Builder::Sandboxed(const BuildRequest& request, const Say& say) {
+  if (sandbox_.options().mode == SandboxMode::kNone) return false;  // the operator's opt-out
+  const absl::Status available = sandbox_.Available();
+  if (available.ok()) return true;
+  if (request.untrusted || sandbox_.options().mode == SandboxMode::kRequired) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "build refused: ",
+        request.untrusted ? "a stranger's series is built only inside the sandbox"
+                          : "the builder requires the sandbox",
+        ", and it cannot run on this builder: ", available.message(),
+        " (an operator who trusts every series opts out by name: build sandbox "
+        "none-i-trust-every-series)"));
+  }
+  say(absl::StrCat("no sandbox on this builder (", available.message(),
+                   "): a trusted build runs without it"));
+  return false;
+}
 
 absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
                                         const std::function<void(const std::string&)>& progress) {
@@ -406,6 +449,9 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   };
   absl::StatusOr<ArchInfo> arch = ArchFor(request.arch);
   if (!arch.ok()) return arch.status();
+  // Whether the tree's programs run sandboxed: decided (or refused) before anything runs.
+  absl::StatusOr<bool> sandboxed = Sandboxed(request, say);
+  if (!sandboxed.ok()) return sandboxed.status();
   absl::StatusOr<std::string> checked = CheckedTree(request);
   if (!checked.ok()) return checked.status();
   const std::string tree = *checked;
@@ -417,7 +463,7 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   const std::vector<Patch> patches = *std::move(split);
 
   absl::StatusOr<std::string> commit = RunForOutput(
-      {{"git", "-C", tree, "rev-parse", "--verify", "--quiet", request.ref + "^{commit}"}});
+      {GitArgv(tree, {"rev-parse", "--verify", "--quiet", request.ref + "^{commit}"})});
   if (!commit.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("ref: '", request.ref, "' is not a commit in ", request.tree));
@@ -425,8 +471,12 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   const std::string base_commit(absl::StripAsciiWhitespace(*commit));
 
   const std::string tree_id = Sha256Hex(tree).substr(0, 12);
-  for (const char* d : {"src", "obj", "kernels", "logs", "locks", "cfg", "index"}) {
+  for (const char* d : {"src", "obj", "kernels", "logs", "locks", "cfg", "index", "slots"}) {
     fs::create_directories(fs::path(cache_) / d, ec);
+  }
+  if (*sandboxed) {
+    // The sandbox's uid passes (not lists) the cache on its way to its slot.
+    fs::permissions(cache_, fs::perms::others_exec, fs::perm_options::add, ec);
   }
   const std::string src = absl::StrCat(cache_, "/src/", tree_id, "-", request.arch);
   // One build at a time per (tree, arch): it owns the worktree. A build that has to wait
@@ -451,7 +501,7 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   absl::StatusOr<std::vector<std::string>> subjects =
       ApplySeries(patches, request, src, scratch, say);
   if (!subjects.ok()) return subjects.status();
-  absl::StatusOr<std::string> tree_hash_out = RunForOutput({{"git", "-C", src, "write-tree"}});
+  absl::StatusOr<std::string> tree_hash_out = RunForOutput({GitArgv(src, {"write-tree"})});
   if (!tree_hash_out.ok()) return tree_hash_out.status();
   const std::string tree_hash(absl::StripAsciiWhitespace(*tree_hash_out));
 
@@ -494,7 +544,21 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   fs::remove(cfg + "/.config", ec);
   fs::remove_all(cfg + "/fragments", ec);
   fs::create_directories(cfg + "/fragments", ec);
-  absl::StatusOr<Configured> configured = Configure(request, *arch, src, cfg, say);
+  absl::StatusOr<std::string> common_dir = RunForOutput(
+      {GitArgv(src, {"rev-parse", "--path-format=absolute", "--git-common-dir"})});
+  if (!common_dir.ok()) return common_dir.status();
+  absl::StatusOr<std::unique_ptr<Slot>> slot =
+      Slot::Open(*sandboxed ? &sandbox_ : nullptr, request.untrusted,
+                 {cache_, src, std::string(absl::StripAsciiWhitespace(*common_dir)), cfg});
+  if (!slot.ok()) return slot.status();
+  if (request.untrusted || *sandboxed) {
+    say(absl::StrCat(request.untrusted ? "untrusted: private copies of the object directory, "
+                                       : "",
+                     *sandboxed ? absl::StrCat("sandboxed as uid ", sandbox_.options().uid)
+                                : "NOT sandboxed (the operator's opt-out)"));
+  }
+  absl::StatusOr<Configured> configured =
+      Configure(request, *arch, src, (*slot)->cfg(), **slot, say);
   if (!configured.ok()) return configured.status();
   const std::string* config_text = &configured->text;
   const std::map<std::string, std::string>& config = configured->config;
@@ -520,7 +584,8 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   }
 
   absl::StatusOr<Made> made =
-      MakeKernel(cache_, request, *arch, src, tree_id, config_sha, *config_text, key, say);
+      MakeKernel(cache_, request, *arch, src, tree_id, config_sha, *config_text, key, **slot,
+                 sandbox_, say);
   if (!made.ok()) return made.status();
 
   // The artifact, whole or not at all.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kbuild/sandbox.h"
 #include "kbuild/series.h"
 
 namespace faultline::kbuild {
@@ -38,6 +39,9 @@ struct BuildRequest {
   // without its culprit). One that does not revert cleanly is INVALID_ARGUMENT.
   std::vector<std::string> revert;
   int jobs = 0;  // make -j; 0: the number of CPUs
+  // A stranger's series (docs/kernels.md#strangers-kernels): built only in the sandbox, on a
+  // private copy of the object directory and kconfig tools, never on the shared ones.
+  bool untrusted = false;
 };
 
 struct Artifact {
@@ -78,20 +82,28 @@ absl::StatusOr<ArchInfo> ArchFor(const std::string& arch);  // INVALID_ARGUMENT 
 class Builder {
  public:
   // `cache` holds worktrees, object directories, artifacts and kept logs of failed builds.
-  explicit Builder(std::string cache);
+  // The tree's programs run in `sandbox` (sandbox.h) as its mode says.
+  explicit Builder(std::string cache, SandboxOptions sandbox = {});
 
   // Builds (or finds) the kernel `request` asks for. Errors name what was wrong:
   // INVALID_ARGUMENT for an unknown ref or arch, a series that does not apply (the patch, the
   // file and the hunk), a config without what a board needs (the options);
-  // FAILED_PRECONDITION for a build error (the log's last lines, and where the log is kept).
+  // FAILED_PRECONDITION for a build error (the log's last lines, and where the log is kept),
+// a limit of the sandbox reached (which), or an untrusted build where no sandbox runs.
   // `progress` gets one line per step.
   absl::StatusOr<Artifact> Build(const BuildRequest& request,
                                  const std::function<void(const std::string&)>& progress = {});
 
   const std::string& cache() const { return cache_; }
+  Sandbox& sandbox() { return sandbox_; }
 
  private:
+  // Whether this build's programs run in the sandbox; an error when it must and cannot.
+  absl::StatusOr<bool> Sandboxed(const BuildRequest& request,
+                                 const std::function<void(const std::string&)>& say);
+
   std::string cache_;
+  Sandbox sandbox_;
 };
 
 }  // namespace faultline::kbuild

@@ -95,7 +95,12 @@ class KbuildTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     root_ = tmpl;
     tree_ = root_ + "/linux";
-    steps_ = root_ + "/steps.log";
+    // The sandbox's uid passes the fixture's root (mkdtemp makes it 0700), and writes the
+    // step log in a directory the builder binds for it (SandboxOptions::extra_writable).
+    ::chmod(root_.c_str(), 0711);
+    fs::create_directories(root_ + "/steps");
+    ::chmod((root_ + "/steps").c_str(), 0777);
+    steps_ = root_ + "/steps/steps.log";
     Put(tree_ + "/Makefile", "STEPS := " + steps_ + "\n" + kFakeMakefile);
     Put(tree_ + "/base.config", kBaseConfig);
     Put(tree_ + "/mm/memory.c", "// memory\nint a;\nint b;\nint c;\n");
@@ -132,6 +137,11 @@ class KbuildTest : public ::testing::Test {
     return r;
   }
   // The make targets run since the last call, one a line.
+  SandboxOptions Sandboxed() {
+    SandboxOptions o;
+    o.extra_writable = {root_ + "/steps"};
+    return o;
+  }
   std::string Steps() {
     const std::string steps = Slurp(steps_);
     fs::remove(steps_);
@@ -167,7 +177,7 @@ class ScopedEnv {
 };
 
 TEST_F(KbuildTest, BuildsOnceAndRecordsWhatItBuilt) {
-  Builder builder(cache_);
+  Builder builder(cache_, Sandboxed());
   absl::StatusOr<Artifact> first = builder.Build(Request());
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE(first->cached);
@@ -196,7 +206,7 @@ TEST_F(KbuildTest, BuildsOnceAndRecordsWhatItBuilt) {
 }
 
 TEST_F(KbuildTest, ASeriesMakesAnotherKernelAndTheBaseStaysCached) {
-  Builder builder(cache_);
+  Builder builder(cache_, Sandboxed());
   absl::StatusOr<Artifact> vanilla = builder.Build(Request());
   ASSERT_TRUE(vanilla.ok()) << vanilla.status();
   BuildRequest patched = Request();
@@ -234,7 +244,7 @@ TEST_F(KbuildTest, ARevertBuildsTheRefWithoutThatCommit) {
   Put(tree_ + "/arch/x86/mm/fault.c", "int fault2;\n");
   Git({"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "x86: later"});
   Git({"tag", "bad"});
-  Builder builder(cache_);
+  Builder builder(cache_, Sandboxed());
   absl::StatusOr<Artifact> base = builder.Build(Request());
   ASSERT_TRUE(base.ok()) << base.status();
   BuildRequest reverted = Request();
@@ -266,7 +276,7 @@ TEST_F(KbuildTest, ARevertBuildsTheRefWithoutThatCommit) {
 }
 
 TEST_F(KbuildTest, ASeriesThatDoesNotApplyNamesThePatchTheFileAndTheHunk) {
-  Builder builder(cache_);
+  Builder builder(cache_, Sandboxed());
   BuildRequest r = Request();
   r.series = {{"good.mbox", PatchMail("[PATCH 1/2] mm: b becomes B", "int b;", "int B;")},
               {"bad.mbox", PatchMail("[PATCH 2/2] mm: x becomes y", "int x;", "int y;")}};
@@ -302,7 +312,7 @@ TEST(ApplyFailureTest, ReadsBackWhatGitSaidAndNothingElse) {
 }
 
 TEST_F(KbuildTest, IncludeAppliesOnlySomePaths) {
-  Builder builder(cache_);
+  Builder builder(cache_, Sandboxed());
   // One patch touching mm/memory.c (applies) and arch/arm/mm/fault.c (no such file).
   std::string mail = PatchMail("[PATCH] mm, arm: both", "int b;", "int B;");
   mail.insert(mail.find("-- \n"),
@@ -327,7 +337,7 @@ TEST_F(KbuildTest, IncludeAppliesOnlySomePaths) {
 }
 
 TEST_F(KbuildTest, BadInputIsNamed) {
-  Builder builder(cache_);
+  Builder builder(cache_, Sandboxed());
   BuildRequest ref = Request();
   ref.ref = "v9.99";
   absl::StatusOr<Artifact> r1 = builder.Build(ref);
@@ -362,7 +372,7 @@ TEST_F(KbuildTest, ABuildErrorKeepsTheLogAndStoresNothing) {
   Put(tree_ + "/BROKEN", "");
   Git({"add", "BROKEN"});
   Git({"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "broken"});
-  Builder builder(cache_);
+  Builder builder(cache_, Sandboxed());
   BuildRequest r = Request();
   r.ref = "HEAD";
   absl::StatusOr<Artifact> built = builder.Build(r);
@@ -385,7 +395,7 @@ TEST_F(KbuildTest, ABuildErrorKeepsTheLogAndStoresNothing) {
 // builder) builds the same bytes too.
 TEST_F(KbuildTest, OneKeyIsTheSameImageInAnyCacheAndAfterOtherLinks) {
   ScopedEnv unset("KBUILD_BUILD_VERSION", nullptr);
-  Builder builder(cache_);
+  Builder builder(cache_, Sandboxed());
   absl::StatusOr<Artifact> first = builder.Build(Request());
   ASSERT_TRUE(first.ok()) << first.status();
   // The make invocation carries the build's identity (reproducible-builds.rst).
@@ -404,7 +414,7 @@ TEST_F(KbuildTest, OneKeyIsTheSameImageInAnyCacheAndAfterOtherLinks) {
   EXPECT_FALSE(again->cached);
   EXPECT_EQ(again->key, first->key);
   EXPECT_EQ(again->image_sha256, first->image_sha256) << Slurp(again->image);
-  Builder elsewhere(root_ + "/another-cache");
+  Builder elsewhere(root_ + "/another-cache", Sandboxed());
   absl::StatusOr<Artifact> there = elsewhere.Build(Request());
   ASSERT_TRUE(there.ok()) << there.status();
   EXPECT_FALSE(there->cached);
@@ -416,7 +426,7 @@ TEST_F(KbuildTest, OneKeyIsTheSameImageInAnyCacheAndAfterOtherLinks) {
 // A hit does not pay the config step: the cache remembers which config each set of inputs
 // made. Any other input runs it.
 TEST_F(KbuildTest, AHitRunsNoMakeAndAnyOtherInputRunsTheConfigStep) {
-  Builder builder(cache_);
+  Builder builder(cache_, Sandboxed());
   absl::StatusOr<Artifact> first = builder.Build(Request());
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(Steps(), "tinyconfig\nolddefconfig\nbzImage\n");
@@ -495,7 +505,7 @@ TEST_F(KbuildTest, AHitRunsNoMakeAndAnyOtherInputRunsTheConfigStep) {
 // A kernel stored by another recipe (another key in its metadata: built before
 // KBUILD_BUILD_VERSION was set) is not taken for this one: it is built again in its place.
 TEST_F(KbuildTest, AKernelOfAnotherRecipeIsBuiltAgainInItsPlace) {
-  Builder builder(cache_);
+  Builder builder(cache_, Sandboxed());
   absl::StatusOr<Artifact> first = builder.Build(Request());
   ASSERT_TRUE(first.ok()) << first.status();
   const std::string meta = first->dir + "/artifact.meta";
@@ -520,7 +530,7 @@ TEST_F(KbuildTest, AKernelOfAnotherRecipeIsBuiltAgainInItsPlace) {
 // A build that has to wait for another on the same worktree says so, and for whom, before
 // it blocks; then it goes on (here: a hit, the other built the kernel).
 TEST_F(KbuildTest, ABuildThatWaitsForTheLockSaysWhoHoldsIt) {
-  Builder holder(cache_), waiter(cache_);
+  Builder holder(cache_, Sandboxed()), waiter(cache_, Sandboxed());
   std::mutex mu;
   std::condition_variable said;
   std::vector<std::string> waiter_lines;

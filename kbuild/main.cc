@@ -42,7 +42,21 @@ int main(int argc, char** argv) {
   app.add_option("--cache", cache, "build cache directory");
   app.add_option("-j,--jobs", request.jobs, "make -j (default: CPUs)");
   app.add_flag("-q,--quiet", quiet, "no progress lines on stderr");
+  std::string sandbox_mode = "auto";
+  faultline::kbuild::SandboxOptions sandbox;
+  app.add_option("--sandbox", sandbox_mode,
+                 "auto, required or none-i-trust-every-series (docs/kernels.md)");
+  app.add_option("--sandbox-uid", sandbox.uid, "the unprivileged uid the tree's programs run as");
+  app.add_flag("--untrusted", request.untrusted,
+               "a stranger's series: sandboxed or refused, on a private object directory");
   CLI11_PARSE(app, argc, argv);
+  absl::StatusOr<faultline::kbuild::SandboxMode> mode =
+      faultline::kbuild::ParseSandboxMode(sandbox_mode);
+  if (!mode.ok()) {
+    std::cerr << "faultline-kbuild: --sandbox: " << mode.status().message() << "\n";
+    return 2;
+  }
+  sandbox.mode = *mode;
   for (const auto& [paths, target] :
        {std::pair{&fragments, &request.fragments}, std::pair{&series, &request.series}}) {
     for (const std::string& path : *paths) {
@@ -54,7 +68,7 @@ int main(int argc, char** argv) {
       target->push_back(std::move(named));
     }
   }
-  faultline::kbuild::Builder builder(cache);
+  faultline::kbuild::Builder builder(cache, sandbox);
   auto built = builder.Build(request, [&](const std::string& line) {
     if (!quiet) std::cerr << "kbuild: " << line << "\n";
   });

@@ -19,6 +19,7 @@ struct Command {
 struct Finished {
   int exit_code = 0;   // 128 + signal when killed
   std::string output;  // when Command::output_file is ""
+  std::string stopped;  // sandboxed: why the sandbox stopped it (a limit), "" otherwise
 };
 
 // Runs `command` to its end. An error only when it could not be started.

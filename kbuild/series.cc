@@ -109,6 +109,46 @@ std::string PatchDiff(absl::string_view mail) {
   return out;
 }
 
+std::vector<std::string> PatchPaths(const Patch& patch) {
+  std::vector<std::string> out;
+  auto add = [&](absl::string_view path, bool prefixed) {
+    path = absl::StripAsciiWhitespace(path);
+    if (path == "/dev/null") return;
+    if (prefixed && !absl::ConsumePrefix(&path, "a/")) absl::ConsumePrefix(&path, "b/");
+    std::string p(path);
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(std::move(p));
+  };
+  for (absl::string_view line : absl::StrSplit(patch.text, '\n')) {
+    absl::string_view rest = line;
+    if (absl::ConsumePrefix(&rest, "diff --git ")) {
+      const size_t b = rest.rfind(" b/");
+      if (b != absl::string_view::npos) {
+        add(rest.substr(0, b), true);
+        add(rest.substr(b + 1), true);
+      }
+    } else if (absl::ConsumePrefix(&rest, "--- ") || absl::ConsumePrefix(&rest, "+++ ")) {
+      add(rest.substr(0, rest.find('\t')), true);
+    } else if (absl::ConsumePrefix(&rest, "rename from ") || absl::ConsumePrefix(&rest, "rename to ") ||
+               absl::ConsumePrefix(&rest, "copy from ") || absl::ConsumePrefix(&rest, "copy to ")) {
+      add(rest, false);
+    }
+  }
+  return out;
+}
+
+bool PathInsideTree(absl::string_view path) {
+  if (path.empty() || path.front() == '/') return false;
+  for (char c : path) {
+    if (c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+  }
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part.empty() || part == "." || part == ".." || absl::EqualsIgnoreCase(part, ".git")) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string SeriesKey(const std::vector<Patch>& patches) {
   std::string ids = "faultline-series/1\n";
   for (const Patch& patch : patches) absl::StrAppend(&ids, Sha256Hex(PatchDiff(patch.text)), "\n");
@@ -187,7 +227,7 @@ std::vector<std::string> IncludedFiles(const Patch& patch,
 }
 
 std::string DescribeApplyFailure(const Patch& patch, const std::string& git_output) {
-  std::string file;
+  std::string file, why;
   int line = 0;
   for (absl::string_view l : absl::StrSplit(git_output, '\n')) {
     absl::string_view rest = l;
@@ -202,9 +242,13 @@ std::string DescribeApplyFailure(const Patch& patch, const std::string& git_outp
     if (absl::ConsumePrefix(&rest, "error: ") && file.empty()) {
       // "error: FILE: does not exist in index" / "error: FILE: patch does not apply"
       const size_t colon = rest.find(": ");
-      if (colon != absl::string_view::npos) file = std::string(rest.substr(0, colon));
+      if (colon != absl::string_view::npos) {
+        file = std::string(rest.substr(0, colon));
+        why = std::string(absl::StripAsciiWhitespace(rest.substr(colon + 2)));
+      }
     }
   }
+  if (why == "patch does not apply") why.clear();  // the hunk says more, when git named it
   std::string where = file.empty() ? "" : file;
   if (!file.empty() && line > 0) {
     // The hunk of `file` whose old range starts at `line`.
@@ -226,6 +270,9 @@ std::string DescribeApplyFailure(const Patch& patch, const std::string& git_outp
   std::string reason = absl::StrCat("patch ", patch.index, " \"", patch.subject, "\" (",
                                     patch.source, ") does not apply");
   if (!where.empty()) absl::StrAppend(&reason, ": ", where);
+  if (!why.empty() && where.find(", hunk ") == std::string::npos) {
+    absl::StrAppend(&reason, ", because ", OneLine(why, "; "));
+  }
   absl::StrAppend(&reason, " (apply only some paths with the series' `include`)");
   if (file.empty()) absl::StrAppend(&reason, ": ", OneLine(git_output, "; "));
   return reason;
@@ -253,8 +300,14 @@ std::optional<ApplyFailure> ParseApplyFailure(absl::string_view error) {
   f.source = std::string(rest.substr(open + 3, tail - open - 3));
   rest.remove_prefix(tail + kTail.size());
   if (absl::ConsumePrefix(&rest, ": ")) {
-    const size_t end = std::min(rest.find(", hunk "), rest.find(" (apply only"));
+    const size_t apply_only = rest.find(" (apply only");
+    const size_t end = std::min({rest.find(", hunk "), rest.find(", because "), apply_only});
     f.file = std::string(rest.substr(0, end));
+    if (const size_t because = rest.find(", because "); because != absl::string_view::npos) {
+      f.reason = std::string(rest.substr(because + 10, apply_only == absl::string_view::npos
+                                                           ? absl::string_view::npos
+                                                           : apply_only - because - 10));
+    }
     if (const size_t hunk = rest.find(", hunk @@ "); hunk != absl::string_view::npos) {
       const size_t close = rest.find(" @@", hunk + 10);
       if (close != absl::string_view::npos) {

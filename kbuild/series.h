@@ -43,6 +43,13 @@ std::vector<std::string> IncludedFiles(const Patch& patch, const std::vector<std
 // kernel.
 std::string PatchDiff(absl::string_view mail);
 
+// Every path a patch's diff names (both sides of `diff --git`, `---`/`+++`, renames and
+// copies), without the a/ and b/ prefixes, in order, once.
+std::vector<std::string> PatchPaths(const Patch& patch);
+// A relative path that stays inside the tree: not absolute, no "." or ".." component, no
+// ".git" component, no backslash or control character.
+bool PathInsideTree(absl::string_view path);
+
 // The key of a series: sha256 (hex) over the sha256 of each patch's PatchDiff, in order
 // (whatever mboxes they came in: cover letters and mail headers do not count). Equal for
 // the same patches exported twice; another diff, another order or another patch count is
@@ -63,6 +70,7 @@ struct ApplyFailure {
   std::string source;   // the mbox it came from
   std::string file;     // "" when git named none
   std::string hunk;     // "@@ -2,3 +2,3 @@", or ""
+  std::string reason;   // what git said of `file` when no hunk failed ("" when nothing)
 };
 std::optional<ApplyFailure> ParseApplyFailure(absl::string_view error);
 

@@ -45,17 +45,17 @@ absl::Status CheckOut(const std::string& tree, const std::string& src,
   std::error_code ec;
   if (!fs::exists(src + "/.git")) {
     fs::remove_all(src, ec);
-    RunForOutput({{"git", "-C", tree, "worktree", "prune"}}).IgnoreError();
+    RunForOutput({GitArgv(tree, {"worktree", "prune"})}).IgnoreError();
     absl::StatusOr<std::string> added = RunForOutput(
-        {{"git", "-C", tree, "worktree", "add", "--detach", "--force", src, base_commit}});
+        {GitArgv(tree, {"worktree", "add", "--detach", "--force", src, base_commit})});
     if (!added.ok()) return added.status();
   } else {
     for (std::vector<std::string> argv :
-         {std::vector<std::string>{"git", "-C", src, "reset", "-q", "--hard"},
-          std::vector<std::string>{"git", "-C", src, "checkout", "-q", "-f", "--detach",
-                                   base_commit},
-          std::vector<std::string>{"git", "-C", src, "reset", "-q", "--hard"},
-          std::vector<std::string>{"git", "-C", src, "clean", "-q", "-fdx"}}) {
+         {GitArgv(src, {"reset", "-q", "--hard"}),
+          GitArgv(src, {"checkout", "-q", "-f", "--detach",
+                                   base_commit}),
+          GitArgv(src, {"reset", "-q", "--hard"}),
+          GitArgv(src, {"clean", "-q", "-fdx"})}) {
       absl::StatusOr<std::string> done = RunForOutput({argv});
       if (!done.ok()) return done.status();
     }
@@ -70,18 +70,18 @@ absl::Status ApplyReverts(const BuildRequest& request, const std::string& tree,
   for (size_t i = 0; i < request.revert.size(); ++i) {
     const std::string& rev = request.revert[i];
     absl::StatusOr<std::string> sha =
-        RunForOutput({{"git", "-C", tree, "rev-parse", "--verify", "--quiet", rev + "^{commit}"}});
+        RunForOutput({GitArgv(tree, {"rev-parse", "--verify", "--quiet", rev + "^{commit}"})});
     if (!sha.ok() || rev.empty() || rev.front() == '-') {
       return absl::InvalidArgumentError(
           absl::StrCat("revert[", i, "]: '", rev, "' is not a commit in ", request.tree));
     }
     const std::string commit_sha(absl::StripAsciiWhitespace(*sha));
     absl::StatusOr<std::string> diff =
-        RunForOutput({{"git", "-C", tree, "diff", "--binary", commit_sha + "^", commit_sha}});
+        RunForOutput({GitArgv(tree, {"diff", "--binary", commit_sha + "^", commit_sha})});
     if (!diff.ok()) return diff.status();
     const std::string file = scratch + ".revert";
     if (absl::Status s = WriteFile(file, *diff); !s.ok()) return s;
-    absl::StatusOr<Finished> run = Run({{"git", "-C", src, "apply", "--index", "-R", file}});
+    absl::StatusOr<Finished> run = Run({GitArgv(src, {"apply", "--index", "-R", file})});
     if (!run.ok()) return run.status();
     if (run->exit_code != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -108,9 +108,18 @@ absl::StatusOr<std::vector<std::string>> ApplySeries(const std::vector<Patch>& p
       say(absl::StrCat("patch ", patch.index, " touches no included path: skipped"));
       continue;
     }
+    // A path outside the tree (absolute, or with a ".." component) is refused here, by
+    // name, whatever git would make of it.
+    for (const std::string& path : PatchPaths(patch)) {
+      if (!PathInsideTree(path)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "series: ", DescribeApplyFailure(patch, absl::StrCat("error: ", path,
+                                                                 ": a path outside the tree"))));
+      }
+    }
     const std::string file = scratch + ".patch";
     if (absl::Status s = WriteFile(file, patch.text); !s.ok()) return s;
-    std::vector<std::string> argv = {"git", "-C", src, "apply", "--index"};
+    std::vector<std::string> argv = GitArgv(src, {"apply", "--index"});
     for (const std::string& glob : request.include) argv.push_back("--include=" + glob);
     argv.push_back(file);
     absl::StatusOr<Finished> run = Run({argv});

@@ -20,6 +20,17 @@ namespace faultline::kbuild {
 
 using Say = std::function<void(const std::string&)>;
 
+// `git -C dir ARGS` with no hook, no fsmonitor and no pager: git on trees a stranger's series
+// has written to runs nothing the tree or its metadata names.
+inline std::vector<std::string> GitArgv(const std::string& dir, std::vector<std::string> args) {
+  std::vector<std::string> argv = {"git",           "-c", "core.hooksPath=/dev/null",
+                                   "-c",            "core.fsmonitor=false",
+                                   "-c",            "core.pager=cat",
+                                   "--no-pager",    "-C", dir};
+  for (std::string& a : args) argv.push_back(std::move(a));
+  return argv;
+}
+
 // An exclusive flock held for a scope (other builders on the same cache wait). The holder
 // writes who it is into the file, so that a builder that has to wait can say for whom.
 class FileLock {

@@ -1,6 +1,9 @@
 #include "robot/mail.h"
 
+#include <iconv.h>
+
 #include <cctype>
+#include <cerrno>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -9,6 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/strings.h"
 
 namespace faultline::robot {
 namespace {
@@ -41,6 +45,36 @@ std::string DecodeQuotedPrintable(absl::string_view text, bool underscore_is_spa
   return out;
 }
 
+// `text` in `charset` as UTF-8 (glibc's iconv: ISO-8859-*, Windows-125*, KOI8, GB*, ...);
+// bytes that do not convert, and unknown charsets, come out as U+FFFD, never raw.
+std::string ToUtf8(absl::string_view text, absl::string_view charset) {
+  std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(charset));
+  if (const size_t star = name.find('*'); star != std::string::npos) name.resize(star);  // RFC 2231
+  if (name.empty() || name == "utf-8" || name == "utf8" || name == "us-ascii" || name == "ascii") {
+    return ValidUtf8(std::string_view(text.data(), text.size()));
+  }
+  iconv_t cd = ::iconv_open("UTF-8", name.c_str());
+  if (cd == reinterpret_cast<iconv_t>(-1)) return ValidUtf8(std::string_view(text.data(), text.size()));
+  std::string out;
+  std::string in(text);
+  char* src = in.data();
+  size_t left = in.size();
+  char buffer[4096];
+  while (left > 0) {
+    char* dst = buffer;
+    size_t room = sizeof buffer;
+    const size_t r = ::iconv(cd, &src, &left, &dst, &room);
+    out.append(buffer, static_cast<size_t>(dst - buffer));
+    if (r == static_cast<size_t>(-1) && errno != E2BIG) {
+      out += "\xef\xbf\xbd";  // a byte the charset does not have: skipped
+      ++src;
+      --left;
+    }
+  }
+  ::iconv_close(cd);
+  return ValidUtf8(out);
+}
+
 // One encoded word's text, or nullopt when `word` is not one.
 std::optional<std::string> DecodeWord(absl::string_view word) {
   if (!absl::StartsWith(word, "=?") || !absl::EndsWith(word, "?=") || word.size() < 8) {
@@ -52,10 +86,12 @@ std::optional<std::string> DecodeWord(absl::string_view word) {
   const char encoding =
       static_cast<char>(absl::ascii_toupper(static_cast<unsigned char>(parts[1].front())));
   if (parts[1].size() != 1 || (encoding != 'B' && encoding != 'Q')) return std::nullopt;
-  if (encoding == 'Q') return DecodeQuotedPrintable(parts[2], /*underscore_is_space=*/true);
+  if (encoding == 'Q') {
+    return ToUtf8(DecodeQuotedPrintable(parts[2], /*underscore_is_space=*/true), parts[0]);
+  }
   std::string decoded;
   if (!absl::Base64Unescape(parts[2], &decoded)) return std::nullopt;
-  return decoded;
+  return ToUtf8(decoded, parts[0]);
 }
 
 // Header lines unfolded: name (lower case) and value, in order.
@@ -98,8 +134,10 @@ std::string Parameter(absl::string_view value, absl::string_view name) {
   return "";
 }
 
+// The body's bytes after its transfer encoding (a patch's bytes are what git applies).
 std::string DecodeBody(absl::string_view body, absl::string_view transfer_encoding) {
-  const std::string encoding = absl::AsciiStrToLower(transfer_encoding);
+  const std::string encoding =
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(transfer_encoding));
   if (encoding == "quoted-printable") return DecodeQuotedPrintable(body, false);
   if (encoding == "base64") {
     std::string decoded;
@@ -235,16 +273,19 @@ absl::StatusOr<Mail> ParseMail(absl::string_view raw) {
   Mail mail;
   const std::vector<std::string> ids = MessageIds(HeaderValue(headers, "message-id"));
   if (ids.empty()) return absl::InvalidArgumentError("a mail without a Message-ID");
-  mail.message_id = ids.front();
+  // Every header value as valid UTF-8: they go into text columns, logs and replies.
+  mail.message_id = ValidUtf8(ids.front());
   const std::vector<std::string> parents = MessageIds(HeaderValue(headers, "in-reply-to"));
-  if (!parents.empty()) mail.in_reply_to = parents.front();
-  mail.references = MessageIds(HeaderValue(headers, "references"));
-  mail.subject = DecodeWords(HeaderValue(headers, "subject"));
-  mail.from = DecodeWords(HeaderValue(headers, "from"));
+  if (!parents.empty()) mail.in_reply_to = ValidUtf8(parents.front());
+  for (const std::string& id : MessageIds(HeaderValue(headers, "references"))) {
+    mail.references.push_back(ValidUtf8(id));
+  }
+  mail.subject = ValidUtf8(DecodeWords(HeaderValue(headers, "subject")));
+  mail.from = ValidUtf8(DecodeWords(HeaderValue(headers, "from")));
   mail.from_address = AddressOf(mail.from);
-  mail.to = Addresses(HeaderValue(headers, "to"));
-  mail.cc = Addresses(HeaderValue(headers, "cc"));
-  mail.date = HeaderValue(headers, "date");
+  for (std::string& a : Addresses(HeaderValue(headers, "to"))) mail.to.push_back(ValidUtf8(a));
+  for (std::string& a : Addresses(HeaderValue(headers, "cc"))) mail.cc.push_back(ValidUtf8(a));
+  mail.date = ValidUtf8(HeaderValue(headers, "date"));
   mail.body = TextBody(headers, body);
   mail.raw = std::string(raw);
   return mail;

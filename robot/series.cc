@@ -9,8 +9,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/strings.h"
 
 namespace faultline::robot {
 namespace {
@@ -35,7 +37,7 @@ bool IndexWord(absl::string_view word, int* index, int* total) {
 std::string TrailerValue(absl::string_view text, absl::string_view name) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     line = absl::StripTrailingAsciiWhitespace(line);
-    if (absl::ConsumePrefix(&line, name)) return std::string(absl::StripAsciiWhitespace(line));
+    if (absl::ConsumePrefix(&line, name)) return ValidUtf8(std::string(absl::StripAsciiWhitespace(line)));
   }
   return "";
 }
@@ -131,6 +133,7 @@ std::vector<std::string> HunkLines(const Mail& patch, const std::string& file,
   }
   while (out.size() > 1 && out.back().empty()) out.pop_back();
   if (more > 0) out.push_back(absl::StrCat("[... ", more, " more lines]"));
+  for (std::string& line : out) line = ValidUtf8(line);  // quoted in a reply
   return out;
 }
 
@@ -159,7 +162,7 @@ std::string MessageIdOfLink(absl::string_view url) {
       out.push_back(id[i]);
     }
   }
-  return out;
+  return ValidUtf8(out);
 }
 
 std::vector<const Mail*> Series::Mails() const {
@@ -186,7 +189,7 @@ std::vector<std::string> Series::TouchedFiles() const {
       // "a/<path> b/<path>": the b/ side (paths with spaces are rare in the kernel).
       const size_t b = line.rfind(" b/");
       if (b == absl::string_view::npos) continue;
-      std::string path(line.substr(b + 3));
+      std::string path = ValidUtf8(std::string(line.substr(b + 3)));
       if (seen.insert(path).second) out.push_back(std::move(path));
     }
   }
@@ -220,14 +223,33 @@ std::map<int, std::string> Series::EarlierVersions() const {
 }
 
 std::string Series::Mbox() const {
+  // Each mail as git writes it: its headers decoded, its body after the transfer encoding
+  // (a quoted-printable or base64 patch reaches `git apply` as the diff it carries), lines
+  // that would start a new mail escaped (mboxrd).
   std::string out;
+  auto header = [&](absl::string_view name, absl::string_view value) {
+    absl::StrAppend(&out, name, ": ", OneLine(std::string(value)), "\n");
+  };
   for (const Mail* mail : Mails()) {
     absl::StrAppend(&out, "From faultline-robot Mon Sep 17 00:00:00 2001\n");
-    std::string raw = mail->raw;
-    // A raw mail that already starts with an mbox "From " line keeps it out: one per mail.
-    if (absl::StartsWith(raw, "From ")) raw = raw.substr(raw.find('\n') + 1);
-    absl::StrAppend(&out, raw);
-    if (!absl::EndsWith(raw, "\n")) out.push_back('\n');
+    header("From", mail->from);
+    header("Date", mail->date);
+    header("Subject", mail->subject);
+    header("Message-ID", absl::StrCat("<", mail->message_id, ">"));
+    header("MIME-Version", "1.0");
+    header("Content-Type", "text/plain; charset=UTF-8");
+    header("Content-Transfer-Encoding", "8bit");
+    out += "\n";
+    std::string body = mail->body;
+    absl::StrReplaceAll({{"\r\n", "\n"}}, &body);
+    for (absl::string_view line : absl::StrSplit(body, '\n')) {
+      absl::string_view rest = line;
+      while (absl::ConsumePrefix(&rest, ">")) {
+      }
+      if (absl::StartsWith(rest, "From ")) out += '>';
+      absl::StrAppend(&out, line, "\n");
+    }
+    if (!absl::EndsWith(out, "\n\n")) out += '\n';
   }
   return out;
 }

@@ -21,6 +21,8 @@ main=(
   libabsl-dev libpqxx-dev libpq-dev prometheus-cpp-dev libboost-dev
   libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
   postgresql-15 postgresql-client-15
+  # a builder's sandbox for strangers' kernels (kbuild/sandbox.cc); mail read by GMime
+  bubblewrap libgmime-3.0-dev
   util-linux procps iproute2 curl openssl libssl-dev libcrypt-dev
   prometheus prometheus-alertmanager jq
 )

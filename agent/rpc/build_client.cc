@@ -133,10 +133,15 @@ absl::Status BuildClient::Source::Read(const std::string& sha256, uint64_t offse
 }
 
 void RunBuilder(const std::string& builder, const std::vector<std::string>& arches,
-                const std::string& cache, int jobs, BuildClient& client,
-                const std::atomic<bool>& stopping) {
-  kbuild::Builder kbuilder(cache);
-  log::info("event=builder_ready builder={} arches={} cache={}", builder, arches.size(), cache);
+                const std::string& cache, int jobs, const kbuild::SandboxOptions& sandbox,
+                BuildClient& client, const std::atomic<bool>& stopping) {
+  kbuild::Builder kbuilder(cache, sandbox);
+  // Only this host's dead builders' cgroups: another agent's builds go on.
+  kbuilder.sandbox().RemoveStaleCgroups();
+  const absl::Status sandboxed = kbuilder.sandbox().Available();
+  log::info("event=builder_ready builder={} arches={} cache={} sandbox={} sandbox_ok={} why=\"{}\"",
+            builder, arches.size(), cache, kbuild::SandboxModeName(sandbox.mode),
+            sandboxed.ok(), std::string(sandboxed.message()));
   while (!stopping) {
     auto order = client.Acquire(builder, arches);
     if (!order.ok()) {
@@ -191,6 +196,7 @@ void RunBuilder(const std::string& builder, const std::vector<std::string>& arch
       request.include.assign(b.source().include().begin(), b.source().include().end());
       request.revert.assign(b.source().revert().begin(), b.source().revert().end());
       request.jobs = jobs;
+      request.untrusted = b.source().untrusted();
       built = kbuilder.Build(request, progress);
     }
     v1::FinishBuildRequest finish;

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/artifact_cache.h"
+#include "kbuild/sandbox.h"
 #include "faultline/v1/agent.grpc.pb.h"
 
 namespace faultline::agent {
@@ -43,9 +44,9 @@ class BuildClient {
 
 // The builder's loop (agent.yaml builder): claim a build of one of its arches, build it with
 // kbuild into the builder's cache (heartbeats keep the lease meanwhile), upload the image,
-// report; until `stopping`.
+// report; until `stopping`. The tree's programs run in `sandbox` (kbuild/sandbox.h).
 void RunBuilder(const std::string& builder, const std::vector<std::string>& arches,
-                const std::string& cache, int jobs, BuildClient& client,
-                const std::atomic<bool>& stopping);
+                const std::string& cache, int jobs, const kbuild::SandboxOptions& sandbox,
+                BuildClient& client, const std::atomic<bool>& stopping);
 
 }  // namespace faultline::agent

@@ -259,6 +259,11 @@ void WriteRobot(const MetricsSnapshot& snapshot, std::string* out) {
       "state",
       {"skipped", "chosen", "submitted", "measured", "replied", "failed", "does_not_apply"},
       snapshot.robot_series_by_state, out);
+  WriteByState("faultline_robot_mails_skipped",
+               "Mails the robot read and did not take, kept as bytes with the reason: "
+               "unreadable (no Message-ID), too large, too many patches, too large a diff",
+               "reason", {"unreadable", "too large", "too many patches", "too large a diff"},
+               snapshot.robot_skipped_mails_by_reason, out);
   WriteByState("faultline_robot_replies",
                "The robot's reply mails by state: queued, sending, sent, uncertain (it died "
                "while sending: never sent again)",

@@ -126,6 +126,7 @@ std::string Canonical(const v1::KernelSource& s, const std::string& series_key) 
   if (!series_key.empty()) absl::StrAppend(&out, "series-diffs\n", series_key, "\n");
   for (const auto& i : s.include()) absl::StrAppend(&out, "include\n", i, "\n");
   for (const auto& r : s.revert()) absl::StrAppend(&out, "revert\n", r, "\n");
+  if (s.untrusted()) out += "untrusted\n";  // a build of its own: never the trusted one's
   return out;
 }
 

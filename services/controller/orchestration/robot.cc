@@ -37,6 +37,13 @@ absl::StatusOr<robot::Series> SeriesRobot::LoadSeries(const std::string& root, i
   }
   for (robot::Series& series : robot::AssembleSeries(mails)) {
     if (id.empty() || series.id == id) return std::move(series);
+    // Decided before its cover letter came: known by its first patch's id.
+    for (const robot::Mail* mail : series.Mails()) {
+      if (mail->message_id == id) {
+        series.id = id;
+        return std::move(series);
+      }
+    }
   }
   return absl::NotFoundError(absl::StrCat("series ", id, ": its mails are not kept"));
 }
@@ -50,25 +57,32 @@ absl::StatusOr<RobotPass> SeriesRobot::RunOnce() {
   }
   std::vector<std::pair<std::string, int>> touched;
   if (absl::Status s = Ingest(pass, touched); !s.ok()) return s;
+  // A step that fails for one series is logged and counted; the other series go on (the
+  // failed one is tried again next pass).
+  auto isolated = [&](const std::string& what, const std::string& id, const absl::Status& s) {
+    if (s.ok()) return;
+    ++pass.errors;
+    log::warn("event=robot_series_step_failed step={} id=\"{}\" error=\"{}\"", what, id,
+              std::string(s.message()));
+  };
   for (const auto& [root, version] : touched) {
-    if (absl::Status s = Decide(root, version, pass); !s.ok()) return s;
+    isolated("decide", root, Decide(root, version, pass));
   }
   for (SeriesState state : {SeriesState::kChosen, SeriesState::kSubmitted}) {
     absl::StatusOr<std::vector<SeriesRecord>> open = stores_.robot->ListSeries(state, 100);
     if (!open.ok()) return open.status();
     for (SeriesRecord& series : *open) {
-      absl::Status s = state == SeriesState::kChosen ? Submit(std::move(series), pass)
-                                                     : CheckMeasured(std::move(series), pass);
-      if (!s.ok()) return s;
+      const std::string id = series.id;
+      isolated(state == SeriesState::kChosen ? "submit" : "measured", id,
+               state == SeriesState::kChosen ? Submit(std::move(series), pass)
+                                             : CheckMeasured(std::move(series), pass));
     }
   }
   if (replies) {
     for (SeriesState state : {SeriesState::kMeasured, SeriesState::kDoesNotApply}) {
       absl::StatusOr<std::vector<SeriesRecord>> answerable = stores_.robot->ListSeries(state, 100);
       if (!answerable.ok()) return answerable.status();
-      for (const SeriesRecord& series : *answerable) {
-        if (absl::Status s = QueueReply(series); !s.ok()) return s;
-      }
+      for (const SeriesRecord& series : *answerable) isolated("reply", series.id, QueueReply(series));
     }
     if (options_.replies.culprits) {
       if (absl::Status s = QueueCulpritMails(); !s.ok()) return s;
@@ -92,19 +106,48 @@ absl::Status SeriesRobot::Ingest(RobotPass& pass,
   if (read->cursor == *cursor) return absl::OkStatus();
   std::vector<KeptMail> kept;
   std::set<std::pair<std::string, int>> seen;
+  // One bad mail costs that mail only: kept apart as bytes, its reason logged and counted.
+  auto skip = [&](const robot::ArchivedMail& archived, const std::string& id,
+                  const std::string& reason) {
+    ++pass.skipped;
+    log::warn("event=robot_mail_skipped commit={} message_id=\"{}\" reason=\"{}\"",
+              archived.commit, id, reason);
+    kept.push_back({.message_id = id.empty() ? "commit:" + archived.commit : id,
+                    .raw = archived.raw,
+                    .skip_reason = reason});
+  };
   for (const robot::ArchivedMail& archived : read->mails) {
     ++pass.mails;
+    if (archived.raw.size() > options_.max_mail_bytes) {
+      skip(archived, "",
+           absl::StrCat("too large: ", archived.raw.size(), " bytes, over ",
+                        options_.max_mail_bytes));
+      continue;
+    }
     absl::StatusOr<robot::Mail> mail = robot::ParseMail(archived.raw);
     if (!mail.ok()) {
-      log::warn("event=robot_mail_unreadable commit={} error=\"{}\"", archived.commit,
-                std::string(mail.status().message()));
+      skip(archived, "", absl::StrCat("unreadable: ", mail.status().message()));
+      continue;
+    }
+    if (mail->message_id.size() > 512 || mail->references.size() > 1000) {
+      skip(archived, "", "unreadable: a Message-ID over 512 bytes or over 1000 References");
       continue;
     }
     if (!options_.replies.from.empty()) {
-      if (absl::Status s = NoteArchived(*mail); !s.ok()) return s;
+      if (absl::Status s = NoteArchived(*mail); !s.ok()) {
+        ++pass.errors;
+        log::warn("event=robot_note_failed message_id=\"{}\" error=\"{}\"", mail->message_id,
+                  std::string(s.message()));
+      }
     }
     std::optional<robot::SubjectTag> tag = robot::ParseSubject(mail->subject);
     if (!tag || tag->reply) continue;
+    if (tag->total > options_.max_patches) {
+      skip(archived, mail->message_id,
+           absl::StrCat("too many patches: a series of ", tag->total, ", over ",
+                        options_.max_patches));
+      continue;
+    }
     kept.push_back({.message_id = mail->message_id,
                     .thread_root = robot::ThreadRoot(*mail),
                     .version = tag->version,
@@ -113,7 +156,7 @@ absl::Status SeriesRobot::Ingest(RobotPass& pass,
       touched.emplace_back(kept.back().thread_root, tag->version);
     }
   }
-  pass.kept = static_cast<int>(kept.size());
+  pass.kept = static_cast<int>(kept.size()) - pass.skipped;
   return stores_.robot->KeepMails(options_.archive, kept, read->cursor);
 }
 
@@ -128,15 +171,26 @@ absl::Status SeriesRobot::Decide(const std::string& root, int version, RobotPass
   }
   for (const robot::Series& series : robot::AssembleSeries(mails)) {
     if (series.id.empty() || !series.complete()) continue;  // the rest comes later
-    absl::StatusOr<std::optional<SeriesRecord>> known = stores_.robot->GetSeries(series.id);
-    if (!known.ok()) return known.status();
-    if (known->has_value()) continue;  // decided once
+    // Decided once, under whichever id it had then: a cover letter that comes after its
+    // patches makes no second series.
+    bool decided = false;
+    for (const robot::Mail* mail : series.Mails()) {
+      absl::StatusOr<std::optional<SeriesRecord>> known =
+          stores_.robot->GetSeries(mail->message_id);
+      if (!known.ok()) return known.status();
+      decided = decided || known->has_value();
+    }
+    if (decided) continue;
     SeriesRecord record{.id = series.id,
                         .thread_root = root,
                         .version = series.version,
                         .title = series.title,
                         .from = series.from};
-    const robot::Choice choice = robot::Choose(series, options_.rules);
+    robot::Choice choice = robot::Choose(series, options_.rules);
+    if (const size_t bytes = series.Mbox().size(); choice.chosen && bytes > options_.max_series_bytes) {
+      choice = {false, absl::StrCat("too large a diff: ", bytes, " bytes of mbox, over ",
+                                    options_.max_series_bytes)};
+    }
     record.reason = choice.reason;
     record.state = choice.chosen ? SeriesState::kChosen : SeriesState::kSkipped;
     if (choice.chosen) {
@@ -186,6 +240,7 @@ std::vector<SeriesRobot::PlannedJob> SeriesRobot::PlanJobs(
       f->set_name(series_name);
       f->set_content(series_mbox);
       for (const std::string& path : options_.include) k.add_include(path);
+      k.set_untrusted(true);  // a stranger's series: the builder's sandbox, or refused
     }
     return k;
   };

@@ -49,6 +49,12 @@ struct RobotOptions {
   std::vector<v1::JobSpec> studies;
   std::vector<std::string> arches;  // empty: every arch with a board that boots built kernels
   size_t mails_per_pass = 500;
+  // Bounds on what a stranger's mail can make the robot do: a mail larger, a series of more
+  // patches, or a series whose mbox is larger is skipped (kept as bytes, its reason in
+  // /metrics) and every other series still gets its answer.
+  size_t max_mail_bytes = 8u << 20;
+  int max_patches = 100;
+  size_t max_series_bytes = 16u << 20;
   uint32_t poll_seconds = 60;  // between two passes
   // The nightly side: a change point toward slower on a kernel built from `tree` starts a
   // bisection (request id per change point; `tree` read where the controller runs).
@@ -71,6 +77,8 @@ struct RobotPass {
   int replied = 0;     // replies sent (or written, dry run)
   int checks = 0;      // patchwork checks posted
   int bisections = 0;  // bisections started from change points
+  int skipped = 0;     // mails skipped (unreadable, too large, too many patches)
+  int errors = 0;      // series whose step failed this pass (logged; the others went on)
 };
 
 class SeriesRobot {

@@ -4,13 +4,17 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "common/kernel_label.h"
 #include "common/log.h"
+#include "common/strings.h"
 #include "kbuild/series.h"
 #include "report/bisect.h"
 #include "robot/mail.h"
@@ -68,6 +72,24 @@ absl::Status SeriesRobot::NoteArchived(const robot::Mail& mail) {
 SeriesRobot::Verdict SeriesRobot::Judge(const SeriesRecord& series) const {
   Verdict v;
   int measured = 0, regressions = 0, comparisons = 0, inconclusive = 0;
+  // Kernels that did not build: said once each (by label and arch), never hidden behind
+  // "no regression".
+  std::vector<std::string> failed_builds;
+  std::set<std::string> failed_seen;
+  for (int64_t id : series.jobs) {
+    absl::StatusOr<std::vector<BuildRecord>> builds = stores_.builds->ListBuilds(id);
+    if (!builds.ok()) continue;
+    for (const BuildRecord& b : *builds) {
+      if (b.state != BuildState::kFailed || !failed_seen.insert(b.label + "/" + b.arch).second) {
+        continue;
+      }
+      std::string first(absl::StripAsciiWhitespace(b.error.substr(0, b.error.find('\n'))));
+      std::string line = absl::StrCat("  ", KernelLabel::Parse(b.label).name, " (", b.arch,
+                                      ") did not build: ", first);
+      if (line.size() > 78) line = line.substr(0, 75) + "...";
+      failed_builds.push_back(ValidUtf8(line));
+    }
+  }
   for (int64_t id : series.jobs) {
     v1::GetReportRequest request;
     request.set_job_id(id);
@@ -95,7 +117,18 @@ SeriesRobot::Verdict SeriesRobot::Judge(const SeriesRecord& series) const {
       v.lines.push_back(std::move(line));
     }
   }
-  if (measured == 0) {
+  if (regressions > 0) {
+    for (std::string& f : failed_builds) v.lines.push_back(std::move(f));
+  }
+  if (!failed_builds.empty() && regressions == 0) {
+    v.state = "fail";
+    v.description = absl::StrCat(failed_builds.size(), " kernel build(s) failed: see the reply");
+    v.headline = absl::StrCat("Not tested: ", failed_builds.size(), " kernel build(s) failed:");
+    v.lines = std::move(failed_builds);
+    if (comparisons > 0) {
+      v.lines.push_back(absl::StrCat("(the ", comparisons, " comparisons that ran show none slower)"));
+    }
+  } else if (measured == 0) {
     v.state = "fail";
     v.description = absl::StrCat("no job of ", series.jobs.size(), " measured: see the reply");
     v.headline = absl::StrCat("Nothing measured: no job of ", series.jobs.size(),
@@ -156,6 +189,7 @@ std::string SeriesRobot::ApplyFailureBody(const SeriesRecord& series,
                     f->file.empty() ? "" : absl::StrCat(" in ", f->file),
                     f->hunk.empty() ? "" : absl::StrCat(", the hunk ", f->hunk), ":\n  ",
                     f->subject, "\n");
+    if (!f->reason.empty()) absl::StrAppend(&body, "because ", f->reason, ".\n");
     auto patch = mails.patches.find(f->index);
     const std::vector<std::string> hunk = patch == mails.patches.end()
                                               ? std::vector<std::string>{}

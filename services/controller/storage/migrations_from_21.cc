@@ -209,6 +209,19 @@ ALTER TABLE robot_replies DROP CONSTRAINT robot_replies_series_id_fkey;
 ALTER TABLE jobs ADD COLUMN profile_hz integer NOT NULL DEFAULT 0 CHECK (profile_hz >= 0);
 ALTER TABLE jobs ADD COLUMN profile_pmu boolean NOT NULL DEFAULT false;
 )sql"},
+    {32, "the robot keeps a mail as the bytes it came as (a stranger's may be no UTF-8)", R"sql(
+ALTER TABLE robot_mails ALTER COLUMN raw TYPE bytea USING convert_to(raw, 'UTF8');
+-- Mails the robot read and could not take (unreadable, too large, a 10,000-patch "series"):
+-- kept as bytes with the reason, counted in /metrics (faultline_robot_mails_skipped).
+CREATE TABLE robot_skipped_mails (
+  archive text NOT NULL,
+  message_id text NOT NULL,
+  reason text NOT NULL,
+  raw bytea NOT NULL,
+  skipped_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (archive, message_id)
+);
+)sql"},
 };
 
 }  // namespace

@@ -365,6 +365,11 @@ absl::StatusOr<MetricsSnapshot> PgHistoryStore::Snapshot(int64_t known_series_ve
           snap.robot_series_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
         }
         snap.robot_mails = t.exec1("SELECT count(*) FROM robot_mails")[0].as<int64_t>();
+        // The reason's kind: what comes before its first ':' ("too large: 9 MiB" -> "too large").
+        for (const auto& r : t.exec(R"sql(
+          SELECT split_part(reason, ':', 1), count(*) FROM robot_skipped_mails GROUP BY 1)sql")) {
+          snap.robot_skipped_mails_by_reason[r[0].as<std::string>()] = r[1].as<int64_t>();
+        }
         for (const auto& r : t.exec("SELECT state, count(*) FROM robot_replies GROUP BY state")) {
           snap.robot_replies_by_state[r[0].as<std::string>()] = r[1].as<int64_t>();
         }

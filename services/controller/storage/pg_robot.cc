@@ -1,5 +1,6 @@
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "services/controller/storage/pg_pool.h"
@@ -51,11 +52,19 @@ absl::Status PgRobotStore::KeepMails(const std::string& archive, const std::vect
       ->Query<bool>([&](pqxx::connection& c, bool&) -> absl::Status {
         pqxx::work w(c);
         for (const KeptMail& m : mails) {
+          if (!m.skip_reason.empty()) {
+            w.exec_params(R"sql(
+        INSERT INTO robot_skipped_mails (archive, message_id, reason, raw)
+        VALUES ($1, $2, $3, decode($4, 'hex')) ON CONFLICT DO NOTHING)sql",
+                          archive, m.message_id, m.skip_reason, absl::BytesToHexString(m.raw));
+            continue;
+          }
           // A mail the archive holds twice (a resend with the same id) is kept once.
           w.exec_params(R"sql(
-        INSERT INTO robot_mails (message_id, thread_root, version, raw) VALUES ($1, $2, $3, $4)
+        INSERT INTO robot_mails (message_id, thread_root, version, raw)
+        VALUES ($1, $2, $3, decode($4, 'hex'))
         ON CONFLICT (message_id) DO NOTHING)sql",
-                        m.message_id, m.thread_root, m.version, m.raw);
+                        m.message_id, m.thread_root, m.version, absl::BytesToHexString(m.raw));
         }
         for (const auto& [epoch, commit] : cursor) {
           w.exec_params(R"sql(
@@ -75,9 +84,11 @@ absl::StatusOr<std::vector<std::string>> PgRobotStore::ThreadMails(const std::st
       [&](pqxx::connection& c, std::vector<std::string>& out) -> absl::Status {
         pqxx::read_transaction t(c);
         for (const auto& r : t.exec_params(
-                 "SELECT raw FROM robot_mails WHERE thread_root = $1 AND version = $2 ORDER BY seq",
+                 "SELECT encode(raw, 'hex') FROM robot_mails WHERE thread_root = $1 AND version = $2 "
+                 "ORDER BY seq",
                  thread_root, version)) {
-          out.push_back(r[0].as<std::string>());
+          // The bytes as they came (bytea: a mail in no charset at all is kept too).
+          out.push_back(absl::HexStringToBytes(r[0].as<std::string>()));
         }
         return absl::OkStatus();
       });

@@ -233,6 +233,7 @@ struct MetricsSnapshot {
   // mails it has read and kept.
   std::map<std::string, int64_t> robot_series_by_state;
   int64_t robot_mails = 0;
+  std::map<std::string, int64_t> robot_skipped_mails_by_reason;  // the reason's first words
   std::map<std::string, int64_t> robot_replies_by_state;  // robot_replies.state
   std::map<std::string, int64_t> robot_checks_by_status;  // robot_checks.status
   std::map<std::string, int64_t> robot_builds_by_state;   // the robot's jobs' kernel builds
@@ -316,10 +317,13 @@ struct CheckRecord {
 
 // A patch mail the robot keeps until its series is decided.
 struct KeptMail {
-  std::string message_id;
+  std::string message_id;  // a skipped mail without one: the archive's commit
   std::string thread_root;
   int version = 1;
   std::string raw;
+  // Why the robot does not take it ("" : kept for its series). A skipped mail is kept
+  // apart (robot_skipped_mails), its bytes with the reason.
+  std::string skip_reason;
 };
 
 // An API credential. Only the SHA-256 of the token is stored.
