@@ -2,6 +2,7 @@
 
 #include <iconv.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <utility>
@@ -216,6 +217,35 @@ std::string DecodeWords(absl::string_view text) {
   }
   out += pending_space;
   return out;
+}
+
+std::string EncodeWords(absl::string_view text) {
+  bool ascii = true;
+  for (char c : text) ascii = ascii && c >= 0x20 && c < 0x7f;
+  if (ascii) return std::string(text);
+  const std::string utf8 = ValidUtf8(std::string_view(text.data(), text.size()));
+  std::string out;
+  size_t i = 0;
+  while (i < utf8.size()) {
+    size_t end = std::min(utf8.size(), i + 45);  // 45 bytes: 60 of base64, 72 in all
+    while (end < utf8.size() && (static_cast<unsigned char>(utf8[end]) & 0xc0) == 0x80) --end;
+    absl::StrAppend(&out, out.empty() ? "" : " ", "=?UTF-8?B?",
+                    absl::Base64Escape(absl::string_view(utf8).substr(i, end - i)), "?=");
+    i = end;
+  }
+  return out;
+}
+
+std::string EncodeMailbox(absl::string_view mailbox) {
+  const size_t open = mailbox.rfind('<');
+  if (open == absl::string_view::npos) return std::string(mailbox);
+  absl::string_view name = absl::StripAsciiWhitespace(mailbox.substr(0, open));
+  if (name.size() >= 2 && name.front() == '"' && name.back() == '"') {
+    name = name.substr(1, name.size() - 2);
+  }
+  const std::string encoded = EncodeWords(name);
+  if (encoded == name) return std::string(mailbox);
+  return absl::StrCat(encoded, " ", mailbox.substr(open));
 }
 
 std::vector<std::string> MessageIds(absl::string_view value) {

@@ -31,6 +31,12 @@ absl::StatusOr<Mail> ParseMail(absl::string_view raw);
 // "=?UTF-8?q?Barry_Song?=" and "=?utf-8?B?...?=" words decoded; other text kept.
 std::string DecodeWords(absl::string_view text);
 
+// RFC 2047 for what goes out: text that is not all printable ASCII becomes UTF-8 "B"
+// encoded words (each at most 75 characters, split between characters), else it is kept.
+std::string EncodeWords(absl::string_view text);
+// "Name <addr>" with the name encoded when it is not ASCII (the address never is).
+std::string EncodeMailbox(absl::string_view mailbox);
+
 // The ids of a Message-ID / In-Reply-To / References value, in order, without brackets.
 std::vector<std::string> MessageIds(absl::string_view value);
 

@@ -79,10 +79,11 @@ Reply ComposeReply(const Mail& answered, const std::string& kind, const std::str
   for (size_t i = 0; i < cc.size(); ++i) {
     absl::StrAppend(&cc_line, i == 0 ? "" : ",\n ", cc[i]);
   }
-  absl::StrAppend(&reply.text, "From: ", options.from, "\n");
-  absl::StrAppend(&reply.text, "To: ", answered.from, "\n");
+  // Headers in ASCII: a name or subject that is not goes out as RFC 2047 words.
+  absl::StrAppend(&reply.text, "From: ", EncodeMailbox(options.from), "\n");
+  absl::StrAppend(&reply.text, "To: ", EncodeMailbox(answered.from), "\n");
   if (!cc_line.empty()) absl::StrAppend(&reply.text, "Cc: ", cc_line, "\n");
-  absl::StrAppend(&reply.text, FoldedHeader("Subject", subject));
+  absl::StrAppend(&reply.text, FoldedHeader("Subject", EncodeWords(subject)));
   absl::StrAppend(&reply.text, "Date: ", options.date, "\n");
   absl::StrAppend(&reply.text, "Message-ID: <", reply.message_id, ">\n");
   absl::StrAppend(&reply.text, "In-Reply-To: <", answered.message_id, ">\n");
@@ -108,9 +109,10 @@ Reply ComposeMail(const std::string& to, const std::string& subject, const std::
     mail.recipients.push_back(AddressOf(address));
     absl::StrAppend(&cc_line, cc_line.empty() ? "" : ",\n ", AddressOf(address));
   }
-  absl::StrAppend(&mail.text, "From: ", options.from, "\nTo: ", to, "\n");
+  absl::StrAppend(&mail.text, "From: ", EncodeMailbox(options.from), "\nTo: ", EncodeMailbox(to),
+                  "\n");
   if (!cc_line.empty()) absl::StrAppend(&mail.text, "Cc: ", cc_line, "\n");
-  absl::StrAppend(&mail.text, FoldedHeader("Subject", subject), "Date: ", options.date,
+  absl::StrAppend(&mail.text, FoldedHeader("Subject", EncodeWords(subject)), "Date: ", options.date,
                   "\nMessage-ID: <", mail.message_id, ">\n",
                   "MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n"
                   "Content-Transfer-Encoding: 8bit\nX-Mailer: faultline series robot\n\n",

@@ -3,7 +3,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/read_file.h"
+#include "common/strings.h"
 #include "robot/choose.h"
 #include "robot/mail.h"
 #include "robot/reply.h"
@@ -202,6 +205,91 @@ TEST(Series, HunkLinesQuoteTheHunkGitNamedAndNoMore) {
                                       "[... 4 more lines]"}));
   EXPECT_TRUE(HunkLines(patch, "mm/a.c", "@@ -40,3 +40,4 @@").empty()) << "another file's";
   EXPECT_TRUE(HunkLines(patch, "mm/memory.c", "").empty());
+}
+
+}  // namespace
+}  // namespace faultline::robot
+
+namespace faultline::robot {
+namespace {
+
+// A stranger's mail as lists carry them: a Latin-1 name in an encoded word, a raw byte that
+// is no UTF-8 in the subject, a patch sent quoted-printable.
+constexpr char kStrangersPatch[] =
+    "From: =?iso-8859-1?q?J=F6rg_R=F6del?= <joro@example.org>\n"
+    "To: linux-mm@kvack.org\n"
+    "Subject: [PATCH] mm: caf\xe9 \xff fault\n"
+    "Message-ID: <stranger-1@example.org>\n"
+    "Date: Mon, 7 Dec 2026 05:00:00 +0000\n"
+    "MIME-Version: 1.0\n"
+    "Content-Type: text/plain; charset=iso-8859-1\n"
+    "Content-Transfer-Encoding: quoted-printable\n"
+    "\n"
+    "A change.\n"
+    "---\n"
+    "diff --git a/mm/memory.c b/mm/memory.c\n"
+    "--- a/mm/memory.c\n"
+    "+++ b/mm/memory.c\n"
+    "@@ -1,3 +1,3 @@\n"
+    " int a;\n"
+    "-int b =3D 1;\n"
+    "+int b =3D 2; /* a long line that a mailer wrapped with a soft line break ri=\n"
+    "ght here */\n"
+    " int c;\n"
+    "From the list's footer, a line that would start a new mail\n";
+
+TEST(StrangersMail, CharsetsComeOutAsUtf8AndBadBytesAsReplacementCharacters) {
+  absl::StatusOr<Mail> mail = ParseMail(kStrangersPatch);
+  ASSERT_TRUE(mail.ok()) << mail.status();
+  EXPECT_EQ(mail->from, "J\xc3\xb6rg R\xc3\xb6" "del <joro@example.org>");
+  EXPECT_EQ(mail->from_address, "joro@example.org");
+  // Neither the Latin-1 byte nor 0xff is UTF-8: each is U+FFFD, never a raw byte.
+  EXPECT_EQ(mail->subject, "[PATCH] mm: caf\xef\xbf\xbd \xef\xbf\xbd fault");
+  EXPECT_EQ(ValidUtf8(mail->subject), mail->subject);
+}
+
+TEST(StrangersMail, AQuotedPrintablePatchReachesTheMboxDecoded) {
+  absl::StatusOr<Mail> mail = ParseMail(kStrangersPatch);
+  ASSERT_TRUE(mail.ok()) << mail.status();
+  const std::vector<Series> series = AssembleSeries({*mail});
+  ASSERT_EQ(series.size(), 1u);
+  const std::string mbox = series[0].Mbox();
+  EXPECT_NE(mbox.find("\n-int b = 1;\n"), std::string::npos) << mbox;
+  EXPECT_NE(mbox.find("\n+int b = 2; /* a long line that a mailer wrapped with a soft line "
+                      "break right here */\n"),
+            std::string::npos)
+      << mbox;
+  EXPECT_EQ(mbox.find("=3D"), std::string::npos);
+  EXPECT_NE(mbox.find("\n>From the list's footer"), std::string::npos) << "escaped, one mail";
+  EXPECT_EQ(mbox.find("\nFrom the list"), std::string::npos);
+}
+
+TEST(StrangersMail, ANameThatIsNotAsciiGoesOutEncodedAndComesBackTheSame) {
+  absl::StatusOr<Mail> mail = ParseMail(kStrangersPatch);
+  ASSERT_TRUE(mail.ok()) << mail.status();
+  ReplyOptions options;
+  options.from = "faultline robot <robot@example.org>";
+  options.date = "Mon, 7 Dec 2026 06:00:00 +0000";
+  const Reply reply = ComposeReply(*mail, "results", "Body.\n", options);
+  std::string to, subject;
+  for (absl::string_view line : absl::StrSplit(reply.text, '\n')) {
+    if (absl::ConsumePrefix(&line, "To: ")) to = std::string(line);
+    if (absl::ConsumePrefix(&line, "Subject: ")) subject = std::string(line);
+    if (line.empty()) break;
+  }
+  EXPECT_EQ(to, "=?UTF-8?B?SsO2cmcgUsO2ZGVs?= <joro@example.org>");
+  EXPECT_EQ(DecodeWords(to), mail->from);
+  const size_t header_end = reply.text.find("\n\n");
+  for (char c : reply.text.substr(0, header_end)) {
+    EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << "a header byte that is not ASCII";
+  }
+  EXPECT_EQ(DecodeWords(subject), "Re: " + mail->subject);
+  // Long text: several words, none over 75 characters, split between characters.
+  std::string words = EncodeWords(std::string(30, 'x') + "\xc3\xb6\xc3\xb6\xc3\xb6" +
+                                  std::string(60, 'y'));
+  for (absl::string_view w : absl::StrSplit(words, ' ')) EXPECT_LE(w.size(), 75u) << w;
+  EXPECT_EQ(DecodeWords(words),
+            std::string(30, 'x') + "\xc3\xb6\xc3\xb6\xc3\xb6" + std::string(60, 'y'));
 }
 
 }  // namespace
