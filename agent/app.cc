@@ -250,6 +250,24 @@ v1::Board AnnouncedBoard(const AgentConfig& config, const sys::BoardFacts& facts
   return board;
 }
 
+// The builder's sandbox as agent.yaml sets it (checked by the config's parser).
+kbuild::SandboxOptions SandboxOptionsOf(const BuilderConfig& b) {
+  kbuild::SandboxOptions sandbox;
+  sandbox.mode = *kbuild::ParseSandboxMode(b.sandbox);  // checked by the config's parser
+  sandbox.uid = b.sandbox_uid;
+  sandbox.pass_env = b.sandbox_pass_env;
+  sandbox.extra_readonly = b.sandbox_readonly;
+  sandbox.limits = {.memory_bytes = b.limits.memory,
+                    .pids = b.limits.pids,
+                    .cpus = b.limits.cpus,
+                    .wall = std::chrono::seconds(b.limits.wall_seconds),
+                    .log_bytes = b.limits.log,
+                    .file_bytes = b.limits.file,
+                    .disk_reserve_bytes = b.limits.disk_reserve,
+                    .image_bytes = b.limits.image};
+  return sandbox;
+}
+
 }  // namespace
 
 int RunAgent(const AgentOptions& options, const std::string& argv0) {
@@ -381,18 +399,8 @@ int RunAgent(const AgentOptions& options, const std::string& argv0) {
   if (!config->builder.arches.empty()) {
     builder.emplace([&] {
       const BuilderConfig& b = config->builder;
-      kbuild::SandboxOptions sandbox;
-      sandbox.mode = *kbuild::ParseSandboxMode(b.sandbox);  // checked by the config's parser
-      sandbox.uid = b.sandbox_uid;
-      sandbox.limits = {.memory_bytes = b.limits.memory,
-                        .pids = b.limits.pids,
-                        .cpus = b.limits.cpus,
-                        .wall = std::chrono::seconds(b.limits.wall_seconds),
-                        .log_bytes = b.limits.log,
-                        .file_bytes = b.limits.file,
-                        .disk_reserve_bytes = b.limits.disk_reserve,
-                        .image_bytes = b.limits.image};
-      RunBuilder(config->board, b.arches, b.cache, b.jobs, sandbox, build_client, builder_stop);
+      RunBuilder(config->board, b.arches, b.cache, b.jobs, SandboxOptionsOf(b), build_client,
+                 builder_stop);
     });
   }
   std::thread signals([&] {

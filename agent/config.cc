@@ -174,11 +174,22 @@ absl::Status ParseBuilder(const YAML::Node& node, BuilderConfig* builder) {
         return Bad(kv.second, field, "must be an unprivileged uid, 1000 .. 4000000000");
       }
       builder->sandbox_uid = static_cast<uint32_t>(uid);
+    } else if (key == "sandbox_pass_env" || key == "sandbox_readonly") {
+      if (!kv.second.IsSequence()) return Bad(kv.second, field, "must be a list");
+      for (const auto& item : kv.second) {
+        const std::string v = item.as<std::string>();
+        if (key == "sandbox_readonly" && (v.empty() || v.front() != '/')) {
+          return Bad(item, field, "'" + v + "' is not an absolute path");
+        }
+        (key == "sandbox_pass_env" ? builder->sandbox_pass_env : builder->sandbox_readonly)
+            .push_back(v);
+      }
     } else if (key == "sandbox_limits") {
       if (absl::Status s = ParseSandboxLimits(kv.second, &builder->limits); !s.ok()) return s;
     } else {
       return Bad(kv.first, field,
-                 "unknown field (arches, cache, jobs, sandbox, sandbox_uid, sandbox_limits)");
+                 "unknown field (arches, cache, jobs, sandbox, sandbox_uid, sandbox_limits, "
+                 "sandbox_pass_env, sandbox_readonly)");
     }
   }
   if (builder->arches.empty()) return Bad(node, "builder.arches", "is required");

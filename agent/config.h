@@ -80,6 +80,8 @@ struct BuilderConfig {
   // wall, log, file, disk_reserve, image).
   std::string sandbox = "auto";
   uint32_t sandbox_uid = 61183;
+  std::vector<std::string> sandbox_pass_env;  // variables passed in by name
+  std::vector<std::string> sandbox_readonly;  // more paths it sees, read-only
   struct Limits {
     uint64_t memory = 12ull << 30, pids = 2048, log = 64ull << 20, file = 4ull << 30,
              disk_reserve = 1ull << 30, image = 256ull << 20;

@@ -235,8 +235,8 @@ struct Made {
 absl::StatusOr<Made> MakeKernel(const std::string& cache, const BuildRequest& request,
                                 const ArchInfo& arch, const std::string& src,
                                 const std::string& tree_id, const std::string& config_sha,
-                                const std::string& config_text, const std::string& key,
-                                Slot& slot, const Sandbox& sandbox, const Say& say) {
+                                const std::string& config_text, const std::string& key, Slot& slot,
+                                const Sandbox& sandbox, const Say& say) {
   std::error_code ec;
   // The object directory of (tree, arch, config): kept, so the next build is incremental
   // (an untrusted build works on a copy of it: slot.h).
@@ -266,8 +266,8 @@ absl::StatusOr<Made> MakeKernel(const std::string& cache, const BuildRequest& re
   if (!made->stopped.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("build: make ", arch.image_target, " stopped by the sandbox after ",
-                     static_cast<int>(build_seconds), " s: ", made->stopped, "; log kept at ",
-                     log, "; last lines:\n", BoundedTail(TailFile(log, 20), 20)));
+                     static_cast<int>(build_seconds), " s: ", made->stopped, "; log kept at ", log,
+                     "; last lines:\n", BoundedTail(TailFile(log, 20), 20)));
   }
   if (made->exit_code != 0) {
     return absl::FailedPreconditionError(
@@ -280,9 +280,9 @@ absl::StatusOr<Made> MakeKernel(const std::string& cache, const BuildRequest& re
   const std::string image_path = slot.obj_host() + "/" + arch.image_path;
   const uint64_t image_limit = sandbox.options().limits.image_bytes;
   if (::lstat(image_path.c_str(), &image) != 0 || !S_ISREG(image.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "build: make ", arch.image_target, " left no image at ", arch.image_path, "; log kept at ",
-        log));
+    return absl::FailedPreconditionError(absl::StrCat("build: make ", arch.image_target,
+                                                      " left no image at ", arch.image_path,
+                                                      "; log kept at ", log));
   }
   if (static_cast<uint64_t>(image.st_size) > image_limit) {
     return absl::FailedPreconditionError(
@@ -420,24 +420,6 @@ absl::StatusOr<Artifact> ReadArtifact(const std::string& dir) {
 Builder::Builder(std::string cache, SandboxOptions sandbox)
     : cache_(std::move(cache)), sandbox_(std::move(sandbox)) {}
 
-absl::StatusOr<bool> Builder::Sandboxed(const BuildRequest& request, const Say& say) {
-  if (sandbox_.options().mode == SandboxMode::kNone) return false;  // the operator's opt-out
-  const absl::Status available = sandbox_.Available();
-  if (available.ok()) return true;
-  if (request.untrusted || sandbox_.options().mode == SandboxMode::kRequired) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "build refused: ",
-        request.untrusted ? "a stranger's series is built only inside the sandbox"
-                          : "the builder requires the sandbox",
-        ", and it cannot run on this builder: ", available.message(),
-        " (an operator who trusts every series opts out by name: build sandbox "
-        "none-i-trust-every-series)"));
-  }
-  say(absl::StrCat("no sandbox on this builder (", available.message(),
-                   "): a trusted build runs without it"));
-  return false;
-}
-
 absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
                                         const std::function<void(const std::string&)>& progress) {
   const auto started = std::chrono::steady_clock::now();
@@ -450,7 +432,7 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   absl::StatusOr<ArchInfo> arch = ArchFor(request.arch);
   if (!arch.ok()) return arch.status();
   // Whether the tree's programs run sandboxed: decided (or refused) before anything runs.
-  absl::StatusOr<bool> sandboxed = Sandboxed(request, say);
+  absl::StatusOr<bool> sandboxed = UseSandbox(sandbox_, request.untrusted, say);
   if (!sandboxed.ok()) return sandboxed.status();
   absl::StatusOr<std::string> checked = CheckedTree(request);
   if (!checked.ok()) return checked.status();
@@ -471,16 +453,9 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   const std::string base_commit(absl::StripAsciiWhitespace(*commit));
 
   const std::string tree_id = Sha256Hex(tree).substr(0, 12);
-  for (const char* d : {"src", "obj", "kernels", "logs", "locks", "cfg", "index", "slots"}) {
-    fs::create_directories(fs::path(cache_) / d, ec);
-  }
-  if (*sandboxed) {
-    // The sandbox's uid passes (not lists) the cache on its way to its slot.
-    fs::permissions(cache_, fs::perms::others_exec, fs::perm_options::add, ec);
-  }
+  MakeCacheDirs(cache_, *sandboxed);
   const std::string src = absl::StrCat(cache_, "/src/", tree_id, "-", request.arch);
-  // One build at a time per (tree, arch): it owns the worktree. A build that has to wait
-  // says so, and for whom, before it blocks.
+  // One build at a time per (tree, arch): it owns the worktree (a waiter says for whom).
   const std::string lock_path =
       absl::StrCat(cache_, "/locks/", tree_id, "-", request.arch, ".lock");
   FileLock tree_lock(lock_path);
@@ -510,8 +485,7 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   std::string compiler, toolchain;
   if (absl::Status s = ReadToolchain(cross, &compiler, &toolchain); !s.ok()) return s;
 
-  // The key: the tree, the arch, the compiler and the final .config (and the base commit
-  // when the config puts it into the release: CONFIG_LOCALVERSION_AUTO, `-g<commit>`).
+  // The key: tree, arch, compiler, final .config (+ base commit if the release names it).
   auto key_of = [&](const std::string& config_sha, bool release_names_commit) {
     return Sha256Hex(absl::StrCat(kRecipe, "\n", tree_hash, "\n", request.arch, "\n", compiler,
                                   "\n", config_sha, "\n",
@@ -522,8 +496,7 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
                         "/", tree_hash);
   };
 
-  // A kernel built before from the same inputs is found without the config step: the cache
-  // remembers the config each (tree after the series, arch, toolchain, base, fragments) made.
+  // A kernel built before from the same inputs is found without the config step (index/).
   const std::string remembered = IndexEntryPath(cache_, request, tree_hash, toolchain);
   std::string indexed_sha;
   if (absl::StatusOr<Artifact> hit = IndexedKernel(remembered, key_of, dir_of, &indexed_sha);
@@ -540,23 +513,12 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
 
   // The config: base target, fragments, olddefconfig, in a scratch object directory.
   const std::string cfg = absl::StrCat(cache_, "/cfg/", tree_id, "-", request.arch);
-  // Kept between builds (its kconfig tools are built once); the config itself is new.
   fs::remove(cfg + "/.config", ec);
   fs::remove_all(cfg + "/fragments", ec);
   fs::create_directories(cfg + "/fragments", ec);
-  absl::StatusOr<std::string> common_dir = RunForOutput(
-      {GitArgv(src, {"rev-parse", "--path-format=absolute", "--git-common-dir"})});
-  if (!common_dir.ok()) return common_dir.status();
   absl::StatusOr<std::unique_ptr<Slot>> slot =
-      Slot::Open(*sandboxed ? &sandbox_ : nullptr, request.untrusted,
-                 {cache_, src, std::string(absl::StripAsciiWhitespace(*common_dir)), cfg});
+      OpenSlot(*sandboxed ? &sandbox_ : nullptr, request.untrusted, cache_, src, cfg, say);
   if (!slot.ok()) return slot.status();
-  if (request.untrusted || *sandboxed) {
-    say(absl::StrCat(request.untrusted ? "untrusted: private copies of the object directory, "
-                                       : "",
-                     *sandboxed ? absl::StrCat("sandboxed as uid ", sandbox_.options().uid)
-                                : "NOT sandboxed (the operator's opt-out)"));
-  }
   absl::StatusOr<Configured> configured =
       Configure(request, *arch, src, (*slot)->cfg(), **slot, say);
   if (!configured.ok()) return configured.status();
@@ -583,9 +545,8 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
                      key.substr(0, 12), ": built again"));
   }
 
-  absl::StatusOr<Made> made =
-      MakeKernel(cache_, request, *arch, src, tree_id, config_sha, *config_text, key, **slot,
-                 sandbox_, say);
+  absl::StatusOr<Made> made = MakeKernel(cache_, request, *arch, src, tree_id, config_sha,
+                                         *config_text, key, **slot, sandbox_, say);
   if (!made.ok()) return made.status();
 
   // The artifact, whole or not at all.

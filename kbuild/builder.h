@@ -89,7 +89,7 @@ class Builder {
   // INVALID_ARGUMENT for an unknown ref or arch, a series that does not apply (the patch, the
   // file and the hunk), a config without what a board needs (the options);
   // FAILED_PRECONDITION for a build error (the log's last lines, and where the log is kept),
-// a limit of the sandbox reached (which), or an untrusted build where no sandbox runs.
+  // a limit of the sandbox reached (which), or an untrusted build where no sandbox runs.
   // `progress` gets one line per step.
   absl::StatusOr<Artifact> Build(const BuildRequest& request,
                                  const std::function<void(const std::string&)>& progress = {});
@@ -98,10 +98,6 @@ class Builder {
   Sandbox& sandbox() { return sandbox_; }
 
  private:
-  // Whether this build's programs run in the sandbox; an error when it must and cannot.
-  absl::StatusOr<bool> Sandboxed(const BuildRequest& request,
-                                 const std::function<void(const std::string&)>& say);
-
   std::string cache_;
   Sandbox sandbox_;
 };

@@ -17,8 +17,8 @@ struct Command {
 };
 
 struct Finished {
-  int exit_code = 0;   // 128 + signal when killed
-  std::string output;  // when Command::output_file is ""
+  int exit_code = 0;    // 128 + signal when killed
+  std::string output;   // when Command::output_file is ""
   std::string stopped;  // sandboxed: why the sandbox stopped it (a limit), "" otherwise
 };
 

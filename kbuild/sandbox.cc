@@ -201,6 +201,44 @@ class CappedLog {
   uint64_t cap_, written_ = 0, total_ = 0;
 };
 
+// bwrap's arguments: namespaces, the file system the program sees, its environment.
+std::vector<std::string> BwrapArgs(const std::string& bwrap,
+                                   const std::vector<SandboxMount>& mounts,
+                                   const Command& command) {
+  std::vector<std::string> args = {bwrap,           "--unshare-all", "--die-with-parent",
+                                   "--new-session", "--hostname",    "faultline-build",
+                                   "--ro-bind",     "/usr",          "/usr"};
+  for (const char* link : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
+    const std::string host = absl::StrCat("/", link);
+    struct stat st {};
+    if (::lstat(host.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[256] = "";
+      const ssize_t n = ::readlink(host.c_str(), target, sizeof target - 1);
+      if (n > 0) args.insert(args.end(), {"--symlink", std::string(target, n), host});
+    } else {
+      args.insert(args.end(), {"--ro-bind", host, host});
+    }
+  }
+  // What the dynamic linker and Debian's alternatives (awk, cc) need of /etc; nothing else.
+  for (const char* etc : {"/etc/ld.so.cache", "/etc/alternatives"}) {
+    if (::access(etc, F_OK) == 0) args.insert(args.end(), {"--ro-bind", etc, etc});
+  }
+  args.insert(args.end(),
+              {"--proc", "/proc", "--dev", "/dev", "--size", "67108864", "--tmpfs", "/tmp"});
+  for (const SandboxMount& m : mounts) {
+    args.insert(args.end(), {m.writable ? "--bind" : "--ro-bind", m.source, m.dest});
+  }
+  if (!command.cwd.empty()) args.insert(args.end(), {"--chdir", command.cwd});
+  args.insert(args.end(), {"--clearenv", "--setenv", "PATH", kPath, "--setenv", "HOME", "/scratch",
+                           "--setenv", "TMPDIR", "/scratch"});
+  for (const auto& [k, v] : command.env) args.insert(args.end(), {"--setenv", k, v});
+  args.emplace_back("--");
+  args.insert(args.end(), command.argv.begin(), command.argv.end());
+
+  return args;
+}
+
 }  // namespace
 
 absl::Status Reachable(const std::string& path, uid_t uid) {
@@ -266,14 +304,17 @@ absl::Status Sandbox::Own(const std::string& dir) const {
     if (::lstat(path.c_str(), &st) == 0 && st.st_uid == uid && st.st_gid == uid) return true;
     return ::lchown(path.c_str(), uid, uid) == 0;
   };
-  if (!own(dir)) return absl::InternalError(absl::StrCat("chown ", dir, ": ", std::strerror(errno)));
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
+  if (!own(dir))
+    return absl::InternalError(absl::StrCat("chown ", dir, ": ", std::strerror(errno)));
+  auto it = fs::recursive_directory_iterator(dir, ec);
+  while (!ec && it != fs::end(it)) {
     if (!own(it->path().string())) {
       return absl::InternalError(
           absl::StrCat("chown ", it->path().string(), ": ", std::strerror(errno)));
     }
+    it.increment(ec);
   }
+
   if (ec) return absl::InternalError(absl::StrCat("cannot walk ", dir, ": ", ec.message()));
   return absl::OkStatus();
 }
@@ -314,8 +355,8 @@ absl::Status Sandbox::Available() {
     return available_;
   }
   if (Which(options_.bwrap).empty()) {
-    available_ = absl::FailedPreconditionError(absl::StrCat(
-        "no ", options_.bwrap, " in PATH (Debian: apt install bubblewrap)"));
+    available_ = absl::FailedPreconditionError(
+        absl::StrCat("no ", options_.bwrap, " in PATH (Debian: apt install bubblewrap)"));
     return available_;
   }
   char tmpl[] = "/tmp/faultline-sandbox-probe-XXXXXX";
@@ -345,17 +386,11 @@ absl::Status Sandbox::Available() {
   return available_;
 }
 
-absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
-  const Command& command = run.command;
-  if (command.argv.empty()) return absl::InvalidArgumentError("empty command");
-  const std::string bwrap = Which(options_.bwrap);
-  if (bwrap.empty()) return absl::FailedPreconditionError("no bwrap in PATH");
-  const SandboxLimits& limits = options_.limits;
-
-  // The mounts, parents first; the sandbox's uid must reach each source by its path (bwrap
-  // binds as that uid).
+absl::StatusOr<std::vector<SandboxMount>> Sandbox::Mounts(const SandboxCommand& run) const {
+  // Parents first; the sandbox's uid must reach each source by its path (bwrap binds as it).
   std::vector<SandboxMount> mounts = run.mounts;
   for (const std::string& extra : options_.extra_writable) mounts.push_back({extra, "", true});
+  for (const std::string& extra : options_.extra_readonly) mounts.push_back({extra, "", false});
   mounts.push_back({run.scratch, "/scratch", true});
   for (SandboxMount& m : mounts) {
     if (m.dest.empty()) m.dest = m.source;
@@ -363,42 +398,29 @@ absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
   std::stable_sort(mounts.begin(), mounts.end(), [](const SandboxMount& a, const SandboxMount& b) {
     return a.dest.size() < b.dest.size();
   });
-  auto close_all = [&](const std::vector<int>& fds) {
-    for (int fd : fds) ::close(fd);
-  };
   for (const SandboxMount& m : mounts) {
     if (absl::Status s = Reachable(m.source, options_.uid); !s.ok()) return s;
   }
+  return mounts;
+}
 
-  std::vector<std::string> args = {bwrap, "--unshare-all", "--die-with-parent", "--new-session",
-                                   "--hostname", "faultline-build", "--ro-bind", "/usr", "/usr"};
-  for (const char* link : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
-    const std::string host = absl::StrCat("/", link);
-    struct stat st {};
-    if (::lstat(host.c_str(), &st) != 0) continue;
-    if (S_ISLNK(st.st_mode)) {
-      char target[256] = "";
-      const ssize_t n = ::readlink(host.c_str(), target, sizeof target - 1);
-      if (n > 0) args.insert(args.end(), {"--symlink", std::string(target, n), host});
-    } else {
-      args.insert(args.end(), {"--ro-bind", host, host});
-    }
+absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
+  const Command& command = run.command;
+  if (command.argv.empty()) return absl::InvalidArgumentError("empty command");
+  const std::string bwrap = Which(options_.bwrap);
+  if (bwrap.empty()) return absl::FailedPreconditionError("no bwrap in PATH");
+  const SandboxLimits& limits = options_.limits;
+
+  absl::StatusOr<std::vector<SandboxMount>> mounts = Mounts(run);
+  if (!mounts.ok()) return mounts.status();
+  auto close_all = [](const std::vector<int>& fds) {
+    std::for_each(fds.begin(), fds.end(), ::close);
+  };
+  Command inside = command;
+  for (const std::string& name : options_.pass_env) {
+    if (const char* value = ::getenv(name.c_str())) inside.env.emplace_back(name, value);
   }
-  // What the dynamic linker and Debian's alternatives (awk, cc) need of /etc; nothing else.
-  for (const char* etc : {"/etc/ld.so.cache", "/etc/alternatives"}) {
-    if (::access(etc, F_OK) == 0) args.insert(args.end(), {"--ro-bind", etc, etc});
-  }
-  args.insert(args.end(), {"--proc", "/proc", "--dev", "/dev", "--size", "67108864", "--tmpfs",
-                           "/tmp"});
-  for (const SandboxMount& m : mounts) {
-    args.insert(args.end(), {m.writable ? "--bind" : "--ro-bind", m.source, m.dest});
-  }
-  if (!command.cwd.empty()) args.insert(args.end(), {"--chdir", command.cwd});
-  args.insert(args.end(), {"--clearenv", "--setenv", "PATH", kPath, "--setenv", "HOME",
-                           "/scratch", "--setenv", "TMPDIR", "/scratch"});
-  for (const auto& [k, v] : command.env) args.insert(args.end(), {"--setenv", k, v});
-  args.emplace_back("--");
-  args.insert(args.end(), command.argv.begin(), command.argv.end());
+  std::vector<std::string> args = BwrapArgs(bwrap, *mounts, inside);
 
   // Output: a pipe read here, into the log (capped) or a capture file.
   int out_fd = -1;
@@ -410,8 +432,8 @@ absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
     out_fd = ::open(command.output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   }
   if (out_fd < 0) {
-    return absl::InternalError(absl::StrCat("sandbox: cannot open its output: ",
-                                            std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("sandbox: cannot open its output: ", std::strerror(errno)));
   }
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -422,8 +444,7 @@ absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
   BuildCgroup cgroup(options_.cgroup_root, limits);
   const std::vector<int> procs_fds = cgroup.OpenProcs();
 
-  // Everything the child touches is made before fork: it only calls async-signal-safe
-  // functions (the builder is multi-threaded).
+  // The child only calls async-signal-safe functions (the builder is multi-threaded).
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -447,7 +468,6 @@ absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
     for (int fd : procs_fds) {
       if (::write(fd, "0", 1) != 1) ::_exit(125);
     }
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::setsid();
     ::setrlimit(RLIMIT_FSIZE, &fsize);
     ::setrlimit(RLIMIT_CORE, &no_core);
@@ -458,6 +478,8 @@ absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
         ::setresuid(uid, uid, uid) != 0) {
       ::_exit(125);
     }
+    // After the uid change (which clears it): the builder's death kills the sandbox.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     sigset_t none;
     sigemptyset(&none);
@@ -474,7 +496,7 @@ absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
   CappedLog log(out_fd, limits.log_bytes);
   const auto deadline = std::chrono::steady_clock::now() + limits.wall;
   std::string disk_path = run.scratch;
-  for (const SandboxMount& m : mounts) {
+  for (const SandboxMount& m : *mounts) {
     if (m.writable && m.dest != "/scratch") disk_path = m.source;
   }
   auto stop = [&](const std::string& why) {
@@ -515,7 +537,7 @@ absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
        (finished.exit_code != 0 && absl::StrContains(log.tail(), "File size limit exceeded")))) {
     finished.stopped = absl::StrCat("the file size limit (", limits.file_bytes >> 20, " MiB)");
   }
-  cgroup.KillAndRemove();  // what outlived the program (its pid namespace ended with it)
+  cgroup.KillAndRemove();  // what outlived the program (its pid namespace ended too)
   if (command.output_file.empty()) {
     ::lseek(out_fd, 0, SEEK_SET);
     ssize_t n = 0;

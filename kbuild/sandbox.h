@@ -47,10 +47,11 @@ struct SandboxOptions {
   SandboxMode mode = SandboxMode::kAuto;
   uid_t uid = kDefaultSandboxUid;  // also the gid
   SandboxLimits limits;
-  std::string bwrap = "bwrap";               // looked up in PATH
+  std::string bwrap = "bwrap";  // looked up in PATH
   std::string cgroup_root = "/sys/fs/cgroup";
-  // More paths bound writable at their own place (tests: a fixture's step log).
-  std::vector<std::string> extra_writable;
+  // More paths bound at their own place, writable or read-only (tests: a fixture's step
+  // log), and variables of the builder's environment passed in by name (the operator's).
+  std::vector<std::string> extra_writable, extra_readonly, pass_env;
 };
 
 struct SandboxMount {
@@ -86,6 +87,9 @@ class Sandbox {
   void RemoveStaleCgroups() const;
 
  private:
+  // The run's mounts with the scratch and extra ones, parents first, each reachable.
+  absl::StatusOr<std::vector<SandboxMount>> Mounts(const SandboxCommand& run) const;
+
   SandboxOptions options_;
   bool probed_ = false;
   absl::Status available_;

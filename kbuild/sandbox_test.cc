@@ -138,13 +138,12 @@ TEST_F(SandboxTest, AHostileMakefileReadsNoSecretWritesNothingOutsideAndLeavesNo
   const std::string pid_file = root_ + "/left.pid";
   const std::string recipe = absl::StrCat(
       "\t@cat ", secret_, " 2>&1 | sed 's/^/SECRET: /' || true\n",
-      "\t@env | grep -c S3_SECRET | sed 's/^/ENV: /' || true\n",
-      "\t@touch ", root_, "/outside 2>/dev/null || true\n",
-      "\t@touch /tmp/faultline-sandbox-escape 2>&1 || true\n",
-      "\t@touch $(CURDIR)/mm/planted 2>&1 | sed 's/^/TREE: /' || true\n",
-      "\t@mkdir -p ", tree_, "/.git/hooks 2>&1; echo 'touch ", root_, "/hooked' > ", tree_,
-      "/.git/hooks/post-checkout 2>&1 | sed 's/^/HOOK: /' || true\n",
-      "\t@touch ", cache_, "/kernels/planted 2>&1 | sed 's/^/CACHE: /' || true\n",
+      "\t@env | grep -c S3_SECRET | sed 's/^/ENV: /' || true\n", "\t@touch ", root_,
+      "/outside 2>/dev/null || true\n", "\t@touch /tmp/faultline-sandbox-escape 2>&1 || true\n",
+      "\t@touch $(CURDIR)/mm/planted 2>&1 | sed 's/^/TREE: /' || true\n", "\t@mkdir -p ", tree_,
+      "/.git/hooks 2>&1; echo 'touch ", root_, "/hooked' > ", tree_,
+      "/.git/hooks/post-checkout 2>&1 | sed 's/^/HOOK: /' || true\n", "\t@touch ", cache_,
+      "/kernels/planted 2>&1 | sed 's/^/CACHE: /' || true\n",
       "\t@python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", ", port,
       "), 2)' 2>&1 | tail -1 | sed 's/^/NET: /' || true\n",
       "\t@setsid sh -c 'sleep 6061 & echo $$! > ", pid_file, "' 2>/dev/null || true\n",
@@ -157,9 +156,9 @@ TEST_F(SandboxTest, AHostileMakefileReadsNoSecretWritesNothingOutsideAndLeavesNo
   EXPECT_TRUE(absl::StrContains(log, "SECRET: cat: " + secret_ + ": No such file")) << log;
   EXPECT_FALSE(absl::StrContains(log, "s3cr3t")) << log;
   EXPECT_TRUE(absl::StrContains(log, "ENV: 0")) << log;
-  EXPECT_TRUE(absl::StrContains(log, "TREE: touch")) << log;    // the worktree: read-only
-  EXPECT_TRUE(absl::StrContains(log, "CACHE: touch")) << log;   // other kernels: invisible
-  EXPECT_TRUE(absl::StrContains(log, "NET: ")) << log;          // refused or unreachable
+  EXPECT_TRUE(absl::StrContains(log, "TREE: touch")) << log;   // the worktree: read-only
+  EXPECT_TRUE(absl::StrContains(log, "CACHE: touch")) << log;  // other kernels: invisible
+  EXPECT_TRUE(absl::StrContains(log, "NET: ")) << log;         // refused or unreachable
   EXPECT_TRUE(absl::StrContains(log, absl::StrCat("UID: ", kDefaultSandboxUid))) << log;
   EXPECT_FALSE(fs::exists(root_ + "/outside"));
   EXPECT_FALSE(fs::exists("/tmp/faultline-sandbox-escape"));
@@ -198,10 +197,10 @@ TEST_F(SandboxTest, EachLimitStopsTheBuildAndSaysWhich) {
        [](SandboxLimits& l) { l.wall = std::chrono::seconds(2); }},
       {"a file too large", "\t@head -c 20000000 /dev/zero > $(O)/big\n", "the file size limit",
        [](SandboxLimits& l) { l.file_bytes = 4 << 20; }},
-      {"a fork bomb", "\t@for i in $$(seq 400); do sleep 1 & done; wait\n",
-       "the process limit", [](SandboxLimits& l) { l.pids = 64; }},
-      {"memory", "\t@python3 -c 'b = bytearray(512 << 20); print(len(b))'\n",
-       "the memory limit", [](SandboxLimits& l) { l.memory_bytes = 64 << 20; }},
+      {"a fork bomb", "\t@for i in $$(seq 400); do sleep 1 & done; wait\n", "the process limit",
+       [](SandboxLimits& l) { l.pids = 64; }},
+      {"memory", "\t@python3 -c 'b = bytearray(512 << 20); print(len(b))'\n", "the memory limit",
+       [](SandboxLimits& l) { l.memory_bytes = 64 << 20; }},
       {"a huge image", "\t@head -c 3000000 /dev/zero > $(O)/arch/x86/boot/bzImage; exit 0\n",
        "over the limit", [](SandboxLimits& l) { l.image_bytes = 2 << 20; }},
   };
@@ -210,8 +209,7 @@ TEST_F(SandboxTest, EachLimitStopsTheBuildAndSaysWhich) {
     SandboxOptions options;
     attack.limit(options.limits);
     Builder builder(cache_, options);
-    const absl::StatusOr<Artifact> built =
-        builder.Build(Request(SeriesWithRecipe(attack.recipe)));
+    const absl::StatusOr<Artifact> built = builder.Build(Request(SeriesWithRecipe(attack.recipe)));
     ASSERT_FALSE(built.ok());
     EXPECT_EQ(built.status().code(), absl::StatusCode::kFailedPrecondition) << built.status();
     EXPECT_TRUE(absl::StrContains(built.status().message(), attack.stopped)) << built.status();
@@ -229,8 +227,7 @@ TEST_F(SandboxTest, AStrangersSeriesIsRefusedWhereNoSandboxRunsUnlessTheOperator
   const absl::StatusOr<Artifact> refused = Builder(cache_, missing).Build(Request(series));
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(refused.status().message(), "build refused"))
-      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "build refused")) << refused.status();
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "none-i-trust-every-series"));
   // A trusted build runs without it (said in its progress); so does any, opted out by name.
   EXPECT_TRUE(Builder(cache_, missing).Build(Request()).ok());

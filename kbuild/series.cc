@@ -128,7 +128,8 @@ std::vector<std::string> PatchPaths(const Patch& patch) {
       }
     } else if (absl::ConsumePrefix(&rest, "--- ") || absl::ConsumePrefix(&rest, "+++ ")) {
       add(rest.substr(0, rest.find('\t')), true);
-    } else if (absl::ConsumePrefix(&rest, "rename from ") || absl::ConsumePrefix(&rest, "rename to ") ||
+    } else if (absl::ConsumePrefix(&rest, "rename from ") ||
+               absl::ConsumePrefix(&rest, "rename to ") ||
                absl::ConsumePrefix(&rest, "copy from ") || absl::ConsumePrefix(&rest, "copy to ")) {
       add(rest, false);
     }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "kbuild/files.h"
+#include "kbuild/worktree.h"
 
 namespace faultline::kbuild {
 namespace fs = std::filesystem;
@@ -27,6 +28,52 @@ std::string BoundedTail(const std::string& text, int lines, size_t line_bytes) {
   return ValidUtf8(absl::StrJoin(out, "\n"));
 }
 
+absl::StatusOr<bool> UseSandbox(Sandbox& sandbox, bool untrusted,
+                                const std::function<void(const std::string&)>& say) {
+  if (sandbox.options().mode == SandboxMode::kNone) return false;  // the operator's opt-out
+  const absl::Status available = sandbox.Available();
+  if (available.ok()) return true;
+  if (untrusted || sandbox.options().mode == SandboxMode::kRequired) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("build refused: ",
+                     untrusted ? "a stranger's series is built only inside the sandbox"
+                               : "the builder requires the sandbox",
+                     ", and it cannot run on this builder: ", available.message(),
+                     " (an operator who trusts every series opts out by name: build sandbox "
+                     "none-i-trust-every-series)"));
+  }
+  say(absl::StrCat("no sandbox on this builder (", available.message(),
+                   "): a trusted build runs without it"));
+  return false;
+}
+
+void MakeCacheDirs(const std::string& cache, bool sandboxed) {
+  std::error_code ec;
+  for (const char* d : {"src", "obj", "kernels", "logs", "locks", "cfg", "index", "slots"}) {
+    fs::create_directories(fs::path(cache) / d, ec);
+  }
+  // The sandbox's uid passes (not lists) the cache on its way to its slot.
+  if (sandboxed) fs::permissions(cache, fs::perms::others_exec, fs::perm_options::add, ec);
+}
+
+// Where this build's programs run (slot.h), said in its progress.
+absl::StatusOr<std::unique_ptr<Slot>> OpenSlot(Sandbox* sandbox, bool untrusted,
+                                               const std::string& cache, const std::string& src,
+                                               const std::string& cfg,
+                                               const std::function<void(const std::string&)>& say) {
+  absl::StatusOr<std::string> common_dir =
+      RunForOutput({GitArgv(src, {"rev-parse", "--path-format=absolute", "--git-common-dir"})});
+  if (!common_dir.ok()) return common_dir.status();
+  absl::StatusOr<std::unique_ptr<Slot>> slot = Slot::Open(
+      sandbox, untrusted, {cache, src, std::string(absl::StripAsciiWhitespace(*common_dir)), cfg});
+  if (slot.ok() && (untrusted || sandbox != nullptr)) {
+    say(absl::StrCat(untrusted ? "untrusted: private copies of the object directory, " : "",
+                     sandbox != nullptr ? absl::StrCat("sandboxed as uid ", sandbox->options().uid)
+                                        : "NOT sandboxed (the operator's opt-out)"));
+  }
+  return slot;
+}
+
 absl::StatusOr<std::unique_ptr<Slot>> Slot::Open(Sandbox* sandbox, bool untrusted,
                                                  const Paths& paths) {
   std::unique_ptr<Slot> slot(new Slot(sandbox, untrusted, paths));
@@ -37,8 +84,8 @@ absl::StatusOr<std::unique_ptr<Slot>> Slot::Open(Sandbox* sandbox, bool untruste
     fs::remove_all(slot->dir_, ec);
     fs::create_directories(slot->dir_ + "/scratch", ec);
     if (ec) {
-      return absl::InternalError(absl::StrCat("cannot make the slot ", slot->dir_, ": ",
-                                              ec.message()));
+      return absl::InternalError(
+          absl::StrCat("cannot make the slot ", slot->dir_, ": ", ec.message()));
     }
     // git inside (kbuild's setlocalversion) reads the worktree another uid owns.
     if (absl::Status s = WriteFile(slot->dir_ + "/scratch/.gitconfig",
@@ -70,8 +117,7 @@ Slot::~Slot() {
   fs::remove_all(dir_, ec);
 }
 
-absl::Status Slot::Prepare(const std::string& shared, const std::string& copy,
-                           std::string* host) {
+absl::Status Slot::Prepare(const std::string& shared, const std::string& copy, std::string* host) {
   std::error_code ec;
   fs::create_directories(shared, ec);
   *host = shared;
@@ -100,8 +146,8 @@ absl::StatusOr<Finished> Slot::Run(Command command) const {
     command.env = std::move(env);
     return kbuild::Run(command);
   }
-  env.insert(env.end(), {{"CCACHE_DIR", paths_.cache + "/ccache"},
-                         {"CCACHE_TEMPDIR", "/scratch/ccache-tmp"}});
+  env.insert(env.end(),
+             {{"CCACHE_DIR", paths_.cache + "/ccache"}, {"CCACHE_TEMPDIR", "/scratch/ccache-tmp"}});
   if (untrusted_) env.emplace_back("CCACHE_READONLY", "1");
   for (auto& e : command.env) env.push_back(std::move(e));
   command.env = std::move(env);
@@ -113,14 +159,13 @@ absl::StatusOr<std::string> Slot::RunForOutput(Command command) const {
   absl::StatusOr<Finished> finished = Run(std::move(command));
   if (!finished.ok()) return finished.status();
   if (!finished->stopped.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("`", what, "` stopped by the sandbox: ",
-                                                      finished->stopped, "; last lines:\n",
-                                                      BoundedTail(finished->output, 8)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("`", what, "` stopped by the sandbox: ", finished->stopped, "; last lines:\n",
+                     BoundedTail(finished->output, 8)));
   }
   if (finished->exit_code != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("`", what, "` exited with ",
-                                                      finished->exit_code, ": ",
-                                                      BoundedTail(finished->output, 8)));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "`", what, "` exited with ", finished->exit_code, ": ", BoundedTail(finished->output, 8)));
   }
   return std::move(finished->output);
 }

@@ -5,6 +5,7 @@
 // slot, thrown away after (a stranger's objects never reach another build). Sandboxed, only
 // those two and a scratch directory are writable; the worktree and its git metadata are
 // read-only, and nothing else of the builder is visible.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,7 +27,7 @@ class Slot {
   // `sandbox` null: the programs run as the builder does (a trusted build where no sandbox
   // runs, or the operator's opt-out).
   static absl::StatusOr<std::unique_ptr<Slot>> Open(Sandbox* sandbox, bool untrusted,
-                                                   const Paths& paths);
+                                                    const Paths& paths);
   ~Slot();
   Slot(const Slot&) = delete;
   Slot& operator=(const Slot&) = delete;
@@ -62,6 +63,19 @@ class Slot {
   std::string cfg_host_, obj_host_, obj_;
   std::vector<SandboxMount> mounts_;
 };
+
+// Whether a build's programs run in `sandbox` (its mode, whether it runs here, whether the
+// build is a stranger's); FAILED_PRECONDITION when it must and cannot.
+absl::StatusOr<bool> UseSandbox(Sandbox& sandbox, bool untrusted,
+                                const std::function<void(const std::string&)>& say);
+
+// The cache's directories (passable by the sandbox's uid when `sandboxed`).
+void MakeCacheDirs(const std::string& cache, bool sandboxed);
+// Where a build's programs run (Slot::Open, with the worktree's git metadata), said.
+absl::StatusOr<std::unique_ptr<Slot>> OpenSlot(Sandbox* sandbox, bool untrusted,
+                                               const std::string& cache, const std::string& src,
+                                               const std::string& cfg,
+                                               const std::function<void(const std::string&)>& say);
 
 // `text` bounded for an error message and a text column: its last `lines` lines, each at
 // most `line_bytes`, valid UTF-8.

@@ -46,16 +46,14 @@ absl::Status CheckOut(const std::string& tree, const std::string& src,
   if (!fs::exists(src + "/.git")) {
     fs::remove_all(src, ec);
     RunForOutput({GitArgv(tree, {"worktree", "prune"})}).IgnoreError();
-    absl::StatusOr<std::string> added = RunForOutput(
-        {GitArgv(tree, {"worktree", "add", "--detach", "--force", src, base_commit})});
+    absl::StatusOr<std::string> added =
+        RunForOutput({GitArgv(tree, {"worktree", "add", "--detach", "--force", src, base_commit})});
     if (!added.ok()) return added.status();
   } else {
     for (std::vector<std::string> argv :
          {GitArgv(src, {"reset", "-q", "--hard"}),
-          GitArgv(src, {"checkout", "-q", "-f", "--detach",
-                                   base_commit}),
-          GitArgv(src, {"reset", "-q", "--hard"}),
-          GitArgv(src, {"clean", "-q", "-fdx"})}) {
+          GitArgv(src, {"checkout", "-q", "-f", "--detach", base_commit}),
+          GitArgv(src, {"reset", "-q", "--hard"}), GitArgv(src, {"clean", "-q", "-fdx"})}) {
       absl::StatusOr<std::string> done = RunForOutput({argv});
       if (!done.ok()) return done.status();
     }
@@ -113,8 +111,8 @@ absl::StatusOr<std::vector<std::string>> ApplySeries(const std::vector<Patch>& p
     for (const std::string& path : PatchPaths(patch)) {
       if (!PathInsideTree(path)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "series: ", DescribeApplyFailure(patch, absl::StrCat("error: ", path,
-                                                                 ": a path outside the tree"))));
+            "series: ", DescribeApplyFailure(
+                            patch, absl::StrCat("error: ", path, ": a path outside the tree"))));
       }
     }
     const std::string file = scratch + ".patch";

@@ -23,10 +23,16 @@ using Say = std::function<void(const std::string&)>;
 // `git -C dir ARGS` with no hook, no fsmonitor and no pager: git on trees a stranger's series
 // has written to runs nothing the tree or its metadata names.
 inline std::vector<std::string> GitArgv(const std::string& dir, std::vector<std::string> args) {
-  std::vector<std::string> argv = {"git",           "-c", "core.hooksPath=/dev/null",
-                                   "-c",            "core.fsmonitor=false",
-                                   "-c",            "core.pager=cat",
-                                   "--no-pager",    "-C", dir};
+  std::vector<std::string> argv = {"git",
+                                   "-c",
+                                   "core.hooksPath=/dev/null",
+                                   "-c",
+                                   "core.fsmonitor=false",
+                                   "-c",
+                                   "core.pager=cat",
+                                   "--no-pager",
+                                   "-C",
+                                   dir};
   for (std::string& a : args) argv.push_back(std::move(a));
   return argv;
 }

@@ -1,15 +1,21 @@
 #include "robot/mail.h"
 
+#include <gmime/gmime.h>
 #include <iconv.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -17,6 +23,21 @@
 
 namespace faultline::robot {
 namespace {
+
+// GMime, once; its options: encoded words read as RFC 2047 says (the loose mode glues the
+// base64 of adjacent words before decoding, so "=?utf-8?B?T3Zlbg==?= =?utf-8?B?IExpeWFuZw==?="
+// came out "Oven"), raw 8-bit header bytes tried as UTF-8, then Latin-1.
+GMimeParserOptions* GMimeOptions() {
+  static GMimeParserOptions* options = [] {
+    g_mime_init();
+    GMimeParserOptions* o = g_mime_parser_options_new();
+    g_mime_parser_options_set_rfc2047_compliance_mode(o, GMIME_RFC_COMPLIANCE_STRICT);
+    const char* fallback[] = {"UTF-8", "ISO-8859-1", nullptr};
+    g_mime_parser_options_set_fallback_charsets(o, fallback);
+    return o;
+  }();
+  return options;
+}
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -55,7 +76,8 @@ std::string ToUtf8(absl::string_view text, absl::string_view charset) {
     return ValidUtf8(std::string_view(text.data(), text.size()));
   }
   iconv_t cd = ::iconv_open("UTF-8", name.c_str());
-  if (cd == reinterpret_cast<iconv_t>(-1)) return ValidUtf8(std::string_view(text.data(), text.size()));
+  if (cd == reinterpret_cast<iconv_t>(-1))
+    return ValidUtf8(std::string_view(text.data(), text.size()));
   std::string out;
   std::string in(text);
   char* src = in.data();
@@ -96,95 +118,90 @@ std::optional<std::string> DecodeWord(absl::string_view word) {
 }
 
 // Header lines unfolded: name (lower case) and value, in order.
-std::vector<std::pair<std::string, std::string>> Headers(absl::string_view head) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (absl::string_view line : absl::StrSplit(head, '\n')) {
-    if (line.empty()) continue;
-    if ((line.front() == ' ' || line.front() == '\t') && !out.empty()) {
-      out.back().second += " ";
-      out.back().second += std::string(absl::StripAsciiWhitespace(line));
-      continue;
-    }
-    const size_t colon = line.find(':');
-    if (colon == absl::string_view::npos) continue;  // the mbox "From " line, junk
-    out.emplace_back(absl::AsciiStrToLower(absl::StripAsciiWhitespace(line.substr(0, colon))),
-                     std::string(absl::StripAsciiWhitespace(line.substr(colon + 1))));
+
+// A C string from GMime as valid UTF-8 ("" for null).
+std::string Text(const char* text) {
+  return text == nullptr ? "" : ValidUtf8(std::string_view(text));
+}
+
+// A header's value as written, unfolded, its encoded words decoded (valid UTF-8).
+std::string HeaderText(GMimeObject* object, const char* name) {
+  const char* raw = g_mime_object_get_header(object, name);
+  if (raw == nullptr) return "";
+  char* unfolded = g_mime_utils_header_unfold(raw);
+  std::string text = DecodeWords(absl::StripAsciiWhitespace(unfolded));
+  g_free(unfolded);
+  return text;
+}
+
+// The Message-IDs of an In-Reply-To or References value, in order, without brackets.
+std::vector<std::string> References(const char* value) {
+  std::vector<std::string> out;
+  if (value == nullptr) return out;
+  GMimeReferences* refs = g_mime_references_parse(GMimeOptions(), value);
+  if (refs == nullptr) return out;
+  for (int i = 0; i < g_mime_references_length(refs); ++i) {
+    const char* id = g_mime_references_get_message_id(refs, i);
+    if (id != nullptr && *id != '\0') out.push_back(ValidUtf8(id));
   }
+  g_mime_references_free(refs);
   return out;
 }
 
-std::string HeaderValue(const std::vector<std::pair<std::string, std::string>>& headers,
-                        absl::string_view name) {
-  for (const auto& [k, v] : headers) {
-    if (k == name) return v;
-  }
-  return "";
-}
-
-// The parameter `name` of a Content-Type value ("boundary", "charset").
-std::string Parameter(absl::string_view value, absl::string_view name) {
-  for (absl::string_view part : absl::StrSplit(value, ';')) {
-    part = absl::StripAsciiWhitespace(part);
-    const size_t eq = part.find('=');
-    if (eq == absl::string_view::npos) continue;
-    if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(part.substr(0, eq)), name)) continue;
-    absl::string_view v = absl::StripAsciiWhitespace(part.substr(eq + 1));
-    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-    return std::string(v);
-  }
-  return "";
-}
-
-// The body's bytes after its transfer encoding (a patch's bytes are what git applies).
-std::string DecodeBody(absl::string_view body, absl::string_view transfer_encoding) {
-  const std::string encoding =
-      absl::AsciiStrToLower(absl::StripAsciiWhitespace(transfer_encoding));
-  if (encoding == "quoted-printable") return DecodeQuotedPrintable(body, false);
-  if (encoding == "base64") {
-    std::string decoded;
-    std::string compact;
-    for (char c : body) {
-      if (!absl::ascii_isspace(static_cast<unsigned char>(c))) compact.push_back(c);
-    }
-    if (absl::Base64Unescape(compact, &decoded)) return decoded;
-  }
-  return std::string(body);
-}
-
-// Splits at the first empty line: headers and body.
-std::pair<absl::string_view, absl::string_view> SplitHeadBody(absl::string_view text) {
-  const size_t blank = text.find("\n\n");
-  if (blank == absl::string_view::npos) return {text, ""};
-  return {text.substr(0, blank), text.substr(blank + 2)};
-}
-
-// The first text/plain part of a multipart body (the whole body otherwise), decoded.
-std::string TextBody(const std::vector<std::pair<std::string, std::string>>& headers,
-                     absl::string_view body) {
-  const std::string type = HeaderValue(headers, "content-type");
-  if (!absl::StartsWithIgnoreCase(type, "multipart/")) {
-    return DecodeBody(body, HeaderValue(headers, "content-transfer-encoding"));
-  }
-  const std::string boundary = Parameter(type, "boundary");
-  if (boundary.empty()) return std::string(body);
-  const std::string delimiter = "--" + boundary;
-  for (absl::string_view part : absl::StrSplit(body, delimiter)) {
-    if (absl::StartsWith(part, "--")) break;  // the closing delimiter
-    part = absl::StripPrefix(part, "\n");
-    auto [part_head, part_body] = SplitHeadBody(part);
-    const auto part_headers = Headers(part_head);
-    const std::string part_type = HeaderValue(part_headers, "content-type");
-    if (part_type.empty() || absl::StartsWithIgnoreCase(part_type, "text/plain")) {
-      return DecodeBody(part_body, HeaderValue(part_headers, "content-transfer-encoding"));
+// The mailboxes' addresses of a list, groups' members included.
+void Mailboxes(InternetAddressList* list, std::vector<std::string>* out, int depth = 0) {
+  if (list == nullptr || depth > 4) return;
+  for (int i = 0; i < internet_address_list_length(list); ++i) {
+    InternetAddress* address = internet_address_list_get_address(list, i);
+    if (INTERNET_ADDRESS_IS_MAILBOX(address)) {
+      const char* addr = internet_address_mailbox_get_addr(INTERNET_ADDRESS_MAILBOX(address));
+      if (addr != nullptr && std::strchr(addr, '@') != nullptr) out->push_back(ValidUtf8(addr));
+    } else if (INTERNET_ADDRESS_IS_GROUP(address)) {
+      Mailboxes(internet_address_group_get_members(INTERNET_ADDRESS_GROUP(address)), out,
+                depth + 1);
     }
   }
-  return std::string(body);
+}
+
+// The first text/plain part, depth first through nested multiparts (not into attached
+// mails): its bytes after the transfer encoding (a patch's bytes are what git applies).
+std::optional<std::string> FirstTextPlain(GMimeObject* object, int depth) {
+  if (depth > 16) return std::nullopt;
+  if (GMIME_IS_MULTIPART(object)) {
+    GMimeMultipart* multipart = GMIME_MULTIPART(object);
+    for (int i = 0; i < g_mime_multipart_get_count(multipart); ++i) {
+      if (auto text = FirstTextPlain(g_mime_multipart_get_part(multipart, i), depth + 1)) {
+        return text;
+      }
+    }
+    return std::nullopt;
+  }
+  if (!GMIME_IS_PART(object)) return std::nullopt;
+  GMimeContentType* type = g_mime_object_get_content_type(object);
+  if (type != nullptr && !g_mime_content_type_is_type(type, "text", "plain")) return std::nullopt;
+  GMimeDataWrapper* content = g_mime_part_get_content(GMIME_PART(object));
+  if (content == nullptr) return std::string();
+  GMimeStream* sink = g_mime_stream_mem_new();
+  g_mime_data_wrapper_write_to_stream(content, sink);
+  GByteArray* bytes = g_mime_stream_mem_get_byte_array(GMIME_STREAM_MEM(sink));
+  std::string out(reinterpret_cast<const char*>(bytes->data), bytes->len);
+  g_object_unref(sink);
+  return out;
 }
 
 }  // namespace
 
+// RFC 2047 by hand, word by word (GMime 3.2 glues the base64 of adjacent words before
+// decoding, and "=?utf-8?B?T3Zlbg==?= =?utf-8?B?IExpeWFuZw==?=" is "Oven" to it), each
+// word's charset through iconv; raw bytes that are not UTF-8 as Latin-1.
 std::string DecodeWords(absl::string_view text) {
   std::string out;
+  std::string literal;  // text between encoded words, as written (UTF-8, else Latin-1)
+  auto flush = [&] {
+    out +=
+        ValidUtf8(std::string_view(literal)) == literal ? literal : ToUtf8(literal, "iso-8859-1");
+    literal.clear();
+  };
   bool last_was_word = false;
   std::string pending_space;
   size_t i = 0;
@@ -196,8 +213,9 @@ std::string DecodeWords(absl::string_view text) {
       size_t end = q2 == absl::string_view::npos ? q2 : text.find("?=", q2 + 1);
       if (end != absl::string_view::npos) {
         if (auto decoded = DecodeWord(text.substr(i, end + 2 - i))) {
-          if (!last_was_word) out += pending_space;  // space between words is dropped
+          if (!last_was_word) literal += pending_space;  // space between words is dropped
           pending_space.clear();
+          flush();
           out += *decoded;
           last_was_word = true;
           i = end + 2;
@@ -210,13 +228,14 @@ std::string DecodeWords(absl::string_view text) {
       pending_space.push_back(c);
       continue;
     }
-    out += pending_space;
+    literal += pending_space;
     pending_space.clear();
-    out.push_back(c);
+    literal.push_back(c);
     last_was_word = false;
   }
-  out += pending_space;
-  return out;
+  literal += pending_space;
+  flush();
+  return ValidUtf8(out);
 }
 
 std::string EncodeWords(absl::string_view text) {
@@ -296,27 +315,49 @@ std::vector<std::string> Addresses(absl::string_view value) {
 }
 
 absl::StatusOr<Mail> ParseMail(absl::string_view raw) {
-  std::string text(raw);
-  absl::StrReplaceAll({{"\r\n", "\n"}}, &text);
-  auto [head, body] = SplitHeadBody(text);
-  const auto headers = Headers(head);
-  Mail mail;
-  const std::vector<std::string> ids = MessageIds(HeaderValue(headers, "message-id"));
-  if (ids.empty()) return absl::InvalidArgumentError("a mail without a Message-ID");
-  // Every header value as valid UTF-8: they go into text columns, logs and replies.
-  mail.message_id = ValidUtf8(ids.front());
-  const std::vector<std::string> parents = MessageIds(HeaderValue(headers, "in-reply-to"));
-  if (!parents.empty()) mail.in_reply_to = ValidUtf8(parents.front());
-  for (const std::string& id : MessageIds(HeaderValue(headers, "references"))) {
-    mail.references.push_back(ValidUtf8(id));
+  GMimeParserOptions* options = GMimeOptions();
+  // Lines end in "\n" (a patch's bytes are what git applies); a leading mbox "From " line is
+  // the archive's, not a header.
+  std::string normalized(raw);
+  absl::StrReplaceAll({{"\r\n", "\n"}}, &normalized);
+  absl::string_view text = normalized;
+  if (absl::StartsWith(text, "From ")) {
+    const size_t eol = text.find('\n');
+    text = eol == absl::string_view::npos ? absl::string_view() : text.substr(eol + 1);
   }
-  mail.subject = ValidUtf8(DecodeWords(HeaderValue(headers, "subject")));
-  mail.from = ValidUtf8(DecodeWords(HeaderValue(headers, "from")));
-  mail.from_address = AddressOf(mail.from);
-  for (std::string& a : Addresses(HeaderValue(headers, "to"))) mail.to.push_back(ValidUtf8(a));
-  for (std::string& a : Addresses(HeaderValue(headers, "cc"))) mail.cc.push_back(ValidUtf8(a));
-  mail.date = ValidUtf8(HeaderValue(headers, "date"));
-  mail.body = TextBody(headers, body);
+  GMimeStream* stream = g_mime_stream_mem_new_with_buffer(text.data(), text.size());
+  GMimeParser* parser = g_mime_parser_new_with_stream(stream);
+  g_object_unref(stream);
+  GMimeMessage* message = g_mime_parser_construct_message(parser, options);
+  g_object_unref(parser);
+  if (message == nullptr) return absl::InvalidArgumentError("not a mail: no headers GMime reads");
+  std::unique_ptr<GMimeMessage, void (*)(GMimeMessage*)> owned(
+      message, [](GMimeMessage* m) { g_object_unref(m); });
+  GMimeObject* object = GMIME_OBJECT(message);
+  Mail mail;
+  const char* id = g_mime_message_get_message_id(message);
+  if (id == nullptr || *id == '\0')
+    return absl::InvalidArgumentError("a mail without a Message-ID");
+  // Every value as valid UTF-8: they go into text columns, logs and replies.
+  mail.message_id = ValidUtf8(id);
+  const std::vector<std::string> parents =
+      References(g_mime_object_get_header(object, "In-Reply-To"));
+  if (!parents.empty()) mail.in_reply_to = parents.front();
+  mail.references = References(g_mime_object_get_header(object, "References"));
+  mail.subject = HeaderText(object, "Subject");
+  InternetAddressList* from = g_mime_message_get_from(message);
+  if (from != nullptr && internet_address_list_length(from) > 0) {
+    mail.from = HeaderText(object, "From");
+    std::vector<std::string> addresses;
+    Mailboxes(from, &addresses);
+    if (!addresses.empty()) mail.from_address = addresses.front();
+  }
+  Mailboxes(g_mime_message_get_addresses(message, GMIME_ADDRESS_TYPE_TO), &mail.to);
+  Mailboxes(g_mime_message_get_addresses(message, GMIME_ADDRESS_TYPE_CC), &mail.cc);
+  mail.date = Text(g_mime_object_get_header(object, "Date"));
+  if (GMimeObject* body = g_mime_message_get_mime_part(message)) {
+    if (std::optional<std::string> plain = FirstTextPlain(body, 0)) mail.body = *std::move(plain);
+  }
   mail.raw = std::string(raw);
   return mail;
 }

@@ -29,7 +29,7 @@ int VersionWord(absl::string_view word) {
 bool IndexWord(absl::string_view word, int* index, int* total) {
   std::vector<absl::string_view> parts = absl::StrSplit(word, '/');
   return parts.size() == 2 && absl::SimpleAtoi(parts[0], index) &&
-         absl::SimpleAtoi(parts[1], total) && *total >= 1 && *total <= 999 && *index >= 0 &&
+         absl::SimpleAtoi(parts[1], total) && *total >= 1 && *total <= 99999 && *index >= 0 &&
          *index <= *total;
 }
 
@@ -37,7 +37,8 @@ bool IndexWord(absl::string_view word, int* index, int* total) {
 std::string TrailerValue(absl::string_view text, absl::string_view name) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     line = absl::StripTrailingAsciiWhitespace(line);
-    if (absl::ConsumePrefix(&line, name)) return ValidUtf8(std::string(absl::StripAsciiWhitespace(line)));
+    if (absl::ConsumePrefix(&line, name))
+      return ValidUtf8(std::string(absl::StripAsciiWhitespace(line)));
   }
   return "";
 }

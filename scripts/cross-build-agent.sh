@@ -83,7 +83,7 @@ packages_for() { # suite
   echo libc6-dev $stdcxx libgrpc++-dev libprotobuf-dev libabsl-dev libyaml-cpp-dev \
     libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libssl-dev \
     zlib1g-dev libc-ares-dev libre2-dev \
-    libpqxx-dev libpq-dev prometheus-cpp-dev libboost-dev libcrypt-dev
+    libpqxx-dev libpq-dev prometheus-cpp-dev libboost-dev libcrypt-dev libgmime-3.0-dev
 }
 
 # Upstream version of a Debian version: 1:3.21.12-3+b1 -> 3.21.12

@@ -42,10 +42,10 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_CXX_FLAGS_FUZZBUILD="-O1 -gline-tables-only" \
     -DCMAKE_CXX_COMPILER="$clangxx" -DFAULTLINE_FUZZ=ON -DFAULTLINE_BUILD_TESTS=OFF >/dev/null
 fi
-ninja -C "$build" fuzz_job_spec fuzz_agent_messages fuzz_http_request
+ninja -C "$build" fuzz_job_spec fuzz_agent_messages fuzz_http_request fuzz_mail
 
 corpus=$build/corpus
-mkdir -p "$corpus/job_spec" "$corpus/agent_messages" "$corpus/http_request"
+mkdir -p "$corpus/job_spec" "$corpus/agent_messages" "$corpus/http_request" "$corpus/mail"
 for f in "$root"/deploy/examples/*.yaml; do  # mode byte 0: YAML
   { printf '\0'; cat "$f"; } >"$corpus/job_spec/seed-$(basename "$f")"
 done
@@ -63,14 +63,21 @@ crlf 'POST /alerts HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello' seed-b
 crlf 'POST /alerts HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n' seed-chunked
 crlf 'BREW /metrics HTTP/1.1\r\nConnection: close\r\n\r\n' seed-brew
 crlf 'GET /private HTTP/1.1\r\nAuthorization: Basic b2s6b2s=\r\n\r\n' seed-auth
+# Real list mail: the seeds' threads (robot/testdata), and the lab's posts, each a seed; one
+# seed a whole thread (mails joined by "\n\x01\n", as the target splits them).
+for f in "$root"/robot/testdata/*.eml "$root"/tests/e2e/lab_posts/*.eml; do
+  [ -f "$f" ] && cp "$f" "$corpus/mail/seed-$(basename "$(dirname "$f")")-$(basename "$f")"
+done
+{ for f in "$root"/robot/testdata/v4-*.eml; do cat "$f"; printf '\n\001\n'; done; } \
+  >"$corpus/mail/seed-thread-v4"
 declare -A runs_of=()
 if [[ "$runs" == *=* ]]; then
   IFS=, read -ra pairs <<<"$runs"
   for p in "${pairs[@]}"; do runs_of[${p%%=*}]=${p#*=}; done
 elif [ -n "$runs" ]; then
-  for target in job_spec agent_messages http_request; do runs_of[$target]=$runs; done
+  for target in job_spec agent_messages http_request mail; do runs_of[$target]=$runs; done
 fi
-for target in job_spec agent_messages http_request; do
+for target in job_spec agent_messages http_request mail; do
   bound=(-max_total_time="$seconds")
   [ -z "${runs_of[$target]:-}" ] || bound=(-runs="${runs_of[$target]}")
   echo "fuzz.sh: fuzz_$target for ${runs_of[$target]:+${runs_of[$target]} inputs}${runs_of[$target]:-${seconds}s}"

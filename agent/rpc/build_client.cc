@@ -140,8 +140,8 @@ void RunBuilder(const std::string& builder, const std::vector<std::string>& arch
   kbuilder.sandbox().RemoveStaleCgroups();
   const absl::Status sandboxed = kbuilder.sandbox().Available();
   log::info("event=builder_ready builder={} arches={} cache={} sandbox={} sandbox_ok={} why=\"{}\"",
-            builder, arches.size(), cache, kbuild::SandboxModeName(sandbox.mode),
-            sandboxed.ok(), std::string(sandboxed.message()));
+            builder, arches.size(), cache, kbuild::SandboxModeName(sandbox.mode), sandboxed.ok(),
+            std::string(sandboxed.message()));
   while (!stopping) {
     auto order = client.Acquire(builder, arches);
     if (!order.ok()) {

@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "agent/artifact_cache.h"
-#include "kbuild/sandbox.h"
 #include "faultline/v1/agent.grpc.pb.h"
+#include "kbuild/sandbox.h"
 
 namespace faultline::agent {
 

@@ -297,7 +297,11 @@ bool WriteSelfToCgroupProcs(int procs_fd) {
 }
 
 std::string RunCgroupName(std::string_view run_id) {
-  return std::string(kRunCgroupPrefix) + std::string(run_id);
+  return RunCgroupName(run_id, ::getpid());
+}
+
+std::string RunCgroupName(std::string_view run_id, pid_t agent) {
+  return std::string(kRunCgroupPrefix) + "p" + std::to_string(agent) + "-" + std::string(run_id);
 }
 
 bool KillAndRemoveCgroupDir(const std::string& dir, CgroupVersion version, std::string* error) {
@@ -487,9 +491,19 @@ std::optional<int> RemoveStaleRunCgroups(const CgroupBackend& backend, std::stri
   std::vector<std::string> stale;
   while (struct dirent* entry = ::readdir(dir)) {
     std::string_view name = entry->d_name;
-    if (entry->d_type == DT_DIR && name.substr(0, kRunCgroupPrefix.size()) == kRunCgroupPrefix) {
-      stale.push_back(Join(faultline_dir, name));
+    if (entry->d_type != DT_DIR || name.substr(0, kRunCgroupPrefix.size()) != kRunCgroupPrefix) {
+      continue;
     }
+    // run-p<pid>-...: stale when that agent is gone (or is this one, restarted in place).
+    std::string_view rest = name.substr(kRunCgroupPrefix.size());
+    const size_t dash = rest.find('-');
+    if (rest.size() > 1 && rest[0] == 'p' && dash != std::string_view::npos) {
+      if (auto pid = ParseUnsigned(rest.substr(1, dash - 1))) {
+        const bool gone = ::kill(static_cast<pid_t>(*pid), 0) != 0 && errno == ESRCH;
+        if (!gone && static_cast<pid_t>(*pid) != ::getpid()) continue;  // a live agent's run
+      }
+    }
+    stale.push_back(Join(faultline_dir, name));
   }
   ::closedir(dir);
   int removed = 0;

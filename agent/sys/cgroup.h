@@ -102,8 +102,10 @@ bool WriteSelfToCgroupProcs(int procs_fd);
 inline constexpr std::string_view kFaultlineCgroupDirName = "faultline";
 inline constexpr std::string_view kRunCgroupPrefix = "run-";
 
-// "run-<run_id>": the names the agent uses, and that RemoveStaleRunCgroups cleans up.
+// "run-p<agent pid>-<run_id>": the names the agent uses (pid: this process's). Several agents
+// on one host share faultline/, and each knows its own runs' cgroups by the pid in the name.
 std::string RunCgroupName(std::string_view run_id);
+std::string RunCgroupName(std::string_view run_id, pid_t agent);
 
 class MemoryCgroup {
  public:
@@ -170,8 +172,9 @@ std::optional<CgroupVersion> MemcgDirVersion(const std::string& dir);
 std::optional<uint64_t> ReadMemcgPeakBytes(const std::string& dir, CgroupVersion version);
 
 // Kills and removes <parent>/faultline/run-* cgroups left behind by an agent that died
-// mid-run. Returns how many were removed, or nullopt with *error naming the first one
-// that could not be.
+// mid-run: those whose agent pid is no longer running, and those named before the pid was
+// (run-<id>); another live agent's runs on the same host are left alone. Returns how many were
+// removed, or nullopt with *error naming the first one that could not be.
 std::optional<int> RemoveStaleRunCgroups(const CgroupBackend& backend, std::string* error);
 
 // Kills everything in the cgroup directory and removes it (what Destroy() does).

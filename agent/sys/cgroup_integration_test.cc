@@ -119,9 +119,8 @@ TEST(MemoryCgroupIntegration, RemoveStaleRunCgroupsKillsLeftovers) {
   std::string reason;
   auto backend = BackendOrSkipReason(&reason);
   if (!backend) GTEST_SKIP() << "no memory cgroup: " << reason;
-  const std::string name = RunCgroupName(TestName("stale"));
-  const std::string path = backend->parent_dir + "/faultline/" + name;
 
+  const std::string base = TestName("stale");  // the parent's pid: the same name in the child
   // A "crashed agent": creates the cgroup, puts a process in, dies without cleaning up.
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
@@ -129,10 +128,11 @@ TEST(MemoryCgroupIntegration, RemoveStaleRunCgroupsKillsLeftovers) {
   ASSERT_GE(agent, 0);
   if (agent == 0) {
     std::string child_error;
-    auto cgroup = MemoryCgroup::Create(*backend, name, {}, &child_error);
+    auto cgroup = MemoryCgroup::Create(*backend, RunCgroupName(base), {}, &child_error);
     if (!cgroup) ::_exit(1);
     pid_t orphan = ::fork();
     if (orphan == 0) {
+      ::close(ready[1]);  // EOF once the test closes its end, or dies
       char c;
       while (::read(ready[0], &c, 1) != 0) {
       }
@@ -145,14 +145,37 @@ TEST(MemoryCgroupIntegration, RemoveStaleRunCgroupsKillsLeftovers) {
   int status = 0;
   ASSERT_EQ(::waitpid(agent, &status, 0), agent);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const std::string path = backend->parent_dir + "/faultline/" + RunCgroupName(base, agent);
   ASSERT_TRUE(std::filesystem::is_directory(path));
 
+  // Another agent on this host, alive, with a run going: its cgroup stays (the live agent
+  // here is a child that waits, so that the remover is not the same process).
+  int hold[2];
+  ASSERT_EQ(::pipe(hold), 0);
+  const pid_t live = ::fork();
+  ASSERT_GE(live, 0);
+  if (live == 0) {
+    ::close(hold[1]);
+    char c;
+    while (::read(hold[0], &c, 1) != 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(hold[0]);
   std::string error;
+  const std::string live_name = RunCgroupName(TestName("live"), live);
+  auto live_cgroup = MemoryCgroup::Create(*backend, live_name, {}, &error);
+  ASSERT_TRUE(live_cgroup) << error;
+
   auto removed = RemoveStaleRunCgroups(*backend, &error);
   ASSERT_TRUE(removed) << error;
   EXPECT_GE(*removed, 1);
   EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_TRUE(std::filesystem::exists(live_cgroup->path())) << "another agent's run was killed";
   ::close(ready[1]);
+  ::close(hold[1]);
+  ASSERT_EQ(::waitpid(live, &status, 0), live);
+  EXPECT_TRUE(live_cgroup->Destroy(&error)) << error;
 }
 
 TEST(MemoryCgroupIntegration, CurrentCgroupDirExists) {

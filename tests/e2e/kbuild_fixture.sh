@@ -104,12 +104,15 @@ work_dir: $FL_STATE/builder/$1-work
 state_dir: $FL_STATE/builder/$1-state
 token_file: $(fl_agent_token "$1")
 kernels: [{label: builder-host, release: running}]
-builder: {arches: [$(uname -m)], cache: $FL_STATE/builder/$1-cache, jobs: 1}
+builder: {arches: [$(uname -m)], cache: $FL_STATE/builder/$1-cache, jobs: 1,
+          sandbox_pass_env: [FL_FAKE_SLOW], sandbox_readonly: [$FL_STATE/slow.d]}
 YAML
 # In a session of its own (setsid): killing it "mid-build" kills its make too.
-# builder-1 only: its make sleeps while $FL_STATE/slow exists (a build to kill midway).
+# builder-1 only: its make sleeps while $FL_STATE/slow.d/slow exists (a build to kill
+# midway); its sandbox sees that directory, read-only, and the variable naming it.
+mkdir -p "$FL_STATE/slow.d"
 slow=""
-[ "$1" = builder-1 ] && slow=$FL_STATE/slow
+[ "$1" = builder-1 ] && slow=$FL_STATE/slow.d/slow
 FL_FAKE_SLOW=$slow setsid "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" \
   --config "$FL_STATE/builder/$1.yaml" --workload-binary "$FL_BIN_WORKLOAD" \
   >>"$FL_STATE/$1.log" 2>&1 </dev/null &

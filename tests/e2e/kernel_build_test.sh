@@ -118,7 +118,7 @@ diff --git a/mm/memory.c b/mm/memory.c
 -- 
 2.39.5
 MBOX
-touch "$FL_STATE/slow"
+touch "$FL_STATE/slow.d/slow"
 spec killed other.mbox >"$FL_STATE/killed.yaml"
 killed=$("$FL_BIN_CLI" submit "$FL_STATE/killed.yaml") || fail "submit killed"
 building() { [ "$(sql "SELECT count(*) FROM builds WHERE state = 'building' AND builder = 'builder-1'")" = 1 ]; }

@@ -193,6 +193,81 @@ TEST_F(SeriesRobotTest, WithoutBoardsThatBootBuiltKernelsAChosenSeriesFailsOnceS
   EXPECT_EQ(Pass().submitted, 0) << "decided once";
 }
 
+// A stranger's mails (#56): none of them may jam the robot. Each bad one costs itself only
+// (kept apart as bytes, its reason counted), and an honest series posted after them still
+// gets its jobs.
+TEST_F(SeriesRobotTest, NoStrangersMailJamsTheRobot) {
+  options_.max_mail_bytes = 64 << 10;
+  const std::string dir = dir_ + "/strangers";
+  std::filesystem::create_directories(dir);
+  auto post = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << text;
+    archive_.Deliver(dir + "/" + name);
+  };
+  const std::string diff =
+      "---\ndiff --git a/mm/memory.c b/mm/memory.c\n--- a/mm/memory.c\n+++ b/mm/memory.c\n"
+      "@@ -1,3 +1,3 @@\n int a;\n-int b;\n+int B;\n int c;\n";
+  // Invalid UTF-8 in the name, the subject and the body (PostgreSQL's text refuses it).
+  post("bytes.eml",
+       "From: J\xf6rg \xff <joro@example.org>\nTo: linux-mm@kvack.org\n"
+       "Subject: [PATCH] mm: caf\xe9 \xfe\nMessage-ID: <bytes-1@example.org>\n"
+       "Date: Mon, 7 Dec 2026 05:00:00 +0000\n\nA change \xc3\x28.\n" +
+           diff);
+  // A 10,000-patch "series".
+  post("bomb.eml",
+       "From: S <s@example.org>\nTo: linux-mm@kvack.org\n"
+       "Subject: [PATCH 1/10000] mm: one of many\nMessage-ID: <bomb-1@example.org>\n"
+       "Date: Mon, 7 Dec 2026 05:00:00 +0000\n\n" +
+           diff);
+  // A mail larger than the bound.
+  post("huge.eml",
+       "From: S <s@example.org>\nTo: linux-mm@kvack.org\n"
+       "Subject: [PATCH] mm: a large one\nMessage-ID: <huge-1@example.org>\n"
+       "Date: Mon, 7 Dec 2026 05:00:00 +0000\n\n" +
+           std::string(100 << 10, 'x') + "\n" + diff);
+  RobotPass first = Pass();
+  EXPECT_EQ(first.errors, 0);
+  EXPECT_EQ(first.skipped, 2);
+  EXPECT_EQ(
+      Count("SELECT count(*) FROM robot_skipped_mails WHERE reason LIKE 'too many patches:%'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_skipped_mails WHERE reason LIKE 'too large:%'"), 1);
+  const SeriesRecord bytes = Series("bytes-1@example.org");
+  EXPECT_EQ(bytes.state, SeriesState::kSubmitted) << bytes.reason;
+  // The mail is kept as the bytes it came as.
+  absl::StatusOr<std::vector<std::string>> raws =
+      store_->robot().ThreadMails("bytes-1@example.org", 1);
+  ASSERT_TRUE(raws.ok()) << raws.status();
+  ASSERT_EQ(raws->size(), 1u);
+  EXPECT_NE((*raws)[0].find("caf\xe9 \xfe"), std::string::npos);
+  // The /metrics snapshot counts them by reason.
+  auto snapshot = store_->history().Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(snapshot->robot_skipped_mails_by_reason["too many patches"], 1);
+  EXPECT_EQ(snapshot->robot_skipped_mails_by_reason["too large"], 1);
+  // And an honest series after them gets its jobs.
+  Deliver({"v5.eml"});
+  RobotPass second = Pass();
+  EXPECT_EQ(second.errors, 0);
+  EXPECT_EQ(Series(kV5).state, SeriesState::kSubmitted);
+}
+
+// A cover letter that arrives after its patches (lists reorder mail) makes no second series,
+// and the series decided from patch 1 is still found by its id.
+TEST_F(SeriesRobotTest, ACoverLetterAfterItsPatchesMakesNoSecondSeries) {
+  Deliver({"v4-1.eml", "v4-2.eml", "v4-3.eml"});
+  RobotPass first = Pass();
+  EXPECT_EQ(first.decided, 1);
+  const std::string patch1 = "20260804095135.45897-2-zhanghongru@xiaomi.com";
+  EXPECT_EQ(Series(patch1).state, SeriesState::kSubmitted);
+  Deliver({"v4-0.eml"});
+  RobotPass second = Pass();
+  EXPECT_EQ(second.decided, 0) << "the late cover letter made another series";
+  EXPECT_EQ(second.errors, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM robot_series"), 1);
+  // Its jobs read back its mails by the first patch's id, the cover letter now among them.
+  EXPECT_EQ(Pass().errors, 0);
+}
+
 // Replies through a real SMTP server (tests/support/smtp_sink.py) that hands each mail to
 // public-inbox-mda, as the list would: threaded under the series, within 80 columns, one per
 // version whatever happens, a crash between sending and recording never sends again, and the

@@ -82,7 +82,8 @@ absl::StatusOr<RobotPass> SeriesRobot::RunOnce() {
     for (SeriesState state : {SeriesState::kMeasured, SeriesState::kDoesNotApply}) {
       absl::StatusOr<std::vector<SeriesRecord>> answerable = stores_.robot->ListSeries(state, 100);
       if (!answerable.ok()) return answerable.status();
-      for (const SeriesRecord& series : *answerable) isolated("reply", series.id, QueueReply(series));
+      for (const SeriesRecord& series : *answerable)
+        isolated("reply", series.id, QueueReply(series));
     }
     if (options_.replies.culprits) {
       if (absl::Status s = QueueCulpritMails(); !s.ok()) return s;
@@ -110,8 +111,8 @@ absl::Status SeriesRobot::Ingest(RobotPass& pass,
   auto skip = [&](const robot::ArchivedMail& archived, const std::string& id,
                   const std::string& reason) {
     ++pass.skipped;
-    log::warn("event=robot_mail_skipped commit={} message_id=\"{}\" reason=\"{}\"",
-              archived.commit, id, reason);
+    log::warn("event=robot_mail_skipped commit={} message_id=\"{}\" reason=\"{}\"", archived.commit,
+              id, reason);
     kept.push_back({.message_id = id.empty() ? "commit:" + archived.commit : id,
                     .raw = archived.raw,
                     .skip_reason = reason});
@@ -187,7 +188,8 @@ absl::Status SeriesRobot::Decide(const std::string& root, int version, RobotPass
                         .title = series.title,
                         .from = series.from};
     robot::Choice choice = robot::Choose(series, options_.rules);
-    if (const size_t bytes = series.Mbox().size(); choice.chosen && bytes > options_.max_series_bytes) {
+    if (const size_t bytes = series.Mbox().size();
+        choice.chosen && bytes > options_.max_series_bytes) {
       choice = {false, absl::StrCat("too large a diff: ", bytes, " bytes of mbox, over ",
                                     options_.max_series_bytes)};
     }

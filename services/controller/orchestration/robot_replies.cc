@@ -80,7 +80,9 @@ SeriesRobot::Verdict SeriesRobot::Judge(const SeriesRecord& series) const {
     absl::StatusOr<std::vector<BuildRecord>> builds = stores_.builds->ListBuilds(id);
     if (!builds.ok()) continue;
     for (const BuildRecord& b : *builds) {
-      if (b.state != BuildState::kFailed || !failed_seen.insert(b.label + "/" + b.arch).second) {
+      // A build stopped because its job was cancelled did not fail (pg_jobs.cc's reason).
+      if (b.state != BuildState::kFailed || b.error.rfind("cancelled: ", 0) == 0 ||
+          !failed_seen.insert(b.label + "/" + b.arch).second) {
         continue;
       }
       std::string first(absl::StripAsciiWhitespace(b.error.substr(0, b.error.find('\n'))));
@@ -126,7 +128,8 @@ SeriesRobot::Verdict SeriesRobot::Judge(const SeriesRecord& series) const {
     v.headline = absl::StrCat("Not tested: ", failed_builds.size(), " kernel build(s) failed:");
     v.lines = std::move(failed_builds);
     if (comparisons > 0) {
-      v.lines.push_back(absl::StrCat("(the ", comparisons, " comparisons that ran show none slower)"));
+      v.lines.push_back(
+          absl::StrCat("(the ", comparisons, " comparisons that ran show none slower)"));
     }
   } else if (measured == 0) {
     v.state = "fail";

@@ -80,18 +80,18 @@ absl::Status PgRobotStore::KeepMails(const std::string& archive, const std::vect
 
 absl::StatusOr<std::vector<std::string>> PgRobotStore::ThreadMails(const std::string& thread_root,
                                                                    int version) {
-  return pool_->Query<std::vector<std::string>>(
-      [&](pqxx::connection& c, std::vector<std::string>& out) -> absl::Status {
-        pqxx::read_transaction t(c);
-        for (const auto& r : t.exec_params(
-                 "SELECT encode(raw, 'hex') FROM robot_mails WHERE thread_root = $1 AND version = $2 "
-                 "ORDER BY seq",
-                 thread_root, version)) {
-          // The bytes as they came (bytea: a mail in no charset at all is kept too).
-          out.push_back(absl::HexStringToBytes(r[0].as<std::string>()));
-        }
-        return absl::OkStatus();
-      });
+  return pool_->Query<std::vector<std::string>>([&](pqxx::connection& c,
+                                                    std::vector<std::string>& out) -> absl::Status {
+    pqxx::read_transaction t(c);
+    for (const auto& r : t.exec_params(
+             "SELECT encode(raw, 'hex') FROM robot_mails WHERE thread_root = $1 AND version = $2 "
+             "ORDER BY seq",
+             thread_root, version)) {
+      // The bytes as they came (bytea: a mail in no charset at all is kept too).
+      out.push_back(absl::HexStringToBytes(r[0].as<std::string>()));
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::optional<SeriesRecord>> PgRobotStore::GetSeries(const std::string& id) {

@@ -234,9 +234,9 @@ struct MetricsSnapshot {
   std::map<std::string, int64_t> robot_series_by_state;
   int64_t robot_mails = 0;
   std::map<std::string, int64_t> robot_skipped_mails_by_reason;  // the reason's first words
-  std::map<std::string, int64_t> robot_replies_by_state;  // robot_replies.state
-  std::map<std::string, int64_t> robot_checks_by_status;  // robot_checks.status
-  std::map<std::string, int64_t> robot_builds_by_state;   // the robot's jobs' kernel builds
+  std::map<std::string, int64_t> robot_replies_by_state;         // robot_replies.state
+  std::map<std::string, int64_t> robot_checks_by_status;         // robot_checks.status
+  std::map<std::string, int64_t> robot_builds_by_state;          // the robot's jobs' kernel builds
   struct ScheduleHealth {
     std::string name;
     std::string cron;
