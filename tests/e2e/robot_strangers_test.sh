@@ -49,9 +49,9 @@ pi_env public-inbox-init -V2 -L basic mm "$pi/mm" http://localhost/mm linux-mm@k
 git config -f "$pi/config" publicinboxmda.spamcheck none
 deliver() { pi_env public-inbox-mda --no-precheck <"$FL_STATE/mails/$1.eml"; }
 
-# mail NAME MSGID SUBJECT FROM [IN_REPLY_TO] < BODY: a mail to the list (headers as given:
+# post_mail NAME MSGID SUBJECT FROM [IN_REPLY_TO] < BODY: a mail to the list (headers as given:
 # bytes and encodings are the test's).
-mail() {
+post_mail() {
   {
     printf 'From: %s\nTo: linux-mm@kvack.org\nSubject: %s\n' "$4" "$3"
     printf 'Date: Sat, 5 Dec 2026 10:00:00 +0000\nMessage-ID: <%s>\n' "$2"
@@ -147,22 +147,22 @@ PY
 sed -i 's/^int b;$/int bee;/' "$scratch/mm/memory.c"  # so that an mm filter takes it
 git -C "$scratch" -c user.name=S -c user.email=s@example.org commit -qam "mm: tidy the build"
 git -C "$scratch" format-patch -1 --stdout | sed -n '/^$/,$p' >"$FL_STATE/hostile.body"
-{ plain; sed 1d "$FL_STATE/hostile.body"; } | mail hostile hostile@s.example "[PATCH] mm: tidy the build" "S <s@example.org>"
+{ plain; sed 1d "$FL_STATE/hostile.body"; } | post_mail hostile hostile@s.example "[PATCH] mm: tidy the build" "S <s@example.org>"
 # qp: quoted-printable, with a soft line break inside the added line.
 { printf 'MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: quoted-printable\n\n'
   hunk 'int b;' 'int b =3D 1; /* decoded from quoted-printable, and long enough to be wra=
-pped */'; } | mail qp qp@s.example "[PATCH] mm: b gets a value" "Q <q@example.org>"
+pped */'; } | post_mail qp qp@s.example "[PATCH] mm: b gets a value" "Q <q@example.org>"
 { plain; hunk 'int b;' 'int Bee;'; } |
-  mail latin latin@s.example "[PATCH] mm: b is Bee" "=?iso-8859-1?q?J=F6rg_R=F6del?= <joro@example.org>"
+  post_mail latin latin@s.example "[PATCH] mm: b is Bee" "=?iso-8859-1?q?J=F6rg_R=F6del?= <joro@example.org>"
 { printf 'MIME-Version: 1.0\nContent-Type: text/plain\n\n'; printf 'Caf\xe9 \xff.\n'; hunk 'int b;' 'int bb;'; } |
-  mail bytes bytes@s.example "$(printf '[PATCH] mm: caf\xe9 \xfe')" "B <b@example.org>"
+  post_mail bytes bytes@s.example "$(printf '[PATCH] mm: caf\xe9 \xfe')" "B <b@example.org>"
 { plain; hunk 'int b;' 'int b2;' | sed '/^-- $/,$d'; printf 'diff --git a/../../escape b/../../escape\nnew file mode 100644\n--- /dev/null\n+++ b/../../escape\n@@ -0,0 +1 @@\n+owned\n-- \n2.39.5\n'; } |
-  mail traverse traverse@s.example "[PATCH] mm: add a file" "T <t@example.org>"
-{ plain; printf 'Two changes.\n'; } | mail late-0 late-0@s.example "[PATCH 0/2] mm: two" "L <l@example.org>"
-{ plain; hunk 'int b;' 'int b1;'; } | mail late-1 late-1@s.example "[PATCH 1/2] mm: one" "L <l@example.org>" late-0@s.example
-{ plain; printf 'Why.\n---\ndiff --git a/mm/memory.c b/mm/memory.c\n--- a/mm/memory.c\n+++ b/mm/memory.c\n@@ -1,3 +1,3 @@\n // mm\n-int a;\n+int a1;\n int b;\n-- \n2.39.5\n'; } |
-  mail late-2 late-2@s.example "[PATCH 2/2] mm: two" "L <l@example.org>" late-0@s.example
-{ plain; hunk 'int b;' 'int honest;'; } | mail honest honest@s.example "[PATCH] mm: an honest one" "H <h@example.org>"
+  post_mail traverse traverse@s.example "[PATCH] mm: add a file" "T <t@example.org>"
+{ plain; printf 'Two changes.\n'; } | post_mail late-0 late-0@s.example "[PATCH 0/2] mm: two" "L <l@example.org>"
+{ plain; hunk 'int b;' 'int b1;'; } | post_mail late-1 late-1@s.example "[PATCH 1/2] mm: one" "L <l@example.org>" late-0@s.example
+{ plain; printf 'Why.\n---\ndiff --git a/mm/memory.c b/mm/memory.c\n--- a/mm/memory.c\n+++ b/mm/memory.c\n@@ -1,3 +1,3 @@\n // mm\n-int a;\n+int a1;\n int b1;\n-- \n2.39.5\n'; } |
+  post_mail late-2 late-2@s.example "[PATCH 2/2] mm: two" "L <l@example.org>" late-0@s.example
+{ plain; hunk 'int b;' 'int honest;'; } | post_mail honest honest@s.example "[PATCH] mm: an honest one" "H <h@example.org>"
 
 for m in hostile qp latin bytes traverse late-1 late-2; do deliver "$m"; done
 series_state() { sql "SELECT state FROM robot_series WHERE id = '$1'"; }
@@ -173,7 +173,8 @@ deliver late-0  # its cover letter, after its patches were taken
 deliver honest
 
 replies() { sql "SELECT count(*) FROM robot_replies WHERE state = 'sent'"; }
-FL_WAIT_SECONDS=600 fl_wait_for "seven replies" test "$(replies)" -ge 7 || fail "replies sent: $(replies)"
+seven() { [ "$(replies)" -ge 7 ]; }
+FL_WAIT_SECONDS=600 fl_wait_for "seven replies" seven || fail "replies sent: $(replies)"
 pass "seven series answered, the honest one last"
 
 # --- nothing of the builder read, written or reached -------------------------------------------
