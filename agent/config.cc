@@ -94,18 +94,18 @@ absl::Status ParseBuiltKernels(const YAML::Node& built, BuiltKernelsConfig* b) {
 
 // builder: the arches this board builds kernels for, its cache and jobs.
 // builder.sandbox_limits: sizes with units (12G, 64M), a count, CPUs, a duration (3h).
-absl::Status ParseSandboxLimits(const YAML::Node& node, BuilderConfig::Limits* limits) {
+absl::Status ParseSandboxLimits(const YAML::Node& node, BuilderConfig::Limits& limits) {
   if (!node.IsMap()) return Bad(node, "builder.sandbox_limits", "must be a mapping");
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>();
     const std::string field = "builder.sandbox_limits." + key;
     const std::string text = kv.second.as<std::string>();
     std::string error;
-    uint64_t* size = key == "memory"         ? &limits->memory
-                     : key == "log"          ? &limits->log
-                     : key == "file"         ? &limits->file
-                     : key == "disk_reserve" ? &limits->disk_reserve
-                     : key == "image"        ? &limits->image
+    uint64_t* size = key == "memory"         ? &limits.memory
+                     : key == "log"          ? &limits.log
+                     : key == "file"         ? &limits.file
+                     : key == "disk_reserve" ? &limits.disk_reserve
+                     : key == "image"        ? &limits.image
                                              : nullptr;
     if (size != nullptr) {
       std::optional<uint64_t> v = ParseSize(text, &error);
@@ -114,10 +114,10 @@ absl::Status ParseSandboxLimits(const YAML::Node& node, BuilderConfig::Limits* l
     } else if (key == "pids") {
       std::optional<uint64_t> v = ParseUnsigned(text);
       if (!v || *v < 16 || *v > 1'000'000) return Bad(kv.second, field, "must be 16 .. 1000000");
-      limits->pids = *v;
+      limits.pids = *v;
     } else if (key == "cpus") {
-      limits->cpus = kv.second.as<double>();
-      if (!(limits->cpus >= 0) || limits->cpus > 4096) {
+      limits.cpus = kv.second.as<double>();
+      if (!(limits.cpus >= 0) || limits.cpus > 4096) {
         return Bad(kv.second, field, "must be 0 (no quota) .. 4096");
       }
     } else if (key == "wall") {
@@ -125,7 +125,7 @@ absl::Status ParseSandboxLimits(const YAML::Node& node, BuilderConfig::Limits* l
       if (!d || *d < std::chrono::seconds(10) || *d > std::chrono::hours(48)) {
         return Bad(kv.second, field, "must be a duration of 10s .. 48h");
       }
-      limits->wall_seconds = std::chrono::duration_cast<std::chrono::seconds>(*d).count();
+      limits.wall_seconds = std::chrono::duration_cast<std::chrono::seconds>(*d).count();
     } else {
       return Bad(kv.first, field,
                  "unknown field (memory, pids, cpus, wall, log, file, disk_reserve, image)");
@@ -185,7 +185,7 @@ absl::Status ParseBuilder(const YAML::Node& node, BuilderConfig* builder) {
             .push_back(v);
       }
     } else if (key == "sandbox_limits") {
-      if (absl::Status s = ParseSandboxLimits(kv.second, &builder->limits); !s.ok()) return s;
+      if (absl::Status s = ParseSandboxLimits(kv.second, builder->limits); !s.ok()) return s;
     } else {
       return Bad(kv.first, field,
                  "unknown field (arches, cache, jobs, sandbox, sandbox_uid, sandbox_limits, "

@@ -45,7 +45,7 @@ std::string FormatLimit(uint64_t bytes) {
 
 // The keys of one entry of `kernels` written as a map, and of its `config`.
 constexpr std::string_view kKernelSourceKeys =
-    "tree, ref, config, from, series, include, revert, image, sha256, arch, release";
+    "tree, ref, config, from, series, include, revert, image, sha256, arch, release, untrusted";
 constexpr std::string_view kKernelConfigKeys = "base, fragments";
 
 class KernelsReader : public Context {
@@ -123,7 +123,7 @@ class KernelsReader : public Context {
                           : name == "arch"    ? source->mutable_image_arch()
                                               : nullptr;
       if (text == nullptr && name != "config" && name != "series" && name != "include" &&
-          name != "revert") {
+          name != "revert" && name != "untrusted") {
         return Error(key_mark, path,
                      "unknown key '" + name + "' (" + std::string(kKernelSourceKeys) + ")");
       }
@@ -145,6 +145,14 @@ class KernelsReader : public Context {
         std::vector<std::pair<std::string, YAML::Mark>> patterns;
         status = ScalarList(value, key_path, value_mark, &patterns);
         for (auto& pattern : patterns) source->add_include(std::move(pattern.first));
+      } else if (name == "untrusted") {
+        // A stranger's kernel (docs/kernels.md): only true or false.
+        std::string flag;
+        status = ScalarText(value, key_path, value_mark, &flag);
+        if (status.ok() && flag != "true" && flag != "false") {
+          status = Error(value_mark, key_path, "must be true or false, not '" + flag + "'");
+        }
+        source->set_untrusted(flag == "true");
       } else if (name == "revert") {
         std::vector<std::pair<std::string, YAML::Mark>> commits;
         status = ScalarList(value, key_path, value_mark, &commits);

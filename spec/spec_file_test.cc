@@ -376,10 +376,13 @@ kernels:
     series: [rfc-v5.mbox, series/fixup.mbox]
     include: ["arch/x86/*", "mm/*"]
   stock: {}
-  defaults: {tree: /srv/linux.git, ref: master, config: defconfig, revert: [8bfde8e52983]}
+  defaults: {tree: /srv/linux.git, ref: master, config: defconfig, revert: [8bfde8e52983],
+             untrusted: true}
 )");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_THAT(spec->kernel_sources().at("defaults").revert(), ElementsAre("8bfde8e52983"));
+  EXPECT_TRUE(spec->kernel_sources().at("defaults").untrusted());
+  EXPECT_FALSE(spec->kernel_sources().at("vanilla").untrusted());
   // The labels in the file's order (not sorted: the sources are a map).
   EXPECT_THAT(spec->kernels(), ElementsAre("vanilla", "patched", "stock", "defaults"));
   ASSERT_EQ(spec->kernel_sources().size(), 3u);
@@ -509,12 +512,15 @@ TEST_F(KernelSourcesTest, UnreadableFilesNameTheFieldAndThePath) {
 TEST_F(KernelSourcesTest, UnknownKeysAndWrongShapes) {
   EXPECT_EQ(SpecError("kernels:\n  vanilla: {tree: /srv/linux.git, refs: v6.12}\n"),
             "2:35: kernels.vanilla: unknown key 'refs' (tree, ref, config, from, series, "
-            "include, revert, image, sha256, arch, release)");
+            "include, revert, image, sha256, arch, release, untrusted)");
   EXPECT_EQ(SpecError("kernels:\n  v: {tree: /t, config: {base: defconfig, fragment: [a]}}\n"),
             "2:43: kernels.v.config: unknown key 'fragment' (base, fragments)");
   EXPECT_EQ(SpecError("kernels: {v: stock}\n"),
             "1:14: kernels.v: expected a map of the kernel's source (tree, ref, config, from, "
-            "series, include, revert, image, sha256, arch, release) or 'installed', got 'stock'");
+            "series, include, revert, image, sha256, arch, release, untrusted) or 'installed', "
+            "got 'stock'");
+  EXPECT_EQ(SpecError("kernels: {v: {tree: /t, untrusted: maybe}}\n"),
+            "1:36: kernels.v.untrusted: must be true or false, not 'maybe'");
   EXPECT_EQ(SpecError("kernels: {v: {tree: [a]}}\n"),
             "1:21: kernels.v.tree: expected a scalar (string), got a sequence");
   EXPECT_EQ(SpecError("kernels: {v: {from: a, series: x.mbox}}\n"),

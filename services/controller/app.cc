@@ -321,6 +321,7 @@ int RunController(const ControllerOptions& options) {
     log::warn("event=auth_off note=\"every gRPC call is accepted without a token\"");
   }
   JobServiceImpl job_service(stores, &dispatcher, &metrics, &auth);
+  job_service.SetUntrustedUsers(options.untrusted_users);
   AgentServiceImpl agent_service(stores, &dispatcher, &metrics, &auth);
   agent_service.SetBuildLeaseSeconds(static_cast<uint32_t>(options.build_lease_seconds));
   if (object_store) {

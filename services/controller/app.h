@@ -36,6 +36,7 @@ struct ControllerOptions {
   std::string artifact_s3_prefix = "faultline/kernels/";
   std::string artifact_s3_credentials;
   std::string robot_config;  // robot.yaml: the series robot runs (docs/robot.md); "": it does not
+  bool untrusted_users = false;  // users' kernels are strangers' too (docs/kernels.md)
   std::string artifact_s3_ca;
   int artifact_url_seconds = 3600;
 };

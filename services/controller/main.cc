@@ -40,6 +40,10 @@ int main(int argc, char** argv) {
                  "agents end a run before its lease)")
       ->check(CLI::Range(10, 3600))
       ->capture_default_str();
+  app.add_flag("--untrusted-users", options.untrusted_users,
+               "every kernel a user's job brings is a stranger's: built only inside a builder's "
+               "sandbox, on private object directories (without it a spec marks its own: "
+               "untrusted: true)");
   app.add_option("--build-lease", options.build_lease_seconds,
                  "seconds a build's lease lasts (builders renew it every third of it; a builder "
                  "that goes quiet loses the build to another)")

@@ -123,5 +123,50 @@ TEST(AgentConfig, BuiltKernelsAndBuilder) {
   }
 }
 
+// builder's sandbox (docs/kernels.md#strangers-kernels-the-builders-sandbox): its mode by
+// name, its uid, its limits with units; a bad value names its field.
+TEST(AgentConfig, BuilderSandbox) {
+  auto config = ParseAgentConfig(
+      "board: b\nkernels: [{label: v, release: r}]\n"
+      "builder: {arches: [x86_64], sandbox: required, sandbox_uid: 70000,\n"
+      "  sandbox_pass_env: [HTTP_PROXY], sandbox_readonly: [/srv/extra],\n"
+      "  sandbox_limits: {memory: 2G, pids: 512, cpus: 1.5, wall: 90m, log: 8M, image: 64M}}\n",
+      "r");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const BuilderConfig& b = config->builder;
+  EXPECT_EQ(b.sandbox, "required");
+  EXPECT_EQ(b.sandbox_uid, 70000u);
+  EXPECT_EQ(b.sandbox_pass_env, std::vector<std::string>{"HTTP_PROXY"});
+  EXPECT_EQ(b.sandbox_readonly, std::vector<std::string>{"/srv/extra"});
+  EXPECT_EQ(b.limits.memory, 2ull << 30);
+  EXPECT_EQ(b.limits.pids, 512u);
+  EXPECT_DOUBLE_EQ(b.limits.cpus, 1.5);
+  EXPECT_EQ(b.limits.wall_seconds, 90 * 60);
+  EXPECT_EQ(b.limits.log, 8ull << 20);
+  EXPECT_EQ(b.limits.image, 64ull << 20);
+  EXPECT_EQ(b.limits.file, 4ull << 30);  // the default
+  auto plain = ParseAgentConfig(
+      "board: b\nkernels: [{label: v, release: r}]\n"
+      "builder: {arches: [x86_64]}\n",
+      "r");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->builder.sandbox, "auto");
+  for (const auto& [yaml, field] : std::vector<std::pair<std::string, std::string>>{
+           {"sandbox: off", "must be auto, required or none-i-trust-every-series"},
+           {"sandbox_uid: 0", "builder.sandbox_uid"},
+           {"sandbox_readonly: [rel]", "builder.sandbox_readonly"},
+           {"sandbox_limits: {memory: 1k}", "builder.sandbox_limits.memory"},
+           {"sandbox_limits: {wall: 1s}", "builder.sandbox_limits.wall"},
+           {"sandbox_limits: {pids: 3}", "builder.sandbox_limits.pids"},
+           {"sandbox_limits: {swap: 1G}", "builder.sandbox_limits.swap"}}) {
+    auto bad = ParseAgentConfig(
+        "board: b\nkernels: [{label: v, release: r}]\nbuilder: {arches: [x86_64], " + yaml + "}\n",
+        "r");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(std::string(bad.status().message()).find(field), std::string::npos)
+        << yaml << ": " << bad.status();
+  }
+}
+
 }  // namespace
 }  // namespace faultline::agent

@@ -22,6 +22,7 @@ using fakes::FakeStores;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::chrono::system_clock::time_point kStart{seconds(1'700'000'000)};
 // Only guards against a hung test; no test waits it out.
@@ -285,6 +286,38 @@ TEST_F(ServicesTest, AScheduleMayBuildItsKernelFromATree) {
   s = jobs_->CreateSchedule(Context().get(), req, &created);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("kernels.nightly.ref"));
+}
+
+// --untrusted-users: every kernel a user brings is a stranger's (built in the sandbox, on
+// private object directories); without it a spec marks its own.
+TEST_F(ServicesTest, AnOperatorWhoTrustsNoUserMarksEveryKernelUntrusted) {
+  BoardSummary board = Summary("b1");
+  board.boots_built_kernels = true;
+  board.build_arches = {"x86_64"};
+  fake_.boards.AddBoard(board);
+  v1::CreateScheduleRequest req;
+  req.set_name("trusted");
+  req.set_cron("0 2 * * *");
+  *req.mutable_spec() = Spec();
+  req.mutable_spec()->clear_kernels();
+  req.mutable_spec()->add_kernels("nightly");
+  auto& source = (*req.mutable_spec()->mutable_kernel_sources())["nightly"];
+  source.set_tree("/srv/linux");
+  source.set_ref("main");
+  v1::Schedule created;
+  ASSERT_TRUE(jobs_->CreateSchedule(Context().get(), req, &created).ok());
+  auto spec_of = [&](const std::string& name) {
+    const auto schedules = fake_.schedules.ListSchedules();  // held: not a temporary
+    for (const auto& s : *schedules) {
+      if (s.name == name) return s.spec_json;
+    }
+    return std::string();
+  };
+  EXPECT_THAT(spec_of("trusted"), Not(HasSubstr("\"untrusted\":true")));
+  jobs_service_->SetUntrustedUsers(true);
+  req.set_name("strangers");
+  ASSERT_TRUE(jobs_->CreateSchedule(Context().get(), req, &created).ok());
+  EXPECT_THAT(spec_of("strangers"), HasSubstr("\"untrusted\":true"));
 }
 
 TEST_F(ServicesTest, HelloWithMissingFieldsIsInvalidArgument) {

@@ -43,6 +43,14 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx, RpcTimer
 
 // ---- JobService ----
 
+v1::JobSpec JobServiceImpl::AsTrusted(const v1::JobSpec& spec) const {
+  v1::JobSpec out = spec;
+  if (untrusted_users_) {
+    for (auto& [label, source] : *out.mutable_kernel_sources()) source.set_untrusted(true);
+  }
+  return out;
+}
+
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
                                                     const v1::SubmitJobRequest* req,
                                                     v1::SubmitJobResponse* resp) {
@@ -53,7 +61,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
         ctx, &timer,
         Invalid(absl::StrCat("request_id: must be at most ", kMaxNameLength, " characters")));
   }
-  auto submitted = SubmitSpec(stores_.boards, stores_.jobs, req->spec(), req->request_id());
+  auto submitted =
+      SubmitSpec(stores_.boards, stores_.jobs, AsTrusted(req->spec()), req->request_id());
   if (!submitted.ok()) {
     log::info("event=job_refused error=\"{}\"", std::string(submitted.status().message()));
     return FinishUnary(ctx, &timer, submitted.status());
@@ -161,12 +170,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::CreateSchedule(grpc::CallbackServerCon
   if (!cron.ok()) return FinishUnary(ctx, &timer, Invalid(std::string(cron.status().message())));
   // The spec must be valid now, as a job would be (kernels it brings included); a later
   // slot that no longer fits the fleet records why.
-  if (auto v = PrepareSpec(stores_.boards, req->spec(), ""); !v.ok()) {
+  const v1::JobSpec spec = AsTrusted(req->spec());
+  if (auto v = PrepareSpec(stores_.boards, spec, ""); !v.ok()) {
     return FinishUnary(ctx, &timer, v.status());
   }
   const int64_t next_ms = NextSlotMs(req->cron(), clock_->Now());
   auto created =
-      stores_.schedules->CreateSchedule(req->name(), req->cron(), SpecToJson(req->spec()), next_ms);
+      stores_.schedules->CreateSchedule(req->name(), req->cron(), SpecToJson(spec), next_ms);
   if (!created.ok()) return FinishUnary(ctx, &timer, created.status());
   ScheduleToProto(*created, resp);
   log::info("event=schedule_created id={} name={} cron=\"{}\"", created->id, req->name(),

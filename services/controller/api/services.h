@@ -92,7 +92,15 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
                                             const v1::CancelBisectionRequest* req,
                                             v1::Bisection* resp) override;
 
+  // Every kernel a user's job or schedule brings is a stranger's (KernelSource.untrusted):
+  // the operator's choice (--untrusted-users); otherwise a spec marks its own.
+  void SetUntrustedUsers(bool untrusted) { untrusted_users_ = untrusted; }
+
  private:
+  // The spec as submitted, its kernels marked untrusted when the operator says so.
+  v1::JobSpec AsTrusted(const v1::JobSpec& spec) const;
+
+  bool untrusted_users_ = false;
   Stores stores_;
   Dispatcher* dispatcher_;
   ControllerMetrics* metrics_;
