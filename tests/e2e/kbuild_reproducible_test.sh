@@ -5,8 +5,9 @@
 # two caches:
 #   A  the lab's kernel cache (FL_LAB_KBUILD_CACHE, kept and shared with e2e_lab_kernels):
 #      vanilla, a hit when e2e_lab_kernels built it, else a build (ccache as configured);
-#   B  a fresh cache (removed at the end), with ccache off (CCACHE_DISABLE=1): every object
-#      compiled here, under other source and object paths. vanilla must be A's image byte
+#   B  a fresh cache (removed at the end), with a cold ccache (the sandbox's, in the cache;
+#      CCACHE_DISABLE=1 when the build runs unsandboxed): every object compiled here, under
+#      other source and object paths. vanilla must be A's image byte
 #      for byte; then the CI series (patched, linked in B's object directory), vanilla
 #      evicted and built again (its third link there: `#3` before KBUILD_BUILD_VERSION was
 #      set), which must be the same image again;
@@ -42,6 +43,7 @@ ref=$(git -C "$tree" describe --tags --exact-match HEAD) || fail "no tag in $tre
 pass "tree $tree at $ref ($(secs "$T") s)"
 
 work=$(mktemp -d /var/tmp/faultline-kbuild-repro-XXXXXX)
+chmod 711 "$work"  # the builder's sandbox uid passes it on its way to cache B's slots
 cache_b=$work/cache-b
 cleanup() {
   if [ "${FL_TEST_KEEP:-0}" = 1 ]; then echo "kept $work"; return; fi
