@@ -27,23 +27,14 @@
 #include "kbuild/kconfig.h"
 #include "kbuild/process.h"
 #include "kbuild/series.h"
+#include "kbuild/testing/test_files.h"
 
 namespace faultline::kbuild {
 namespace {
 namespace fs = std::filesystem;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void Put(const std::string& path, const std::string& text, bool exec = false) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << text;
-  if (exec) ::chmod(path.c_str(), 0755);
-}
+using kbuild::testing::Put;
+using kbuild::testing::Slurp;
 
 // STEPS is the log of the targets run (set by the fixture).
 constexpr char kFakeMakefile[] = R"MK(O ?= .
@@ -111,7 +102,7 @@ class KbuildTest : public ::testing::Test {
         "for f in \"$@\"; do sed -n 's/^\\(# \\)\\{0,1\\}\\(CONFIG_[A-Z0-9_]*\\).*/\\2/p' \"$f\" |"
         " while read -r o; do sed -i \"/^$o=/d; /^# $o is not set/d\" \"$base\"; done;"
         " cat \"$f\" >>\"$base\"; done\n",
-        true);
+        0755);
     Git({"init", "-q"});
     Git({"add", "-A"});
     Git({"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"});
@@ -475,7 +466,7 @@ TEST_F(KbuildTest, AHitRunsNoMakeAndAnyOtherInputRunsTheConfigStep) {
   // Another compiler (a gcc first in PATH that says another version).
   const std::string bin = root_ + "/bin";
   for (const char* name : {"gcc", "x86_64-linux-gnu-gcc"}) {
-    Put(bin + "/" + name, "#!/bin/sh\necho 'gcc (Other) 99.1.0'\n", true);
+    Put(bin + "/" + name, "#!/bin/sh\necho 'gcc (Other) 99.1.0'\n", 0755);
   }
   {
     ScopedEnv path("PATH", (bin + ":" + std::getenv("PATH")).c_str());

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -23,23 +24,14 @@
 #include "kbuild/builder.h"
 #include "kbuild/process.h"
 #include "kbuild/series.h"
+#include "kbuild/testing/test_files.h"
 
 namespace faultline::kbuild {
 namespace {
 namespace fs = std::filesystem;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void Put(const std::string& path, const std::string& text, int mode = 0644) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << text;
-  ::chmod(path.c_str(), mode);
-}
+using kbuild::testing::Put;
+using kbuild::testing::Slurp;
 
 // The honest tree: a config and an image in milliseconds.
 constexpr char kHonest[] = R"MK(O ?= .
@@ -235,6 +227,22 @@ TEST_F(SandboxTest, AStrangersSeriesIsRefusedWhereNoSandboxRunsUnlessTheOperator
   none.mode = SandboxMode::kNone;
   const absl::StatusOr<Artifact> opted = Builder(cache_, none).Build(Request(series));
   EXPECT_TRUE(opted.ok()) << opted.status();
+}
+
+// A builder killed mid-build leaves its slot (a copy of an object directory): the next
+// build removes the slots of builders that are gone, and its own leaves none.
+TEST_F(SandboxTest, SlotsOfDeadBuildersAreRemoved) {
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale = absl::StrCat(cache_, "/slots/", dead, "-0");
+  Put(stale + "/obj/big", "objects");
+  const absl::StatusOr<Artifact> built =
+      Builder(cache_).Build(Request(SeriesWithRecipe("\t@true\n")));
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::is_empty(cache_ + "/slots"));
 }
 
 TEST_F(SandboxTest, APathOutsideTheTreeIsRefusedByName) {

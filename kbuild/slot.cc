@@ -1,10 +1,14 @@
 #include "kbuild/slot.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <filesystem>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -54,6 +58,16 @@ void MakeCacheDirs(const std::string& cache, bool sandboxed) {
   }
   // The sandbox's uid passes (not lists) the cache on its way to its slot.
   if (sandboxed) fs::permissions(cache, fs::perms::others_exec, fs::perm_options::add, ec);
+  // Slots of builders that died mid-build (<pid>-<n>: copies of object directories).
+  for (const auto& entry : fs::directory_iterator(fs::path(cache) / "slots", ec)) {
+    int pid = 0;
+    const std::string name = entry.path().filename().string();
+    if (absl::SimpleAtoi(name.substr(0, name.find('-')), &pid) && pid > 0 && ::kill(pid, 0) != 0 &&
+        errno == ESRCH) {
+      std::error_code ignored;
+      fs::remove_all(entry.path(), ignored);
+    }
+  }
 }
 
 // Where this build's programs run (slot.h), said in its progress.

@@ -69,7 +69,8 @@ class Slot {
 absl::StatusOr<bool> UseSandbox(Sandbox& sandbox, bool untrusted,
                                 const std::function<void(const std::string&)>& say);
 
-// The cache's directories (passable by the sandbox's uid when `sandboxed`).
+// The cache's directories (passable by the sandbox's uid when `sandboxed`); the slots of
+// builders no longer running removed.
 void MakeCacheDirs(const std::string& cache, bool sandboxed);
 // Where a build's programs run (Slot::Open, with the worktree's git metadata), said.
 absl::StatusOr<std::unique_ptr<Slot>> OpenSlot(Sandbox* sandbox, bool untrusted,

@@ -42,12 +42,9 @@ e2e_diagnose() {
 }
 
 # --- the list ------------------------------------------------------------------------------
-pi=$FL_STATE/pi
-mkdir -p "$pi" "$FL_STATE/mails"
-pi_env() { HOME=$pi PI_CONFIG=$pi/config ORIGINAL_RECIPIENT=linux-mm@kvack.org "$@"; }
-pi_env public-inbox-init -V2 -L basic mm "$pi/mm" http://localhost/mm linux-mm@kvack.org
-git config -f "$pi/config" publicinboxmda.spamcheck none
-deliver() { pi_env public-inbox-mda --no-precheck <"$FL_STATE/mails/$1.eml"; }
+source "$(dirname "$0")/robot_lib.sh"
+mkdir -p "$FL_STATE/mails"
+deliver() { pi_deliver "$FL_STATE/mails/$1.eml"; }
 
 # post_mail NAME MSGID SUBJECT FROM [IN_REPLY_TO] < BODY: a mail to the list (headers as given:
 # bytes and encodings are the test's).
@@ -67,14 +64,6 @@ hunk() {
 
 kb_make_tree
 fl_start_postgres
-start_server() {
-  local port_file=$FL_STATE/${1%.py}.port
-  python3 -W ignore "$FL_ROOT/tests/support/$1" --port-file "$port_file" "${@:2}" \
-    >>"$FL_STATE/${1%.py}.log" 2>&1 &
-  servers+=($!)
-  fl_wait_for "$1 to listen" test -s "$port_file" || fail "$1 did not start"
-  port=$(cat "$port_file")
-}
 mkdir -p "$FL_STATE/sent"
 start_server smtp_sink.py --dir "$FL_STATE/sent" \
   --deliver-cmd "HOME=$pi PI_CONFIG=$pi/config ORIGINAL_RECIPIENT=linux-mm@kvack.org public-inbox-mda --no-precheck"
@@ -91,29 +80,7 @@ while True:
 ' "$listen_port" "$FL_STATE/connections" >>"$FL_STATE/listener.log" 2>&1 &
 servers+=($!)
 
-cat >"$FL_STATE/study.yaml" <<YAML
-name: thrash
-benchmark: filemap-thrash
-duration: 1s
-repetitions: 2
-block_size: 1
-boards: [sim-board]
-memcg: {memory_max: 256M}
-params: {file_size: 4M}
-matrix: {threads: [2]}
-YAML
-cat >"$FL_STATE/robot.yaml" <<YAML
-archive: pi/mm
-tree: $tree
-branch: v6.12
-studies: [study.yaml]
-config_base: tinyconfig
-fragments: [lab.config]
-poll_seconds: 1
-replies:
-  from: "faultline robot <robot@faultline.example>"
-  smtp: 127.0.0.1:$smtp_port
-YAML
+robot_config
 export FL_CONTROLLER_ARGS="--robot-config $FL_STATE/robot.yaml --build-lease 6"
 fl_start_controller
 # The builder's environment holds a secret (an object store's key, say).

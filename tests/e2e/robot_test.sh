@@ -38,13 +38,8 @@ e2e_diagnose() {
 }
 
 # --- the list: an archive, its mails --------------------------------------------------------
-pi=$FL_STATE/pi
-mkdir -p "$pi"
-export PI_CONFIG=$pi/config
-pi_env() { HOME=$pi PI_CONFIG=$pi/config ORIGINAL_RECIPIENT=linux-mm@kvack.org "$@"; }
-pi_env public-inbox-init -V2 -L basic mm "$pi/mm" http://localhost/mm linux-mm@kvack.org
-git config -f "$pi/config" publicinboxmda.spamcheck none
-deliver() { pi_env public-inbox-mda --no-precheck <"$1"; }
+source "$(dirname "$0")/robot_lib.sh"
+deliver() { pi_deliver "$1"; }
 
 # post FILE MSGID SUBJECT IN_REPLY_TO BODY: a mail to the list.
 post() {
@@ -74,15 +69,6 @@ post net.eml net@dev.example "[PATCH net-next] net: tidy" "" "$(diff_of net/core
 # --- the stage: a tree, PostgreSQL, an SMTP server, patchwork, the controller, builder, board --
 kb_make_tree
 fl_start_postgres
-# start_server SCRIPT ARGS...: tests/support/SCRIPT in the background; its port in $port.
-start_server() {
-  local port_file=$FL_STATE/${1%.py}.port
-  python3 -W ignore "$FL_ROOT/tests/support/$1" --port-file "$port_file" "${@:2}" \
-    >>"$FL_STATE/${1%.py}.log" 2>&1 &
-  servers+=($!)
-  fl_wait_for "$1 to listen" test -s "$port_file" || fail "$1 did not start"
-  port=$(cat "$port_file")
-}
 mkdir -p "$FL_STATE/sent"
 start_server smtp_sink.py --dir "$FL_STATE/sent" --kill-once "$FL_STATE/controller.pid" \
   --deliver-cmd "HOME=$pi PI_CONFIG=$pi/config ORIGINAL_RECIPIENT=linux-mm@kvack.org public-inbox-mda --no-precheck"
@@ -97,32 +83,9 @@ PY
 start_server patchwork_standin.py --token s3cret --patches "$FL_STATE/patches.json"
 pw_port=$port
 echo s3cret >"$FL_STATE/patchwork.token"
-cat >"$FL_STATE/study.yaml" <<YAML
-name: thrash
-benchmark: filemap-thrash
-duration: 1s
-repetitions: 2
-block_size: 1
-boards: [sim-board]
-memcg: {memory_max: 256M}
-params: {file_size: 4M}
-matrix: {threads: [2]}
-YAML
-cat >"$FL_STATE/robot.yaml" <<YAML
-archive: pi/mm
-tree: $tree
-branch: v6.12
-studies: [study.yaml]
-config_base: tinyconfig
-fragments: [lab.config]
-poll_seconds: 1
-replies:
-  from: "faultline robot <robot@faultline.example>"
-  smtp: 127.0.0.1:$smtp_port
-  cc: [mm-tests@faultline.example]
+robot_config "  cc: [mm-tests@faultline.example]
   patchwork: http://127.0.0.1:$pw_port
-  patchwork_token_file: patchwork.token
-YAML
+  patchwork_token_file: patchwork.token"
 export FL_CONTROLLER_ARGS="--robot-config $FL_STATE/robot.yaml --build-lease 6"
 fl_start_controller
 kb_start_builder builder-1

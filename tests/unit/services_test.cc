@@ -112,6 +112,25 @@ class ServicesTest : public ::testing::Test {
     return call;
   }
 
+  // A board that builds and boots kernels jobs bring, and a schedule that builds its
+  // kernel ("nightly") from a tree every slot.
+  v1::CreateScheduleRequest NightlyOnABuilder(const std::string& name) {
+    BoardSummary board = Summary("b1");
+    board.boots_built_kernels = true;
+    board.build_arches = {"x86_64"};
+    fake_.boards.AddBoard(board);
+    v1::CreateScheduleRequest req;
+    req.set_name(name);
+    req.set_cron("0 2 * * *");
+    *req.mutable_spec() = Spec();
+    req.mutable_spec()->clear_kernels();
+    req.mutable_spec()->add_kernels("nightly");
+    auto& source = (*req.mutable_spec()->mutable_kernel_sources())["nightly"];
+    source.set_tree("/srv/linux");
+    source.set_ref("main");
+    return req;
+  }
+
   int64_t Submit() {
     v1::SubmitJobRequest req;
     *req.mutable_spec() = Spec();
@@ -263,19 +282,8 @@ TEST_F(ServicesTest, CreateScheduleTakesItsFirstSlotFromTheClock) {
 // A schedule may bring its kernel (built every slot, kernel_sources.h): it is checked as a
 // job would be, with the source's own field named.
 TEST_F(ServicesTest, AScheduleMayBuildItsKernelFromATree) {
-  BoardSummary board = Summary("b1");
-  board.boots_built_kernels = true;
-  board.build_arches = {"x86_64"};
-  fake_.boards.AddBoard(board);
-  v1::CreateScheduleRequest req;
-  req.set_name("track");
-  req.set_cron("0 2 * * *");
-  *req.mutable_spec() = Spec();
-  req.mutable_spec()->clear_kernels();
-  req.mutable_spec()->add_kernels("nightly");
+  v1::CreateScheduleRequest req = NightlyOnABuilder("track");
   auto& source = (*req.mutable_spec()->mutable_kernel_sources())["nightly"];
-  source.set_tree("/srv/linux");
-  source.set_ref("main");
   v1::Schedule created;
   grpc::Status s = jobs_->CreateSchedule(Context().get(), req, &created);
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -291,19 +299,7 @@ TEST_F(ServicesTest, AScheduleMayBuildItsKernelFromATree) {
 // --untrusted-users: every kernel a user brings is a stranger's (built in the sandbox, on
 // private object directories); without it a spec marks its own.
 TEST_F(ServicesTest, AnOperatorWhoTrustsNoUserMarksEveryKernelUntrusted) {
-  BoardSummary board = Summary("b1");
-  board.boots_built_kernels = true;
-  board.build_arches = {"x86_64"};
-  fake_.boards.AddBoard(board);
-  v1::CreateScheduleRequest req;
-  req.set_name("trusted");
-  req.set_cron("0 2 * * *");
-  *req.mutable_spec() = Spec();
-  req.mutable_spec()->clear_kernels();
-  req.mutable_spec()->add_kernels("nightly");
-  auto& source = (*req.mutable_spec()->mutable_kernel_sources())["nightly"];
-  source.set_tree("/srv/linux");
-  source.set_ref("main");
+  v1::CreateScheduleRequest req = NightlyOnABuilder("trusted");
   v1::Schedule created;
   ASSERT_TRUE(jobs_->CreateSchedule(Context().get(), req, &created).ok());
   auto spec_of = [&](const std::string& name) {
