@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,9 +61,33 @@ absl::StatusOr<Finished> Run(const Command& command) {
           absl::StrCat("cannot open ", command.output_file, ": ", std::strerror(errno)));
     }
   }
+  // The input, when there is one, from an anonymous file: no pipe to feed while the output
+  // is read, no file left behind.
+  int in_fd = -1;
+  if (!command.input.empty()) {
+    in_fd = ::memfd_create("faultline-input", MFD_CLOEXEC);
+    size_t written = 0;
+    while (in_fd >= 0 && written < command.input.size()) {
+      const ssize_t n =
+          ::write(in_fd, command.input.data() + written, command.input.size() - written);
+      if (n <= 0) break;
+      written += static_cast<size_t>(n);
+    }
+    if (in_fd < 0 || written != command.input.size() || ::lseek(in_fd, 0, SEEK_SET) != 0) {
+      const std::string error = std::strerror(errno);
+      if (in_fd >= 0) ::close(in_fd);
+      ::close(out_fd);
+      return absl::InternalError(absl::StrCat("cannot hold the input of ", command.argv[0], ": ",
+                                              error));
+    }
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  if (in_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, in_fd, 0);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  }
   posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
   posix_spawn_file_actions_adddup2(&actions, out_fd, 2);
   if (!command.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, command.cwd.c_str());
@@ -80,6 +105,7 @@ absl::StatusOr<Finished> Run(const Command& command) {
   const int rc = ::posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
+  if (in_fd >= 0) ::close(in_fd);
   if (rc != 0) {
     ::close(out_fd);
     return absl::FailedPreconditionError(

@@ -14,6 +14,7 @@ struct Command {
   std::string cwd;                                       // "" : this process's
   std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing) ours
   std::string output_file;  // stdout+stderr appended here; "" : captured into `output`
+  std::string input;        // the child's stdin ("" : /dev/null)
 };
 
 struct Finished {

@@ -2,7 +2,9 @@
 // A public-inbox archive (the software behind lore.kernel.org), read the way mails
 // arrived: a v2 inbox keeps them in epochs <inbox>/git/<N>.git, each commit adding one mail
 // as the blob "m" (a commit without "m" removed one). The robot remembers per epoch the last
-// commit it read, so a restart reads on from there and never twice. Reads through git.
+// commit it read, so a restart reads on from there and never twice. Reads through git: a
+// few processes per epoch whatever the number of mails (rev-list, then cat-file
+// --batch-check for the sizes and cat-file --batch for the mails that fit).
 #include <cstddef>
 #include <map>
 #include <string>
@@ -18,7 +20,15 @@ using ArchiveCursor = std::map<int, std::string>;
 struct ArchivedMail {
   int epoch = 0;
   std::string commit;
-  std::string raw;  // the mail as delivered
+  size_t size = 0;  // bytes, as the archive holds it
+  std::string raw;  // the mail as delivered; "" (not read) when it is over mail_bytes
+};
+
+// What one read may cost, whatever a stranger posts.
+struct ArchiveLimits {
+  size_t mails = 500;            // mails per read
+  size_t mail_bytes = 8u << 20;  // a larger mail is not read (size only)
+  size_t bytes = 64u << 20;      // read bytes per read (the mail that passes it is the last)
 };
 
 struct ArchiveRead {
@@ -26,9 +36,9 @@ struct ArchiveRead {
   ArchiveCursor cursor;             // where the next read starts (after these mails)
 };
 
-// The mails after `cursor`, oldest first, at most `limit`. NOT_FOUND when `inbox` is not a
+// The mails after `cursor`, oldest first, within `limits`. NOT_FOUND when `inbox` is not a
 // v2 public-inbox (no git/0.git), naming what it looked for.
 absl::StatusOr<ArchiveRead> ReadNewMails(const std::string& inbox, const ArchiveCursor& cursor,
-                                         size_t limit);
+                                         const ArchiveLimits& limits);
 
 }  // namespace faultline::robot

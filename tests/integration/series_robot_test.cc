@@ -251,6 +251,32 @@ TEST_F(SeriesRobotTest, NoStrangersMailJamsTheRobot) {
   EXPECT_EQ(Series(kV5).state, SeriesState::kSubmitted);
 }
 
+// A flood of series is submitted series_per_pass at a time, oldest first; each waits its
+// turn and none is lost.
+TEST_F(SeriesRobotTest, AFloodOfSeriesIsSubmittedAFewAPass) {
+  options_.series_per_pass = 2;
+  const std::string dir = dir_ + "/flood";
+  std::filesystem::create_directories(dir);
+  for (int i = 0; i < 5; ++i) {
+    const std::string file = absl::StrCat(dir, "/", i, ".eml");
+    std::ofstream(file) << "From: S <s@example.org>\nTo: linux-mm@kvack.org\n"
+                        << "Subject: [PATCH] mm: flood " << i << "\nMessage-ID: <flood-" << i
+                        << "@example.org>\nDate: Mon, 7 Dec 2026 05:00:0" << i << " +0000\n\n"
+                        << "---\ndiff --git a/mm/memory.c b/mm/memory.c\n--- a/mm/memory.c\n"
+                        << "+++ b/mm/memory.c\n@@ -1,3 +1,3 @@\n int a;\n-int b;\n+int B" << i
+                        << ";\n int c;\n";
+    archive_.Deliver(file);
+  }
+  RobotPass first = Pass();
+  EXPECT_EQ(first.chosen, 5);
+  EXPECT_EQ(first.submitted, 2);
+  EXPECT_EQ(Pass().submitted, 2);
+  EXPECT_EQ(Pass().submitted, 1);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Series(absl::StrCat("flood-", i, "@example.org")).state, SeriesState::kSubmitted);
+  }
+}
+
 // A cover letter that arrives after its patches (lists reorder mail) makes no second series,
 // and the series decided from patch 1 is still found by its id.
 TEST_F(SeriesRobotTest, ACoverLetterAfterItsPatchesMakesNoSecondSeries) {
@@ -672,6 +698,24 @@ TEST(RobotConfig, ReadsTheStudiesAndSaysWhatIsWrong) {
       "archive: mm\ntree: " + dir.string() + "\nstudies: [study.yaml]\nbisect_changes: true\n"));
   ASSERT_TRUE(nightly.ok()) << nightly.status();
   EXPECT_TRUE(nightly->bisect_changes);
+  auto limited = LoadRobotConfig(write(
+      "limits.yaml", "archive: mm\ntree: /srv/linux.git\nstudies: [study.yaml]\n"
+                     "limits: {mails_per_pass: 50, pass_bytes: 32M, mail_bytes: 1MiB,\n"
+                     "         patches: 30, series_bytes: 2M, series_per_pass: 5}\n"));
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  EXPECT_EQ(limited->mails_per_pass, 50u);
+  EXPECT_EQ(limited->max_pass_bytes, 32u << 20);
+  EXPECT_EQ(limited->max_mail_bytes, 1u << 20);
+  EXPECT_EQ(limited->max_patches, 30);
+  EXPECT_EQ(limited->max_series_bytes, 2u << 20);
+  EXPECT_EQ(limited->series_per_pass, 5);
+  EXPECT_EQ(options->max_mail_bytes, 8u << 20) << "the default";
+  auto bad_size = LoadRobotConfig(
+      write("badsize.yaml", "archive: mm\ntree: /srv/linux.git\nstudies: [study.yaml]\n"
+                            "limits: {mail_bytes: lots}\n"));
+  EXPECT_NE(bad_size.status().message().find("limits.mail_bytes: \"lots\" is not a size above 0"),
+            std::string::npos)
+      << bad_size.status();
   auto unknown = LoadRobotConfig(write("unk.yaml", "archive: mm\ntreee: /x\n"));
   EXPECT_NE(unknown.status().message().find("treee"), std::string::npos) << unknown.status();
   std::filesystem::remove_all(dir);

@@ -69,7 +69,10 @@ absl::StatusOr<RobotPass> SeriesRobot::RunOnce() {
     isolated("decide", root, Decide(root, version, pass));
   }
   for (SeriesState state : {SeriesState::kChosen, SeriesState::kSubmitted}) {
-    absl::StatusOr<std::vector<SeriesRecord>> open = stores_.robot->ListSeries(state, 100);
+    // Chosen series are submitted series_per_pass at a time, oldest first: a flood of
+    // series waits its turn instead of filling the queue in one pass.
+    absl::StatusOr<std::vector<SeriesRecord>> open = stores_.robot->ListSeries(
+        state, state == SeriesState::kChosen ? options_.series_per_pass : 100);
     if (!open.ok()) return open.status();
     for (SeriesRecord& series : *open) {
       const std::string id = series.id;
@@ -102,7 +105,10 @@ absl::Status SeriesRobot::Ingest(RobotPass& pass,
   absl::StatusOr<std::map<int, std::string>> cursor = stores_.robot->Cursor(options_.archive);
   if (!cursor.ok()) return cursor.status();
   absl::StatusOr<robot::ArchiveRead> read =
-      robot::ReadNewMails(options_.archive, *cursor, options_.mails_per_pass);
+      robot::ReadNewMails(options_.archive, *cursor,
+                          {.mails = options_.mails_per_pass,
+                           .mail_bytes = options_.max_mail_bytes,
+                           .bytes = options_.max_pass_bytes});
   if (!read.ok()) return read.status();
   if (read->cursor == *cursor) return absl::OkStatus();
   std::vector<KeptMail> kept;
@@ -119,10 +125,10 @@ absl::Status SeriesRobot::Ingest(RobotPass& pass,
   };
   for (const robot::ArchivedMail& archived : read->mails) {
     ++pass.mails;
-    if (archived.raw.size() > options_.max_mail_bytes) {
+    if (archived.size > options_.max_mail_bytes) {  // not read: the archive keeps it
       skip(archived, "",
-           absl::StrCat("too large: ", archived.raw.size(), " bytes, over ",
-                        options_.max_mail_bytes));
+           absl::StrCat("too large: ", archived.size, " bytes, over ", options_.max_mail_bytes,
+                        " (not read; epoch ", archived.epoch, " commit ", archived.commit, ")"));
       continue;
     }
     absl::StatusOr<robot::Mail> mail = robot::ParseMail(archived.raw);

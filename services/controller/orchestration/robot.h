@@ -48,13 +48,18 @@ struct RobotOptions {
   // the seeds' studies.
   std::vector<v1::JobSpec> studies;
   std::vector<std::string> arches;  // empty: every arch with a board that boots built kernels
+  // Bounds on what a stranger's mail can make the robot do (robot.yaml's limits): a mail
+  // larger (not even read), a series of more patches, or a series whose mbox is larger is
+  // skipped (kept as bytes, or its place in the archive, its reason in /metrics) and every
+  // other series still gets its answer. A pass reads at most mails_per_pass mails and
+  // max_pass_bytes bytes (a few git processes per epoch) and submits at most
+  // series_per_pass series; the rest waits for the next pass.
   size_t mails_per_pass = 500;
-  // Bounds on what a stranger's mail can make the robot do: a mail larger, a series of more
-  // patches, or a series whose mbox is larger is skipped (kept as bytes, its reason in
-  // /metrics) and every other series still gets its answer.
+  size_t max_pass_bytes = 64u << 20;
   size_t max_mail_bytes = 8u << 20;
   int max_patches = 100;
   size_t max_series_bytes = 16u << 20;
+  int series_per_pass = 20;
   uint32_t poll_seconds = 60;  // between two passes
   // The nightly side: a change point toward slower on a kernel built from `tree` starts a
   // bisection (request id per change point; `tree` read where the controller runs).

@@ -1,9 +1,12 @@
 // robot.yaml (faultline.v1.RobotConfig) read into the robot's options (orchestration/robot.h).
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/read_file.h"
+#include "common/units.h"
 #include "faultline/v1/robot.pb.h"
 #include "robot/mail.h"
 #include "services/controller/orchestration/robot.h"
@@ -62,6 +65,27 @@ absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path) {
                                               ": not found where it runs"));
   }
   if (config.poll_seconds() > 0) o.poll_seconds = config.poll_seconds();
+  const v1::RobotLimits& l = config.limits();
+  auto size = [&](const std::string& field, const std::string& text, size_t* out) {
+    if (text.empty()) return absl::OkStatus();
+    std::string error;
+    std::optional<uint64_t> bytes = ParseSize(text, &error);
+    if (!bytes || *bytes == 0) {
+      return bad("limits." + field, absl::StrCat("\"", text, "\" is not a size above 0 (", error,
+                                                 "; e.g. 8M)"));
+    }
+    *out = *bytes;
+    return absl::OkStatus();
+  };
+  if (absl::Status s = size("pass_bytes", l.pass_bytes(), &o.max_pass_bytes); !s.ok()) return s;
+  if (absl::Status s = size("mail_bytes", l.mail_bytes(), &o.max_mail_bytes); !s.ok()) return s;
+  if (absl::Status s = size("series_bytes", l.series_bytes(), &o.max_series_bytes); !s.ok())
+    return s;
+  if (l.mails_per_pass() > 0) o.mails_per_pass = l.mails_per_pass();
+  if (l.patches() > 0) o.max_patches = static_cast<int>(std::min<uint32_t>(l.patches(), 99999));
+  if (l.series_per_pass() > 0) {
+    o.series_per_pass = static_cast<int>(std::min<uint32_t>(l.series_per_pass(), 10000));
+  }
   const v1::RobotReplies& r = config.replies();
   o.replies.from = r.from();
   o.replies.smtp = r.smtp();
