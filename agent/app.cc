@@ -261,6 +261,7 @@ kbuild::SandboxOptions SandboxOptionsOf(const BuilderConfig& b) {
                     .pids = b.limits.pids,
                     .cpus = b.limits.cpus,
                     .wall = std::chrono::seconds(b.limits.wall_seconds),
+                    .step_wall = std::chrono::seconds(b.limits.step_wall_seconds),
                     .log_bytes = b.limits.log,
                     .file_bytes = b.limits.file,
                     .disk_reserve_bytes = b.limits.disk_reserve,

@@ -120,15 +120,17 @@ absl::Status ParseSandboxLimits(const YAML::Node& node, BuilderConfig::Limits& l
       if (!(limits.cpus >= 0) || limits.cpus > 4096) {
         return Bad(kv.second, field, "must be 0 (no quota) .. 4096");
       }
-    } else if (key == "wall") {
+    } else if (key == "wall" || key == "step_wall") {
       std::optional<std::chrono::milliseconds> d = ParseDuration(text, &error);
       if (!d || *d < std::chrono::seconds(10) || *d > std::chrono::hours(48)) {
         return Bad(kv.second, field, "must be a duration of 10s .. 48h");
       }
-      limits.wall_seconds = std::chrono::duration_cast<std::chrono::seconds>(*d).count();
+      (key == "wall" ? limits.wall_seconds : limits.step_wall_seconds) =
+          std::chrono::duration_cast<std::chrono::seconds>(*d).count();
     } else {
       return Bad(kv.first, field,
-                 "unknown field (memory, pids, cpus, wall, log, file, disk_reserve, image)");
+                 "unknown field (memory, pids, cpus, wall, step_wall, log, file, disk_reserve, "
+                 "image)");
     }
   }
   return absl::OkStatus();

@@ -77,7 +77,7 @@ struct BuilderConfig {
   int jobs = 0;  // make -j; 0: the CPUs
   // The sandbox of the tree's programs (kbuild/sandbox.h, docs/kernels.md): auto, required
   // or none-i-trust-every-series; its uid; its limits (sandbox_limits: memory, pids, cpus,
-  // wall, log, file, disk_reserve, image).
+  // wall, step_wall, log, file, disk_reserve, image).
   std::string sandbox = "auto";
   uint32_t sandbox_uid = 61183;
   std::vector<std::string> sandbox_pass_env;  // variables passed in by name
@@ -87,6 +87,7 @@ struct BuilderConfig {
              disk_reserve = 1ull << 30, image = 256ull << 20;
     double cpus = 0;
     int64_t wall_seconds = 3 * 3600;
+    int64_t step_wall_seconds = 600;  // each config program, and kernelrelease
   } limits;
 };
 

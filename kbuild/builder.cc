@@ -96,16 +96,17 @@ struct Configured {
 };
 
 // The config step: base target, fragments, olddefconfig, in the scratch object directory
-// `cfg`; refused when the result lacks what a faultline board needs.
+// `cfg`, each program's output in `log`; refused when the result lacks what a faultline
+// board needs.
 absl::StatusOr<Configured> Configure(const BuildRequest& request, const ArchInfo& arch,
                                      const std::string& src, const std::string& cfg,
-                                     const Slot& slot, const Say& say) {
+                                     const Slot& slot, const std::string& log, const Say& say) {
   // `cfg` is where the programs see the directory; the builder's files go to cfg_host.
   const std::string& host = slot.cfg_host();
   say(absl::StrCat("config ", request.config_base, " + ", request.fragments.size(),
                    " fragment(s)"));
   if (absl::StatusOr<std::string> r =
-          slot.RunForOutput({MakeArgv(src, cfg, arch, {"-s", request.config_base})});
+          slot.RunForOutput({MakeArgv(src, cfg, arch, {"-s", request.config_base})}, log);
       !r.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("config.base: ", r.status().message()));
   }
@@ -122,12 +123,12 @@ absl::StatusOr<Configured> Configure(const BuildRequest& request, const ArchInfo
     merge.push_back(path);
   }
   if (!request.fragments.empty()) {
-    if (absl::StatusOr<std::string> r = slot.RunForOutput({merge, cfg}); !r.ok()) {
+    if (absl::StatusOr<std::string> r = slot.RunForOutput({merge, cfg}, log); !r.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("config.fragments: ", r.status().message()));
     }
   }
   if (absl::StatusOr<std::string> r =
-          slot.RunForOutput({MakeArgv(src, cfg, arch, {"-s", "olddefconfig"})});
+          slot.RunForOutput({MakeArgv(src, cfg, arch, {"-s", "olddefconfig"})}, log);
       !r.ok()) {
     return r.status();
   }
@@ -519,8 +520,13 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
   absl::StatusOr<std::unique_ptr<Slot>> slot =
       OpenSlot(*sandboxed ? &sandbox_ : nullptr, request.untrusted, cache_, src, cfg, say);
   if (!slot.ok()) return slot.status();
+  // The config programs' output, kept until the next config of this tree and arch.
+  const std::string config_log =
+      absl::StrCat(cache_, "/logs/config-", tree_id, "-", request.arch, ".log");
+  fs::create_directories(cache_ + "/logs", ec);
+  fs::remove(config_log, ec);
   absl::StatusOr<Configured> configured =
-      Configure(request, *arch, src, (*slot)->cfg(), **slot, say);
+      Configure(request, *arch, src, (*slot)->cfg(), **slot, config_log, say);
   if (!configured.ok()) return configured.status();
   const std::string* config_text = &configured->text;
   const std::map<std::string, std::string>& config = configured->config;

@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
     }
   }
   faultline::kbuild::Builder builder(cache, sandbox);
+  builder.sandbox().RemoveStaleCgroups();  // of builders that were killed
   auto built = builder.Build(request, [&](const std::string& line) {
     if (!quiet) std::cerr << "kbuild: " << line << "\n";
   });

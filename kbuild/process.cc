@@ -77,8 +77,8 @@ absl::StatusOr<Finished> Run(const Command& command) {
       const std::string error = std::strerror(errno);
       if (in_fd >= 0) ::close(in_fd);
       ::close(out_fd);
-      return absl::InternalError(absl::StrCat("cannot hold the input of ", command.argv[0], ": ",
-                                              error));
+      return absl::InternalError(
+          absl::StrCat("cannot hold the input of ", command.argv[0], ": ", error));
     }
   }
   posix_spawn_file_actions_t actions;

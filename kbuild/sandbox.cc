@@ -494,7 +494,9 @@ absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
   // The program's output, the wall clock and the slot's disk, watched until it ends.
   Finished finished;
   CappedLog log(out_fd, limits.log_bytes);
-  const auto deadline = std::chrono::steady_clock::now() + limits.wall;
+  const std::chrono::seconds wall =
+      run.wall.count() > 0 ? std::min(run.wall, limits.wall) : limits.wall;
+  const auto deadline = std::chrono::steady_clock::now() + wall;
   std::string disk_path = run.scratch;
   for (const SandboxMount& m : *mounts) {
     if (m.writable && m.dest != "/scratch") disk_path = m.source;
@@ -516,7 +518,7 @@ absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
       }
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      stop(absl::StrCat("the wall-time limit (", limits.wall.count(), " s)"));
+      stop(absl::StrCat("the wall-time limit (", wall.count(), " s)"));
     }
     struct statvfs vfs {};
     if (::statvfs(disk_path.c_str(), &vfs) == 0 &&

@@ -22,10 +22,14 @@ namespace faultline::kbuild {
 // What one sandboxed program may use. Defaults fit a defconfig build on a 2-core, 24 GiB
 // builder with room to spare (docs/kernels.md gives the measured peaks).
 struct SandboxLimits {
-  uint64_t memory_bytes = 12ull << 30;       // the build's cgroup (memory.max / limit_in_bytes)
-  uint64_t pids = 2048;                      // pids.max
-  double cpus = 0;                           // CPU quota in CPUs; 0: none
-  std::chrono::seconds wall{3 * 3600};       // then everything inside is killed
+  uint64_t memory_bytes = 12ull << 30;  // the build's cgroup (memory.max / limit_in_bytes)
+  uint64_t pids = 2048;                 // pids.max
+  double cpus = 0;                      // CPU quota in CPUs; 0: none
+  std::chrono::seconds wall{3 * 3600};  // then everything inside is killed
+  // Each program of the config step (the base target, merge_config.sh, olddefconfig) and
+  // kernelrelease: seconds in a real tree, so a Kconfig $(shell) or script that hangs (or
+  // leaves a process holding its output open) does not hold the builder for `wall`.
+  std::chrono::seconds step_wall{600};
   uint64_t log_bytes = 64ull << 20;          // more output than this stops the build
   uint64_t file_bytes = 4ull << 30;          // RLIMIT_FSIZE: no file larger
   uint64_t disk_reserve_bytes = 1ull << 30;  // free space the build must leave on the slot's fs
@@ -63,7 +67,8 @@ struct SandboxMount {
 struct SandboxCommand {
   Command command;  // argv, cwd (a path inside), env (the whole environment), output
   std::vector<SandboxMount> mounts;
-  std::string scratch;  // a directory of the build's own: /scratch inside (TMPDIR, HOME)
+  std::string scratch;           // a directory of the build's own: /scratch inside (TMPDIR, HOME)
+  std::chrono::seconds wall{0};  // 0: the limits' wall
 };
 
 class Sandbox {

@@ -83,12 +83,12 @@ class SandboxTest : public ::testing::Test {
     absl::StatusOr<std::string> out = RunForOutput({args});
     ASSERT_TRUE(out.ok()) << out.status();
   }
-  // A stranger's series: the tree's Makefile with `recipe` added to the bzImage target's, as `git
-  // format-patch` mails it.
-  std::string SeriesWithRecipe(const std::string& recipe) {
+  // A stranger's series: the tree's Makefile with `recipe` added to the bzImage target's (or,
+  // `config`, to the config target's), as `git format-patch` mails it.
+  std::string SeriesWithRecipe(const std::string& recipe, bool config = false) {
     std::string makefile = kHonest;
     // After the honest recipe's lines: the attack has the last word.
-    makefile.insert(makefile.find("kernelrelease:"), recipe);
+    makefile.insert(makefile.find(config ? "olddefconfig:" : "kernelrelease:"), recipe);
     Git({"checkout", "-q", "-b", "hostile", "v6.12"});
     Put(tree_ + "/Makefile", makefile);
     Git({"-c", "user.name=Stranger", "-c", "user.email=s@example.org", "commit", "-qam",
@@ -179,6 +179,7 @@ struct Attack {
   std::string recipe;
   const char* stopped;  // what the error must say
   void (*limit)(SandboxLimits&);
+  bool config = false;  // in the config step (its recipe) rather than make's
 };
 
 TEST_F(SandboxTest, EachLimitStopsTheBuildAndSaysWhich) {
@@ -187,6 +188,9 @@ TEST_F(SandboxTest, EachLimitStopsTheBuildAndSaysWhich) {
        [](SandboxLimits& l) { l.log_bytes = 1 << 20; }},
       {"a process that never ends", "\t@sleep 600\n", "the wall-time limit",
        [](SandboxLimits& l) { l.wall = std::chrono::seconds(2); }},
+      // A config program is held to its own, shorter limit (a Kconfig $(shell) that hangs).
+      {"a config step that never ends", "\t@sleep 600\n", "the wall-time limit (2 s)",
+       [](SandboxLimits& l) { l.step_wall = std::chrono::seconds(2); }, true},
       {"a file too large", "\t@head -c 20000000 /dev/zero > $(O)/big\n", "the file size limit",
        [](SandboxLimits& l) { l.file_bytes = 4 << 20; }},
       {"a fork bomb", "\t@for i in $$(seq 400); do sleep 1 & done; wait\n", "the process limit",
@@ -201,9 +205,13 @@ TEST_F(SandboxTest, EachLimitStopsTheBuildAndSaysWhich) {
     SandboxOptions options;
     attack.limit(options.limits);
     Builder builder(cache_, options);
-    const absl::StatusOr<Artifact> built = builder.Build(Request(SeriesWithRecipe(attack.recipe)));
+    const absl::StatusOr<Artifact> built =
+        builder.Build(Request(SeriesWithRecipe(attack.recipe, attack.config)));
     ASSERT_FALSE(built.ok());
-    EXPECT_EQ(built.status().code(), absl::StatusCode::kFailedPrecondition) << built.status();
+    // (A config step that fails is the request's config: INVALID_ARGUMENT, "config.base: ...")
+    EXPECT_EQ(built.status().code(), attack.config ? absl::StatusCode::kInvalidArgument
+                                                   : absl::StatusCode::kFailedPrecondition)
+        << built.status();
     EXPECT_TRUE(absl::StrContains(built.status().message(), attack.stopped)) << built.status();
     EXPECT_LT(built.status().message().size(), 8000u) << "the error is bounded";
     // The builder goes on: the honest base builds.

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -153,7 +154,7 @@ absl::Status Slot::UseObj(const std::string& obj) {
   return Prepare(obj, "obj", &obj_host_);
 }
 
-absl::StatusOr<Finished> Slot::Run(Command command) const {
+absl::StatusOr<Finished> Slot::Run(Command command, std::chrono::seconds wall) const {
   std::vector<std::pair<std::string, std::string>> env = KbuildEnvironment();
   if (sandbox_ == nullptr) {
     for (auto& e : command.env) env.push_back(std::move(e));
@@ -165,21 +166,30 @@ absl::StatusOr<Finished> Slot::Run(Command command) const {
   if (untrusted_) env.emplace_back("CCACHE_READONLY", "1");
   for (auto& e : command.env) env.push_back(std::move(e));
   command.env = std::move(env);
-  return sandbox_->Run({command, mounts_, dir_ + "/scratch"});
+  return sandbox_->Run({command, mounts_, dir_ + "/scratch", wall});
 }
 
-absl::StatusOr<std::string> Slot::RunForOutput(Command command) const {
+absl::StatusOr<std::string> Slot::RunForOutput(Command command, const std::string& log) const {
   const std::string what = absl::StrJoin(command.argv, " ");
-  absl::StatusOr<Finished> finished = Run(std::move(command));
+  absl::StatusOr<Finished> finished =
+      Run(std::move(command),
+          sandbox_ != nullptr ? sandbox_->options().limits.step_wall : std::chrono::seconds{});
   if (!finished.ok()) return finished.status();
+  std::string kept;
+  if (!log.empty()) {
+    std::ofstream out(log, std::ios::app | std::ios::binary);
+    out << "$ " << what << "\n" << finished->output;
+    if (out) kept = absl::StrCat("log kept at ", log, "; ");
+  }
   if (!finished->stopped.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("`", what, "` stopped by the sandbox: ", finished->stopped, "; last lines:\n",
-                     BoundedTail(finished->output, 8)));
+        absl::StrCat("`", what, "` stopped by the sandbox: ", finished->stopped, "; ", kept,
+                     "last lines:\n", BoundedTail(finished->output, 8)));
   }
   if (finished->exit_code != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "`", what, "` exited with ", finished->exit_code, ": ", BoundedTail(finished->output, 8)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("`", what, "` exited with ", finished->exit_code, "; ", kept, "last lines:\n",
+                     BoundedTail(finished->output, 8)));
   }
   return std::move(finished->output);
 }

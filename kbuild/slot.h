@@ -5,6 +5,7 @@
 // slot, thrown away after (a stranger's objects never reach another build). Sandboxed, only
 // those two and a scratch directory are writable; the worktree and its git metadata are
 // read-only, and nothing else of the builder is visible.
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,9 +48,11 @@ class Slot {
   bool sandboxed() const { return sandbox_ != nullptr; }
 
   // A program of the tree, with the kbuild environment (and ccache's, sandboxed).
-  absl::StatusOr<Finished> Run(Command command) const;
-  // Its output; a non-zero exit or a limit reached is FAILED_PRECONDITION with the tail.
-  absl::StatusOr<std::string> RunForOutput(Command command) const;
+  // `wall` (sandboxed): this program's wall-time limit when shorter than the limits' wall.
+  absl::StatusOr<Finished> Run(Command command, std::chrono::seconds wall = {}) const;
+  // Its output (also appended to `log` when one is named, which the error then names); a
+  // non-zero exit or a limit reached is FAILED_PRECONDITION with the tail.
+  absl::StatusOr<std::string> RunForOutput(Command command, const std::string& log = "") const;
 
  private:
   Slot(Sandbox* sandbox, bool untrusted, Paths paths)

@@ -57,13 +57,13 @@ struct Blob {
   std::string bytes;
 };
 absl::StatusOr<std::vector<Blob>> ReadBlobs(const std::string& git_dir,
-                                            const std::vector<std::string>& names,
-                                            size_t max_bytes, size_t budget) {
+                                            const std::vector<std::string>& names, size_t max_bytes,
+                                            size_t budget) {
   std::vector<Blob> blobs(names.size());
   if (names.empty()) return blobs;
-  absl::StatusOr<std::string> checked = kbuild::RunForOutput(
-      {.argv = {"git", "--git-dir=" + git_dir, "cat-file", "--batch-check"},
-       .input = absl::StrJoin(names, "\n") + "\n"});
+  absl::StatusOr<std::string> checked =
+      kbuild::RunForOutput({.argv = {"git", "--git-dir=" + git_dir, "cat-file", "--batch-check"},
+                            .input = absl::StrJoin(names, "\n") + "\n"});
   if (!checked.ok()) return checked.status();
   std::vector<absl::string_view> lines = absl::StrSplit(*checked, '\n', absl::SkipEmpty());
   if (lines.size() != names.size()) {
@@ -134,8 +134,10 @@ absl::StatusOr<ArchiveRead> ReadNewMails(const std::string& inbox, const Archive
       read.cursor[epoch] = (*commits)[i];
       if (!blob.exists) continue;  // a removal: no mail
       bytes += blob.bytes.size();
-      read.mails.push_back(
-          {.epoch = epoch, .commit = (*commits)[i], .size = blob.size, .raw = std::move(blob.bytes)});
+      read.mails.push_back({.epoch = epoch,
+                            .commit = (*commits)[i],
+                            .size = blob.size,
+                            .raw = std::move(blob.bytes)});
     }
   }
   return read;

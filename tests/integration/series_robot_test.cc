@@ -698,10 +698,11 @@ TEST(RobotConfig, ReadsTheStudiesAndSaysWhatIsWrong) {
       "archive: mm\ntree: " + dir.string() + "\nstudies: [study.yaml]\nbisect_changes: true\n"));
   ASSERT_TRUE(nightly.ok()) << nightly.status();
   EXPECT_TRUE(nightly->bisect_changes);
-  auto limited = LoadRobotConfig(write(
-      "limits.yaml", "archive: mm\ntree: /srv/linux.git\nstudies: [study.yaml]\n"
-                     "limits: {mails_per_pass: 50, pass_bytes: 32M, mail_bytes: 1MiB,\n"
-                     "         patches: 30, series_bytes: 2M, series_per_pass: 5}\n"));
+  auto limited =
+      LoadRobotConfig(write("limits.yaml",
+                            "archive: mm\ntree: /srv/linux.git\nstudies: [study.yaml]\n"
+                            "limits: {mails_per_pass: 50, pass_bytes: 32M, mail_bytes: 1MiB,\n"
+                            "         patches: 30, series_bytes: 2M, series_per_pass: 5}\n"));
   ASSERT_TRUE(limited.ok()) << limited.status();
   EXPECT_EQ(limited->mails_per_pass, 50u);
   EXPECT_EQ(limited->max_pass_bytes, 32u << 20);
@@ -710,9 +711,9 @@ TEST(RobotConfig, ReadsTheStudiesAndSaysWhatIsWrong) {
   EXPECT_EQ(limited->max_series_bytes, 2u << 20);
   EXPECT_EQ(limited->series_per_pass, 5);
   EXPECT_EQ(options->max_mail_bytes, 8u << 20) << "the default";
-  auto bad_size = LoadRobotConfig(
-      write("badsize.yaml", "archive: mm\ntree: /srv/linux.git\nstudies: [study.yaml]\n"
-                            "limits: {mail_bytes: lots}\n"));
+  auto bad_size = LoadRobotConfig(write("badsize.yaml",
+                                        "archive: mm\ntree: /srv/linux.git\nstudies: [study.yaml]\n"
+                                        "limits: {mail_bytes: lots}\n"));
   EXPECT_NE(bad_size.status().message().find("limits.mail_bytes: \"lots\" is not a size above 0"),
             std::string::npos)
       << bad_size.status();

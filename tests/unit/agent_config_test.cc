@@ -130,7 +130,8 @@ TEST(AgentConfig, BuilderSandbox) {
       "board: b\nkernels: [{label: v, release: r}]\n"
       "builder: {arches: [x86_64], sandbox: required, sandbox_uid: 70000,\n"
       "  sandbox_pass_env: [HTTP_PROXY], sandbox_readonly: [/srv/extra],\n"
-      "  sandbox_limits: {memory: 2G, pids: 512, cpus: 1.5, wall: 90m, log: 8M, image: 64M}}\n",
+      "  sandbox_limits: {memory: 2G, pids: 512, cpus: 1.5, wall: 90m, step_wall: 5m,\n"
+      "  log: 8M, image: 64M}}\n",
       "r");
   ASSERT_TRUE(config.ok()) << config.status();
   const BuilderConfig& b = config->builder;
@@ -142,6 +143,7 @@ TEST(AgentConfig, BuilderSandbox) {
   EXPECT_EQ(b.limits.pids, 512u);
   EXPECT_DOUBLE_EQ(b.limits.cpus, 1.5);
   EXPECT_EQ(b.limits.wall_seconds, 90 * 60);
+  EXPECT_EQ(b.limits.step_wall_seconds, 5 * 60);
   EXPECT_EQ(b.limits.log, 8ull << 20);
   EXPECT_EQ(b.limits.image, 64ull << 20);
   EXPECT_EQ(b.limits.file, 4ull << 30);  // the default

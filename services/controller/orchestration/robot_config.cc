@@ -71,8 +71,8 @@ absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path) {
     std::string error;
     std::optional<uint64_t> bytes = ParseSize(text, &error);
     if (!bytes || *bytes == 0) {
-      return bad("limits." + field, absl::StrCat("\"", text, "\" is not a size above 0 (", error,
-                                                 "; e.g. 8M)"));
+      return bad("limits." + field,
+                 absl::StrCat("\"", text, "\" is not a size above 0 (", error, "; e.g. 8M)"));
     }
     *out = *bytes;
     return absl::OkStatus();
