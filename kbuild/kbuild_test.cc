@@ -587,6 +587,20 @@ TEST(KconfigTest, RequirementsAndDroppedOptions) {
                                                "CONFIG_ZRAM=y asked, final: m"}));
 }
 
+// git apply --include's language: `*` crosses `/` (no WM_PATHNAME), `?`, classes.
+TEST(SeriesTest, GlobsMatchAsGitApplyIncludeDoes) {
+  EXPECT_TRUE(GlobMatches("arch/x86/*", "arch/x86/mm/fault.c"));
+  EXPECT_TRUE(GlobMatches("mm/*.c", "mm/damon/core.c"));
+  EXPECT_TRUE(GlobMatches("mm/memory.?", "mm/memory.c"));
+  EXPECT_TRUE(GlobMatches("include/linux/mm*", "include/linux/mm_types.h"));
+  EXPECT_TRUE(GlobMatches("arch/[xa]*/mm/*", "arch/arm64/mm/fault.c"));
+  EXPECT_FALSE(GlobMatches("arch/[!a]*/mm/*", "arch/arm64/mm/fault.c"));
+  EXPECT_FALSE(GlobMatches("mm/*", "include/linux/mm.h"));
+  EXPECT_FALSE(GlobMatches("mm/memory.?", "mm/memory.cc"));
+  EXPECT_TRUE(GlobMatches("*", "Makefile"));
+  EXPECT_FALSE(GlobMatches("", "Makefile"));
+}
+
 TEST(SeriesTest, SplitsMailsAndSkipsTheCoverLetter) {
   const std::string mbox =
       "From 0 Mon Sep 17 00:00:00 2001\nSubject: [PATCH 0/2] cover\n\nThe cover.\n\n" +

@@ -1,5 +1,7 @@
 #include "kbuild/series.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
@@ -192,24 +194,9 @@ absl::StatusOr<std::vector<Patch>> SplitMbox(absl::string_view mbox, const std::
 }
 
 bool GlobMatches(absl::string_view glob, absl::string_view path) {
-  // Iterative wildcard match with one backtrack point for the last '*'.
-  size_t g = 0, p = 0, star = absl::string_view::npos, mark = 0;
-  while (p < path.size()) {
-    if (g < glob.size() && (glob[g] == '?' || glob[g] == path[p])) {
-      ++g;
-      ++p;
-    } else if (g < glob.size() && glob[g] == '*') {
-      star = g++;
-      mark = p;
-    } else if (star != absl::string_view::npos) {
-      g = star + 1;
-      p = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (g < glob.size() && glob[g] == '*') ++g;
-  return g == glob.size();
+  // git apply --include matches with wildmatch(3)-like rules and no WM_PATHNAME: fnmatch(3)
+  // without FNM_PATHNAME is the same language (`*` crosses `/`, `?`, `[...]`, `\`).
+  return ::fnmatch(std::string(glob).c_str(), std::string(path).c_str(), 0) == 0;
 }
 
 std::vector<std::string> IncludedFiles(const Patch& patch,

@@ -25,7 +25,7 @@ absl::StatusOr<std::vector<Patch>> SplitMbox(absl::string_view mbox, const std::
                                              int first_index = 1);
 
 // Whether `path` matches a `git apply --include` style glob ("arch/x86/*", "mm/*.c"): `*`
-// matches anything, `/` included; `?` one character.
+// matches anything, `/` included; `?` one character; `[...]` a class (fnmatch(3)).
 bool GlobMatches(absl::string_view glob, absl::string_view path);
 
 // The files of `patch` that `include` selects (all when `include` is empty).

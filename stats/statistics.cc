@@ -517,14 +517,17 @@ DifferenceComparison CompareDifference(const std::vector<double>& a, const std::
   // The ratio machinery on e^(v/s): ln(e^(b/s) / e^(a/s)) = (b − a)/s, so its Hodges–Lehmann
   // estimate and order-statistic CI are those of b − a over s, and its rank tests read the
   // order of the values (unpaired) or of |b_i − a_i| (paired), which the map keeps. s keeps
-  // the exponent within ±30 (e^30 ≈ 1e13: no overflow, no clamp at kMinThroughput).
+  // every value's exponent within ±4, so a difference's within ±8: inside the ratio CI's
+  // "no progress" cut (a log-ratio bound beyond ±10.4 reads as unbounded, SetCi), which at
+  // ±30 turned the CI of 0 against 0.01-0.04 — a frame seen on one kernel only — into
+  // "unbounded" for the very frames that matter.
   double largest = 0;
   for (const auto* side : {&a, &b}) {
     for (double v : *side) {
       if (std::isfinite(v)) largest = std::max(largest, std::fabs(v));
     }
   }
-  const double s = largest > 0 ? largest / 30 : 1;
+  const double s = largest > 0 ? largest / 4 : 1;
   auto mapped = [s](const std::vector<double>& values) {
     std::vector<double> out;
     out.reserve(values.size());

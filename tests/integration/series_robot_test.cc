@@ -451,6 +451,28 @@ TEST_F(SeriesRobotReplyTest, OneThreadedReplyPerVersionNeverTwice) {
 // Patchwork may refuse a check or not know the patch yet (it reads the list too): the check
 // stays in the outbox and is tried again later, backing off, until patchwork takes it or
 // it was refused 8 times. A verdict supersedes a pending check not posted yet.
+// v5 links v4, v3, v2 and v1; only v2 was tested: it is compared with v2, and its reply says
+// v2 (not "v4", the version before it).
+TEST_F(SeriesRobotReplyTest, TheReplyNamesTheVersionItWasComparedWith) {
+  Deliver({"v2-0.eml", "v2-1.eml", "v2-2.eml", "v2-3.eml", "v2-4.eml", "v2-5.eml"});
+  Pass();
+  FinishJobs(kV2);
+  Pass();
+  Deliver({"v5.eml"});
+  Pass();
+  EXPECT_EQ(Series(kV5).previous, kV2);
+  FinishJobs(kV5);
+  Pass();
+  std::string body;
+  for (const std::string& path : Sent()) {
+    auto mail = robot::ParseMail(*ReadFile(path));
+    ASSERT_TRUE(mail.ok());
+    if (mail->in_reply_to == kV5) body = mail->body;
+  }
+  EXPECT_NE(body.find("against its base and against v2:"), std::string::npos) << body;
+  EXPECT_EQ(body.find("against v4"), std::string::npos) << body;
+}
+
 TEST_F(SeriesRobotReplyTest, ChecksWaitInTheOutboxUntilPatchworkTakesThem) {
   FakeClock clock(std::chrono::system_clock::now());
   // Patchwork unreachable: one check is tried, the rest wait for a later pass (a pass does

@@ -630,6 +630,28 @@ TEST(CompareDifferenceTest, HodgesLehmannShiftByHand) {
   EXPECT_GT(big.ci_low, 0);
   EXPECT_LT(big.p_value, 0.01);
   EXPECT_TRUE(std::isnan(CompareDifference({1}, {2, 3}, false).shift));
+
+  // A frame on one kernel only: 30 pairs of 0 against 0.010-0.039 (its share of the
+  // samples). Every difference is positive, so the 95% CI is finite and above 0, within
+  // the differences' range — never "unbounded".
+  std::vector<double> none(30, 0), some;
+  for (int i = 0; i < 30; ++i) some.push_back(0.010 + 0.001 * i);
+  for (bool paired : {true, false}) {
+    SCOPED_TRACE(paired ? "paired" : "unpaired");
+    const DifferenceComparison frame = CompareDifference(none, some, paired);
+    EXPECT_NEAR(frame.shift, 0.0245, 0.001);
+    EXPECT_TRUE(std::isfinite(frame.ci_low) && std::isfinite(frame.ci_high))
+        << frame.ci_low << " " << frame.ci_high;
+    EXPECT_GE(frame.ci_low, 0.010 - 1e-12);
+    EXPECT_LE(frame.ci_low, frame.shift);
+    EXPECT_GE(frame.ci_high, frame.shift);
+    EXPECT_LE(frame.ci_high, 0.039 + 1e-12);
+    EXPECT_LT(frame.p_value, 1e-6);
+    // And the other way round: the same interval, negated.
+    const DifferenceComparison gone = CompareDifference(some, none, paired);
+    EXPECT_NEAR(gone.ci_low, -frame.ci_high, 1e-9);
+    EXPECT_NEAR(gone.ci_high, -frame.ci_low, 1e-9);
+  }
   EXPECT_EQ(CompareDifference({1}, {2, 3}, false).p_value, 1);
 }
 

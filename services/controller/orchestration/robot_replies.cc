@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -159,12 +160,19 @@ absl::StatusOr<std::string> SeriesRobot::ReplyBody(const SeriesRecord& series,
   // What it says first: the verdict, then how it was measured, then every job's report.
   std::string body = absl::StrCat(verdict.headline, "\n");
   for (const std::string& line : verdict.lines) absl::StrAppend(&body, line, "\n");
-  absl::StrAppend(
-      &body, "\nfaultline measured this series (v", series.version, ") against its base",
-      series.previous.empty() ? "" : absl::StrCat(" and against v", series.version - 1), ":\n",
-      series.jobs.size(), " jobs, the kernels built with and without the series from\n",
-      options_.tree, "\nat ", series.base, "\n(config ", options_.config_base,
-      options_.fragments.empty() ? "" : " + fragments", ").\n");
+  // The earlier version it was compared with: the newest tested one, not always N-1.
+  std::string against_earlier;
+  if (!series.previous.empty()) {
+    absl::StatusOr<std::optional<SeriesRecord>> earlier = stores_.robot->GetSeries(series.previous);
+    if (!earlier.ok()) return earlier.status();
+    against_earlier = earlier->has_value() ? absl::StrCat(" and against v", (*earlier)->version)
+                                           : " and against an earlier version";
+  }
+  absl::StrAppend(&body, "\nfaultline measured this series (v", series.version,
+                  ") against its base", against_earlier, ":\n", series.jobs.size(),
+                  " jobs, the kernels built with and without the series from\n", options_.tree,
+                  "\nat ", series.base, "\n(config ", options_.config_base,
+                  options_.fragments.empty() ? "" : " + fragments", ").\n");
   if (!series.previous.empty()) {
     absl::StrAppend(&body, "The earlier version: <", series.previous, ">.\n");
   }
