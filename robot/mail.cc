@@ -134,7 +134,18 @@ std::string HeaderText(GMimeObject* object, const char* name) {
   return text;
 }
 
-// The Message-IDs of an In-Reply-To or References value, in order, without brackets.
+// A Message-ID (RFC 5322 msg-id, without its brackets) is printable ASCII without spaces or
+// brackets: it goes back out in In-Reply-To and References, which must be ASCII.
+bool IsMessageId(const char* id) {
+  if (id == nullptr || *id == '\0') return false;
+  for (const char* c = id; *c != '\0'; ++c) {
+    if (*c < 0x21 || *c > 0x7e || *c == '<' || *c == '>') return false;
+  }
+  return true;
+}
+
+// The Message-IDs of an In-Reply-To or References value, in order, without brackets (ones
+// that are no Message-ID left out).
 std::vector<std::string> References(const char* value) {
   std::vector<std::string> out;
   if (value == nullptr) return out;
@@ -142,7 +153,7 @@ std::vector<std::string> References(const char* value) {
   if (refs == nullptr) return out;
   for (int i = 0; i < g_mime_references_length(refs); ++i) {
     const char* id = g_mime_references_get_message_id(refs, i);
-    if (id != nullptr && *id != '\0') out.push_back(ValidUtf8(id));
+    if (IsMessageId(id)) out.emplace_back(id);
   }
   g_mime_references_free(refs);
   return out;
@@ -338,8 +349,12 @@ absl::StatusOr<Mail> ParseMail(absl::string_view raw) {
   const char* id = g_mime_message_get_message_id(message);
   if (id == nullptr || *id == '\0')
     return absl::InvalidArgumentError("a mail without a Message-ID");
+  if (!IsMessageId(id)) {
+    return absl::InvalidArgumentError(
+        "a Message-ID with bytes outside printable ASCII (or spaces, or brackets)");
+  }
   // Every value as valid UTF-8: they go into text columns, logs and replies.
-  mail.message_id = ValidUtf8(id);
+  mail.message_id = id;
   const std::vector<std::string> parents =
       References(g_mime_object_get_header(object, "In-Reply-To"));
   if (!parents.empty()) mail.in_reply_to = parents.front();

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/sha256.h"
 
 namespace faultline::robot {
@@ -27,6 +28,27 @@ std::string FoldedHeader(const std::string& name, const std::string& value) {
     line += 1 + word.size();
   }
   return out + "\n";
+}
+
+// An address a relay takes without SMTPUTF8: printable ASCII, no spaces, one '@' inside.
+// A stranger's mail may carry others (found by fuzz_mail: bytes in the From's address went
+// out raw in the reply's To); those are not written or sent to.
+bool Sendable(const std::string& address) {
+  const size_t at = address.find('@');
+  if (at == 0 || at == std::string::npos || at + 1 == address.size()) return false;
+  return std::all_of(address.begin(), address.end(), [](char c) {
+    return c > 0x20 && c < 0x7f && c != '<' && c != '>' && c != ',' && c != '"';
+  });
+}
+
+// "Name <address>" with the name RFC 2047 encoded when it is not ASCII; the address alone
+// when `mailbox` has no name.
+std::string Mailbox(const std::string& mailbox, const std::string& address) {
+  const size_t open = mailbox.rfind('<');
+  if (open == std::string::npos) return address;
+  absl::string_view name = absl::StripAsciiWhitespace(absl::string_view(mailbox).substr(0, open));
+  if (name.empty()) return address;
+  return EncodeMailbox(absl::StrCat(name, " <", address, ">"));
 }
 
 }  // namespace
@@ -60,12 +82,14 @@ Reply ComposeReply(const Mail& answered, const std::string& kind, const std::str
                                 absl::AsciiStrToLower(AddressOf(options.from))};
   for (const auto* list : {&answered.to, &answered.cc, &options.cc}) {
     for (const std::string& address : *list) {
-      if (seen.insert(absl::AsciiStrToLower(AddressOf(address))).second) {
+      if (Sendable(AddressOf(address)) &&
+          seen.insert(absl::AsciiStrToLower(AddressOf(address))).second) {
         cc.push_back(AddressOf(address));
       }
     }
   }
-  reply.recipients.push_back(answered.from_address);
+  const bool to_author = Sendable(answered.from_address);
+  if (to_author) reply.recipients.push_back(answered.from_address);
   reply.recipients.insert(reply.recipients.end(), cc.begin(), cc.end());
   std::vector<std::string> references = answered.references;
   references.push_back(answered.message_id);
@@ -81,7 +105,10 @@ Reply ComposeReply(const Mail& answered, const std::string& kind, const std::str
   }
   // Headers in ASCII: a name or subject that is not goes out as RFC 2047 words.
   absl::StrAppend(&reply.text, "From: ", EncodeMailbox(options.from), "\n");
-  absl::StrAppend(&reply.text, "To: ", EncodeMailbox(answered.from), "\n");
+  absl::StrAppend(&reply.text, "To: ",
+                  to_author ? Mailbox(answered.from, answered.from_address)
+                            : std::string("undisclosed-recipients:;"),
+                  "\n");
   if (!cc_line.empty()) absl::StrAppend(&reply.text, "Cc: ", cc_line, "\n");
   absl::StrAppend(&reply.text, FoldedHeader("Subject", EncodeWords(subject)));
   absl::StrAppend(&reply.text, "Date: ", options.date, "\n");

@@ -250,6 +250,44 @@ TEST(StrangersMail, CharsetsComeOutAsUtf8AndBadBytesAsReplacementCharacters) {
   EXPECT_EQ(ValidUtf8(mail->subject), mail->subject);
 }
 
+// Found by fuzz_mail: a byte that is no ASCII in a Message-ID went back out in a reply's
+// In-Reply-To. A Message-ID is printable ASCII: such a mail is unreadable (skipped with its
+// reason), and such a reference is left out.
+TEST(StrangersMail, AMessageIdThatIsNoneMakesTheMailUnreadable) {
+  const std::string head = "From: S <s@example.org>\nSubject: [PATCH] mm: x\n";
+  for (const std::string id : {"\xcb<a@b>", "<caf\xc3\xa9@b>", "<a b@c>"}) {
+    absl::StatusOr<Mail> mail = ParseMail(head + "Message-ID: " + id + "\n\nBody.\n");
+    EXPECT_EQ(mail.status().code(), absl::StatusCode::kInvalidArgument) << id;
+  }
+  absl::StatusOr<Mail> mail = ParseMail(head +
+                                        "Message-ID: <ok@b>\nIn-Reply-To: <caf\xe9@b>\n"
+                                        "References: <r1@b> <caf\xe9@b> <r2@b>\n\nBody.\n");
+  ASSERT_TRUE(mail.ok()) << mail.status();
+  EXPECT_EQ(mail->in_reply_to, "");
+  EXPECT_EQ(mail->references, (std::vector<std::string>{"r1@b", "r2@b"}));
+  const Reply reply =
+      ComposeReply(*mail, "results", "Body.\n",
+                   {.from = "robot <r@example.org>", .cc = {}, .date = "Mon, 7 Dec 2026"});
+  for (char c : reply.text.substr(0, reply.text.find("\n\n"))) {
+    EXPECT_TRUE(c == '\n' || (c >= 0x20 && c <= 0x7e)) << reply.text;
+  }
+}
+
+// Found by fuzz_mail: an address with bytes that are no ASCII (in the From, in the To) went
+// out raw in the reply's To and Cc. Such an address is neither written nor sent to.
+TEST(StrangersMail, AnAddressThatIsNotAsciiIsNotAnsweredTo) {
+  absl::StatusOr<Mail> mail = ParseMail(
+      "From: \"B (X)\" <ba\x8doh@kernel.org>\nTo: linux-mm@kvack\xc9\x90rg, ok@example.org\n"
+      "Subject: [PATCH] mm: x\nMessage-ID: <a@b>\n\nBody.\n");
+  ASSERT_TRUE(mail.ok()) << mail.status();
+  const Reply reply = ComposeReply(*mail, "results", "Body.\n",
+                                   {.from = "robot <r@example.org>", .cc = {}, .date = "Mon"});
+  const std::string headers = reply.text.substr(0, reply.text.find("\n\n"));
+  for (char c : headers) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c <= 0x7e)) << headers;
+  EXPECT_NE(headers.find("To: undisclosed-recipients:;\n"), std::string::npos) << headers;
+  EXPECT_EQ(reply.recipients, std::vector<std::string>{"ok@example.org"});
+}
+
 TEST(StrangersMail, AQuotedPrintablePatchReachesTheMboxDecoded) {
   absl::StatusOr<Mail> mail = ParseMail(kStrangersPatch);
   ASSERT_TRUE(mail.ok()) << mail.status();

@@ -104,14 +104,16 @@ std::vector<std::string> HunkLines(const Mail& patch, const std::string& file,
       if (!in_file || !absl::StartsWith(line, hunk)) continue;
       // "@@ -10,3 +10,4 @@": a count left out is 1.
       std::vector<absl::string_view> ranges = absl::StrSplit(line, ' ');
-      if (ranges.size() < 3) return out;
+      if (ranges.size() < 3) break;  // (and every line out goes through the end below)
       auto count = [](absl::string_view range) {
         const size_t comma = range.find(',');
         int n = 1;
         if (comma != absl::string_view::npos && !absl::SimpleAtoi(range.substr(comma + 1), &n)) {
           n = 0;
         }
-        return n;
+        // Found by fuzz_mail: "@@ -1,-5 ..." made the hunk look unread, and the next header
+        // without ranges returned its lines unchecked (bytes that are no UTF-8 in a reply).
+        return std::max(n, 0);
       };
       old_left = count(ranges[1]);
       new_left = count(ranges[2]);

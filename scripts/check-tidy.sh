@@ -14,8 +14,11 @@
 # result is remembered under the sha256 of the file's preprocessed text (every header it
 # includes, as included), its flags, .clang-tidy and clang-tidy's version, in
 # ${FAULTLINE_TIDY_CACHE:-~/.cache/faultline-tidy} (the checkout's path left out, so every
-# clone on the machine shares it). A cold run over the whole tree takes
-# ~14 min on 2 cores; FAULTLINE_TIDY_CACHE=off checks everything regardless.
+# clone on the machine shares it), and in .ci/tidy-clean.keys ("FILE KEY", committed: the
+# keys travel with the clone, so a fresh machine's gate checks only what changed since the
+# last clean run that was committed, however old .ci/tidy-clean is). A clean run rewrites
+# the lines of the files it covered. A cold run over the whole tree takes ~14 min on 2
+# cores; FAULTLINE_TIDY_CACHE=off checks everything regardless.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -107,10 +110,18 @@ with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
 PY
 )
 todo=()
-declare -A key_of=()
+declare -A key_of=() committed=()
+keys_file=$root/.ci/tidy-clean.keys
+if [ "$cache" != off ] && [ -f "$keys_file" ]; then
+  while read -r f k; do [ -z "$k" ] || committed[$f]=$k; done <"$keys_file"
+fi
 while read -r f k; do
   key_of[$f]=$k
-  if [ "$cache" = off ] || [ "$k" = - ] || [ ! -e "$cache/$k" ]; then todo+=("$f"); fi
+  if [ "$cache" = off ] || [ "$k" = - ]; then
+    todo+=("$f")
+  elif [ ! -e "$cache/$k" ] && [ "${committed[$f]:-}" != "$k" ]; then
+    todo+=("$f")
+  fi
 done <<<"$keys"
 echo "check-tidy: ${#files[@]} files, $(( ${#files[@]} - ${#todo[@]} )) unchanged since a clean check, ${#todo[@]} to check"
 [ "$cache" = off ] || mkdir -p "$cache"
@@ -135,4 +146,11 @@ if [ "$status" -ne 0 ]; then
   echo "check-tidy: findings above" >&2
   exit 1
 fi
-echo "check-tidy: ${#files[@]} files clean ($(( $(date +%s) - start )) s)"
+# Clean: the covered files' keys into the committed list (files gone from the tree dropped).
+for f in "${!key_of[@]}"; do
+  [ "${key_of[$f]}" = - ] || committed[$f]=${key_of[$f]}
+done
+for f in "${!committed[@]}"; do
+  if [ -e "$f" ]; then printf '%s %s\n' "$f" "${committed[$f]}"; fi
+done | LC_ALL=C sort >"$keys_file.tmp" && mv "$keys_file.tmp" "$keys_file"
+echo "check-tidy: ${#files[@]} files clean ($(( $(date +%s) - start )) s; keys in .ci/tidy-clean.keys)"

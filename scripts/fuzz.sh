@@ -70,6 +70,10 @@ for f in "$root"/robot/testdata/*.eml "$root"/tests/e2e/lab_posts/*.eml; do
 done
 { for f in "$root"/robot/testdata/v4-*.eml; do cat "$f"; printf '\n\001\n'; done; } \
   >"$corpus/mail/seed-thread-v4"
+# And every input it found a bug with (the gate replays them too: fuzz_mail_replay).
+for f in "$root"/tests/fuzz/regressions/mail/*; do
+  [ -f "$f" ] && cp "$f" "$corpus/mail/regression-$(basename "$f")"
+done
 declare -A runs_of=()
 if [[ "$runs" == *=* ]]; then
   IFS=, read -ra pairs <<<"$runs"
