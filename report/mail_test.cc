@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "absl/strings/str_split.h"
@@ -48,6 +49,21 @@ TEST(MailReport, ARealStudyAsGoldenFiles) {
   ExpectGolden("ab-report.lkp", RenderLkp(report));
   ExpectMailable(mail);
   ExpectMailable(RenderLkp(report), 89);  // LKP's own rule is 89 wide
+}
+
+// A run that made no progress (0 rounds/s): the harmonic mean is 0, its limit, and the
+// baseline's own column says 0.00% (the e2e study's Hmean row once read "nan").
+TEST(MailReport, ARunWithoutProgressMakesTheHarmonicMeanZero) {
+  v1::GetReportResponse report = Fixture("ab-report.json");
+  const std::string baseline = report.comparisons(0).baseline();
+  for (auto& r : *report.mutable_run_results()) {
+    if (r.kernel() == baseline) {
+      r.set_throughput(0);
+      break;
+    }
+  }
+  const std::string text = RenderMmtests(report);
+  EXPECT_TRUE(std::regex_search(text, std::regex("\nHmean +tput +0\\.00 \\( +0\\.00%\\)"))) << text;
 }
 
 // What stretches a mail: long labels, CPU models with (R), several matrix keys, long

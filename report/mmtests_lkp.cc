@@ -54,14 +54,17 @@ RunStats StatsOf(std::vector<double> v) {
   s.q2 = Quantile(v, 0.5);
   s.q3 = Quantile(v, 0.75);
   double sum = 0, inv = 0;
-  bool positive = true;
+  bool positive = true, negative = false;
   for (double x : v) {
     sum += x;
     positive &= x > 0;
+    negative |= x < 0;
     if (x > 0) inv += 1 / x;
   }
   s.mean = sum / static_cast<double>(v.size());
-  s.hmean = positive ? static_cast<double>(v.size()) / inv : NAN;
+  // A run that made no progress (0 rounds/s, e.g. one round longer than the run under
+  // load) makes the harmonic mean 0, its limit — not "nan".
+  s.hmean = positive ? static_cast<double>(v.size()) / inv : negative ? NAN : 0;
   double ss = 0;
   for (double x : v) ss += (x - s.mean) * (x - s.mean);
   s.sd = v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0;
@@ -146,6 +149,7 @@ std::string RenderMmtests(const v1::GetReportResponse& report, const MailOptions
         const double v = it->second.first.*(st.field);
         // mmtests: the gain in percent, positive is better (Stddev: a smaller one).
         double pct = a != 0 && std::isfinite(a) && std::isfinite(v) ? (v - a) / a * 100 : NAN;
+        if (k == kernels.front() && std::isfinite(v)) pct = 0;  // the baseline against itself
         if (st.lower_better) pct = -pct;
         pct += 0.0;  // no "-0.00%"
         const std::string mark =

@@ -190,8 +190,9 @@ if LC_ALL=C grep -n '[^ -~]' "$FL_STATE/aa.mail"; then fail "the mail is not pla
 grep -q "^  A vanilla: a kernel installed on the boards" "$FL_STATE/aa.mail" &&
   grep -q "^  e2e-board: .*CPUs" "$FL_STATE/aa.mail" && grep -q "^name: e2e-aa$" "$FL_STATE/aa.mail" ||
   fail "the mail lacks its header or the spec to run it again"
-"$FL_BIN_CLI" report "$aa" --format mmtests | grep -Eq '^Hmean +tput +[0-9.]+ \( +0\.00%\)' ||
-  fail "no mmtests Hmean row"
+"$FL_BIN_CLI" report "$aa" --format mmtests >"$FL_STATE/aa.mmtests" || fail "report --format mmtests"
+grep -Eq '^Hmean +tput +[0-9.]+ \( +0\.00%\)' "$FL_STATE/aa.mmtests" ||
+  fail "no mmtests Hmean row: $(cat "$FL_STATE/aa.mmtests")"
 "$FL_BIN_CLI" report "$aa" --format lkp | grep -Eq '^ +[0-9.e+-]+ .*  filemap-thrash\.throughput$' ||
   fail "no lkp throughput row"
 pass "report as mail (<= 80 columns, ASCII), mmtests and lkp"
