@@ -421,6 +421,20 @@ absl::StatusOr<Artifact> ReadArtifact(const std::string& dir) {
 Builder::Builder(std::string cache, SandboxOptions sandbox)
     : cache_(std::move(cache)), sandbox_(std::move(sandbox)) {}
 
+// The config step's scratch directory emptied, and its programs' log (kept until the next
+// config of this tree and arch) started afresh: returns the log's path.
+static std::string FreshConfigStep(const std::string& cache, const std::string& cfg,
+                                   const std::string& tree_id, const std::string& arch) {
+  std::error_code ec;
+  fs::remove(cfg + "/.config", ec);
+  fs::remove_all(cfg + "/fragments", ec);
+  fs::create_directories(cfg + "/fragments", ec);
+  const std::string log = absl::StrCat(cache, "/logs/config-", tree_id, "-", arch, ".log");
+  fs::create_directories(cache + "/logs", ec);
+  fs::remove(log, ec);
+  return log;
+}
+
 absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
                                         const std::function<void(const std::string&)>& progress) {
   const auto started = std::chrono::steady_clock::now();
@@ -514,17 +528,10 @@ absl::StatusOr<Artifact> Builder::Build(const BuildRequest& request,
 
   // The config: base target, fragments, olddefconfig, in a scratch object directory.
   const std::string cfg = absl::StrCat(cache_, "/cfg/", tree_id, "-", request.arch);
-  fs::remove(cfg + "/.config", ec);
-  fs::remove_all(cfg + "/fragments", ec);
-  fs::create_directories(cfg + "/fragments", ec);
+  const std::string config_log = FreshConfigStep(cache_, cfg, tree_id, request.arch);
   absl::StatusOr<std::unique_ptr<Slot>> slot =
       OpenSlot(*sandboxed ? &sandbox_ : nullptr, request.untrusted, cache_, src, cfg, say);
   if (!slot.ok()) return slot.status();
-  // The config programs' output, kept until the next config of this tree and arch.
-  const std::string config_log =
-      absl::StrCat(cache_, "/logs/config-", tree_id, "-", request.arch, ".log");
-  fs::create_directories(cache_ + "/logs", ec);
-  fs::remove(config_log, ec);
   absl::StatusOr<Configured> configured =
       Configure(request, *arch, src, (*slot)->cfg(), **slot, config_log, say);
   if (!configured.ok()) return configured.status();

@@ -15,13 +15,15 @@ std::map<std::string, std::string> ParseConfig(absl::string_view text) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (absl::ConsumePrefix(&line, "# CONFIG_")) {
-      if (absl::ConsumeSuffix(&line, " is not set")) out[std::string(line)] = "n";
+      // (a moved std::string: `out[key] = "n"` trips GCC 12 -Wrestrict, a false alarm)
+      if (absl::ConsumeSuffix(&line, " is not set"))
+        out.insert_or_assign(std::string(line), std::string("n"));
       continue;
     }
     if (!absl::ConsumePrefix(&line, "CONFIG_")) continue;
     const size_t eq = line.find('=');
     if (eq == absl::string_view::npos) continue;
-    out[std::string(line.substr(0, eq))] = std::string(line.substr(eq + 1));
+    out.insert_or_assign(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1)));
   }
   return out;
 }

@@ -1,6 +1,6 @@
 // faultline-kbuild: builds one kernel (tree + ref + config + series, for one arch) into the
 // build cache, once per exact key, and prints what it made as key=value lines.
-//   faultline-kbuild --tree linux.git --ref v6.12.117 --arch x86_64 --base tinyconfig \
+//   faultline-kbuild --tree linux.git --ref v6.12.117 --arch x86_64 --base tinyconfig
 //     --fragment deploy/kernel/board.config --series rfc-v5.mbox --include 'arch/x86/*'
 // Exit codes: 0 built or found, 2 bad input (unknown ref, a series that does not apply, a
 // config without what a board needs), 1 the build failed (log kept, its tail printed).

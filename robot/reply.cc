@@ -53,12 +53,20 @@ std::string Mailbox(const std::string& mailbox, const std::string& address) {
 
 }  // namespace
 
+namespace {
+constexpr char kReplyIdPrefix[] = "faultline-";
+}  // namespace
+
+bool IsReplyMessageId(const std::string& message_id) {
+  return absl::StartsWith(message_id, kReplyIdPrefix);
+}
+
 std::string ReplyMessageId(const std::string& answered_id, const std::string& kind,
                            const std::string& from) {
   const std::string address = AddressOf(from);
   const size_t at = address.find('@');
   const std::string domain = at == std::string::npos ? "faultline.invalid" : address.substr(at + 1);
-  return absl::StrCat("faultline-", kind, "-",
+  return absl::StrCat(kReplyIdPrefix, kind, "-",
                       LowerHex(Sha256Digest(answered_id + "\n" + kind)).substr(0, 24), "@", domain);
 }
 

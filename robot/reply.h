@@ -33,6 +33,10 @@ Reply ComposeReply(const Mail& answered, const std::string& kind, const std::str
 Reply ComposeMail(const std::string& to, const std::string& subject, const std::string& key,
                   const std::string& kind, const std::string& body, const ReplyOptions& options);
 
+// Whether `message_id` is one ReplyMessageId makes (the robot's own mail, read back from
+// the archive): the only place besides ReplyMessageId that knows their form.
+bool IsReplyMessageId(const std::string& message_id);
+
 // The Message-ID of the reply of `kind` to `answered_id`, under the domain of `from`.
 std::string ReplyMessageId(const std::string& answered_id, const std::string& kind,
                            const std::string& from);

@@ -152,6 +152,8 @@ TEST(Reply, ThreadedUnderTheAnsweredMailWithOneIdPerSeriesAndKind) {
   EXPECT_EQ(reply.message_id, ReplyMessageId(cover.message_id, "results", options.from));
   EXPECT_NE(reply.message_id, ReplyMessageId(cover.message_id, "check", options.from));
   EXPECT_EQ(reply.message_id.substr(reply.message_id.find('@')), "@faultline.example");
+  EXPECT_TRUE(IsReplyMessageId(reply.message_id)) << "the robot knows its own mail";
+  EXPECT_FALSE(IsReplyMessageId(cover.message_id));
   EXPECT_EQ(reply.recipients,
             (std::vector<std::string>{"baohua@kernel.org", "linux-mm@kvack.org", "david@kernel.org",
                                       "liam@infradead.org", "tests@faultline.example"}))

@@ -140,6 +140,10 @@ std::vector<std::string> HunkLines(const Mail& patch, const std::string& file,
   return out;
 }
 
+std::string SeriesMboxName(int version) {
+  return absl::StrCat("v", version, ".mbox");
+}
+
 std::string ThreadRoot(const Mail& mail) {
   if (!mail.references.empty()) return mail.references.front();
   if (!mail.in_reply_to.empty()) return mail.in_reply_to;

@@ -63,6 +63,10 @@ std::vector<Series> AssembleSeries(const std::vector<Mail>& mails);
 std::vector<std::string> HunkLines(const Mail& patch, const std::string& file,
                                    const std::string& hunk, size_t max_lines = 40);
 
+// The name a series' version carries as a kernel source's series file ("v5.mbox"): the
+// robot's jobs name it so, and the robot finds the build that did not apply by it.
+std::string SeriesMboxName(int version);
+
 // The thread root a mail belongs to: the first of its References, else its In-Reply-To,
 // else itself.
 std::string ThreadRoot(const Mail& mail);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds faultline with ninja and ccache into ${FAULTLINE_BUILD_DIR:-build}.
+# Configures and builds faultline with ninja and ccache into ${FAULTLINE_BUILD_DIR:-build}
+# (FAULTLINE_WERROR=ON: warnings are errors, as CI builds).
 # Extra arguments are ninja targets (default: everything).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,9 +13,11 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHD
 # Configured every time (a few seconds; ninja rebuilds nothing that did not change), so a
 # tree first built without the test tools (the local stack's install) gets its tests once
 # they are installed.
+# FAULTLINE_WERROR=ON (CI's .ci/run): warnings are errors; OFF (the default) for users.
+werror=-DFAULTLINE_WERROR=${FAULTLINE_WERROR:-OFF}
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$werror" >/dev/null
 else
-  cmake "$build" >/dev/null
+  cmake "$build" "$werror" >/dev/null
 fi
 ninja -C "$build" "$@"

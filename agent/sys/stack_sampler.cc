@@ -218,7 +218,8 @@ std::optional<StackSampler> StackSampler::Open(const StackSamplerOptions& option
     struct perf_event_attr attr {};
     attr.size = sizeof(attr);
     attr.type = options.pmu ? PERF_TYPE_HARDWARE : PERF_TYPE_SOFTWARE;
-    attr.config = options.pmu ? PERF_COUNT_HW_CPU_CYCLES : PERF_COUNT_SW_CPU_CLOCK;
+    attr.config = options.pmu ? static_cast<uint64_t>(PERF_COUNT_HW_CPU_CYCLES)
+                              : static_cast<uint64_t>(PERF_COUNT_SW_CPU_CLOCK);
     attr.freq = 1;
     attr.sample_freq = options.frequency_hz;
     attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN;

@@ -260,7 +260,9 @@ void ExpectIssueCountersAndEnvironment(const nlohmann::json& result) {
     EXPECT_FALSE(key.rfind("vmstat.nr_", 0) == 0 && key != "vmstat.nr_dirtied" &&
                  key != "vmstat.nr_written")
         << "a level, not a counter: " << key;
-    if (key.rfind("vmstat.", 0) == 0) EXPECT_GT(value.get<double>(), 0) << key;
+    if (key.rfind("vmstat.", 0) == 0) {
+      EXPECT_GT(value.get<double>(), 0) << key;
+    }
   }
   if (sys::ReadMemoryPressure()) {
     EXPECT_TRUE(c.contains("psi.memory_some_us")) << c.dump();

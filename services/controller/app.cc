@@ -23,6 +23,8 @@
 #include "services/controller/http/metrics.h"
 #include "services/controller/orchestration/dispatcher.h"
 #include "services/controller/orchestration/duties.h"
+#include "services/controller/orchestration/robot.h"
+#include "services/controller/orchestration/robot_duty.h"
 #include "services/controller/orchestration/summaries.h"
 #include "services/controller/storage/pg_listener.h"
 #include "services/controller/storage/pg_store.h"
@@ -256,6 +258,20 @@ void WritePortFile(const std::string& path, int grpc_port, int http_port) {
   std::rename(tmp.c_str(), path.c_str());
 }
 
+// One robot pass on its thread (RobotDuty): what it did, or why it failed, in the log.
+void RunRobotPass(SeriesRobot& robot) {
+  absl::StatusOr<RobotPass> pass = robot.RunOnce();
+  if (!pass.ok()) {
+    log::warn("event=robot_pass_failed error=\"{}\"", std::string(pass.status().message()));
+    return;
+  }
+  if (pass->mails > 0 || pass->submitted > 0 || pass->measured > 0) {
+    log::info("event=robot_pass mails={} kept={} decided={} chosen={} submitted={} measured={}",
+              pass->mails, pass->kept, pass->decided, pass->chosen, pass->submitted,
+              pass->measured);
+  }
+}
+
 }  // namespace
 
 int RunController(const ControllerOptions& options) {
@@ -299,6 +315,7 @@ int RunController(const ControllerOptions& options) {
   const Stores stores = store.stores();
   BackgroundDuties duties(stores, SystemClock::Get());
   std::optional<SeriesRobot> robot;
+  std::optional<RobotDuty> robot_duty;  // the robot's own thread, beside the duties
   if (!options.robot_config.empty()) {
     absl::StatusOr<RobotOptions> robot_options = LoadRobotConfig(options.robot_config);
     if (!robot_options.ok()) {
@@ -310,7 +327,8 @@ int RunController(const ControllerOptions& options) {
     log::info("event=robot_on archive={} studies={} every_s={}", robot_options->archive,
               robot_options->studies.size(), every.count());
     robot.emplace(stores, *std::move(robot_options));
-    duties.SetRobot(&*robot, every);
+    robot_duty.emplace([&robot] { RunRobotPass(*robot); }, every,
+                       [&duties] { return duties.runs_duties(); });
   }
   Dispatcher dispatcher(stores.work, stores.jobs, SystemClock::Get(), &duties);
   // Work queued through any controller on this database wakes this one's dispatcher.
@@ -384,6 +402,7 @@ int RunController(const ControllerOptions& options) {
     dispatcher.Stop();
     return 1;
   }
+  if (robot_duty) robot_duty->Start();
   log::info("event=serving grpc_port={} http_port={}", grpc_port, *http_port);
   if (!options.port_file.empty()) WritePortFile(options.port_file, grpc_port, *http_port);
 
@@ -392,7 +411,8 @@ int RunController(const ControllerOptions& options) {
   log::info("event=stopping signal={}", signal);
   http.Stop();
   work_listener.Stop();
-  dispatcher.Stop();  // answers parked calls so Shutdown does not wait for them
+  if (robot_duty) robot_duty->Stop();  // a pass in flight ends first
+  dispatcher.Stop();                   // answers parked calls so Shutdown does not wait for them
   summarizer.Stop();
   duties.Release();  // another controller takes the duties over on its next pass
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -451,6 +451,31 @@ TEST_F(SeriesRobotReplyTest, OneThreadedReplyPerVersionNeverTwice) {
 // Patchwork may refuse a check or not know the patch yet (it reads the list too): the check
 // stays in the outbox and is tried again later, backing off, until patchwork takes it or
 // it was refused 8 times. A verdict supersedes a pending check not posted yet.
+// A pass sends and posts for pass_seconds at most: with servers so slow that every call
+// takes a minute, the reply waits for the next pass (and is sent then, once).
+TEST_F(SeriesRobotReplyTest, APassStopsItsNetworkWorkAtItsDeadline) {
+  class SlowClock final : public Clock {  // a minute passes whenever anyone looks
+   public:
+    std::chrono::system_clock::time_point Now() const override {
+      return start_ + std::chrono::minutes(++looks_);
+    }
+
+   private:
+    const std::chrono::system_clock::time_point start_ = std::chrono::system_clock::now();
+    mutable int looks_ = 0;
+  } slow;
+  options_.pass_seconds = 90;
+  Deliver({"v4-0.eml", "v4-1.eml", "v4-2.eml", "v4-3.eml"});
+  Pass();
+  FinishJobs(kV4);
+  RobotPass late = Pass(&slow);
+  EXPECT_EQ(late.measured, 1);
+  EXPECT_EQ(late.replied, 0) << "past the deadline: left for the next pass";
+  EXPECT_TRUE(Sent().empty());
+  EXPECT_EQ(Pass().replied, 1);
+  EXPECT_EQ(Sent().size(), 1u);
+}
+
 // v5 links v4, v3, v2 and v1; only v2 was tested: it is compared with v2, and its reply says
 // v2 (not "v4", the version before it).
 TEST_F(SeriesRobotReplyTest, TheReplyNamesTheVersionItWasComparedWith) {

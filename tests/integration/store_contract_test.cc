@@ -33,6 +33,7 @@ class PgStores {
   HistoryStore& history() { return store_->history(); }
   TokenStore& tokens() { return store_->tokens(); }
   BisectionStore& bisections() { return store_->bisections(); }
+  RobotStore& robot() { return store_->robot(); }
 
  private:
   std::unique_ptr<PgStore> store_;
@@ -49,6 +50,7 @@ class FakeStores {
   HistoryStore& history() { return fakes_.history; }
   TokenStore& tokens() { return fakes_.tokens; }
   BisectionStore& bisections() { return fakes_.bisections; }
+  RobotStore& robot() { return fakes_.robot; }
 
  private:
   SystemClock clock_;  // the fakes' timestamps, as the database's now() gives PostgreSQL's
@@ -239,7 +241,9 @@ TYPED_TEST(StoreContract, ADueScheduleFiresOncePerSlotAndMovesOn) {
       EXPECT_EQ(s.next_run_ms, 1000 + 86'400'000);
       EXPECT_NE(s.last_job_id, 0);
     }
-    if (s.name == "later") EXPECT_EQ(s.next_run_ms, 9000);
+    if (s.name == "later") {
+      EXPECT_EQ(s.next_run_ms, 9000);
+    }
   }
 }
 
@@ -350,6 +354,190 @@ TYPED_TEST(StoreContract, ABisectionIsUpdatedOnlyWhileRunningAndCancelledOnce) {
   EXPECT_EQ(store.ListBisections(10, false)->size(), 2u);
   EXPECT_EQ(absl::StatusCode::kNotFound, store.GetBisection(id + 100).status().code());
   EXPECT_EQ(absl::StatusCode::kNotFound, store.CancelBisection(id + 100).status().code());
+}
+
+// The robot's memory: a read's mails kept with its cursor, once per Message-ID (a skipped
+// one apart), in arrival order per thread and version; the bytes as they came.
+TYPED_TEST(StoreContract, TheRobotKeepsEachMailOnceWithItsCursor) {
+  RobotStore& robot = this->impl_.robot();
+  EXPECT_TRUE(robot.Cursor("mm")->empty());
+  const std::string bytes("caf\xe9 \0 \xff", 8);
+  ASSERT_TRUE(robot
+                  .KeepMails("mm",
+                             {{.message_id = "a@x",
+                               .thread_root = "a@x",
+                               .version = 2,
+                               .raw = "one",
+                               .skip_reason = ""},
+                              {.message_id = "b@x",
+                               .thread_root = "a@x",
+                               .version = 2,
+                               .raw = bytes,
+                               .skip_reason = ""},
+                              {.message_id = "c@x",
+                               .thread_root = "c@x",
+                               .version = 1,
+                               .raw = "big",
+                               .skip_reason = "too large: 9 bytes"}},
+                             {{0, "c1"}})
+                  .ok());
+  ASSERT_TRUE(robot
+                  .KeepMails("mm",
+                             {{.message_id = "a@x",
+                               .thread_root = "a@x",
+                               .version = 2,
+                               .raw = "again",
+                               .skip_reason = ""},
+                              {.message_id = "d@x",
+                               .thread_root = "a@x",
+                               .version = 3,
+                               .raw = "v3",
+                               .skip_reason = ""}},
+                             {{0, "c2"}, {1, "e1"}})
+                  .ok());
+  EXPECT_EQ(*robot.Cursor("mm"), (std::map<int, std::string>{{0, "c2"}, {1, "e1"}}));
+  EXPECT_TRUE(robot.Cursor("other")->empty());
+  EXPECT_EQ(*robot.ThreadMails("a@x", 2), (std::vector<std::string>{"one", bytes}));
+  EXPECT_EQ(*robot.ThreadMails("a@x", 3), std::vector<std::string>{"v3"});
+  EXPECT_TRUE(robot.ThreadMails("c@x", 1)->empty()) << "a skipped mail is kept apart";
+}
+
+// Series: replaced whole by id, listed oldest first (by when first stored), by state.
+TYPED_TEST(StoreContract, SeriesAreReplacedByIdAndListedOldestFirst) {
+  RobotStore& robot = this->impl_.robot();
+  EXPECT_FALSE(robot.GetSeries("none@x")->has_value());
+  for (const char* id : {"s2@x", "s1@x", "s3@x"}) {
+    SeriesRecord s{.id = id,
+                   .thread_root = id,
+                   .version = 1,
+                   .title = "t",
+                   .from = "f",
+                   .state = SeriesState::kChosen,
+                   .reason = "touches mm/memory.c",
+                   .previous = "",
+                   .base = "v6.12",
+                   .jobs = {},
+                   .updated_ms = 0};
+    ASSERT_TRUE(robot.PutSeries(s).ok());
+  }
+  SeriesRecord later = **robot.GetSeries("s2@x");
+  later.state = SeriesState::kSubmitted;
+  later.jobs = {7, 8};
+  ASSERT_TRUE(robot.PutSeries(later).ok());
+  const SeriesRecord got = **robot.GetSeries("s2@x");
+  EXPECT_EQ(got.state, SeriesState::kSubmitted);
+  EXPECT_EQ(got.jobs, (std::vector<int64_t>{7, 8}));
+  EXPECT_GT(got.updated_ms, 0);
+  auto ids = [](const std::vector<SeriesRecord>& list) {
+    std::vector<std::string> out;
+    for (const SeriesRecord& s : list) out.push_back(s.id);
+    return out;
+  };
+  EXPECT_EQ(ids(*robot.ListSeries(std::nullopt, 10)),
+            (std::vector<std::string>{"s2@x", "s1@x", "s3@x"}))
+      << "the order they were first stored in, a replacement keeps its place";
+  EXPECT_EQ(ids(*robot.ListSeries(SeriesState::kChosen, 1)), std::vector<std::string>{"s1@x"});
+  EXPECT_EQ(ids(*robot.ListSeries(SeriesState::kSubmitted, 10)), std::vector<std::string>{"s2@x"});
+}
+
+// The outbox: one reply per (series, kind) and per Message-ID, moved only from the state
+// named, counted for the rate limit once it is handed over.
+TYPED_TEST(StoreContract, ARepliesOutboxSendsEachReplyOnce) {
+  RobotStore& robot = this->impl_.robot();
+  ReplyRecord reply{.series_id = "s@x",
+                    .kind = "results",
+                    .message_id = "r1@robot",
+                    .state = ReplyState::kQueued,
+                    .recipients = {"a@x", "list@x"},
+                    .text = "Subject: Re: x\n\nBody.\n",
+                    .sent_ms = 0};
+  EXPECT_TRUE(*robot.QueueReply(reply));
+  EXPECT_FALSE(*robot.QueueReply(reply)) << "the same reply again";
+  ReplyRecord other = reply;
+  other.message_id = "r2@robot";
+  EXPECT_FALSE(*robot.QueueReply(other)) << "a second results reply to one series";
+  other.kind = "apply";
+  other.message_id = "r1@robot";
+  EXPECT_FALSE(*robot.QueueReply(other)) << "a Message-ID already used";
+  auto queued = robot.ListReplies(ReplyState::kQueued, 10);
+  ASSERT_EQ(queued->size(), 1u);
+  EXPECT_EQ(queued->front().recipients, reply.recipients);
+  EXPECT_EQ(queued->front().text, reply.text);
+  const int64_t before = SystemClock().NowMs() - 60'000;
+  EXPECT_EQ(*robot.RepliesSentSince(before), 0);
+  EXPECT_FALSE(*robot.MoveReply("r1@robot", ReplyState::kSending, ReplyState::kSent))
+      << "not sending yet";
+  EXPECT_TRUE(*robot.MoveReply("r1@robot", ReplyState::kQueued, ReplyState::kSending));
+  EXPECT_EQ(*robot.RepliesSentSince(before), 1);
+  EXPECT_TRUE(*robot.MoveReply("r1@robot", ReplyState::kSending, ReplyState::kSent));
+  EXPECT_FALSE(*robot.MoveReply("r1@robot", ReplyState::kSending, ReplyState::kSent));
+  auto sent = robot.ListReplies(ReplyState::kSent, 10);
+  ASSERT_EQ(sent->size(), 1u);
+  EXPECT_GT(sent->front().sent_ms, before);
+  EXPECT_TRUE(robot.ListReplies(ReplyState::kQueued, 10)->empty());
+}
+
+// Checks: one per (patch, kind); the verdict supersedes a pending check still queued; only
+// a queued check is settled; due ones oldest first.
+TYPED_TEST(StoreContract, AVerdictSupersedesItsPatchsQueuedPendingCheck) {
+  RobotStore& robot = this->impl_.robot();
+  auto check = [](const std::string& patch, const std::string& kind, int64_t next_ms) {
+    return CheckRecord{.series_id = "s@x",
+                       .patch_message_id = patch,
+                       .kind = kind,
+                       .state = kind == "pending" ? "pending" : "success",
+                       .description = "d",
+                       .status = CheckStatus::kQueued,
+                       .attempts = 0,
+                       .error = "",
+                       .next_ms = next_ms};
+  };
+  EXPECT_FALSE(robot.QueueChecks({check("p1@x", "pending", 0)}).ok()) << "no such series";
+  EXPECT_TRUE(robot.DueChecks(100, 10)->empty()) << "nothing of it kept";
+  ASSERT_TRUE(robot
+                  .PutSeries({.id = "s@x",
+                              .thread_root = "s@x",
+                              .version = 1,
+                              .title = "t",
+                              .from = "f",
+                              .state = SeriesState::kSubmitted,
+                              .reason = "",
+                              .previous = "",
+                              .base = "",
+                              .jobs = {},
+                              .updated_ms = 0})
+                  .ok());
+  ASSERT_TRUE(robot.QueueChecks({check("p1@x", "pending", 0), check("p2@x", "pending", 0)}).ok());
+  ASSERT_TRUE(robot.QueueChecks({check("p1@x", "pending", 0)}).ok()) << "kept once";
+  auto due = robot.DueChecks(100, 10);
+  ASSERT_EQ(due->size(), 2u);
+  EXPECT_EQ(due->at(0).patch_message_id, "p1@x");
+  // p2's pending check is posted; p1's still queued when the verdicts come.
+  CheckRecord posted = due->at(1);
+  posted.status = CheckStatus::kPosted;
+  posted.attempts = 1;
+  ASSERT_TRUE(robot.SettleCheck(posted).ok());
+  ASSERT_TRUE(
+      robot.QueueChecks({check("p1@x", "verdict", 50), check("p2@x", "verdict", 500)}).ok());
+  due = robot.DueChecks(100, 10);
+  ASSERT_EQ(due->size(), 1u) << "p1's pending superseded, p2's verdict not due yet";
+  EXPECT_EQ(due->at(0).kind, "verdict");
+  EXPECT_EQ(due->at(0).patch_message_id, "p1@x");
+  CheckRecord refused = due->at(0);
+  refused.attempts = 1;
+  refused.error = "503";
+  refused.next_ms = 1000;
+  ASSERT_TRUE(robot.SettleCheck(refused).ok());
+  EXPECT_TRUE(robot.DueChecks(100, 10)->empty());
+  due = robot.DueChecks(1000, 10);
+  ASSERT_EQ(due->size(), 2u);
+  EXPECT_EQ(due->at(0).attempts, 1);
+  EXPECT_EQ(due->at(0).error, "503");
+  // A superseded check stays so: settling it changes nothing.
+  CheckRecord late = check("p1@x", "pending", 0);
+  late.status = CheckStatus::kPosted;
+  ASSERT_TRUE(robot.SettleCheck(late).ok());
+  for (const CheckRecord& k : *robot.DueChecks(1000, 10)) EXPECT_EQ(k.kind, "verdict");
 }
 
 }  // namespace

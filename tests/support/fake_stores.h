@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "services/controller/core/clock.h"
 #include "services/controller/storage/interfaces.h"
+#include "tests/support/fake_robot_store.h"
 
 namespace faultline::controller::fakes {
 
@@ -376,7 +377,8 @@ class FakeBisectionStore final : public BisectionStore {
 struct FakeStores {
   explicit FakeStores(const Clock* clock = nullptr)
       : boards(clock != nullptr ? clock : &own_clock),
-        jobs(clock != nullptr ? clock : &own_clock) {}
+        jobs(clock != nullptr ? clock : &own_clock),
+        robot(clock != nullptr ? clock : &own_clock) {}
   FakeClock own_clock{std::chrono::system_clock::time_point(std::chrono::seconds(1767225600))};
   FakeBoardStore boards;
   FakeJobStore jobs;
@@ -386,9 +388,11 @@ struct FakeStores {
   FakeTokenStore tokens;
   FakeMetricsSource metrics;
   FakeBisectionStore bisections;
+  FakeRobotStore robot;
   Stores stores() {
     Stores s{&jobs, &work, &boards, &schedules, &history, &tokens, &metrics};
     s.bisections = &bisections;
+    s.robot = &robot;
     return s;
   }
 };

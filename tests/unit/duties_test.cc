@@ -5,9 +5,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
+
 #include "google/protobuf/util/json_util.h"
 #include "services/controller/convert/convert.h"
 #include "services/controller/core/report.h"
+#include "services/controller/orchestration/robot_duty.h"
 #include "services/controller/orchestration/submission.h"
 #include "tests/support/fake_stores.h"
 
@@ -262,6 +266,49 @@ TEST_F(DutiesTest, OnlyTheLeaseHolderRunsTheDutiesAndAnotherTakesOverWhenItDies)
   a.RunOnce();
   EXPECT_TRUE(a.holding());
   EXPECT_NE(BackgroundDuties::DefaultHolder(), BackgroundDuties::DefaultHolder());
+}
+
+// The robot on its own thread (#57): a pass that hangs on a slow server (SMTP, patchwork)
+// does not hold up the duties — a schedule fires and leases are reaped while it waits — and
+// a stopping controller waits for the pass in flight.
+TEST_F(DutiesTest, ASlowRobotPassDoesNotHoldUpTheDuties) {
+  clock_.Set(kDay + hours(2) - std::chrono::seconds(1));
+  BackgroundDuties duties(fake_.stores(), &clock_);
+  AddSchedule("hourly", "0 * * * *", NightlySpec());
+  std::promise<void> in_pass, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> passes{0};
+  RobotDuty robot(
+      [&] {
+        if (passes++ == 0) {
+          in_pass.set_value();
+          released.wait();  // the server answers when the test says so
+        }
+      },
+      std::chrono::seconds(3600), [&] { return duties.runs_duties(); });
+  robot.Start();
+  in_pass.get_future().wait();
+  clock_.Set(kDay + hours(2));
+  EXPECT_TRUE(duties.RunOnce().work_available) << "the schedule fired during the pass";
+  EXPECT_EQ(fake_.jobs.create_calls(), 1);
+  release.set_value();
+  robot.Stop();
+  EXPECT_EQ(passes.load(), 1);
+}
+
+// While another controller runs the duties, the robot makes no pass.
+TEST_F(DutiesTest, TheRobotWaitsWhileAnotherControllerRunsTheDuties) {
+  std::atomic<int> asked{0}, passes{0};
+  std::promise<void> asked_twice;
+  RobotDuty robot([&] { ++passes; }, std::chrono::seconds(3600),
+                  [&] {
+                    if (++asked == 2) asked_twice.set_value();
+                    return false;
+                  });
+  robot.Start();
+  asked_twice.get_future().wait();  // looked at the lease twice (kStandbyPoll apart)
+  robot.Stop();
+  EXPECT_EQ(passes.load(), 0);
 }
 
 }  // namespace

@@ -486,8 +486,9 @@ TEST_F(HttpServerTest, ABlockedHandlerTimesOutWith503AndBlocksNothingElse) {
     auto [r, took] = Probe();
     EXPECT_EQ(r.status, 200);
     // Answered before the blocked one's 503, in the server's order (not a wall-clock bound).
-    if (i == 0)
+    if (i == 0) {
       EXPECT_EQ(server_->Stats().responses, 1u) << "first probe: " << took.count() << " ms";
+    }
   }
   Reply r = slow.Read();
   EXPECT_EQ(r.status, 503);

@@ -127,7 +127,7 @@ slow=(cross_build_agent cross_build_static_riscv64 cross_build_controllers e2e_l
   study_seed_v5 study_bisect study_robot_seeds packaging_build packaging_systemd packaging_board
   packaging_image
   packaging_build_cross packaging_board_aarch64 packaging_board_riscv64 fuzz_smoke
-  house_rules_full kbuild_reproducible)
+  house_rules_full kbuild_reproducible kbuild_strangers_kernel)
 mapfile -t named < <(sed 's/#.*//' "$real_map" | awk 'NF >= 2 { for (i = 2; i <= NF; i++) print $i }' | sort -u)
 names_ok=1
 for t in "${named[@]}"; do

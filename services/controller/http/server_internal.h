@@ -27,7 +27,9 @@ using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
-namespace {
+// The server's own pieces (a named namespace: an anonymous one in a header gives every
+// includer its own types, which Impl's members then use: -Wsubobject-linkage).
+namespace http_internal {
 
 // A response body of shared strings, written as one gather write: a handler's kept parts
 // (HttpResponse::shared_body) reach the socket without a copy.
@@ -66,16 +68,16 @@ struct SharedPartsBody {
 // Where a connection is; the cap drops the one that has waited longest in the lowest phase.
 enum class Phase { kIdle, kReading, kHandling, kWriting };
 
-int64_t NowNs() {
+inline int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
 }
 
-HttpResponse Text(int status, std::string body) {
+inline HttpResponse Text(int status, std::string body) {
   return {status, "text/plain; charset=utf-8", std::move(body), {}};
 }
 
-HttpResponse CallHandler(const HttpRoute& route, const HttpRequest& request) {
+inline HttpResponse CallHandler(const HttpRoute& route, const HttpRequest& request) {
   try {
     return route.handler(request);
   } catch (const std::exception&) {
@@ -83,7 +85,8 @@ HttpResponse CallHandler(const HttpRoute& route, const HttpRequest& request) {
   }
 }
 
-}  // namespace
+}  // namespace http_internal
+using namespace http_internal;  // NOLINT(google-build-using-namespace): the server's files only
 
 // What every session shares with the server: options, routes, the worker pool, the set of
 // open connections for the cap, and the counters.

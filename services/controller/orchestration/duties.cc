@@ -90,19 +90,6 @@ DutyOutcome BackgroundDuties::RunOnce() {
     log::info("event=schedules_fired jobs={}", *fired);
     out.work_available = true;
   }
-  if (robot_ != nullptr && clock_->Now() - robot_last_ >= robot_every_) {
-    robot_last_ = clock_->Now();
-    if (auto pass = robot_->RunOnce(); !pass.ok()) {
-      log::warn("event=robot_pass_failed error=\"{}\"", std::string(pass.status().message()));
-    } else {
-      if (pass->mails > 0 || pass->submitted > 0 || pass->measured > 0) {
-        log::info("event=robot_pass mails={} kept={} decided={} chosen={} submitted={} measured={}",
-                  pass->mails, pass->kept, pass->decided, pass->chosen, pass->submitted,
-                  pass->measured);
-      }
-      if (pass->submitted > 0) out.work_available = true;
-    }
-  }
   return out;
 }
 

@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "services/controller/core/clock.h"
-#include "services/controller/orchestration/robot.h"
 #include "services/controller/storage/interfaces.h"
 #include "stats/changepoint.h"
 
@@ -40,12 +39,6 @@ class BackgroundDuties {
   bool runs_duties() const { return stores_.duty_lease == nullptr || holding_; }
   const std::string& holder() const { return holder_; }
 
-  // The series robot runs as a duty (on the lease holder only): a pass every `every`.
-  void SetRobot(SeriesRobot* robot, std::chrono::seconds every) {
-    robot_ = robot;
-    robot_every_ = every;
-  }
-
   // This controller's name in the lease: host, pid and a random part.
   static std::string DefaultHolder();
 
@@ -62,9 +55,6 @@ class BackgroundDuties {
   std::atomic<bool> holding_ = false;
   bool announced_ = false;
   int passes_since_history_ = kHistoryEvery - 1;  // first scan on the first pass
-  SeriesRobot* robot_ = nullptr;
-  std::chrono::seconds robot_every_{60};
-  std::chrono::system_clock::time_point robot_last_{};
 };
 
 }  // namespace faultline::controller

@@ -51,6 +51,7 @@ absl::StatusOr<robot::Series> SeriesRobot::LoadSeries(const std::string& root, i
 absl::StatusOr<RobotPass> SeriesRobot::RunOnce() {
   if (stores_.robot == nullptr) return absl::FailedPreconditionError("no robot store");
   RobotPass pass;
+  pass_deadline_ms_ = NowMs() + int64_t{options_.pass_seconds} * 1000;
   const bool replies = !options_.replies.from.empty();
   if (replies) {
     if (absl::Status s = SettleInterruptedReplies(); !s.ok()) return s;
@@ -273,8 +274,10 @@ std::vector<SeriesRobot::PlannedJob> SeriesRobot::PlanJobs(
         spec.add_kernels(label);
         spec.set_baseline(baseline);
         (*spec.mutable_kernel_sources())[baseline] =
-            against_previous ? source(prev_label + ".mbox", previous_mbox) : source("", "");
-        (*spec.mutable_kernel_sources())[label] = source(label + ".mbox", mbox);
+            against_previous ? source(robot::SeriesMboxName(previous->version), previous_mbox)
+                             : source("", "");
+        (*spec.mutable_kernel_sources())[label] =
+            source(robot::SeriesMboxName(series.version), mbox);
         spec.set_name(absl::StrCat("robot: ", series.title, " ", label, " vs ", baseline, " (",
                                    study_name, ", ", arch, ")"));
         out.push_back({absl::StrCat("robot/", series.id, "/", i, "/", arch, "/",
@@ -341,9 +344,9 @@ absl::Status SeriesRobot::Submit(SeriesRecord series, RobotPass& pass) {
 }
 
 absl::Status SeriesRobot::CheckMeasured(SeriesRecord series, RobotPass& pass) {
-  // This version's series (the mbox PlanJobs names v<N>.mbox) failed to apply in a build:
-  // the same tree and base on every arch, so nothing of it will be measured.
-  const std::string mbox = absl::StrCat("v", series.version, ".mbox");
+  // This version's series (PlanJobs names its mbox SeriesMboxName) failed to apply in a
+  // build: the same tree and base on every arch, so nothing of it will be measured.
+  const std::string mbox = robot::SeriesMboxName(series.version);
   bool final = true;
   for (int64_t id : series.jobs) {
     absl::StatusOr<JobRecord> job = stores_.jobs->GetJob(id);
@@ -377,6 +380,13 @@ absl::Status SeriesRobot::DoesNotApply(SeriesRecord series, const std::string& e
   ++pass.measured;
   log::info("event=robot_series_does_not_apply id={} error=\"{}\"", series.id, error);
   return stores_.robot->PutSeries(series);
+}
+
+bool SeriesRobot::PastDeadline(const char* step) {
+  if (NowMs() <= pass_deadline_ms_) return false;
+  log::warn("event=robot_pass_deadline step={} pass_seconds={} note=\"the rest next pass\"", step,
+            options_.pass_seconds);
+  return true;
 }
 
 int64_t SeriesRobot::NowMs() const {

@@ -60,6 +60,9 @@ struct RobotOptions {
   int max_patches = 100;
   size_t max_series_bytes = 16u << 20;
   int series_per_pass = 20;
+  // A pass sends replies and posts checks for at most this long (each SMTP or patchwork
+  // call has its own timeout); what is left goes in the next pass.
+  uint32_t pass_seconds = 120;
   uint32_t poll_seconds = 60;  // between two passes
   // The nightly side: a change point toward slower on a kernel built from `tree` starts a
   // bisection (request id per change point; `tree` read where the controller runs).
@@ -112,6 +115,9 @@ class SeriesRobot {
     std::vector<std::string> lines;  // one per regressing comparison
   };
 
+  // Past this pass's deadline for network I/O (logged once per pass and step).
+  bool PastDeadline(const char* step);
+
   absl::StatusOr<robot::Series> LoadSeries(const std::string& root, int version,
                                            const std::string& id) const;
   absl::Status Ingest(RobotPass& pass, std::vector<std::pair<std::string, int>>& touched);
@@ -151,6 +157,7 @@ class SeriesRobot {
   robot::ReplyOptions MailOptions() const;
 
   Stores stores_;
+  int64_t pass_deadline_ms_ = 0;  // RunOnce: network I/O stops after it
   RobotOptions options_;
   const Clock* clock_;                    // null: the system's
   std::set<int64_t> change_points_done_;  // started or refused, this process

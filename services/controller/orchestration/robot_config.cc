@@ -83,6 +83,7 @@ absl::StatusOr<RobotOptions> LoadRobotConfig(const std::string& path) {
     return s;
   if (l.mails_per_pass() > 0) o.mails_per_pass = l.mails_per_pass();
   if (l.patches() > 0) o.max_patches = static_cast<int>(std::min<uint32_t>(l.patches(), 99999));
+  if (l.pass_seconds() > 0) o.pass_seconds = std::min<uint32_t>(l.pass_seconds(), 86400);
   if (l.series_per_pass() > 0) {
     o.series_per_pass = static_cast<int>(std::min<uint32_t>(l.series_per_pass(), 10000));
   }

@@ -62,7 +62,7 @@ absl::Status SeriesRobot::SettleInterruptedReplies() {
 
 // The robot's own reply, read back from the archive: it went out.
 absl::Status SeriesRobot::NoteArchived(const robot::Mail& mail) {
-  if (mail.message_id.rfind("faultline-", 0) != 0) return absl::OkStatus();
+  if (!robot::IsReplyMessageId(mail.message_id)) return absl::OkStatus();
   absl::StatusOr<bool> moved =
       stores_.robot->MoveReply(mail.message_id, ReplyState::kUncertain, ReplyState::kSent);
   if (!moved.ok()) return moved.status();
@@ -344,6 +344,7 @@ absl::Status SeriesRobot::PostDueChecks(RobotPass& pass) {
   if (!due.ok()) return due.status();
   const robot::Patchwork patchwork(o.patchwork, o.patchwork_token);
   for (CheckRecord& check : *due) {
+    if (PastDeadline("checks")) break;
     // Patchwork may not have taken the mail yet (it reads the list too): then later.
     absl::Status posted = absl::OkStatus();
     absl::StatusOr<std::vector<int64_t>> ids = patchwork.PatchIds(check.patch_message_id);
@@ -413,6 +414,7 @@ absl::Status SeriesRobot::SendQueuedReplies(RobotPass& pass) {
       stores_.robot->ListReplies(ReplyState::kQueued, 100);
   if (!queued.ok()) return queued.status();
   for (const ReplyRecord& reply : *queued) {
+    if (PastDeadline("replies")) break;
     absl::StatusOr<int> recent = stores_.robot->RepliesSentSince(NowMs() - 3600 * 1000);
     if (!recent.ok()) return recent.status();
     if (*recent >= static_cast<int>(options_.replies.per_hour)) {
