@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/files.h"
+#include "faultline/v1/values.h"
 #include "kbuild/process.h"
 
 namespace faultline::bisect {
@@ -243,7 +244,8 @@ absl::Status FromChange(const v1::ChangePoint& cp, const v1::Job& before,
                                 " built the kernel from different trees"));
     }
     for (const v1::Build& b : *side.builds) {
-      if (b.label() == label && b.arch() == cp.arch() && b.state() == "done") {
+      if (b.label() == label && b.arch() == cp.arch() &&
+          v1::BuildStateOf(b) == v1::BUILD_STATE_DONE) {
         side.commit = b.base_commit();
       }
     }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include "faultline/v1/values.h"
 
 namespace faultline::report {
 namespace {
@@ -289,7 +290,7 @@ Table ComparisonStatsTable(const ComparisonGroup& group) {
     row.push_back(FormatCi(c->ci_low(), c->ci_high()));
     row.push_back(FormatPValue(c->p_value()));
     row.push_back(FormatPValue(c->q_value()));
-    std::string verdict = c->verdict().empty() ? "-" : c->verdict();
+    std::string verdict = v1::VerdictText(*c).empty() ? "-" : v1::VerdictText(*c);
     // Runs too coarse in rounds: the cell was compared in pages touched per second.
     if (c->metric() == "pages/s") verdict += " (in pages/s)";
     // Paired (adjacent A/B blocks): say what the unpaired estimate was, for comparison.
@@ -455,7 +456,7 @@ v1::Comparison ToComparison(const stats::CellComparison& cell, std::string_view 
   out.set_ci_high(cell.ci_high);
   out.set_p_value(cell.p_value);
   out.set_q_value(cell.q_value);
-  out.set_verdict(std::string(stats::ToString(cell.verdict)));
+  v1::SetVerdict(&out, v1::ParseVerdict(stats::ToString(cell.verdict)));
   out.set_paired(cell.paired);
   return out;
 }
@@ -479,7 +480,7 @@ std::string RenderOfflineComparison(const v1::Comparison& c, const stats::Compar
                           std::to_string(c.n_candidate()), CsvNumber(c.baseline_median()),
                           CsvNumber(c.candidate_median()), CsvNumber(c.ratio()),
                           CsvNumber(c.ci_low()), CsvNumber(c.ci_high()), CsvNumber(c.p_value()),
-                          CsvNumber(c.q_value()), c.verdict(), CsvNumber(options.alpha),
+                          CsvNumber(c.q_value()), v1::VerdictText(c), CsvNumber(options.alpha),
                           CsvNumber(options.min_effect)});
     return RenderCsv(table);
   }
@@ -496,7 +497,7 @@ std::string RenderOfflineComparison(const v1::Comparison& c, const stats::Compar
   table.right_align = {true, true, true, true, true, true, false};
   table.rows.push_back({std::to_string(c.n_baseline()), std::to_string(c.n_candidate()),
                         FormatChange(c.ratio()), FormatCi(c.ci_low(), c.ci_high()),
-                        FormatPValue(c.p_value()), FormatPValue(c.q_value()), c.verdict()});
+                        FormatPValue(c.p_value()), FormatPValue(c.q_value()), v1::VerdictText(c)});
   const std::string test =
       c.paired() ? "paired (line i of A with line i of B): Hodges-Lehmann change of the "
                    "log ratios, CI and one-sided p from the exact signed-rank distribution"
@@ -506,7 +507,8 @@ std::string RenderOfflineComparison(const v1::Comparison& c, const stats::Compar
                            EffectText(options.alpha, options.min_effect) + ":",
                        table, format);
   out += "\n" +
-         std::string(markdown ? "**verdict: " + c.verdict() + "**" : "verdict: " + c.verdict()) +
+         std::string(markdown ? "**verdict: " + v1::VerdictText(c) + "**"
+                              : "verdict: " + v1::VerdictText(c)) +
          "\n";
   return out;
 }

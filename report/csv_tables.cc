@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "faultline/v1/values.h"
 #include "report/comparison.h"
 
 namespace faultline::report {
@@ -105,7 +106,7 @@ Table ReportCsvTable(const v1::GetReportResponse& report) {
                        match->q_value()}) {
         cells.push_back(CsvNumber(v));
       }
-      cells.push_back(match->verdict());
+      cells.push_back(v1::VerdictText(*match));
     }
     table.rows.push_back(std::move(cells));
   }

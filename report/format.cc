@@ -8,6 +8,7 @@
 
 #include "common/strings.h"
 #include "common/units.h"
+#include "faultline/v1/values.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace faultline::report {
@@ -205,9 +206,10 @@ Table BuildsTable(const v1::ListBuildsResponse& response) {
                        false, true,  false, false, true,  true};
   for (const v1::Build& build : response.builds()) {
     table.rows.push_back({std::to_string(build.id()), OrDash(build.label()), OrDash(build.arch()),
-                          OrDash(build.state()), OrDash(build.release()), ShortHash(build.key()),
-                          ShortHash(build.base_commit()), std::to_string(build.series_size()),
-                          ShortHash(build.config_sha256()), OrDash(build.compiler()),
+                          OrDash(v1::BuildStateText(build)), OrDash(build.release()),
+                          ShortHash(build.key()), ShortHash(build.base_commit()),
+                          std::to_string(build.series_size()), ShortHash(build.config_sha256()),
+                          OrDash(build.compiler()),
                           build.cached() ? "cached" : FormatBuildTime(build.build_seconds()),
                           FormatImageSize(build.image_bytes())});
   }
@@ -217,7 +219,7 @@ Table BuildsTable(const v1::ListBuildsResponse& response) {
 std::string FormatBuilds(const v1::ListBuildsResponse& response) {
   std::string out = RenderPlainTable(BuildsTable(response));
   for (const v1::Build& build : response.builds()) {
-    if (build.state() != "failed") continue;
+    if (v1::BuildStateOf(build) != v1::BUILD_STATE_FAILED) continue;
     out += "build " + std::to_string(build.id()) + " (" + OrDash(build.label()) + ", " +
            OrDash(build.arch()) + ") failed";
     // The first line that says something (a log tail may start with blank lines).

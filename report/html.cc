@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "faultline/v1/values.h"
 #include "report/comparison.h"
 #include "report/frames.h"
 #include "report/html_frames.h"
@@ -466,7 +467,7 @@ std::string RenderHtml(const v1::GetReportResponse& report) {
       const std::string cell = CellName(c.cell(), report.matrix_keys());
       const std::string heading = absl::StrCat(c.candidate(), " vs ", c.baseline(), " on ",
                                                c.board(), cell.empty() ? "" : ", " + cell);
-      body += ForestPlot(plots[static_cast<size_t>(i)], heading + ": " + c.verdict(),
+      body += ForestPlot(plots[static_cast<size_t>(i)], heading + ": " + v1::VerdictText(c),
                          absl::StrCat("forest-", i), scale);
       ++i;
       locks += LockTablesHtml(c, heading, report.alpha());
@@ -509,9 +510,9 @@ std::string RenderComparisonHtml(const v1::Comparison& c, const std::vector<doub
       {"Hodges-Lehmann ratio", c.ratio(), c.ci_low(), c.ci_high()}};
   ForestScale scale;
   scale.Add(rows);
-  body += "<h2>B/A</h2>\n" + ForestPlot(rows,
-                                        c.candidate() + " vs " + c.baseline() + ": " + c.verdict(),
-                                        "forest-0", scale);
+  body += "<h2>B/A</h2>\n" +
+          ForestPlot(rows, c.candidate() + " vs " + c.baseline() + ": " + v1::VerdictText(c),
+                     "forest-0", scale);
   body += "<h2>As text</h2>\n<pre>" + Escape(text) + "</pre>\n";
   return Page("faultline compare " + c.baseline() + " " + c.candidate(), body);
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "faultline/v1/values.h"
 #include "report/comparison.h"
 #include "report/frames.h"
 #include "report/mail_parts.h"
@@ -70,8 +71,8 @@ std::string KernelLines(const v1::GetReportResponse& report,
     const v1::Build& b = *builds.front();
     std::vector<std::string> arches;
     for (const auto* x : builds) arches.push_back(x->arch());
-    if (b.state() != "done") {
-      absl::StrAppend(&out, line, b.state(), " (", absl::StrJoin(arches, ", "), ")\n");
+    if (v1::BuildStateOf(b) != v1::BUILD_STATE_DONE) {
+      absl::StrAppend(&out, line, v1::BuildStateText(b), " (", absl::StrJoin(arches, ", "), ")\n");
       continue;
     }
     if (!b.image_url().empty()) {
@@ -242,7 +243,7 @@ std::string ComparisonLines(const v1::GetReportResponse& report,
       row.push_back(Median(c->candidate_median(), c->n_candidate()));
       row.push_back(FormatChange(c->ratio()));
       row.push_back(FormatCi(c->ci_low(), c->ci_high()));
-      row.push_back(c->verdict());
+      row.push_back(v1::VerdictText(*c));
       row.push_back(absl::StrCat(c->n_baseline(), "/", c->n_candidate()));
       t.rows.push_back(std::move(row));
     }

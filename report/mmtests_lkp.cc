@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "faultline/v1/values.h"
 #include "report/comparison.h"
 #include "report/frames.h"
 #include "report/mail_parts.h"
@@ -82,8 +83,8 @@ std::vector<double> Throughputs(const v1::GetReportResponse& report, const v1::C
   return out;
 }
 
-std::string Significant(const std::string& verdict) {
-  return verdict == "improvement" || verdict == "regression" || verdict == "collapse" ? "*" : "";
+std::string Significant(v1::Verdict verdict) {
+  return v1::SaysDifferent(verdict) ? "*" : "";
 }
 
 }  // namespace
@@ -121,10 +122,10 @@ std::string RenderMmtests(const v1::GetReportResponse& report, const MailOptions
   for (const std::string& name : cell_order) {
     const auto& cs = by_cell[name];
     const RunStats base = StatsOf(Throughputs(report, *cs.front(), kernels.front()));
-    std::map<std::string, std::pair<RunStats, std::string>> per;  // kernel -> stats, verdict
-    per[kernels.front()] = {base, ""};
+    std::map<std::string, std::pair<RunStats, v1::Verdict>> per;  // kernel -> stats, verdict
+    per[kernels.front()] = {base, v1::VERDICT_UNSPECIFIED};
     for (const v1::Comparison* c : cs) {
-      per[c->candidate()] = {StatsOf(Throughputs(report, *c, c->candidate())), c->verdict()};
+      per[c->candidate()] = {StatsOf(Throughputs(report, *c, c->candidate())), v1::VerdictOf(*c)};
     }
     struct Stat {
       const char* label;
@@ -255,7 +256,7 @@ std::string RenderLkp(const v1::GetReportResponse& report, const MailOptions& op
         "             \\          |                \\\n");
     const auto a = Throughputs(report, c, c.baseline());
     const auto b = Throughputs(report, c, c.candidate());
-    const std::string change = Significant(c.verdict()).empty() ? "" : FormatChange(c.ratio());
+    const std::string change = Significant(v1::VerdictOf(c)).empty() ? "" : FormatChange(c.ratio());
     absl::StrAppend(
         &out,
         Printf("%10s%s %10s %10s%s", value(c.baseline_median()).c_str(), stddev(a).c_str(),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "faultline/v1/values.h"
 #include "report/comparison.h"
 #include "report/html.h"
 #include "report/mail.h"
@@ -80,8 +81,8 @@ std::string KernelsBlock(const v1::GetReportResponse& report, bool markdown) {
   std::string out = markdown ? "\nKernels:\n\n" : "\nkernels:\n";
   for (const v1::Build& b : report.builds()) {
     std::string line = b.label() + " (" + b.arch() + "): ";
-    if (b.state() != "done") {
-      line += b.state();
+    if (v1::BuildStateOf(b) != v1::BUILD_STATE_DONE) {
+      line += v1::BuildStateText(b);
       if (!b.error().empty()) line += ": " + b.error().substr(0, b.error().find('\n'));
     } else if (!b.image_url().empty()) {
       line += b.release() + ", prebuilt " + b.image_url() + ", sha256 " +

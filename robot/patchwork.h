@@ -27,7 +27,7 @@ class Patchwork {
   // Errors: FAILED_PRECONDITION when patchwork refused the request (4xx: a token it does
   // not take, a patch it does not know); UNAVAILABLE when it could not be reached, did not
   // answer within kTimeoutSeconds or failed (5xx): the next request would fare the same.
-  static constexpr int kTimeoutSeconds = 10;
+  static constexpr int kTimeoutSeconds = 30;
 
   // GET /api/1.2/patches/?msgid=<id>: the ids of the patches of that mail (none for a
   // cover letter or a mail patchwork did not take).

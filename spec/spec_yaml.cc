@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/kernel_label.h"
+#include "faultline/v1/values.h"
 
 namespace faultline::spec {
 namespace {
@@ -277,7 +278,8 @@ std::string SpecToYaml(const v1::JobSpec& spec, const std::vector<v1::Build>& bu
       auto it = spec.kernel_sources().find(k);
       std::string commit;
       for (const v1::Build& b : builds) {
-        if (b.label() == k && b.state() == "done" && !b.base_commit().empty()) {
+        if (b.label() == k && v1::BuildStateOf(b) == v1::BUILD_STATE_DONE &&
+            !b.base_commit().empty()) {
           commit = b.base_commit();
         }
       }

@@ -23,9 +23,10 @@
 #include "services/controller/http/metrics.h"
 #include "services/controller/orchestration/dispatcher.h"
 #include "services/controller/orchestration/duties.h"
-#include "services/controller/orchestration/robot.h"
-#include "services/controller/orchestration/robot_duty.h"
+#include "services/controller/orchestration/periodic_duty.h"
 #include "services/controller/orchestration/summaries.h"
+#include "services/controller/robot/change_points.h"
+#include "services/controller/robot/robot.h"
 #include "services/controller/storage/pg_listener.h"
 #include "services/controller/storage/pg_store.h"
 
@@ -258,19 +259,72 @@ void WritePortFile(const std::string& path, int grpc_port, int http_port) {
   std::rename(tmp.c_str(), path.c_str());
 }
 
-// One robot pass on its thread (RobotDuty): what it did, or why it failed, in the log.
-void RunRobotPass(SeriesRobot& robot) {
+// One robot pass on its thread (PeriodicDuty): what it did, or why it failed, in the log.
+// False: the robot's limits leave the rest to the next pass, `poll_seconds` later.
+bool RunRobotPass(SeriesRobot& robot) {
   absl::StatusOr<RobotPass> pass = robot.RunOnce();
   if (!pass.ok()) {
     log::warn("event=robot_pass_failed error=\"{}\"", std::string(pass.status().message()));
-    return;
+    return false;
   }
   if (pass->mails > 0 || pass->submitted > 0 || pass->measured > 0) {
     log::info("event=robot_pass mails={} kept={} decided={} chosen={} submitted={} measured={}",
               pass->mails, pass->kept, pass->decided, pass->chosen, pass->submitted,
               pass->measured);
   }
+  return false;
 }
+
+// One pass of the change-point bisector on its thread: the bisections it started.
+bool RunChangePointPass(ChangePointBisector& bisector) {
+  absl::StatusOr<int> started = bisector.RunOnce();
+  if (!started.ok()) {
+    log::warn("event=change_bisect_pass_failed duty={} error=\"{}\"", ChangePointBisector::kName,
+              std::string(started.status().message()));
+  } else if (*started > 0) {
+    log::info("event=change_bisect_pass duty={} started={}", ChangePointBisector::kName, *started);
+  }
+  return false;
+}
+
+// The series robot (--robot-config) and its change-point bisector, each on a thread of its
+// own beside the background duties, running only while this controller holds the duties.
+struct RobotThreads {
+  std::optional<SeriesRobot> robot;
+  std::optional<PeriodicDuty> robot_duty;
+  std::optional<ChangePointBisector> bisector;
+  std::optional<PeriodicDuty> bisector_duty;
+
+  // False (logged) when robot.yaml cannot be used.
+  bool Load(const std::string& config, const Stores& stores, BackgroundDuties& duties) {
+    absl::StatusOr<RobotOptions> robot_options = LoadRobotConfig(config);
+    if (!robot_options.ok()) {
+      log::error("event=robot_config_invalid error=\"{}\"",
+                 std::string(robot_options.status().message()));
+      return false;
+    }
+    const auto every = std::chrono::seconds(robot_options->poll_seconds);
+    log::info("event=robot_on archive={} studies={} every_s={}", robot_options->archive,
+              robot_options->studies.size(), every.count());
+    robot.emplace(stores, *std::move(robot_options));
+    robot_duty.emplace([this] { return RunRobotPass(*robot); }, every,
+                       [&duties] { return duties.runs_duties(); });
+    if (robot->options().bisect_changes) {
+      bisector.emplace(stores, robot->options());
+      bisector_duty.emplace([this] { return RunChangePointPass(*bisector); }, every,
+                            [&duties] { return duties.runs_duties(); });
+    }
+    return true;
+  }
+  void Start() {
+    if (robot_duty) robot_duty->Start();
+    if (bisector_duty) bisector_duty->Start();
+  }
+  void Stop() {
+    if (robot_duty) robot_duty->Stop();
+    if (bisector_duty) bisector_duty->Stop();
+  }
+};
 
 }  // namespace
 
@@ -314,22 +368,8 @@ int RunController(const ControllerOptions& options) {
 
   const Stores stores = store.stores();
   BackgroundDuties duties(stores, SystemClock::Get());
-  std::optional<SeriesRobot> robot;
-  std::optional<RobotDuty> robot_duty;  // the robot's own thread, beside the duties
-  if (!options.robot_config.empty()) {
-    absl::StatusOr<RobotOptions> robot_options = LoadRobotConfig(options.robot_config);
-    if (!robot_options.ok()) {
-      log::error("event=robot_config_invalid error=\"{}\"",
-                 std::string(robot_options.status().message()));
-      return 2;
-    }
-    const auto every = std::chrono::seconds(robot_options->poll_seconds);
-    log::info("event=robot_on archive={} studies={} every_s={}", robot_options->archive,
-              robot_options->studies.size(), every.count());
-    robot.emplace(stores, *std::move(robot_options));
-    robot_duty.emplace([&robot] { RunRobotPass(*robot); }, every,
-                       [&duties] { return duties.runs_duties(); });
-  }
+  RobotThreads robot;  // the robot and its change-point bisector, beside the duties
+  if (!options.robot_config.empty() && !robot.Load(options.robot_config, stores, duties)) return 2;
   Dispatcher dispatcher(stores.work, stores.jobs, SystemClock::Get(), &duties);
   // Work queued through any controller on this database wakes this one's dispatcher.
   PgWorkListener work_listener(options.database_url, [&dispatcher] { dispatcher.WorkAvailable(); });
@@ -402,7 +442,7 @@ int RunController(const ControllerOptions& options) {
     dispatcher.Stop();
     return 1;
   }
-  if (robot_duty) robot_duty->Start();
+  robot.Start();
   log::info("event=serving grpc_port={} http_port={}", grpc_port, *http_port);
   if (!options.port_file.empty()) WritePortFile(options.port_file, grpc_port, *http_port);
 
@@ -411,8 +451,8 @@ int RunController(const ControllerOptions& options) {
   log::info("event=stopping signal={}", signal);
   http.Stop();
   work_listener.Stop();
-  if (robot_duty) robot_duty->Stop();  // a pass in flight ends first
-  dispatcher.Stop();                   // answers parked calls so Shutdown does not wait for them
+  robot.Stop();       // a pass in flight ends first
+  dispatcher.Stop();  // answers parked calls so Shutdown does not wait for them
   summarizer.Stop();
   duties.Release();  // another controller takes the duties over on its next pass
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

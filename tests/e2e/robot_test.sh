@@ -11,7 +11,8 @@
 # threaded under its series and sent once (the killed one too, across the restart), v2
 # compared with v1, the netdev series untouched, the stale one answered with its hunk,
 # `b4 mbox` over public-inbox-httpd showing the reply in the thread, a pending check and
-# a verdict on each patch, /metrics.
+# a verdict on each patch, /metrics. Then patchwork turns slow (20 s an answer) while a
+# builder dies mid-build: its build lease is reaped while the robot waits for patchwork.
 # Usage: robot_test.sh CONTROLLER_DIR AGENT_DIR WORKLOAD_DIR CLI_DIR
 set -euo pipefail
 
@@ -80,7 +81,8 @@ patches = [(101, "v1@dev.example", "mm: b becomes B"), (201, "v2-1@dev.example",
 json.dump([{"id": i, "msgid": "<%s>" % m, "name": n, "state": "new", "check": "pending"}
            for i, m, n in patches], open(sys.argv[1], "w"))
 PY
-start_server patchwork_standin.py --token s3cret --patches "$FL_STATE/patches.json"
+start_server patchwork_standin.py --token s3cret --patches "$FL_STATE/patches.json" \
+  --hold-file "$FL_STATE/pw.hold" --hold-seconds 20
 pw_port=$port
 echo s3cret >"$FL_STATE/patchwork.token"
 robot_config "  cc: [mm-tests@faultline.example]
@@ -180,3 +182,31 @@ grep -q '^faultline_robot_series{state="replied"} 3$' <<<"$metrics" &&
   grep -q '^faultline_robot_kernel_builds{state="failed"} 1$' <<<"$metrics" ||
   fail "metrics: $(grep faultline_robot <<<"$metrics")"
 pass "patchwork: pending then the verdict on each tested patch, nothing on the netdev one; /metrics"
+
+# --- a slow patchwork does not hold up the duties (#57) ---------------------------------------
+# Patchwork takes 20 s an answer from now on; a new series is posted and its kernel's build
+# (builder-1's make sleeps) is left by its builder, killed. The robot's pass waits for
+# patchwork on its own thread: the duties reap the build lease (6 s) meanwhile, before the
+# robot's request is answered. (Inside the duties, as it was, the reaping waited for it.)
+reaps_before=$(grep -c "event=build_leases_expired" "$FL_STATE/controller.log" || true)
+touch "$FL_STATE/pw.hold" "$FL_STATE/slow.d/slow"
+post slow.eml slow@dev.example "[PATCH] mm: c becomes C" "" "$(diff_of mm/memory.c 'int b;' 'int bee;')"
+deliver "$FL_STATE/mails/slow.eml"
+held() { grep -q '^held ' "$FL_STATE/pw.hold.log" 2>/dev/null; }
+building() { [ "$(sql "SELECT count(*) FROM builds WHERE state = 'building' AND builder = 'builder-1'")" -ge 1 ]; }
+fl_wait_for "the robot's request held by patchwork" held || fail "the robot asked patchwork nothing"
+held_at=$(date +%s)
+fl_wait_for "builder-1 to build the new series' kernel" building || fail "no build started"
+kill -KILL "$BUILDER_PID"
+reaped() { [ "$(grep -c "event=build_leases_expired" "$FL_STATE/controller.log")" -gt "$reaps_before" ]; }
+fl_wait_for "the build lease to be reaped" reaped || fail "the build lease was not reaped"
+reaped_s=$(($(date +%s) - held_at))
+# The robot's own view: its patchwork call for the series had not ended (it logs each end).
+if grep -q "event=patchwork_[a-z]* series=slow@dev.example" "$FL_STATE/controller.log" ||
+  grep -q '^answered ' "$FL_STATE/pw.hold.log"; then
+  fail "the robot's patchwork call ended before the lease was reaped: $(cat "$FL_STATE/pw.hold.log")"
+fi
+rm -f "$FL_STATE/pw.hold" "$FL_STATE/slow.d/slow"
+answered() { grep -q '^answered ' "$FL_STATE/pw.hold.log"; }
+fl_wait_for "patchwork to answer" answered || fail "patchwork never answered"
+pass "a slow patchwork (held 20 s) did not hold up the duties: the build lease was reaped ${reaped_s} s into the robot's wait"

@@ -1,7 +1,7 @@
 // The series robot's passes (orchestration/robot.h) on a real PostgreSQL and a real
 // public-inbox archive fed the seed series: what it keeps, what it chooses, the jobs it
 // submits (and never twice), and v5 compared with v4.
-#include "services/controller/orchestration/robot.h"
+#include "services/controller/robot/robot.h"
 
 #include <stdlib.h>
 

@@ -440,6 +440,26 @@ TYPED_TEST(StoreContract, SeriesAreReplacedByIdAndListedOldestFirst) {
   EXPECT_EQ(ids(*robot.ListSeries(SeriesState::kSubmitted, 10)), std::vector<std::string>{"s2@x"});
 }
 
+// A chosen series stored assembled (the intake's work, done once): its patches' ids with
+// the record, its mbox as the bytes it is (a stranger's may be no UTF-8), kept when the
+// record is replaced; none for a series stored without; refused for a series not stored.
+TYPED_TEST(StoreContract, ASeriesIsStoredAssembled) {
+  RobotStore& robot = this->impl_.robot();
+  SeriesRecord s{.id = "m@x", .thread_root = "m@x", .version = 2, .title = "t", .from = "f"};
+  s.patch_ids = {"m1@x", "m2@x"};
+  ASSERT_TRUE(robot.PutSeries(s).ok());
+  EXPECT_EQ(*robot.SeriesMbox("m@x"), "") << "none stored yet";
+  const std::string mbox = std::string("From x\nSubject: caf\xe9\n\n", 22) + std::string(1, '\0');
+  ASSERT_TRUE(robot.PutSeriesMbox("m@x", mbox).ok());
+  s.state = SeriesState::kSubmitted;
+  s.jobs = {3};
+  ASSERT_TRUE(robot.PutSeries(s).ok());
+  EXPECT_EQ(*robot.SeriesMbox("m@x"), mbox) << "kept byte for byte across a replacement";
+  EXPECT_EQ((*robot.GetSeries("m@x"))->patch_ids, (std::vector<std::string>{"m1@x", "m2@x"}));
+  EXPECT_EQ(robot.PutSeriesMbox("none@x", "x").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*robot.SeriesMbox("none@x"), "");
+}
+
 // The outbox: one reply per (series, kind) and per Message-ID, moved only from the state
 // named, counted for the rate limit once it is handed over.
 TYPED_TEST(StoreContract, ARepliesOutboxSendsEachReplyOnce) {

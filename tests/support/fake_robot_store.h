@@ -49,6 +49,7 @@ class FakeRobotStore final : public RobotStore {
   absl::StatusOr<std::vector<std::string>> ThreadMails(const std::string& thread_root,
                                                        int version) override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++thread_mails_calls_;
     std::vector<std::string> out;
     for (const KeptMail& m : mails_) {
       if (m.thread_root == thread_root && m.version == version) out.push_back(m.raw);
@@ -69,6 +70,17 @@ class FakeRobotStore final : public RobotStore {
     const int64_t created = it == series_.end() ? ++sequence_ : it->second.first;
     series_[series.id] = {created, std::move(record)};
     return absl::OkStatus();
+  }
+  absl::Status PutSeriesMbox(const std::string& id, const std::string& mbox) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (series_.count(id) == 0) return absl::NotFoundError("series " + id + ": not stored");
+    mboxes_[id] = mbox;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> SeriesMbox(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = mboxes_.find(id);
+    return it == mboxes_.end() ? std::string() : it->second;
   }
   absl::StatusOr<std::vector<SeriesRecord>> ListSeries(std::optional<SeriesState> state,
                                                        int limit) override {
@@ -190,6 +202,12 @@ class FakeRobotStore final : public RobotStore {
     return out;
   }
 
+  // Test inspection: how often a series was assembled from its raw mails.
+  int thread_mails_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return thread_mails_calls_;
+  }
+
  private:
   int64_t NowMs() const { return clock_->NowMs(); }
   CheckRecord* Find(const std::string& patch, const std::string& kind) {
@@ -200,13 +218,15 @@ class FakeRobotStore final : public RobotStore {
   }
 
   const Clock* clock_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, std::map<int, std::string>> cursors_;
   std::vector<KeptMail> mails_;  // arrival order
   std::map<std::pair<std::string, std::string>, KeptMail> skipped_;
   std::map<std::string, std::pair<int64_t, SeriesRecord>> series_;  // id -> (created, record)
-  std::vector<std::pair<int64_t, ReplyRecord>> replies_;            // creation order
-  std::vector<CheckRecord> checks_;                                 // creation order
+  int thread_mails_calls_ = 0;
+  std::map<std::string, std::string> mboxes_;             // id -> assembled mbox
+  std::vector<std::pair<int64_t, ReplyRecord>> replies_;  // creation order
+  std::vector<CheckRecord> checks_;                       // creation order
   int64_t sequence_ = 0;
 };
 

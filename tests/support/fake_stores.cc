@@ -125,6 +125,7 @@ absl::StatusOr<JobStore::Created> FakeJobStore::CreateJob(const ValidatedJob& jo
   }
   Job stored;
   stored.request_id = request_id;
+  stored.builds = job.builds;
   JobRecord& r = stored.record;
   r.id = next_job_id_++;
   r.name = name;
@@ -284,6 +285,12 @@ std::string FakeJobStore::request_id(int64_t job_id) const {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? std::string() : it->second.request_id;
+}
+
+std::vector<BuildRequest> FakeJobStore::builds(int64_t job_id) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? std::vector<BuildRequest>{} : it->second.builds;
 }
 
 int FakeJobStore::create_calls() const {

@@ -77,6 +77,8 @@ class FakeJobStore final : public JobStore {
   void EditRuns(int64_t job_id, const std::function<void(RunRecord&)>& edit);
   // The request id a job was created under ("" without one).
   std::string request_id(int64_t job_id) const;
+  // The kernels a job brought to be built (ValidatedJob::builds), as created.
+  std::vector<BuildRequest> builds(int64_t job_id) const;
   int create_calls() const;
   void SetUnavailable(bool unavailable);
 
@@ -85,6 +87,7 @@ class FakeJobStore final : public JobStore {
     JobRecord record;
     std::string request_id;
     std::vector<RunRecord> runs;
+    std::vector<BuildRequest> builds;
   };
   JobRecord Snapshot(const Job& job) const;
   void Recompute(Job& job);

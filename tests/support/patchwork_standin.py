@@ -6,6 +6,9 @@
 Patches come from --patches, a JSON list in patchwork's own shape ({"id", "msgid", "name",
 ...}: the seed's patchwork JSON). Modelled on https://patchwork.readthedocs.io/en/latest/api/rest/:
 a check's state is one of pending, success, warning, fail; a missing or wrong token is 403.
+A slow patchwork on demand: while the file --hold-file exists, each request is held (a line
+"held METHOD PATH" appended to HOLD_FILE.log) until the file is removed or --hold-seconds
+(20) pass, then answered ("answered METHOD PATH").
 Listens on 127.0.0.1, a free port written to --port-file once it accepts connections."""
 import argparse
 import datetime
@@ -15,6 +18,7 @@ import os
 import re
 import sys
 import threading
+import time
 import urllib.parse
 
 STATES = {"pending", "success", "warning", "fail"}
@@ -38,7 +42,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def hold(self):
+        hold_file = self.server.hold_file
+        if not hold_file or not os.path.exists(hold_file):
+            return
+        what = "%s %s" % (self.command, self.path)
+        with open(hold_file + ".log", "a") as f:
+            f.write("held %s\n" % what)
+        end = time.monotonic() + self.server.hold_seconds
+        while os.path.exists(hold_file) and time.monotonic() < end:
+            time.sleep(0.05)
+        with open(hold_file + ".log", "a") as f:
+            f.write("answered %s\n" % what)
+
     def do_GET(self):
+        self.hold()
         url = urllib.parse.urlsplit(self.path)
         if url.path == "/api/1.2/patches/":
             want = bare(urllib.parse.parse_qs(url.query).get("msgid", [""])[0])
@@ -52,6 +70,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.reply(404, {"detail": "Not found."})
 
     def do_POST(self):
+        self.hold()
         m = re.fullmatch(r"/api/1\.2/patches/(\d+)/checks/", urllib.parse.urlsplit(self.path).path)
         if not m:
             self.reply(404, {"detail": "Not found."})
@@ -90,11 +109,15 @@ def main():
     p.add_argument("--patches", required=True)
     p.add_argument("--token", required=True)
     p.add_argument("--port-file", required=True)
+    p.add_argument("--hold-file", default="")
+    p.add_argument("--hold-seconds", type=float, default=20)
     args = p.parse_args()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     with open(args.patches) as f:
         server.patches = json.load(f)
     server.token = args.token
+    server.hold_file = args.hold_file
+    server.hold_seconds = args.hold_seconds
     server.checks = {}
     server.lock = threading.Lock()
     with open(args.port_file + ".tmp", "w") as f:

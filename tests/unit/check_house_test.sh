@@ -5,7 +5,8 @@
 #   does one of 146 holding a lambda and an if block); OpenSSL's SHA-256 outside
 #   common/sha256.cc; a Render* definition in services/cli (a call passes); a controller
 #   link line without the report library; a folder with C++ that .clang-tidy's
-#   HeaderFilterRegex leaves out.
+#   HeaderFilterRegex leaves out; literal comparisons of an API verdict, build state or
+#   bisection mark (either side; in proto/faultline/v1/ or a comment they pass).
 # Exit 1 naming each failed check, 0 when all pass.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -79,6 +80,25 @@ expect "a controller without the report library" 1 "does not link the report lib
 new_repo tidy
 mkdir -p "$repo/report" && echo "int R();" >"$repo/report/r.h"
 expect "a folder .clang-tidy leaves out" 1 ".clang-tidy: HeaderFilterRegex leaves out headers in report/"
+
+new_repo verdict
+echo 'bool S(const v1::Comparison& c) { return c.verdict() == "regression"; }' >"$repo/common/v.cc"
+expect "a verdict compared with a literal" 1 "common/v.cc:1: compares an API state or verdict with a literal"
+new_repo state
+echo 'if ("done" != b->state()) return;' >"$repo/services/cli/b.cc"
+expect "a literal compared with a build state" 1 "services/cli/b.cc:1: compares an API state"
+new_repo mark
+echo 'int n = b.marks(i) == "bad";' >"$repo/common/m.cc"
+expect "a bisection mark compared with a literal" 1 "common/m.cc:1: compares an API state"
+new_repo typed
+mkdir -p "$repo/proto/faultline/v1"
+printf "HeaderFilterRegex: '/(common|services|proto)/'\n" >"$repo/.clang-tidy"
+echo 'inline bool Done(const Build& b) { return b.state() == "done"; }' >"$repo/proto/faultline/v1/values.h"
+printf '// was: c.verdict() == "regression"
+bool S(const v1::Comparison& c) { return v1::SaysSlower(v1::VerdictOf(c)); }
+' >"$repo/common/v.cc"
+echo 'if (e.sqlstate() == "57P01") retry();' >"$repo/common/pg.cc"
+expect "the words in their type, a comment, the typed call, another accessor" 0
 
 [ "$failures" -eq 0 ] || { echo "check_house_test: $failures check(s) failed" >&2; exit 1; }
 echo "check_house_test: every check passed"

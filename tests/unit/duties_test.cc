@@ -11,7 +11,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "services/controller/convert/convert.h"
 #include "services/controller/core/report.h"
-#include "services/controller/orchestration/robot_duty.h"
+#include "services/controller/orchestration/periodic_duty.h"
 #include "services/controller/orchestration/submission.h"
 #include "tests/support/fake_stores.h"
 
@@ -278,12 +278,13 @@ TEST_F(DutiesTest, ASlowRobotPassDoesNotHoldUpTheDuties) {
   std::promise<void> in_pass, release;
   std::shared_future<void> released = release.get_future().share();
   std::atomic<int> passes{0};
-  RobotDuty robot(
+  PeriodicDuty robot(
       [&] {
         if (passes++ == 0) {
           in_pass.set_value();
           released.wait();  // the server answers when the test says so
         }
+        return false;
       },
       std::chrono::seconds(3600), [&] { return duties.runs_duties(); });
   robot.Start();
@@ -300,11 +301,11 @@ TEST_F(DutiesTest, ASlowRobotPassDoesNotHoldUpTheDuties) {
 TEST_F(DutiesTest, TheRobotWaitsWhileAnotherControllerRunsTheDuties) {
   std::atomic<int> asked{0}, passes{0};
   std::promise<void> asked_twice;
-  RobotDuty robot([&] { ++passes; }, std::chrono::seconds(3600),
-                  [&] {
-                    if (++asked == 2) asked_twice.set_value();
-                    return false;
-                  });
+  PeriodicDuty robot([&] { return ++passes < 0; }, std::chrono::seconds(3600),
+                     [&] {
+                       if (++asked == 2) asked_twice.set_value();
+                       return false;
+                     });
   robot.Start();
   asked_twice.get_future().wait();  // looked at the lease twice (kStandbyPoll apart)
   robot.Stop();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "faultline/v1/values.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
@@ -386,7 +387,7 @@ void ComparisonToProto(const ReportComparison& comparison, v1::Comparison* out) 
   out->set_unpaired_ratio(c.unpaired.ratio);
   out->set_unpaired_ci_low(c.unpaired.ci_low);
   out->set_unpaired_ci_high(c.unpaired.ci_high);
-  out->set_verdict(std::string(stats::ToString(c.stats.verdict)));
+  v1::SetVerdict(out, v1::ParseVerdict(stats::ToString(c.stats.verdict)));
   for (const CounterComparison& k : comparison.counters) CounterToProto(k, out->add_counters());
   for (const MedianTable& t : comparison.tables) MedianTableToProto(t, out->add_tables());
   for (const auto& [from, to] :
@@ -470,7 +471,7 @@ void BuildToProto(const BuildRecord& b, v1::Build* out) {
   out->set_id(b.id);
   out->set_label(b.label);
   out->set_arch(b.arch);
-  out->set_state(std::string(ToString(b.state)));
+  v1::SetBuildState(out, v1::ParseBuildState(ToString(b.state)));
   out->set_builder(b.builder);
   out->set_key(b.key);
   out->set_release(b.release);

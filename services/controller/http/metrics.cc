@@ -248,7 +248,7 @@ void WriteByState(const char* name, const char* help, const char* label,
   family.WriteTo(out);
 }
 
-// The series robot (orchestration/robot.h): what it decided of each posted series, the
+// The series robot (robot/robot.h): what it decided of each posted series, the
 // kernels its jobs built, its replies and its patchwork checks.
 void WriteRobot(const MetricsSnapshot& snapshot, std::string* out) {
   WriteByState(

@@ -65,42 +65,20 @@ absl::StatusOr<int> SummarizeComparisons(MetricsSource* source, JobStore* jobs, 
   return stored;
 }
 
-void ComparisonSummarizer::Start() {
-  thread_ = std::thread([this] { Loop(); });
-}
-
-void ComparisonSummarizer::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
+bool ComparisonSummarizer::Pass() {
+  const auto start = std::chrono::steady_clock::now();
+  auto stored = SummarizeComparisons(source_, jobs_, kJobsPerPass);
+  if (!stored.ok()) {
+    log::warn("event=comparisons_pass_failed error=\"{}\"", std::string(stored.status().message()));
+    return false;
   }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void ComparisonSummarizer::Loop() {
-  bool backlog = false;  // the last pass was full: go on at once
-  while (true) {
-    {
-      std::unique_lock lock(mu_);
-      if (cv_.wait_for(lock, backlog ? std::chrono::seconds(0) : kEvery, [&] { return stopping_; }))
-        return;
-    }
-    backlog = false;
-    if (!may_run_()) continue;
-    const auto start = std::chrono::steady_clock::now();
-    auto stored = SummarizeComparisons(source_, jobs_, kJobsPerPass);
-    if (!stored.ok()) {
-      log::warn("event=comparisons_pass_failed error=\"{}\"",
-                std::string(stored.status().message()));
-    } else if (*stored > 0) {
-      backlog = *stored == kJobsPerPass;
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
-      log::info("event=comparisons_summarized jobs={} ms={}", *stored, ms);
-    }
+  if (*stored > 0) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    log::info("event=comparisons_summarized jobs={} ms={}", *stored, ms);
   }
+  return *stored == kJobsPerPass;
 }
 
 }  // namespace faultline::controller

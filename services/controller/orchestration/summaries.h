@@ -4,16 +4,13 @@
 // scrape: with 1,000 boards a report holds ~1,000 comparisons, and comparing every counter
 // of every run costs seconds. The summarizer runs on its own thread, beside the dispatcher,
 // on the controller holding the duty lease.
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "services/controller/core/report.h"
+#include "services/controller/orchestration/periodic_duty.h"
 #include "services/controller/storage/interfaces.h"
 
 namespace faultline::controller {
@@ -32,25 +29,23 @@ class ComparisonSummarizer {
  public:
   // `may_run`: false while another controller holds the duty lease.
   ComparisonSummarizer(MetricsSource* source, JobStore* jobs, std::function<bool()> may_run)
-      : source_(source), jobs_(jobs), may_run_(std::move(may_run)) {}
-  ~ComparisonSummarizer() { Stop(); }
+      : source_(source),
+        jobs_(jobs),
+        duty_([this] { return Pass(); }, kEvery, std::move(may_run)) {}
 
-  void Start();
-  void Stop();
+  void Start() { duty_.Start(); }
+  void Stop() { duty_.Stop(); }
 
   static constexpr std::chrono::seconds kEvery{1};
   static constexpr int kJobsPerPass = 4;
 
  private:
-  void Loop();
+  // One pass; true when it was full (the next one at once).
+  bool Pass();
 
   MetricsSource* source_;
   JobStore* jobs_;
-  std::function<bool()> may_run_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  std::thread thread_;
+  PeriodicDuty duty_;  // last: stopped (joined) before the members its pass uses go
 };
 
 }  // namespace faultline::controller

@@ -244,6 +244,10 @@ class RobotStore {
   virtual absl::StatusOr<std::optional<SeriesRecord>> GetSeries(const std::string& id) = 0;
   // Inserts or replaces the record (updated_ms is the store's clock).
   virtual absl::Status PutSeries(const SeriesRecord& series) = 0;
+  // A chosen series as one mbox, assembled once by the intake: what its kernels are built
+  // from. SeriesMbox is "" when none is stored (decided before mboxes were kept).
+  virtual absl::Status PutSeriesMbox(const std::string& id, const std::string& mbox) = 0;
+  virtual absl::StatusOr<std::string> SeriesMbox(const std::string& id) = 0;
   // Oldest first; only those in `state` when given.
   virtual absl::StatusOr<std::vector<SeriesRecord>> ListSeries(std::optional<SeriesState> state,
                                                                int limit) = 0;

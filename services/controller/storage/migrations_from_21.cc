@@ -222,6 +222,12 @@ CREATE TABLE robot_skipped_mails (
   PRIMARY KEY (archive, message_id)
 );
 )sql"},
+    {33, "the robot stores each chosen series assembled: its mbox and its patches' ids", R"sql(
+-- Assembled once by the robot's intake; the rooms after it read these instead of the raw
+-- mails (a series decided before: mbox NULL, patch_ids empty, assembled again from them).
+ALTER TABLE robot_series ADD COLUMN mbox bytea;
+ALTER TABLE robot_series ADD COLUMN patch_ids jsonb NOT NULL DEFAULT '[]'::jsonb;
+)sql"},
 };
 
 }  // namespace

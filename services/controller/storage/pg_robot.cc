@@ -11,7 +11,7 @@ namespace {
 
 constexpr const char* kSeriesColumns = R"sql(
   id, thread_root, version, title, author, state, reason, previous, base, jobs::text,
-  (extract(epoch FROM updated_at) * 1000)::bigint
+  (extract(epoch FROM updated_at) * 1000)::bigint, patch_ids::text
 )sql";
 
 SeriesRecord SeriesFromRow(const pqxx::row& r) {
@@ -29,6 +29,9 @@ SeriesRecord SeriesFromRow(const pqxx::row& r) {
     s.jobs.push_back(job.get<int64_t>());
   }
   s.updated_ms = r[10].as<int64_t>();
+  for (const auto& id : nlohmann::json::parse(r[11].as<std::string>())) {
+    s.patch_ids.push_back(id.get<std::string>());
+  }
   return s;
 }
 
@@ -111,20 +114,47 @@ absl::Status PgRobotStore::PutSeries(const SeriesRecord& s) {
         pqxx::work w(c);
         w.exec_params(R"sql(
       INSERT INTO robot_series (id, thread_root, version, title, author, state, reason,
-                                previous, base, jobs)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb)
+                                previous, base, jobs, patch_ids)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb)
       ON CONFLICT (id) DO UPDATE SET
         thread_root = EXCLUDED.thread_root, version = EXCLUDED.version,
         title = EXCLUDED.title, author = EXCLUDED.author, state = EXCLUDED.state,
         reason = EXCLUDED.reason, previous = EXCLUDED.previous, base = EXCLUDED.base,
-        jobs = EXCLUDED.jobs, updated_at = now())sql",
+        jobs = EXCLUDED.jobs, patch_ids = EXCLUDED.patch_ids, updated_at = now())sql",
                       s.id, s.thread_root, s.version, s.title, s.from,
                       std::string(ToString(s.state)), s.reason, s.previous, s.base,
-                      nlohmann::json(s.jobs).dump());
+                      nlohmann::json(s.jobs).dump(), nlohmann::json(s.patch_ids).dump());
         w.commit();
         return absl::OkStatus();
       })
       .status();
+}
+
+absl::Status PgRobotStore::PutSeriesMbox(const std::string& id, const std::string& mbox) {
+  return pool_
+      ->Query<bool>([&](pqxx::connection& c, bool&) -> absl::Status {
+        pqxx::work w(c);
+        const pqxx::result r =
+            w.exec_params("UPDATE robot_series SET mbox = decode($2, 'hex') WHERE id = $1", id,
+                          absl::BytesToHexString(mbox));
+        if (r.affected_rows() == 0) {
+          return absl::NotFoundError(absl::StrCat("series ", id, ": not stored"));
+        }
+        w.commit();
+        return absl::OkStatus();
+      })
+      .status();
+}
+
+absl::StatusOr<std::string> PgRobotStore::SeriesMbox(const std::string& id) {
+  return pool_->Query<std::string>([&](pqxx::connection& c, std::string& out) -> absl::Status {
+    pqxx::read_transaction t(c);
+    auto rows = t.exec_params(
+        "SELECT coalesce(encode(mbox, 'hex'), '') FROM robot_series WHERE id = $1", id);
+    // The bytes as assembled (bytea: a stranger's series may be in no charset at all).
+    if (!rows.empty()) out = absl::HexStringToBytes(rows[0][0].as<std::string>());
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::vector<SeriesRecord>> PgRobotStore::ListSeries(std::optional<SeriesState> state,

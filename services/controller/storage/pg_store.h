@@ -177,6 +177,8 @@ class PgRobotStore final : public RobotStore {
                                                        int version) override;
   absl::StatusOr<std::optional<SeriesRecord>> GetSeries(const std::string& id) override;
   absl::Status PutSeries(const SeriesRecord& series) override;
+  absl::Status PutSeriesMbox(const std::string& id, const std::string& mbox) override;
+  absl::StatusOr<std::string> SeriesMbox(const std::string& id) override;
   absl::StatusOr<std::vector<SeriesRecord>> ListSeries(std::optional<SeriesState> state,
                                                        int limit) override;
   absl::StatusOr<bool> QueueReply(const ReplyRecord& reply) override;

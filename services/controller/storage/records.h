@@ -275,7 +275,7 @@ struct BisectionRecord {
   int64_t updated_ms = 0;
 };
 
-// The series robot's record of one version of a posted series (orchestration/robot.h).
+// The series robot's record of one version of a posted series (robot/robot.h).
 struct SeriesRecord {
   std::string id;           // its cover letter's Message-ID, else patch 1's
   std::string thread_root;  // where its mails are kept (RobotStore::ThreadMails)
@@ -287,6 +287,9 @@ struct SeriesRecord {
   std::string previous;  // the earlier version it is also compared with ("" : none)
   std::string base;      // the commit (or ref) it was applied to
   std::vector<int64_t> jobs;
+  // Its patches' Message-IDs, 1..n (the checks' patches); empty for a series decided before
+  // they were stored.
+  std::vector<std::string> patch_ids;
   int64_t updated_ms = 0;
 };
 

@@ -1,4 +1,4 @@
-// robot.yaml (faultline.v1.RobotConfig) read into the robot's options (orchestration/robot.h).
+// robot.yaml (faultline.v1.RobotConfig) read into the robot's options (robot/options.h).
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -9,7 +9,7 @@
 #include "common/units.h"
 #include "faultline/v1/robot.pb.h"
 #include "robot/mail.h"
-#include "services/controller/orchestration/robot.h"
+#include "services/controller/robot/options.h"
 #include "spec/spec_file.h"
 
 namespace faultline::controller {

@@ -1,7 +1,6 @@
-// The robot's nightly side (robot.yaml `bisect_changes`): a change point toward slower on a
-// kernel a schedule builds from the robot's tree starts the bisection `faultline bisect
-// --from-change` would, with the robot's config fragments (the jobs keep them by name only).
-// The culprit mail (robot_replies.cc) follows when the bisection confirms its first bad commit.
+// The change-point bisector (robot/change_points.h).
+#include "services/controller/robot/change_points.h"
+
 #include <set>
 #include <string>
 #include <vector>
@@ -13,7 +12,6 @@
 #include "common/log.h"
 #include "services/controller/convert/convert.h"
 #include "services/controller/orchestration/bisection.h"
-#include "services/controller/orchestration/robot.h"
 
 namespace faultline::controller {
 namespace {
@@ -55,21 +53,22 @@ bool Refusal(const absl::Status& s) {
 
 }  // namespace
 
-absl::Status SeriesRobot::BisectChangePoints(RobotPass& pass) {
-  if (stores_.history == nullptr || stores_.bisections == nullptr) return absl::OkStatus();
+absl::StatusOr<int> ChangePointBisector::RunOnce() {
+  int started_now = 0;
+  if (stores_.history == nullptr || stores_.bisections == nullptr) return started_now;
   absl::StatusOr<std::vector<ChangePointRecord>> open =
       stores_.history->ListChangePoints(/*include_closed=*/false);
   if (!open.ok()) return open.status();
   std::vector<const ChangePointRecord*> fresh;
   for (const ChangePointRecord& cp : *open) {
-    if (change_points_done_.count(cp.id) > 0) continue;
+    if (done_.count(cp.id) > 0) continue;
     if (cp.relative_change >= 0) {  // faster: nothing to blame
-      change_points_done_.insert(cp.id);
+      done_.insert(cp.id);
       continue;
     }
     fresh.push_back(&cp);
   }
-  if (fresh.empty()) return absl::OkStatus();
+  if (fresh.empty()) return started_now;
   // A change point someone already bisects (the CLI's --from-change, or this robot before a
   // restart) is left to that bisection.
   std::set<std::string> origins;
@@ -84,13 +83,13 @@ absl::Status SeriesRobot::BisectChangePoints(RobotPass& pass) {
   for (const ChangePointRecord* cp : fresh) {
     const std::string origin = absl::StrCat("change point ", cp->id);
     if (origins.count(origin) > 0) {
-      change_points_done_.insert(cp->id);
+      done_.insert(cp->id);
       continue;
     }
     absl::StatusOr<JobAndBuilds> after = LoadJob(stores_, cp->job_id);
     if (!after.ok()) return after.status();
     if (!BuildsFrom(after->job, cp->kernel, options_.tree)) {  // not a kernel of the robot's tree
-      change_points_done_.insert(cp->id);
+      done_.insert(cp->id);
       continue;
     }
     JobAndBuilds before;
@@ -119,18 +118,18 @@ absl::Status SeriesRobot::BisectChangePoints(RobotPass& pass) {
             ? StartBisection(stores_, *std::move(request), absl::StrCat("robot-change-", cp->id))
             : absl::StatusOr<v1::Bisection>(request.status());
     if (!started.ok() && !Refusal(started.status())) return started.status();
-    change_points_done_.insert(cp->id);
+    done_.insert(cp->id);
     if (!started.ok()) {
       log::warn("event=robot_change_not_bisected change_point={} reason=\"{}\"", cp->id,
                 std::string(started.status().message()));
       continue;
     }
-    ++pass.bisections;
+    ++started_now;
     log::info("event=robot_change_bisected change_point={} bisection={} commits={} board={}",
               cp->id, started->id(), started->request().commits_size() - 1,
               started->request().board());
   }
-  return absl::OkStatus();
+  return started_now;
 }
 
 }  // namespace faultline::controller

@@ -1,0 +1,183 @@
+// What the robot says about a series (robot/verdict.h).
+#include "services/controller/robot/verdict.h"
+
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/kernel_label.h"
+#include "common/strings.h"
+#include "faultline/v1/values.h"
+#include "kbuild/series.h"
+#include "robot/reply.h"
+#include "services/controller/orchestration/report_message.h"
+
+namespace faultline::controller {
+namespace {
+
+// "-12.0%": a ratio as the change it is.
+std::string Percent(double ratio) {
+  return absl::StrFormat("%+.1f%%", (ratio - 1) * 100);
+}
+
+}  // namespace
+
+const char* const kRobotSignature =
+    "\n-- \nfaultline series robot: one reply per version of a series.\n";
+
+Verdict JudgeSeries(const Stores& stores, const SeriesRecord& series) {
+  Verdict v;
+  int measured = 0, regressions = 0, comparisons = 0, inconclusive = 0;
+  // Kernels that did not build: said once each (by label and arch), never hidden behind
+  // "no regression".
+  std::vector<std::string> failed_builds;
+  std::set<std::string> failed_seen;
+  for (int64_t id : series.jobs) {
+    absl::StatusOr<std::vector<BuildRecord>> builds = stores.builds->ListBuilds(id);
+    if (!builds.ok()) continue;
+    for (const BuildRecord& b : *builds) {
+      // A build stopped because its job was cancelled did not fail (pg_jobs.cc's reason).
+      if (b.state != BuildState::kFailed || b.error.rfind("cancelled: ", 0) == 0 ||
+          !failed_seen.insert(b.label + "/" + b.arch).second) {
+        continue;
+      }
+      std::string first(absl::StripAsciiWhitespace(b.error.substr(0, b.error.find('\n'))));
+      std::string line = absl::StrCat("  ", KernelLabel::Parse(b.label).name, " (", b.arch,
+                                      ") did not build: ", first);
+      if (line.size() > 78) line = line.substr(0, 75) + "...";
+      failed_builds.push_back(ValidUtf8(line));
+    }
+  }
+  for (int64_t id : series.jobs) {
+    v1::GetReportRequest request;
+    request.set_job_id(id);
+    absl::StatusOr<v1::GetReportResponse> report =
+        ReportResponse(stores.jobs, stores.builds, request);
+    if (!report.ok()) continue;
+    if (!report->comparisons().empty()) ++measured;
+    for (const v1::Comparison& c : report->comparisons()) {
+      ++comparisons;
+      if (v1::VerdictOf(c) == v1::VERDICT_INCONCLUSIVE) ++inconclusive;
+      if (!v1::SaysSlower(v1::VerdictOf(c))) continue;
+      ++regressions;
+      std::vector<std::string> cell;
+      for (const std::string& key : report->matrix_keys()) {
+        if (auto it = c.cell().find(key); it != c.cell().end()) {
+          cell.push_back(absl::StrCat(key, "=", it->second));
+        }
+      }
+      std::string line =
+          absl::StrCat("  ", report->job().spec().benchmark(), " on ", c.board(),
+                       cell.empty() ? "" : absl::StrCat(" (", absl::StrJoin(cell, " "), ")"), ": ",
+                       c.candidate(), " vs ", c.baseline(), " ", Percent(c.ratio()), " [",
+                       Percent(c.ci_low()), ", ", Percent(c.ci_high()), "]");
+      if (line.size() > 78) line = line.substr(0, 75) + "...";
+      v.lines.push_back(std::move(line));
+    }
+  }
+  if (regressions > 0) {
+    for (std::string& f : failed_builds) v.lines.push_back(std::move(f));
+  }
+  if (!failed_builds.empty() && regressions == 0) {
+    v.state = "fail";
+    v.description = absl::StrCat(failed_builds.size(), " kernel build(s) failed: see the reply");
+    v.headline = absl::StrCat("Not tested: ", failed_builds.size(), " kernel build(s) failed:");
+    v.lines = std::move(failed_builds);
+    if (comparisons > 0) {
+      v.lines.push_back(
+          absl::StrCat("(the ", comparisons, " comparisons that ran show none slower)"));
+    }
+  } else if (measured == 0) {
+    v.state = "fail";
+    v.description = absl::StrCat("no job of ", series.jobs.size(), " measured: see the reply");
+    v.headline = absl::StrCat("Nothing measured: no job of ", series.jobs.size(),
+                              " compared its kernels (see below).");
+  } else if (regressions > 0) {
+    v.state = "warning";
+    v.description =
+        absl::StrCat(regressions, " of ", comparisons, " comparisons regress: see the reply");
+    v.headline = absl::StrCat("Regression: ", regressions, " of ", comparisons,
+                              " comparisons say slower (95% CI):");
+  } else {
+    // "No regression" from runs too few to tell says so.
+    const std::string unsure =
+        inconclusive == 0 ? "" : absl::StrCat(" (", inconclusive, " inconclusive)");
+    v.state = "success";
+    v.description =
+        absl::StrCat(comparisons, " comparisons", unsure, ", no regression: see the reply");
+    v.headline = absl::StrCat("No regression in ", comparisons, " comparisons", unsure, ".");
+  }
+  return v;
+}
+
+absl::StatusOr<std::string> ResultsBody(const Stores& stores, const RobotOptions& options,
+                                        const SeriesRecord& series, const Verdict& verdict) {
+  // What it says first: the verdict, then how it was measured, then every job's report.
+  std::string body = absl::StrCat(verdict.headline, "\n");
+  for (const std::string& line : verdict.lines) absl::StrAppend(&body, line, "\n");
+  // The earlier version it was compared with: the newest tested one, not always N-1.
+  std::string against_earlier;
+  if (!series.previous.empty()) {
+    absl::StatusOr<std::optional<SeriesRecord>> earlier = stores.robot->GetSeries(series.previous);
+    if (!earlier.ok()) return earlier.status();
+    against_earlier = earlier->has_value() ? absl::StrCat(" and against v", (*earlier)->version)
+                                           : " and against an earlier version";
+  }
+  absl::StrAppend(&body, "\nfaultline measured this series (v", series.version,
+                  ") against its base", against_earlier, ":\n", series.jobs.size(),
+                  " jobs, the kernels built with and without the series from\n", options.tree,
+                  "\nat ", series.base, "\n(config ", options.config_base,
+                  options.fragments.empty() ? "" : " + fragments", ").\n");
+  if (!series.previous.empty()) {
+    absl::StrAppend(&body, "The earlier version: <", series.previous, ">.\n");
+  }
+  for (int64_t id : series.jobs) {
+    absl::StatusOr<std::string> report =
+        RenderJobReport(stores.jobs, stores.builds, id, report::ReportFormat::kMail);
+    if (!report.ok()) return report.status();
+    absl::StrAppend(&body, "\n", std::string(78, '='), "\n", *report);
+  }
+  absl::StrAppend(&body, kRobotSignature,
+                  "Each job's report again: faultline report JOB --format mail.\n");
+  return body;
+}
+
+std::string ApplyFailureBody(const RobotOptions& options, const SeriesRecord& series,
+                             const robot::Series& mails) {
+  std::optional<kbuild::ApplyFailure> f = kbuild::ParseApplyFailure(series.reason);
+  std::string body =
+      absl::StrCat("faultline could not test this series (v", series.version,
+                   "): it does not apply to\n", options.tree, "\nat ", series.base, ".\n\n");
+  if (!f) {
+    absl::StrAppend(&body, series.reason, "\n");
+  } else {
+    absl::StrAppend(&body, "Patch ", f->index, " of ", mails.total, " fails",
+                    f->file.empty() ? "" : absl::StrCat(" in ", f->file),
+                    f->hunk.empty() ? "" : absl::StrCat(", the hunk ", f->hunk), ":\n  ",
+                    f->subject, "\n");
+    if (!f->reason.empty()) absl::StrAppend(&body, "because ", f->reason, ".\n");
+    auto patch = mails.patches.find(f->index);
+    const std::vector<std::string> hunk = patch == mails.patches.end()
+                                              ? std::vector<std::string>{}
+                                              : robot::HunkLines(patch->second, f->file, f->hunk);
+    if (!hunk.empty()) {
+      absl::StrAppend(&body, "\n");
+      for (const std::string& line : hunk) {
+        std::string quoted = absl::StrCat("> ", line);
+        if (robot::MaxLineWidth(quoted) > 80) quoted = quoted.substr(0, 77) + "...";
+        absl::StrAppend(&body, quoted, "\n");
+      }
+    }
+  }
+  absl::StrAppend(&body,
+                  "\nNothing was measured. A version that applies there gets its A/B on every\n"
+                  "arch the lab has.\n",
+                  kRobotSignature);
+  return body;
+}
+
+}  // namespace faultline::controller

@@ -1,0 +1,37 @@
+#pragma once
+// What the robot says about a series: the verdict its reply opens with and its final
+// patchwork check carries, and the reply's text (results, or why the series does not apply).
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "robot/series.h"
+#include "services/controller/robot/options.h"
+#include "services/controller/storage/interfaces.h"
+
+namespace faultline::controller {
+
+struct Verdict {
+  std::string state;               // the check's: success | warning | fail
+  std::string description;         // the check's one line
+  std::string headline;            // "Regression: 1 of 4 comparisons say slower (95% CI):"
+  std::vector<std::string> lines;  // one per regressing comparison (or failed build)
+};
+
+// fail when a kernel did not build (and nothing regressed) or no job measured anything,
+// warning when a comparison says regression, success otherwise.
+Verdict JudgeSeries(const Stores& stores, const SeriesRecord& series);
+
+// The reply to a measured series: the verdict, how it was measured, every job's report.
+absl::StatusOr<std::string> ResultsBody(const Stores& stores, const RobotOptions& options,
+                                        const SeriesRecord& series, const Verdict& verdict);
+
+// The reply to a series that does not apply (series.reason: the build's error): the patch,
+// the file and the hunk, quoted from the patch.
+std::string ApplyFailureBody(const RobotOptions& options, const SeriesRecord& series,
+                             const robot::Series& mails);
+
+// The signature every mail of the robot ends with.
+extern const char* const kRobotSignature;
+
+}  // namespace faultline::controller

@@ -1,0 +1,177 @@
+// The series robot's rooms over the in-memory stores (#57): no PostgreSQL, no public-inbox.
+// The intake assembles a posted series once and stores it (its mbox, its patches' ids); the
+// jobs room submits from the stored mbox and the outbox checks its patches by the stored ids,
+// neither assembling it again; a series stored before mboxes were kept still goes through.
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/kernel_label.h"
+#include "gtest/gtest.h"
+#include "robot/mail.h"
+#include "robot/series.h"
+#include "services/controller/convert/convert.h"
+#include "services/controller/robot/intake.h"
+#include "services/controller/robot/jobs.h"
+#include "services/controller/robot/outbox.h"
+#include "tests/support/fake_stores.h"
+
+namespace faultline::controller {
+namespace {
+
+using fakes::FakeStores;
+
+constexpr char kV4[] = "20260804095135.45897-1-zhanghongru@xiaomi.com";
+
+std::string Testdata(const std::string& name) {
+  std::ifstream in(std::string(FAULTLINE_ROBOT_TESTDATA) + "/" + name, std::ios::binary);
+  std::stringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+class RobotRoomsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BoardSummary x86{.name = "lab-x86", .arch = "x86_64", .memory_bytes = 8ull << 30};
+    x86.boots_built_kernels = true;
+    x86.build_arches = {"x86_64"};
+    fake_.boards.AddBoard(x86);
+    options_.tree = "/srv/linux.git";
+    options_.branch = "mm-unstable";
+    options_.replies.patchwork = "http://patchwork.invalid";
+    v1::JobSpec study;
+    study.set_benchmark("filemap-thrash");
+    study.set_duration("3s");
+    study.set_repetitions(2);
+    study.mutable_memcg()->set_memory_max("256M");
+    options_.studies = {study};
+  }
+  // The mails kept as the intake keeps them (its archive read is public-inbox's, not here).
+  void Keep(const std::vector<std::string>& names) {
+    std::vector<KeptMail> kept;
+    for (const std::string& name : names) {
+      const std::string raw = Testdata(name);
+      auto mail = robot::ParseMail(raw);
+      ASSERT_TRUE(mail.ok()) << name << ": " << mail.status();
+      auto tag = robot::ParseSubject(mail->subject);
+      ASSERT_TRUE(tag.has_value()) << name;
+      kept.push_back({.message_id = mail->message_id,
+                      .thread_root = robot::ThreadRoot(*mail),
+                      .version = tag->version,
+                      .raw = raw});
+    }
+    ASSERT_TRUE(fake_.robot.KeepMails("mm", kept, {{0, "c1"}}).ok());
+  }
+  // The source of the kernel `label` a job brought to be built.
+  v1::KernelSource Source(int64_t job_id, const std::string& label) {
+    v1::KernelSource source;
+    for (const BuildRequest& b : fake_.jobs.builds(job_id)) {
+      if (KernelLabel::Parse(b.label).name != label) continue;  // "v4@<source hash>"
+      return KernelSourceFromJson(b.source_json);
+    }
+    std::string labels;
+    for (const BuildRequest& b : fake_.jobs.builds(job_id)) labels += " " + b.label;
+    ADD_FAILURE() << "job " << job_id << " builds no " << label << ":" << labels;
+    return source;
+  }
+  SeriesRecord Series(const std::string& id) {
+    auto s = fake_.robot.GetSeries(id);
+    EXPECT_TRUE(s.ok() && s->has_value()) << id;
+    return s.ok() && s->has_value() ? **s : SeriesRecord{};
+  }
+
+  FakeStores fake_;
+  RobotOptions options_;
+};
+
+TEST_F(RobotRoomsTest, ASeriesIsAssembledOnceThenSubmittedAndCheckedFromTheStore) {
+  Keep({"v4-0.eml", "v4-1.eml", "v4-2.eml", "v4-3.eml"});
+  ASSERT_FALSE(HasFatalFailure());
+  const Stores stores = fake_.stores();
+  RobotIntake intake(stores, options_);
+  RobotPass pass;
+  ASSERT_TRUE(intake.Decide(kV4, 4, pass).ok());
+  EXPECT_EQ(pass.chosen, 1);
+  SeriesRecord v4 = Series(kV4);
+  EXPECT_EQ(v4.state, SeriesState::kChosen) << v4.reason;
+  ASSERT_EQ(v4.patch_ids.size(), 3u);
+  EXPECT_EQ(v4.patch_ids[0], "20260804095135.45897-2-zhanghongru@xiaomi.com");
+  const std::string mbox = *fake_.robot.SeriesMbox(kV4);
+  EXPECT_NE(mbox.find("[RFC PATCH v4 1/3]"), std::string::npos);
+  EXPECT_NE(mbox.find("[RFC PATCH v4 3/3]"), std::string::npos);
+  EXPECT_EQ(fake_.robot.thread_mails_calls(), 1) << "assembled once, by the intake";
+
+  RobotOutbox outbox(stores, options_, &fake_.own_clock);
+  RobotJobs jobs(stores, options_, outbox);
+  ASSERT_TRUE(jobs.Submit(v4, pass).ok());
+  v4 = Series(kV4);
+  ASSERT_EQ(v4.state, SeriesState::kSubmitted) << v4.reason;
+  ASSERT_EQ(v4.jobs.size(), 1u) << "one study on one arch, against its base";
+  const v1::KernelSource patched = Source(v4.jobs[0], "v4");
+  ASSERT_EQ(patched.series_size(), 1);
+  EXPECT_EQ(patched.series(0).name(), robot::SeriesMboxName(4));
+  EXPECT_EQ(patched.series(0).content(), mbox) << "built from the stored mbox, byte for byte";
+  EXPECT_TRUE(patched.untrusted());
+  auto due = fake_.robot.DueChecks(fake_.own_clock.NowMs(), 10);
+  ASSERT_TRUE(due.ok());
+  ASSERT_EQ(due->size(), 3u) << "a pending check per patch";
+  for (size_t i = 0; i < due->size(); ++i) {
+    EXPECT_EQ((*due)[i].patch_message_id, v4.patch_ids[i]);
+    EXPECT_EQ((*due)[i].kind, "pending");
+  }
+  EXPECT_EQ(fake_.robot.thread_mails_calls(), 1) << "neither jobs nor outbox assembled it again";
+}
+
+// Stored before the intake kept mboxes and patch ids (an older controller's row): the rooms
+// assemble it from its kept mails, once each, and it goes through the same.
+TEST_F(RobotRoomsTest, ASeriesStoredWithoutItsMboxIsAssembledFromItsMails) {
+  Keep({"v4-0.eml", "v4-1.eml", "v4-2.eml", "v4-3.eml"});
+  ASSERT_FALSE(HasFatalFailure());
+  SeriesRecord old{.id = kV4,
+                   .thread_root = kV4,
+                   .version = 4,
+                   .title = "mm: retry under the VMA lock",
+                   .from = "Hongru Zhang <zhanghongru@xiaomi.com>",
+                   .state = SeriesState::kChosen,
+                   .reason = "touches mm/memory.c",
+                   .base = "mm-unstable"};
+  ASSERT_TRUE(fake_.robot.PutSeries(old).ok());
+  const Stores stores = fake_.stores();
+  RobotOutbox outbox(stores, options_, &fake_.own_clock);
+  RobotJobs jobs(stores, options_, outbox);
+  RobotPass pass;
+  ASSERT_TRUE(jobs.Submit(old, pass).ok());
+  const SeriesRecord submitted = Series(kV4);
+  ASSERT_EQ(submitted.state, SeriesState::kSubmitted) << submitted.reason;
+  const v1::KernelSource patched = Source(submitted.jobs.at(0), "v4");
+  ASSERT_EQ(patched.series_size(), 1);
+  EXPECT_NE(patched.series(0).content().find("[RFC PATCH v4 2/3]"), std::string::npos);
+  EXPECT_EQ(fake_.robot.DueChecks(fake_.own_clock.NowMs(), 10)->size(), 3u);
+  EXPECT_EQ(fake_.robot.thread_mails_calls(), 2) << "once for the mbox, once for the checks";
+}
+
+// Its kept mails gone (nothing to build): the series fails once, saying why; no job.
+TEST_F(RobotRoomsTest, ASeriesWhoseMailsAreGoneFailsSayingWhy) {
+  SeriesRecord lost{.id = "lost@x",
+                    .thread_root = "lost@x",
+                    .version = 1,
+                    .title = "t",
+                    .from = "f",
+                    .state = SeriesState::kChosen,
+                    .base = "mm-unstable"};
+  ASSERT_TRUE(fake_.robot.PutSeries(lost).ok());
+  const Stores stores = fake_.stores();
+  RobotOutbox outbox(stores, options_, &fake_.own_clock);
+  RobotJobs jobs(stores, options_, outbox);
+  RobotPass pass;
+  ASSERT_TRUE(jobs.Submit(lost, pass).ok());
+  const SeriesRecord failed = Series("lost@x");
+  EXPECT_EQ(failed.state, SeriesState::kFailed);
+  EXPECT_EQ(failed.reason, "series lost@x: its mails are not kept");
+  EXPECT_TRUE(failed.jobs.empty());
+}
+
+}  // namespace
+}  // namespace faultline::controller
