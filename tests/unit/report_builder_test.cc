@@ -301,6 +301,12 @@ TEST_F(ReportBuilderTest, EachSidesCallStacksPerRoundWhenAsked) {
   auto plain = BuildReport(&fake_.jobs, job);
   ASSERT_TRUE(plain.ok());
   EXPECT_TRUE(plain->report.comparisons[0].baseline_stacks.empty()) << "not asked: none";
+  // The stacks differ between the kernels, and are a result: no "environment difference".
+  for (const BuiltReport* b : {&*built, &*plain}) {
+    for (const auto& [key, text] : b->report.environment_differences) {
+      EXPECT_EQ(key.find("profile.folded"), std::string::npos) << key << ": " << text.substr(0, 80);
+    }
+  }
 }
 
 // The controller renders a job's report itself (what it will send to a list): the same text

@@ -12,6 +12,10 @@
 
 namespace faultline::controller {
 
+// The key a profiled run's folded stacks travel under in its environment map (the agent's
+// transport for them): a result of the run, never one of its facts.
+inline constexpr std::string_view kFoldedStacksKey = "profile.folded";
+
 // At most this many stacks per side in a report (the most sampled).
 inline constexpr size_t kMaxReportStacks = 2000;
 

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "common/kernel_label.h"
+#include "services/controller/core/profiles.h"
 
 namespace faultline::controller {
 
@@ -128,8 +129,11 @@ std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcome
 }
 
 std::map<std::string, std::string> EnvironmentDifferences(const std::vector<RunEnvironment>& runs) {
+  // Per-run values differ by design; a run's folded stacks are a result, not a fact (a
+  // profiled A/B's stacks as an "environment difference" made a 1.9 MB report).
   auto per_run = [](const std::string& key) {
-    return key.rfind("param.", 0) == 0 || key.rfind("memcg.", 0) == 0 || key == "kernel.label";
+    return key.rfind("param.", 0) == 0 || key.rfind("memcg.", 0) == 0 || key == "kernel.label" ||
+           key == kFoldedStacksKey;
   };
   // board -> key -> kernel -> values
   std::map<std::string, std::map<std::string, std::map<std::string, std::set<std::string>>>> seen;

@@ -52,7 +52,7 @@ struct RunEnvironment {
 
 // Keys whose values differ between kernels on the same board, as
 // "board/key" -> "kernelA: v1 | kernelB: v2". Per-run values (params, limits, labels) are
-// ignored: they differ by design.
+// ignored: they differ by design; so are the runs' folded stacks (a result: core/profiles.h).
 std::map<std::string, std::string> EnvironmentDifferences(const std::vector<RunEnvironment>& runs);
 
 // Per board, the facts its runs recorded about it (cpu.*, memory.*, thp.*, swap.*, cgroup.*,

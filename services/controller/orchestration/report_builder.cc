@@ -178,7 +178,7 @@ using CountersByRunGroup = std::map<RunGroupKey, std::vector<RunCounters>>;
 std::map<std::string, double> StacksOf(const RunRecord& r, double rounds) {
   const auto env = nlohmann::json::parse(r.environment_json, nullptr, false);
   if (!env.is_object()) return {};
-  auto it = env.find("profile.folded");
+  auto it = env.find(std::string(kFoldedStacksKey));
   if (it == env.end() || !it->is_string()) return {};
   return FoldedPerRound(it->get<std::string>(), rounds);
 }
