@@ -268,20 +268,6 @@ TEST(BisectEngine, ARevertThatDoesNotApplyIsSaid) {
   EXPECT_EQ(s.result.revert, Mark::kBroken);
 }
 
-TEST(BisectEngine, NamesParseBack) {
-  for (Role r : {Role::kEndpoints, Role::kStep, Role::kConfirm, Role::kRevert}) {
-    EXPECT_EQ(ParseRole(ToString(r)), r);
-  }
-  for (Mark m : {Mark::kUntested, Mark::kGood, Mark::kBad, Mark::kUnknown, Mark::kBroken}) {
-    EXPECT_EQ(ParseMark(ToString(m)), m);
-  }
-  for (Phase p : {Phase::kEndpoints, Phase::kBisecting, Phase::kConfirming, Phase::kReverting,
-                  Phase::kDone, Phase::kFailed}) {
-    EXPECT_EQ(ParsePhase(ToString(p)), p);
-  }
-  EXPECT_FALSE(ParseMark("maybe").has_value());
-}
-
 TEST(BisectEngine, StepsLeftCountsDown) {
   Options options;
   State s = Start(65);

@@ -299,29 +299,6 @@ std::string_view ToString(Phase phase) {
   return "?";
 }
 
-namespace {
-
-// The enum value whose ToString is `text`, trying each from `first` to `last`.
-template <typename E>
-std::optional<E> ParseByName(std::string_view text, E first, E last) {
-  for (int i = static_cast<int>(first); i <= static_cast<int>(last); ++i) {
-    if (ToString(static_cast<E>(i)) == text) return static_cast<E>(i);
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<Role> ParseRole(std::string_view text) {
-  return ParseByName(text, Role::kEndpoints, Role::kRevert);
-}
-std::optional<Mark> ParseMark(std::string_view text) {
-  return ParseByName(text, Mark::kUntested, Mark::kBroken);
-}
-std::optional<Phase> ParsePhase(std::string_view text) {
-  return ParseByName(text, Phase::kEndpoints, Phase::kFailed);
-}
-
 double LogRatio(const Pair& pair) {
   return std::log(std::max(pair.candidate, stats::kMinThroughput)) -
          std::log(std::max(pair.reference, stats::kMinThroughput));

@@ -62,16 +62,13 @@ struct Options {
 
 enum class Role { kEndpoints, kStep, kConfirm, kRevert };
 std::string_view ToString(Role role);
-std::optional<Role> ParseRole(std::string_view text);  // ToString's inverse
 
 // What a commit turned out to be.
 enum class Mark { kUntested, kGood, kBad, kUnknown, kBroken };
 std::string_view ToString(Mark mark);
-std::optional<Mark> ParseMark(std::string_view text);
 
 enum class Phase { kEndpoints, kBisecting, kConfirming, kReverting, kDone, kFailed };
 std::string_view ToString(Phase phase);
-std::optional<Phase> ParsePhase(std::string_view text);
 
 // One repetition: the reference's value and the candidate's; `bad`, the bad end's, in the
 // triples of steps and reverts (NaN in pairs).

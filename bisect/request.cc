@@ -148,7 +148,7 @@ absl::StatusOr<v1::BisectRequest> MakeBisectRequest(const BisectArgs& args, v1::
   r.set_no_revert(args.no_revert);
   r.set_command(args.command);
   if (args.from_job != 0) r.set_origin("job " + std::to_string(args.from_job));
-  if (args.from_change != 0) r.set_origin("change point " + std::to_string(args.from_change));
+  if (args.from_change != 0) v1::SetChangePoint(&r, args.from_change);
   *r.mutable_spec() = std::move(spec);
   return r;
 }

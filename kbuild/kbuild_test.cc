@@ -19,7 +19,9 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
 
@@ -279,14 +281,61 @@ TEST_F(KbuildTest, ASeriesThatDoesNotApplyNamesThePatchTheFileAndTheHunk) {
       << message;
   EXPECT_NE(message.find("mm/memory.c, hunk @@ -2,3 +2,3 @@"), std::string::npos) << message;
   EXPECT_FALSE(fs::exists(cache_ + "/kernels/x86_64")) << "nothing built";
-  // The reason reads back (the series robot answers with it).
-  std::optional<ApplyFailure> failure = ParseApplyFailure(message);
+  // The error carries the failure itself (the series robot answers with it).
+  std::optional<ApplyFailure> failure = ApplyFailureOf(built.status());
   ASSERT_TRUE(failure.has_value()) << message;
   EXPECT_EQ(failure->index, 2);
   EXPECT_EQ(failure->subject, "[PATCH 2/2] mm: x becomes y");
   EXPECT_EQ(failure->source, "bad.mbox");
   EXPECT_EQ(failure->file, "mm/memory.c");
   EXPECT_EQ(failure->hunk, "@@ -2,3 +2,3 @@");
+  EXPECT_EQ(failure->reason, "");
+  // A build's error stored before the failure was carried reads back the same.
+  std::optional<ApplyFailure> older = ParseApplyFailure(message);
+  ASSERT_TRUE(older.has_value()) << message;
+  EXPECT_EQ(older->index, 2);
+  EXPECT_EQ(older->subject, failure->subject);
+  EXPECT_EQ(older->file, failure->file);
+  EXPECT_EQ(older->hunk, failure->hunk);
+}
+
+// A stranger's subject is any text: the failure carried on the error is it, byte for byte,
+// where the words of the reason could be read more than one way.
+TEST(ApplyFailureTest, TheFailureOnTheErrorIsExactWhateverTheSubjectSays) {
+  Patch patch;
+  patch.index = 3;
+  patch.subject = "12:x\" (v9.mbox) does not apply: etc/passwd, hunk @@ -1 +1 @@\n\xff:";
+  patch.source = "v2.mbox";
+  patch.text = "diff --git a/mm/a.c b/mm/a.c\n--- a/mm/a.c\n+++ b/mm/a.c\n@@ -5,2 +5,2 @@ f\n";
+  const absl::Status error = ApplyFailureError(
+      patch, "error: patch failed: mm/a.c:5\nerror: mm/a.c: patch does not apply\n");
+  EXPECT_EQ(error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(error.message().substr(0, 8), "series: ");
+  std::optional<ApplyFailure> f = ApplyFailureOf(error);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->index, 3);
+  EXPECT_EQ(f->subject, patch.subject);
+  EXPECT_EQ(f->source, "v2.mbox");
+  EXPECT_EQ(f->file, "mm/a.c");
+  EXPECT_EQ(f->hunk, "@@ -5,2 +5,2 @@");
+
+  // A file git named, with no hunk: git's words are the reason.
+  std::optional<ApplyFailure> missing =
+      ApplyFailureOf(ApplyFailureError(patch, "error: mm/b.c: does not exist in index\n"));
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(missing->file, "mm/b.c");
+  EXPECT_EQ(missing->hunk, "");
+  EXPECT_EQ(missing->reason, "does not exist in index");
+
+  // Not every error is one; a status whose payload is cut short is not read as one.
+  EXPECT_FALSE(
+      ApplyFailureOf(absl::InvalidArgumentError("series: patch 1 \"x\" (a) does not apply"))
+          .has_value());
+  absl::Status cut = absl::InvalidArgumentError("x");
+  cut.SetPayload("type.faultline.dev/kbuild.ApplyFailure", absl::Cord("1:3"));
+  EXPECT_FALSE(ApplyFailureOf(cut).has_value());
+  cut.SetPayload("type.faultline.dev/kbuild.ApplyFailure", absl::Cord("1:3999999999:x"));
+  EXPECT_FALSE(ApplyFailureOf(cut).has_value());
 }
 
 TEST(ApplyFailureTest, ReadsBackWhatGitSaidAndNothingElse) {

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -214,56 +216,115 @@ std::vector<std::string> IncludedFiles(const Patch& patch,
   return out;
 }
 
-std::string DescribeApplyFailure(const Patch& patch, const std::string& git_output) {
-  std::string file, why;
+ApplyFailure ReadApplyFailure(const Patch& patch, const std::string& git_output) {
+  ApplyFailure f{.index = patch.index, .subject = patch.subject, .source = patch.source};
+  std::string why;
   int line = 0;
   for (absl::string_view l : absl::StrSplit(git_output, '\n')) {
     absl::string_view rest = l;
     if (absl::ConsumePrefix(&rest, "error: patch failed: ")) {
       const size_t colon = rest.rfind(':');
       if (colon != absl::string_view::npos) {
-        file = std::string(rest.substr(0, colon));
+        f.file = std::string(rest.substr(0, colon));
         if (!absl::SimpleAtoi(rest.substr(colon + 1), &line)) line = 0;
       }
       break;
     }
-    if (absl::ConsumePrefix(&rest, "error: ") && file.empty()) {
+    if (absl::ConsumePrefix(&rest, "error: ") && f.file.empty()) {
       // "error: FILE: does not exist in index" / "error: FILE: patch does not apply"
       const size_t colon = rest.find(": ");
       if (colon != absl::string_view::npos) {
-        file = std::string(rest.substr(0, colon));
+        f.file = std::string(rest.substr(0, colon));
         why = std::string(absl::StripAsciiWhitespace(rest.substr(colon + 2)));
       }
     }
   }
   if (why == "patch does not apply") why.clear();  // the hunk says more, when git named it
-  std::string where = file.empty() ? "" : file;
-  if (!file.empty() && line > 0) {
-    // The hunk of `file` whose old range starts at `line`.
+  if (!f.file.empty() && line > 0) {
+    // The hunk of the file whose old range starts at `line`.
     bool in_file = false;
     for (absl::string_view l : absl::StrSplit(patch.text, '\n')) {
-      if (absl::StartsWith(l, "diff --git ")) in_file = absl::EndsWith(l, " b/" + file);
+      if (absl::StartsWith(l, "diff --git ")) in_file = absl::EndsWith(l, " b/" + f.file);
       if (!in_file || !absl::StartsWith(l, "@@ -")) continue;
       absl::string_view range = l.substr(4);
       const size_t end = range.find_first_of(", ");
       int start = 0;
       if (absl::SimpleAtoi(range.substr(0, end), &start) && start == line) {
         const size_t close = l.find(" @@", 3);
-        where +=
-            ", hunk " + std::string(close == absl::string_view::npos ? l : l.substr(0, close + 3));
+        f.hunk = std::string(close == absl::string_view::npos ? l : l.substr(0, close + 3));
         break;
       }
     }
   }
-  std::string reason = absl::StrCat("patch ", patch.index, " \"", patch.subject, "\" (",
-                                    patch.source, ") does not apply");
-  if (!where.empty()) absl::StrAppend(&reason, ": ", where);
-  if (!why.empty() && where.find(", hunk ") == std::string::npos) {
-    absl::StrAppend(&reason, ", because ", OneLine(why, "; "));
-  }
+  if (!why.empty() && f.hunk.empty()) f.reason = OneLine(why, "; ");
+  return f;
+}
+
+std::string DescribeApplyFailure(const ApplyFailure& f, const std::string& git_output) {
+  std::string reason =
+      absl::StrCat("patch ", f.index, " \"", f.subject, "\" (", f.source, ") does not apply");
+  if (!f.file.empty()) absl::StrAppend(&reason, ": ", f.file);
+  if (!f.hunk.empty()) absl::StrAppend(&reason, ", hunk ", f.hunk);
+  if (!f.reason.empty()) absl::StrAppend(&reason, ", because ", f.reason);
   absl::StrAppend(&reason, " (apply only some paths with the series' `include`)");
-  if (file.empty()) absl::StrAppend(&reason, ": ", OneLine(git_output, "; "));
+  if (f.file.empty()) absl::StrAppend(&reason, ": ", OneLine(git_output, "; "));
   return reason;
+}
+
+std::string DescribeApplyFailure(const Patch& patch, const std::string& git_output) {
+  return DescribeApplyFailure(ReadApplyFailure(patch, git_output), git_output);
+}
+
+namespace {
+
+// The failure rides on the status as a payload under this type URL: fields as
+// "<decimal length>:<bytes>", in ApplyFailure's order (the index first, in decimal).
+constexpr absl::string_view kApplyFailureUrl = "type.faultline.dev/kbuild.ApplyFailure";
+
+void PutField(std::string* out, absl::string_view field) {
+  absl::StrAppend(out, field.size(), ":", field);
+}
+
+bool TakeField(absl::string_view* in, std::string* field) {
+  const size_t colon = in->find(':');
+  size_t n = 0;
+  if (colon == absl::string_view::npos || colon > 9 ||
+      !absl::SimpleAtoi(in->substr(0, colon), &n) || n > in->size() - colon - 1) {
+    return false;
+  }
+  *field = std::string(in->substr(colon + 1, n));
+  in->remove_prefix(colon + 1 + n);
+  return true;
+}
+
+}  // namespace
+
+absl::Status ApplyFailureError(const Patch& patch, const std::string& git_output) {
+  const ApplyFailure f = ReadApplyFailure(patch, git_output);
+  absl::Status error =
+      absl::InvalidArgumentError(absl::StrCat("series: ", DescribeApplyFailure(f, git_output)));
+  const std::string index = absl::StrCat(f.index);
+  std::string payload;
+  for (const std::string* field : {&index, &f.subject, &f.source, &f.file, &f.hunk, &f.reason}) {
+    PutField(&payload, *field);
+  }
+  error.SetPayload(kApplyFailureUrl, absl::Cord(payload));
+  return error;
+}
+
+std::optional<ApplyFailure> ApplyFailureOf(const absl::Status& status) {
+  absl::optional<absl::Cord> payload = status.GetPayload(kApplyFailureUrl);
+  if (!payload.has_value()) return std::nullopt;
+  const std::string flat(*payload);
+  absl::string_view in = flat;
+  ApplyFailure f;
+  std::string index;
+  if (!TakeField(&in, &index) || !absl::SimpleAtoi(index, &f.index) ||
+      !TakeField(&in, &f.subject) || !TakeField(&in, &f.source) || !TakeField(&in, &f.file) ||
+      !TakeField(&in, &f.hunk) || !TakeField(&in, &f.reason) || !in.empty()) {
+    return std::nullopt;
+  }
+  return f;
 }
 
 std::optional<ApplyFailure> ParseApplyFailure(absl::string_view error) {

@@ -6,6 +6,7 @@
 #include <vector>
 #include "absl/strings/string_view.h"
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace faultline::kbuild {
@@ -56,14 +57,11 @@ bool PathInsideTree(absl::string_view path);
 // another key.
 std::string SeriesKey(const std::vector<Patch>& patches);
 
-// A readable reason from `git apply`'s error output for `patch`: the file, and the hunk
-// whose context was not found ("@@ -560,7 +560,12 @@ ..."), e.g.
+// Which patch of which mbox did not apply, and where when git said so: the file, and the
+// hunk whose context was not found ("@@ -560,7 +560,12 @@ ..."). The series robot answers a
+// series with it; for people it reads (DescribeApplyFailure)
 //   patch 1 "[RFC PATCH v5] mm: ..." (rfc-v5.mbox) does not apply: arch/arm/mm/fault.c,
 //   hunk @@ -560,7 +560,12 @@ (apply only some paths with `include`)
-std::string DescribeApplyFailure(const Patch& patch, const std::string& git_output);
-
-// That reason read back (a build's error, "series: " before it or not): which patch of which
-// mbox did not apply, and where when git said so. The series robot answers a series with it.
 struct ApplyFailure {
   int index = 0;        // the patch, 1-based within the series
   std::string subject;  // its subject
@@ -72,6 +70,19 @@ struct ApplyFailure {
   std::string hunk;     // "@@ -2,3 +2,3 @@", or ""
   std::string reason;   // what git said of `file` when no hunk failed ("" when nothing)
 };
+// What `git apply`'s error output says of `patch` (the struct above, read where it is made).
+ApplyFailure ReadApplyFailure(const Patch& patch, const std::string& git_output);
+// The same as a reason for people (git's whole output when it named no file).
+std::string DescribeApplyFailure(const ApplyFailure& failure, const std::string& git_output);
+std::string DescribeApplyFailure(const Patch& patch, const std::string& git_output);
+// The error a build returns for it: INVALID_ARGUMENT, "series: " and the reason, carrying
+// the failure itself (ApplyFailureOf reads it back; no one parses the text).
+absl::Status ApplyFailureError(const Patch& patch, const std::string& git_output);
+// The failure a status carries (nullopt: none, or not a series that did not apply).
+std::optional<ApplyFailure> ApplyFailureOf(const absl::Status& status);
+
+// The reason read back from its text: for errors stored before builds carried the failure
+// (a build's error, "series: " before it or not). Nothing new reads it.
 std::optional<ApplyFailure> ParseApplyFailure(absl::string_view error);
 
 }  // namespace faultline::kbuild

@@ -110,9 +110,7 @@ absl::StatusOr<std::vector<std::string>> ApplySeries(const std::vector<Patch>& p
     // name, whatever git would make of it.
     for (const std::string& path : PatchPaths(patch)) {
       if (!PathInsideTree(path)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "series: ", DescribeApplyFailure(
-                            patch, absl::StrCat("error: ", path, ": a path outside the tree"))));
+        return ApplyFailureError(patch, absl::StrCat("error: ", path, ": a path outside the tree"));
       }
     }
     const std::string file = scratch + ".patch";
@@ -123,8 +121,7 @@ absl::StatusOr<std::vector<std::string>> ApplySeries(const std::vector<Patch>& p
     absl::StatusOr<Finished> run = Run({argv});
     if (!run.ok()) return run.status();
     if (run->exit_code != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("series: ", DescribeApplyFailure(patch, run->output)));
+      return ApplyFailureError(patch, run->output);
     }
     ++applied;
     say(absl::StrCat("applied patch ", patch.index, " \"", patch.subject, "\" (", files.size(),

@@ -54,6 +54,36 @@ TEST(ApiValues, ABuildStateIsReadFromTheEnumElseFromTheText) {
   }
 }
 
+TEST(ApiValues, EveryBisectionWordParsesBackAndAnUnknownWordIsNotGuessed) {
+  for (v1::BisectionState s : {v1::BISECTION_STATE_RUNNING, v1::BISECTION_STATE_DONE,
+                               v1::BISECTION_STATE_FAILED, v1::BISECTION_STATE_CANCELLED}) {
+    EXPECT_EQ(v1::ParseBisectionState(v1::BisectionStateName(s)), s);
+  }
+  for (int p = v1::BisectPhase_MIN + 1; p <= v1::BisectPhase_MAX; ++p) {
+    const auto phase = static_cast<v1::BisectPhase>(p);
+    EXPECT_NE(v1::BisectPhaseName(phase), "") << p;
+    EXPECT_EQ(v1::ParseBisectPhase(v1::BisectPhaseName(phase)), phase);
+  }
+  for (int m = v1::BisectMark_MIN + 1; m <= v1::BisectMark_MAX; ++m) {
+    const auto mark = static_cast<v1::BisectMark>(m);
+    EXPECT_NE(v1::BisectMarkName(mark), "") << m;
+    EXPECT_EQ(v1::ParseBisectMark(v1::BisectMarkName(mark)), mark);
+  }
+  for (int r = v1::BisectRole_MIN + 1; r <= v1::BisectRole_MAX; ++r) {
+    const auto role = static_cast<v1::BisectRole>(r);
+    EXPECT_NE(v1::BisectRoleName(role), "") << r;
+    EXPECT_EQ(v1::ParseBisectRole(v1::BisectRoleName(role)), role);
+  }
+  EXPECT_EQ(v1::ParseBisectMark("maybe"), v1::BISECT_MARK_UNSPECIFIED);
+  EXPECT_EQ(v1::BisectMarkName(v1::BISECT_MARK_UNSPECIFIED), "");
+  v1::Bisection b;  // marks without commit_marks (an older writer), and a mismatched count
+  b.add_marks("bad");
+  EXPECT_EQ(v1::CommitMarkOf(b, 0), v1::BISECT_MARK_BAD);
+  v1::AddCommitMark(&b, v1::BISECT_MARK_GOOD);
+  EXPECT_EQ(v1::CommitMarkOf(b, 0), v1::BISECT_MARK_BAD) << "2 words, 1 type: the words";
+  EXPECT_EQ(v1::CommitMarkOf(b, 1), v1::BISECT_MARK_GOOD);
+}
+
 // A report from a controller before the enum (text only) reads as one from a controller
 // that sends both.
 TEST(ApiValues, TheRenderersShowTheSameWordsFromEitherController) {

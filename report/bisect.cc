@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/strings.h"
+#include "faultline/v1/values.h"
 #include "report/table.h"
 
 namespace faultline::report {
@@ -61,11 +62,21 @@ std::string MetricName(const v1::BisectRequest& r) {
 }
 
 std::string Verdict(const v1::BisectStep& s) {
-  if (s.outcome() == "untested") return "measuring";
-  if (s.role() == "endpoints" && s.outcome() == "bad") return "differ";
-  if (s.role() == "endpoints" && s.outcome() == "good") return "same";
-  if (s.role() == "revert" && s.outcome() == "broken") return "no revert";
-  return s.outcome();
+  const v1::BisectMark outcome = v1::OutcomeOf(s);
+  const v1::BisectRole role = v1::RoleOf(s);
+  if (outcome == v1::BISECT_MARK_UNTESTED) return "measuring";
+  if (role == v1::BISECT_ROLE_ENDPOINTS && outcome == v1::BISECT_MARK_BAD) return "differ";
+  if (role == v1::BISECT_ROLE_ENDPOINTS && outcome == v1::BISECT_MARK_GOOD) return "same";
+  if (role == v1::BISECT_ROLE_REVERT && outcome == v1::BISECT_MARK_BROKEN) return "no revert";
+  return std::string(v1::BisectMarkName(outcome));
+}
+
+// The step's role in words, and the revert's candidate as the table names it.
+std::string RoleText(const v1::BisectStep& s) {
+  return std::string(v1::BisectRoleName(v1::RoleOf(s)));
+}
+bool IsRevert(const v1::BisectStep& s) {
+  return v1::RoleOf(s) == v1::BISECT_ROLE_REVERT;
 }
 
 constexpr size_t kWidth = 80;     // every line of a bisection's text (docs/bisect.md)
@@ -185,13 +196,24 @@ std::string WhySkipped(const std::string& prefix, const std::string& note, size_
 
 // The two most common causes of a stopped bisection, in the user's words.
 std::string Summary(const v1::Bisection& b) {
-  if (b.state() == "running") return "running (" + b.phase() + ")";
-  if (b.state() == "cancelled") return "cancelled";
-  if (b.state() == "failed") return "failed: " + Explain(b.failure()).head;
+  switch (v1::BisectionStateOf(b)) {
+    case v1::BISECTION_STATE_RUNNING:
+      return absl::StrCat("running (", std::string(v1::BisectPhaseName(v1::BisectPhaseOf(b))), ")");
+    case v1::BISECTION_STATE_CANCELLED:
+      return "cancelled";
+    case v1::BISECTION_STATE_FAILED:
+      return "failed: " + Explain(b.failure()).head;
+    default:
+      break;
+  }
   if (b.culprit() >= 0) {
-    if (b.confirmation() == "bad") return "done: first bad commit found and confirmed";
-    if (b.confirmation() == "untested") return "done: first bad commit found (not confirmed)";
-    return "done: first bad commit found, NOT confirmed (" + b.confirmation() + ")";
+    const v1::BisectMark confirmation = v1::ConfirmationOf(b);
+    if (confirmation == v1::BISECT_MARK_BAD) return "done: first bad commit found and confirmed";
+    if (confirmation == v1::BISECT_MARK_UNTESTED) {
+      return "done: first bad commit found (not confirmed)";
+    }
+    return absl::StrCat("done: first bad commit found, NOT confirmed (",
+                        std::string(v1::BisectMarkName(confirmation)), ")");
   }
   return "done: skipped commits leave " + std::to_string(b.candidates_size()) + " candidates";
 }
@@ -206,8 +228,8 @@ bool IsBuildFailure(const std::string& note) {
 int FailedBuilds(const v1::Bisection& b) {
   std::set<std::string> failed;
   for (const auto& s : b.steps()) {
-    if (s.outcome() != "broken" || !IsBuildFailure(s.note())) continue;
-    failed.insert(s.role() == "revert" ? "revert" : std::to_string(s.candidate()));
+    if (v1::OutcomeOf(s) != v1::BISECT_MARK_BROKEN || !IsBuildFailure(s.note())) continue;
+    failed.insert(IsRevert(s) ? "revert" : std::to_string(s.candidate()));
   }
   return static_cast<int>(failed.size());
 }
@@ -317,19 +339,22 @@ std::string BisectCommitName(const v1::Bisection& b, int index) {
 }
 
 std::string FormatBisectProgress(const v1::Bisection& b) {
-  std::string line = absl::StrCat("bisection ", b.id(), ": ", b.phase());
-  if (b.state() != "running") {
-    return b.state() == b.phase() ? line : absl::StrCat(line, " (", b.state(), ")");
+  const std::string phase(v1::BisectPhaseName(v1::BisectPhaseOf(b)));
+  const std::string state(v1::BisectionStateName(v1::BisectionStateOf(b)));
+  std::string line = absl::StrCat("bisection ", b.id(), ": ", phase);
+  if (v1::BisectionStateOf(b) != v1::BISECTION_STATE_RUNNING) {
+    // "done" and "failed" are both a state and a phase: said once.
+    return state == phase ? line : absl::StrCat(line, " (", state, ")");
   }
-  if (b.phase() == "bisecting") {
+  if (v1::BisectPhaseOf(b) == v1::BISECT_PHASE_BISECTING) {
     absl::StrAppend(&line, ", ", b.untested(), " commits left between ",
                     CommitName(b, b.range_good()), " (good) and ", CommitName(b, b.range_bad()),
                     " (bad)");
   }
   if (b.steps_size() > 0) {
     const auto& s = b.steps(b.steps_size() - 1);
-    absl::StrAppend(&line, "; ", s.role(), " ",
-                    s.role() == "revert" ? "bad-revert" : CommitName(b, s.candidate()), ": ", s.n(),
+    absl::StrAppend(&line, "; ", RoleText(s), " ",
+                    IsRevert(s) ? "bad-revert" : CommitName(b, s.candidate()), ": ", s.n(),
                     " reps");
   }
   absl::StrAppend(&line, "; ", KernelsBuilt(b), ", ", b.runs(), " runs, ~", b.steps_left(),
@@ -341,7 +366,8 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
   const v1::BisectRequest& r = b.request();
   const int n = r.commits_size();
   std::string out = Fold(absl::StrCat("bisection ", b.id(), ": ", Summary(b)), 4);
-  if (b.state() == "failed") out += ReasonDetail(Explain(b.failure()), 4, /*with_error=*/true);
+  if (v1::BisectionStateOf(b) == v1::BISECTION_STATE_FAILED)
+    out += ReasonDetail(Explain(b.failure()), 4, /*with_error=*/true);
   if (n >= 2) {
     absl::StrAppend(&out, "  good ", CommitName(b, 0), "  ", Clip(r.commits(0).subject(), 58),
                     "\n  bad  ", CommitName(b, n - 1), "  ", Clip(r.commits(n - 1).subject(), 58),
@@ -351,7 +377,7 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
   std::string metric = absl::StrCat("  metric ", MetricName(r), ", board ", r.board());
   for (const auto& [k, v] : r.cell()) absl::StrAppend(&metric, ", ", k, "=", v);
   absl::StrAppend(&out, Fold(metric, 4));
-  if (b.steps_size() > 0 && b.steps(0).outcome() == "bad") {
+  if (b.steps_size() > 0 && v1::OutcomeOf(b.steps(0)) == v1::BISECT_MARK_BAD) {
     // d and its CI from one source: every ln(bad/good) measured, the endpoints' and the
     // bad end's in every step against good (the controller's display fields).
     absl::StrAppend(&out, Fold(absl::StrCat("  bad/good ", Ratio(std::exp(b.effect())), ", 99% CI ",
@@ -368,24 +394,26 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
     absl::StrAppend(&out, "\nFirst bad commit: ", c->sha(), "\n", Fold("    " + c->subject(), 4),
                     Fold("    Author: " + c->author(), 12));
     for (const auto& s : b.steps()) {
-      if (s.role() == "confirm") {
+      const v1::BisectMark outcome = v1::OutcomeOf(s);
+      const std::string said = std::string(v1::BisectMarkName(outcome));
+      if (v1::RoleOf(s) == v1::BISECT_ROLE_CONFIRM) {
         absl::StrAppend(
-            &out,
-            Fold(absl::StrCat("Confirmed against its parent ", CommitName(b, s.reference()), ": ",
-                              s.outcome() == "bad" ? "yes" : "no (" + s.outcome() + ")", ", ratio ",
-                              Ratio(s.ratio()), CiSuffix(s.ci_low(), s.ci_high()), ", n=", s.n()),
-                 2));
+            &out, Fold(absl::StrCat(
+                           "Confirmed against its parent ", CommitName(b, s.reference()), ": ",
+                           outcome == v1::BISECT_MARK_BAD ? "yes" : "no (" + said + ")", ", ratio ",
+                           Ratio(s.ratio()), CiSuffix(s.ci_low(), s.ci_high()), ", n=", s.n()),
+                       2));
       }
-      if (s.role() == "revert") {
-        if (s.outcome() == "broken") {
+      if (IsRevert(s)) {
+        if (outcome == v1::BISECT_MARK_BROKEN) {
           absl::StrAppend(
               &out, WhySkipped("Reverted on the bad end: could not be measured: ", s.note(), 2));
           continue;
         }
-        const std::string what = s.outcome() == "good"
+        const std::string what = outcome == v1::BISECT_MARK_GOOD
                                      ? "like good (the revert removes the regression)"
-                                 : s.outcome() == "bad" ? "still like bad"
-                                                        : s.outcome();
+                                 : outcome == v1::BISECT_MARK_BAD ? "still like bad"
+                                                                  : said;
         absl::StrAppend(&out,
                         Fold(absl::StrCat("Reverted on the bad end: ", what, ", ratio vs good ",
                                           Ratio(s.ratio()), CiSuffix(s.ci_low(), s.ci_high())),
@@ -396,7 +424,8 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
     absl::StrAppend(&out, "\nThe first bad commit is one of (the others could not be tested):\n");
     for (int i : b.candidates()) {
       const auto* c = CommitAt(b, i);
-      const std::string mark = absl::StrCat("  [", b.marks(i), "]");
+      const std::string mark =
+          absl::StrCat("  [", std::string(v1::BisectMarkName(v1::CommitMarkOf(b, i))), "]");
       absl::StrAppend(&out, "  ", Short(c->sha()), "  ",
                       Clip(c->subject(), kWidth - 16 - mark.size()), mark, "\n");
     }
@@ -409,8 +438,9 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
     for (const auto& s : b.steps()) {
       // At most 80 columns whatever it holds: "ends" for the endpoints, "parent" for the
       // culprit's (named above), ratios of at most 7 columns.
-      t.rows.push_back({std::to_string(i++), s.role() == "endpoints" ? "ends" : s.role(),
-                        s.role() == "revert" ? "bad-rev" : CommitName(b, s.candidate()),
+      const bool ends = v1::RoleOf(s) == v1::BISECT_ROLE_ENDPOINTS;
+      t.rows.push_back({std::to_string(i++), ends ? "ends" : RoleText(s),
+                        IsRevert(s) ? "bad-rev" : CommitName(b, s.candidate()),
                         s.reference() == 0 ? "good" : "parent", Ratio(s.ratio()),
                         Ci(s.ci_low(), s.ci_high()), std::to_string(s.n()), Verdict(s)});
     }
@@ -423,7 +453,7 @@ std::string RenderBisection(const v1::Bisection& b, bool steps) {
                       "tests')\n");
     }
     for (const auto& s : b.steps()) {
-      if (s.outcome() == "broken" && s.role() == "step") {
+      if (v1::OutcomeOf(s) == v1::BISECT_MARK_BROKEN && v1::RoleOf(s) == v1::BISECT_ROLE_STEP) {
         absl::StrAppend(&out,
                         WhySkipped(absl::StrCat("  ", CommitName(b, s.candidate()), " skipped: "),
                                    s.note(), 4));

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "faultline/v1/values.h"
 
 namespace faultline::report {
 namespace {
@@ -281,6 +282,57 @@ TEST(BisectRender, TheHeadlineEstimateIsInsideItsInterval) {
   b.set_effect_high(std::log(0.157));
   const std::string text = RenderBisection(b, false);
   EXPECT_THAT(text, HasSubstr("  bad/good 0.153, 99% CI [0.149, 0.157] (both ends in every step"));
+}
+
+// The same bisection as a controller with the types sends it (the types only, no words):
+// the words of the one before them parsed into the enums, then cleared.
+v1::Bisection TypedOnly(v1::Bisection b) {
+  b.set_bisection_state(v1::ParseBisectionState(b.state()));
+  b.set_bisect_phase(v1::ParseBisectPhase(b.phase()));
+  b.set_confirmed(v1::ParseBisectMark(b.confirmation()));
+  b.set_reverted(v1::ParseBisectMark(b.revert()));
+  for (const std::string& m : b.marks()) b.add_commit_marks(v1::ParseBisectMark(m));
+  b.clear_state();
+  b.clear_phase();
+  b.clear_confirmation();
+  b.clear_revert();
+  for (std::string& m : *b.mutable_marks()) m.clear();
+  for (v1::BisectStep& s : *b.mutable_steps()) {
+    s.set_step_role(v1::ParseBisectRole(s.role()));
+    s.set_step_outcome(v1::ParseBisectMark(s.outcome()));
+    s.clear_role();
+    s.clear_outcome();
+  }
+  return b;
+}
+
+// Whichever controller sent it, words or types, a reader is shown the same text.
+TEST(BisectRender, TypesAndTheWordsOfAnOlderControllerReadTheSame) {
+  for (const char* state : {"done", "running", "failed", "cancelled"}) {
+    v1::Bisection words = Finished();
+    words.set_state(state);
+    if (std::string(state) == "running") words.set_phase("reverting");
+    if (std::string(state) == "failed") words.set_phase("failed");
+    if (std::string(state) == "failed") words.set_failure("no board of arch x86_64");
+    const v1::Bisection typed = TypedOnly(words);
+    ASSERT_EQ(typed.state(), "");
+    ASSERT_EQ(typed.steps(0).outcome(), "");
+    EXPECT_EQ(RenderBisection(typed, true), RenderBisection(words, true)) << state;
+    EXPECT_EQ(FormatBisectProgress(typed), FormatBisectProgress(words)) << state;
+  }
+  v1::Bisection unconfirmed = Finished();  // the confirmation's other words
+  for (const char* c : {"untested", "unknown", "broken"}) {
+    unconfirmed.set_confirmation(c);
+    EXPECT_EQ(RenderBisection(TypedOnly(unconfirmed), false), RenderBisection(unconfirmed, false))
+        << c;
+  }
+  v1::Bisection candidates = Finished();  // no culprit: the candidates with their marks
+  candidates.set_culprit(-1);
+  candidates.add_candidates(2);
+  candidates.add_candidates(3);
+  const std::string text = RenderBisection(TypedOnly(candidates), false);
+  EXPECT_THAT(text, HasSubstr("[broken]"));
+  EXPECT_EQ(text, RenderBisection(candidates, false));
 }
 
 TEST(BisectRender, ProgressSaysWhereItStandsAndWhatIsLeft) {

@@ -6,12 +6,14 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "kbuild/builder.h"
 #include "kbuild/prebuilt.h"
+#include "kbuild/series.h"
 
 namespace faultline::agent {
 namespace {
@@ -230,6 +232,17 @@ void RunBuilder(const std::string& builder, const std::vector<std::string>& arch
     } else if (!built.ok()) {
       finish.set_succeeded(false);
       finish.set_error(std::string(built.status().message()));
+      // A series that did not apply: which patch, where, as a message (the robot answers
+      // the series with it; no one parses the error's words).
+      if (std::optional<kbuild::ApplyFailure> f = kbuild::ApplyFailureOf(built.status())) {
+        v1::ApplyFailure* out = finish.mutable_build()->mutable_apply_failure();
+        out->set_patch(f->index);
+        out->set_subject(f->subject);
+        out->set_source(f->source);
+        out->set_file(f->file);
+        out->set_hunk(f->hunk);
+        out->set_reason(f->reason);
+      }
     } else {
       // The image did not reach the controller: the lease lapses and the build is retried.
       log::warn("event=upload_failed build={} error=\"{}\"", b.build_id(),

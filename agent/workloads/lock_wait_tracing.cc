@@ -81,18 +81,20 @@ void LockWaitTracing::MeasurementEnded() {
   measured_ = true;
 }
 
-void LockWaitTracing::AddResults(std::map<std::string, double>* counters,
-                                 std::map<std::string, std::string>* environment) const {
+bool LockWaitTracing::AddFindings(const ProbeFindings& out, std::string* /*error*/) const {
+  std::map<std::string, double>* counters = out.counters;
+  std::map<std::string, std::string>* environment = out.environment;
   if (!unsupported_.empty() || !measured_) {
     (*environment)["mmap_lock_wait.unsupported"] =
         unsupported_.empty() ? "the measured interval did not end" : unsupported_;
-    return;
+    return true;
   }
   for (const auto& [name, value] : waits_.Counters()) (*counters)[name] = value;
   (*environment)["mmap_lock_wait.threads"] = std::to_string(threads_);
   if (!contention_unsupported_.empty()) {
     (*environment)["mmap_lock_contention.unsupported"] = contention_unsupported_;
   }
+  return true;
 }
 
 }  // namespace faultline::workloads

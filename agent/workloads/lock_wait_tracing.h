@@ -20,24 +20,24 @@
 
 #include "agent/sys/lock_wait_tracer.h"
 #include "agent/workloads/periodic_drain.h"
+#include "agent/workloads/probe.h"
 
 namespace faultline::workloads {
 
-class LockWaitTracing {
+class LockWaitTracing final : public Probe {
  public:
   // `scratch_dir`: where tracefs may be mounted for the look-up of the tracepoints.
   explicit LockWaitTracing(std::string scratch_dir) : scratch_dir_(std::move(scratch_dir)) {}
   LockWaitTracing(const LockWaitTracing&) = delete;
   LockWaitTracing& operator=(const LockWaitTracing&) = delete;
-  ~LockWaitTracing();
+  ~LockWaitTracing() override;
 
-  void ThreadsStarted();
-  void MeasurementStarted();
-  void MeasurementEnded();
+  void ThreadsStarted() override;
+  void MeasurementStarted() override;
+  void MeasurementEnded() override;
 
-  // Adds the counters, or the reason nothing was traced.
-  void AddResults(std::map<std::string, double>* counters,
-                  std::map<std::string, std::string>* environment) const;
+  // Adds the counters, or the reason nothing was traced (never fails the run).
+  bool AddFindings(const ProbeFindings& out, std::string* error) const override;
 
  private:
   std::string scratch_dir_;

@@ -23,9 +23,15 @@ void PerfCounting::MeasurementEnded() {
   ended_ = true;
 }
 
-bool PerfCounting::AddResults(std::map<std::string, double>* counters,
-                              std::map<std::string, std::string>* environment,
-                              std::string* error) const {
+bool PerfCounting::AddFindings(const ProbeFindings& out, std::string* error) const {
+  if (Collect(out.counters, out.environment, error)) return true;
+  *error = "--events: " + *error;
+  return false;
+}
+
+bool PerfCounting::Collect(std::map<std::string, double>* counters,
+                           std::map<std::string, std::string>* environment,
+                           std::string* error) const {
   for (const auto& [event, why] : events_.unsupported) {
     (*environment)["perf.unsupported." + event] = why;
   }

@@ -12,23 +12,26 @@
 #include <string>
 
 #include "agent/sys/perf_counters.h"
+#include "agent/workloads/probe.h"
 
 namespace faultline::workloads {
 
-class PerfCounting {
+class PerfCounting final : public Probe {
  public:
   explicit PerfCounting(sys::ResolvedPerfEvents events) : events_(std::move(events)) {}
 
   // The harness's hooks; a failure is kept for AddResults (a hook cannot stop the run).
-  void ThreadsStarted();
-  void MeasurementStarted();
-  void MeasurementEnded();
+  void ThreadsStarted() override;
+  void MeasurementStarted() override;
+  void MeasurementEnded() override;
 
-  // Adds the counts and notes; false with *error (naming the event) if counting failed.
-  bool AddResults(std::map<std::string, double>* counters,
-                  std::map<std::string, std::string>* environment, std::string* error) const;
+  // Adds the counts and notes; false with *error ("--events: ", naming the event) if
+  // counting failed.
+  bool AddFindings(const ProbeFindings& out, std::string* error) const override;
 
  private:
+  bool Collect(std::map<std::string, double>* counters,
+               std::map<std::string, std::string>* environment, std::string* error) const;
   void Keep(const std::string& error) {
     if (error_.empty()) error_ = error;
   }

@@ -148,16 +148,18 @@ void ProfileSampling::MeasurementEnded() {
   measured_ = true;
 }
 
-void ProfileSampling::AddResults(std::map<std::string, double>* counters,
-                                 std::map<std::string, std::string>* environment) const {
+bool ProfileSampling::AddFindings(const ProbeFindings& out, std::string* /*error*/) const {
+  std::map<std::string, double>* counters = out.counters;
+  std::map<std::string, std::string>* environment = out.environment;
   if (!unsupported_.empty() || !measured_) {
     (*environment)["profile.unsupported"] =
         unsupported_.empty() ? "the measured interval did not end" : unsupported_;
-    return;
+    return true;
   }
   ProfileCounters(folded_, lost_, counters);
-  (*environment)["profile.folded"] = FoldedText(folded_, kMaxFoldedBytes);
+  *out.folded_stacks = FoldedText(folded_, kMaxFoldedBytes);
   (*environment)["profile.threads"] = std::to_string(sampler_->threads());
+  return true;
 }
 
 }  // namespace faultline::workloads

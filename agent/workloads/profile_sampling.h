@@ -13,9 +13,9 @@
 //                move when another frame does (a share would).
 // Kernel frames are named after the interval (KernelSymbols::LoadFor: only the symbols
 // needed), so the run's memory cgroup does not pay for the kernel's symbol table.
-//   environment  profile.folded        the folded stacks, "root;...;leaf COUNT" a line, most
-//                                      samples first, at most 64 KiB
-//                profile.unsupported   why nothing was sampled (perf refused, no symbols):
+//   stacks       the folded stacks (the result's folded_stacks), "root;...;leaf COUNT" a
+//                line, most samples first, at most 64 KiB
+//   environment  profile.unsupported   why nothing was sampled (perf refused, no symbols):
 //                                      the run goes on
 #include <atomic>
 #include <cstdint>
@@ -28,22 +28,23 @@
 
 #include "agent/sys/stack_sampler.h"
 #include "agent/workloads/periodic_drain.h"
+#include "agent/workloads/probe.h"
 
 namespace faultline::workloads {
 
-class ProfileSampling {
+class ProfileSampling final : public Probe {
  public:
   ProfileSampling(uint32_t frequency_hz, bool pmu) : frequency_hz_(frequency_hz), pmu_(pmu) {}
   ProfileSampling(const ProfileSampling&) = delete;
   ProfileSampling& operator=(const ProfileSampling&) = delete;
-  ~ProfileSampling();
+  ~ProfileSampling() override;
 
-  void ThreadsStarted();
-  void MeasurementStarted();
-  void MeasurementEnded();
+  void ThreadsStarted() override;
+  void MeasurementStarted() override;
+  void MeasurementEnded() override;
 
-  void AddResults(std::map<std::string, double>* counters,
-                  std::map<std::string, std::string>* environment) const;
+  // Adds the counters and folded stacks, or why nothing was sampled (never fails the run).
+  bool AddFindings(const ProbeFindings& out, std::string* error) const override;
 
  private:
   void DrainOnce();

@@ -65,6 +65,7 @@ std::string FormatWorkloadResultJson(const WorkloadResultData& result) {
   for (const auto& [k, v] : result.counters) json["counters"][k] = number(v);
   json["environment"] = nlohmann::ordered_json::object();
   for (const auto& [k, v] : result.environment) json["environment"][k] = v;
+  if (!result.folded_stacks.empty()) json["folded_stacks"] = result.folded_stacks;
   // Bytes that are not UTF-8 (a path, a kernel's cmdline) become U+FFFD: protobuf's JSON
   // parser rejects invalid UTF-8, and the result must always reach the controller.
   return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);

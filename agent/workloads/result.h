@@ -27,6 +27,7 @@ struct WorkloadResultData {
   std::map<std::string, std::string> params;
   std::map<std::string, double> counters;
   std::map<std::string, std::string> environment;
+  std::string folded_stacks;  // --profile-hz: "root;...;leaf COUNT" a line ("" : none)
 };
 
 std::string FormatWorkloadResultJson(const WorkloadResultData& result);

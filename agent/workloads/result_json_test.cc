@@ -67,6 +67,11 @@ TEST(FormatWorkloadResultJson, ParsesBackWithProtoFieldNames) {
   EXPECT_EQ(parsed["params"]["file_size"], "4M");
   EXPECT_EQ(parsed["counters"]["pgfault"], 12345);
   EXPECT_EQ(parsed["environment"]["odd \"key\""], "line\nbreak \xEF\xBF\xBD");
+  EXPECT_FALSE(parsed.contains("folded_stacks")) << "none when not profiled";
+  data.folded_stacks = "main;do_page_fault;handle_mm_fault 7\nmain 2";
+  parsed = nlohmann::json::parse(FormatWorkloadResultJson(data));
+  EXPECT_EQ(parsed["folded_stacks"], "main;do_page_fault;handle_mm_fault 7\nmain 2");
+  EXPECT_FALSE(parsed["environment"].contains("profile.folded"));
 }
 
 }  // namespace

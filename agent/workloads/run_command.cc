@@ -13,9 +13,7 @@
 #include "agent/sys/vmstat.h"
 #include "agent/sys/zram_swap.h"
 #include "agent/workloads/exit_codes.h"
-#include "agent/workloads/lock_wait_tracing.h"
-#include "agent/workloads/perf_counting.h"
-#include "agent/workloads/profile_sampling.h"
+#include "agent/workloads/probe.h"
 #include "agent/workloads/result.h"
 #include "agent/workloads/workload.h"
 #include "common/strings.h"
@@ -95,34 +93,6 @@ std::string CurrentMemcgDir(const sys::CgroupBackendOptions& cgroup) {
   return dir ? *dir : "";
 }
 
-// What follows the measured interval besides the counters: mmap_lock waits
-// (--mmap-lock-waits) and call-stack samples (--profile-hz).
-struct Tracers {
-  explicit Tracers(const WorkloadCommand& command) {
-    if (command.mmap_lock_waits) lock_waits.emplace(command.work_dir);
-    if (command.profile_hz > 0) profile.emplace(command.profile_hz, command.profile_pmu);
-  }
-  void ThreadsStarted() {
-    if (lock_waits) lock_waits->ThreadsStarted();
-    if (profile) profile->ThreadsStarted();
-  }
-  void MeasurementStarted() {
-    if (lock_waits) lock_waits->MeasurementStarted();
-    if (profile) profile->MeasurementStarted();
-  }
-  void MeasurementEnded() {
-    if (profile) profile->MeasurementEnded();
-    if (lock_waits) lock_waits->MeasurementEnded();
-  }
-  void AddResults(std::map<std::string, double>* counters,
-                  std::map<std::string, std::string>* environment) const {
-    if (lock_waits) lock_waits->AddResults(counters, environment);
-    if (profile) profile->AddResults(counters, environment);
-  }
-  std::optional<LockWaitTracing> lock_waits;
-  std::optional<ProfileSampling> profile;
-};
-
 }  // namespace
 
 CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
@@ -133,18 +103,14 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   if (std::string why = OverTheBoardsRam(*spec, command); !why.empty()) {
     return Fail(kExitUsage, why);
   }
-  // --events: unknown names and tracepoints this kernel lacks are refused before anything is
-  // set up (tracefs, if it must be mounted, only for the look-up of their ids).
-  std::optional<PerfCounting> perf;
-  if (!command.events.empty()) {
-    sys::PerfEventsError perf_error;
-    auto resolved = sys::ResolvePerfEvents(command.events, command.work_dir, &perf_error);
-    if (!resolved) {
-      return Fail(perf_error.usage ? kExitUsage : kExitFailure, "--events: " + perf_error.message);
-    }
-    perf.emplace(std::move(*resolved));
-  }
-  Tracers tracers(command);
+  // What the command measures besides the rounds (probe.h); what it refuses is refused
+  // before anything is set up.
+  int probe_exit = 0;
+  std::string probe_error;
+  std::optional<std::vector<std::unique_ptr<Probe>>> made =
+      MakeProbes(command, &probe_exit, &probe_error);
+  if (!made) return Fail(probe_exit, probe_error);
+  Probes probes(*std::move(made));
   // Declared before the cgroup and the workload: swapoff happens after their memory is gone.
   std::unique_ptr<sys::ZramSwap> zram;
   if (command.zram_swap_bytes > 0 && spec->requires_swap) {
@@ -201,22 +167,19 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   CounterSnapshot at_start, at_end;
   HarnessHooks hooks;
   hooks.threads_started = [&] {
-    if (perf) perf->ThreadsStarted();
-    tracers.ThreadsStarted();
+    probes.ThreadsStarted();
     WriteProgress(command.progress_fd, FormatProgressStarted());
   };
   hooks.measurement_started = [&] {
     at_start = TakeCounterSnapshot(memcg_dir);
     workload->MeasurementStarted();
-    if (perf) perf->MeasurementStarted();
-    tracers.MeasurementStarted();
+    probes.MeasurementStarted();
   };
   hooks.second_done = [&](uint32_t second, uint64_t rounds) {
     WriteProgress(command.progress_fd, FormatProgressSecond(second, rounds));
   };
   hooks.measurement_ended = [&] {
-    tracers.MeasurementEnded();
-    if (perf) perf->MeasurementEnded();
+    probes.MeasurementEnded();
     workload->MeasurementEnded();
     at_end = TakeCounterSnapshot(memcg_dir);
   };
@@ -265,9 +228,11 @@ CommandOutput RunWorkloadCommand(const WorkloadCommand& command,
   environment["threads_started"] = std::to_string(run.threads_started);
   if (!memcg_dir.empty()) environment["memcg.current"] = memcg_dir;
   workload->DescribeEnvironment(&environment);
-  tracers.AddResults(&result.counters, &environment);
-  if (perf && !perf->AddResults(&result.counters, &environment, &error)) {
-    return Fail(kExitFailure, "--events: " + error);
+  if (!probes.AddFindings({.counters = &result.counters,
+                           .environment = &environment,
+                           .folded_stacks = &result.folded_stacks},
+                          &error)) {
+    return Fail(kExitFailure, error);
   }
   result.environment = std::move(environment);
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "faultline/v1/values.h"
 #include "report/bisect.h"
 #include "report/table.h"
 #include "spec/spec_file.h"
@@ -71,10 +72,12 @@ int BisectStartCommand(JobStub& client, const CliEnv& env, BisectArgs args, bool
       return rc;
     }
     for (const v1::Bisection& b : bisections.bisections()) {
-      if (b.request().origin() == absl::StrCat("change point ", cp->id()) &&
-          b.state() != "cancelled" && b.state() != "failed") {
+      const v1::BisectionState state = v1::BisectionStateOf(b);
+      if (v1::ChangePointOf(b.request()) == cp->id() && state != v1::BISECTION_STATE_CANCELLED &&
+          state != v1::BISECTION_STATE_FAILED) {
         return Refuse(env, Usage(absl::StrCat("--from-change: change point ", cp->id(),
-                                              " is bisected by bisection ", b.id(), " (", b.state(),
+                                              " is bisected by bisection ", b.id(), " (",
+                                              std::string(v1::BisectionStateName(state)),
                                               "): faultline bisect status ", b.id())));
       }
     }
@@ -133,7 +136,8 @@ int GetBisection(JobStub& client, const CliEnv& env, int64_t id, v1::Bisection* 
 }
 
 int ExitOf(const v1::Bisection& b) {
-  return b.state() == "done" && b.culprit() >= 0 ? kExitOk : kExitFailure;
+  return v1::BisectionStateOf(b) == v1::BISECTION_STATE_DONE && b.culprit() >= 0 ? kExitOk
+                                                                                 : kExitFailure;
 }
 
 }  // namespace
@@ -142,7 +146,8 @@ int BisectShowCommand(JobStub& client, const CliEnv& env, int64_t id, bool steps
   v1::Bisection b;
   if (int rc = GetBisection(client, env, id, &b); rc != kExitOk) return rc;
   *env.out << report::RenderBisection(b, steps) << std::flush;
-  if (b.state() == "running") *env.err << report::FormatBisectProgress(b) << "\n";
+  if (v1::BisectionStateOf(b) == v1::BISECTION_STATE_RUNNING)
+    *env.err << report::FormatBisectProgress(b) << "\n";
   return kExitOk;
 }
 
@@ -157,7 +162,7 @@ int BisectWatchCommand(JobStub& client, const CliEnv& env, int64_t id) {
       const std::string line = report::FormatBisectProgress(b);
       if (line != last) *env.err << line << "\n" << std::flush;
       last = line;
-      if (b.state() != "running") {
+      if (v1::BisectionStateOf(b) != v1::BISECTION_STATE_RUNNING) {
         *env.out << report::RenderBisection(b, true) << std::flush;
         return ExitOf(b);
       }

@@ -171,7 +171,7 @@ pass "mmap_lock waits traced in all 20 runs; write acquisitions per round $wm_a 
 # compared per round like every counter.
 [ "$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $aa
           AND (r.counters::jsonb->>'profile.samples')::float > 0
-          AND (r.environment::jsonb ? 'profile.folded')")" = 20 ] \
+          AND r.folded_stacks <> '' AND NOT (r.environment::jsonb ? 'profile.folded')")" = 20 ] \
   || fail "not every run was profiled: $(sql "SELECT r.environment::jsonb->>'profile.unsupported' FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $aa LIMIT 1")"
 frames=$(jq '[.comparisons[0].counters[] | select(.name | startswith("profile.total."))] | length' <<<"$aa_json")
 [ "$frames" -ge 5 ] || fail "the report compares $frames kernel frames"

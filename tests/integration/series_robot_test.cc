@@ -320,6 +320,7 @@ class SeriesRobotReplyTest : public SeriesRobotTest {
     options_.replies.smtp = "127.0.0.1:" + port;
     options_.replies.cc = {"mm-tests@faultline.example"};
   }
+  void AnswersASeriesThatDoesNotApply(bool typed);
   void TearDown() override {
     for (pid_t pid : servers_) {
       ::kill(pid, SIGTERM);
@@ -559,8 +560,10 @@ TEST_F(SeriesRobotReplyTest, ChecksWaitInTheOutboxUntilPatchworkTakesThem) {
 }
 
 // A series whose build says it does not apply to its base: its jobs are cancelled and it is
-// answered once, naming the patch, the file and the hunk, quoted; patchwork says fail.
-TEST_F(SeriesRobotReplyTest, ASeriesThatDoesNotApplyIsAnsweredOnceWithItsHunk) {
+// answered once, naming the patch, the file and the hunk, quoted; patchwork says fail. The
+// build carries the failure as a message (what builders send: `typed`), or, stored before
+// builds carried it, only its error's words.
+void SeriesRobotReplyTest::AnswersASeriesThatDoesNotApply(bool typed) {
   Deliver({"v4-0.eml", "v4-1.eml", "v4-2.eml", "v4-3.eml"});
   Pass();
   const SeriesRecord v4 = Series(kV4);
@@ -580,11 +583,25 @@ TEST_F(SeriesRobotReplyTest, ASeriesThatDoesNotApplyIsAnsweredOnceWithItsHunk) {
   ASSERT_TRUE(mbox.ok());
   auto patches = kbuild::SplitMbox("From x\n" + *mbox, "v4.mbox", 3);
   ASSERT_TRUE(patches.ok() && patches->size() == 1u) << patches.status();
+  const std::string git_said =
+      "error: patch failed: mm/memory.c:10\nerror: mm/memory.c: patch does not apply\n";
   BuildRecord outcome;
-  outcome.error =
-      "series: " + kbuild::DescribeApplyFailure(patches->front(),
-                                                "error: patch failed: mm/memory.c:10\n"
-                                                "error: mm/memory.c: patch does not apply\n");
+  if (typed) {
+    // As the builder sends it: the failure kbuild's error carries, beside words the robot
+    // does not read (here none it could).
+    const std::optional<kbuild::ApplyFailure> f =
+        kbuild::ApplyFailureOf(kbuild::ApplyFailureError(patches->front(), git_said));
+    ASSERT_TRUE(f.has_value());
+    outcome.error = "series: the words of a newer builder";
+    outcome.apply_failure = ApplyFailureRecord{.patch = f->index,
+                                               .subject = f->subject,
+                                               .source = f->source,
+                                               .file = f->file,
+                                               .hunk = f->hunk,
+                                               .reason = f->reason};
+  } else {
+    outcome.error = "series: " + kbuild::DescribeApplyFailure(patches->front(), git_said);
+  }
   ASSERT_TRUE(store_->builds().FinishBuild(build, claimed->attempt_id, false, outcome).ok());
 
   RobotPass answered = Pass();
@@ -627,6 +644,13 @@ TEST_F(SeriesRobotReplyTest, ASeriesThatDoesNotApplyIsAnsweredOnceWithItsHunk) {
   for (int i = 0; i < 2; ++i) Pass();
   EXPECT_EQ(Sent().size(), 1u);
   EXPECT_EQ(Count("SELECT count(*) FROM robot_replies"), 1);
+}
+
+TEST_F(SeriesRobotReplyTest, ASeriesThatDoesNotApplyIsAnsweredOnceWithItsHunk) {
+  AnswersASeriesThatDoesNotApply(/*typed=*/true);
+}
+TEST_F(SeriesRobotReplyTest, ABuildStoredBeforeItCarriedTheFailureIsReadFromItsError) {
+  AnswersASeriesThatDoesNotApply(/*typed=*/false);
 }
 
 // The nightly side: a bisection started from a change point (a schedule following a branch)

@@ -280,5 +280,47 @@ TEST_F(BuildStoreTest, AFailedBuildFailsItsRunsNamingWhyAndANewJobRetriesIt) {
   EXPECT_EQ(Text("SELECT state FROM builds"), "queued") << "tried again for the new job";
 }
 
+// The failure of a series that did not apply is stored as itself (which patch, where) and
+// read back whole, whatever a stranger's subject holds; a failure without one has none.
+TEST_F(BuildStoreTest, ASeriesThatDidNotApplyIsStoredAsItsPatchAndHunk) {
+  auto& builds = store_->builds();
+  const int64_t job = SubmitBuilt("patched@dddddddddddd");
+  auto b = builds.ClaimBuild("b1", {"x86_64"}, 60);
+  ASSERT_TRUE(b.ok() && b->has_value());
+  BuildRecord outcome;
+  outcome.error = "series: patch 2 ... does not apply";
+  outcome.apply_failure = ApplyFailureRecord{.patch = 2,
+                                             .subject = "[PATCH 2/2] mm: \"q\" \xe2\x80\x94 \xff",
+                                             .source = "v2.mbox",
+                                             .file = "mm/memory.c",
+                                             .hunk = "@@ -2,3 +2,3 @@",
+                                             .reason = ""};
+  ASSERT_TRUE(builds.FinishBuild((*b)->id, (*b)->attempt_id, false, outcome).ok());
+  auto listed = builds.ListBuilds(job);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  const BuildRecord& read = listed->front();
+  EXPECT_EQ(read.state, BuildState::kFailed);
+  ASSERT_TRUE(read.apply_failure.has_value());
+  EXPECT_EQ(read.apply_failure->patch, 2);
+  EXPECT_EQ(read.apply_failure->subject, "[PATCH 2/2] mm: \"q\" \xe2\x80\x94 \xef\xbf\xbd")
+      << "a byte that is not UTF-8 comes back as U+FFFD, the rest as sent";
+  EXPECT_EQ(read.apply_failure->source, "v2.mbox");
+  EXPECT_EQ(read.apply_failure->file, "mm/memory.c");
+  EXPECT_EQ(read.apply_failure->hunk, "@@ -2,3 +2,3 @@");
+  EXPECT_EQ(read.image_sha256, "");
+
+  const int64_t other = SubmitBuilt("patched@eeeeeeeeeeee");
+  auto c = builds.ClaimBuild("b1", {"x86_64"}, 60);
+  ASSERT_TRUE(c.ok() && c->has_value());
+  BuildRecord broken;
+  broken.error = "make: *** [vmlinux] Error 2";
+  ASSERT_TRUE(builds.FinishBuild((*c)->id, (*c)->attempt_id, false, broken).ok());
+  auto again = builds.ListBuilds(other);
+  ASSERT_TRUE(again.ok() && again->size() == 1u);
+  EXPECT_FALSE(again->front().apply_failure.has_value());
+  EXPECT_EQ(again->front().error, "make: *** [vmlinux] Error 2");
+}
+
 }  // namespace
 }  // namespace faultline::controller

@@ -465,7 +465,7 @@ TYPED_TEST(StoreContract, ASeriesIsStoredAssembled) {
 TYPED_TEST(StoreContract, ARepliesOutboxSendsEachReplyOnce) {
   RobotStore& robot = this->impl_.robot();
   ReplyRecord reply{.series_id = "s@x",
-                    .kind = "results",
+                    .kind = ReplyKind::kResults,
                     .message_id = "r1@robot",
                     .state = ReplyState::kQueued,
                     .recipients = {"a@x", "list@x"},
@@ -476,7 +476,7 @@ TYPED_TEST(StoreContract, ARepliesOutboxSendsEachReplyOnce) {
   ReplyRecord other = reply;
   other.message_id = "r2@robot";
   EXPECT_FALSE(*robot.QueueReply(other)) << "a second results reply to one series";
-  other.kind = "apply";
+  other.kind = ReplyKind::kApply;
   other.message_id = "r1@robot";
   EXPECT_FALSE(*robot.QueueReply(other)) << "a Message-ID already used";
   auto queued = robot.ListReplies(ReplyState::kQueued, 10);
@@ -501,18 +501,18 @@ TYPED_TEST(StoreContract, ARepliesOutboxSendsEachReplyOnce) {
 // a queued check is settled; due ones oldest first.
 TYPED_TEST(StoreContract, AVerdictSupersedesItsPatchsQueuedPendingCheck) {
   RobotStore& robot = this->impl_.robot();
-  auto check = [](const std::string& patch, const std::string& kind, int64_t next_ms) {
+  auto check = [](const std::string& patch, CheckKind kind, int64_t next_ms) {
     return CheckRecord{.series_id = "s@x",
                        .patch_message_id = patch,
                        .kind = kind,
-                       .state = kind == "pending" ? "pending" : "success",
+                       .state = kind == CheckKind::kPending ? "pending" : "success",
                        .description = "d",
                        .status = CheckStatus::kQueued,
                        .attempts = 0,
                        .error = "",
                        .next_ms = next_ms};
   };
-  EXPECT_FALSE(robot.QueueChecks({check("p1@x", "pending", 0)}).ok()) << "no such series";
+  EXPECT_FALSE(robot.QueueChecks({check("p1@x", CheckKind::kPending, 0)}).ok()) << "no such series";
   EXPECT_TRUE(robot.DueChecks(100, 10)->empty()) << "nothing of it kept";
   ASSERT_TRUE(robot
                   .PutSeries({.id = "s@x",
@@ -527,8 +527,11 @@ TYPED_TEST(StoreContract, AVerdictSupersedesItsPatchsQueuedPendingCheck) {
                               .jobs = {},
                               .updated_ms = 0})
                   .ok());
-  ASSERT_TRUE(robot.QueueChecks({check("p1@x", "pending", 0), check("p2@x", "pending", 0)}).ok());
-  ASSERT_TRUE(robot.QueueChecks({check("p1@x", "pending", 0)}).ok()) << "kept once";
+  ASSERT_TRUE(robot
+                  .QueueChecks({check("p1@x", CheckKind::kPending, 0),
+                                check("p2@x", CheckKind::kPending, 0)})
+                  .ok());
+  ASSERT_TRUE(robot.QueueChecks({check("p1@x", CheckKind::kPending, 0)}).ok()) << "kept once";
   auto due = robot.DueChecks(100, 10);
   ASSERT_EQ(due->size(), 2u);
   EXPECT_EQ(due->at(0).patch_message_id, "p1@x");
@@ -537,11 +540,13 @@ TYPED_TEST(StoreContract, AVerdictSupersedesItsPatchsQueuedPendingCheck) {
   posted.status = CheckStatus::kPosted;
   posted.attempts = 1;
   ASSERT_TRUE(robot.SettleCheck(posted).ok());
-  ASSERT_TRUE(
-      robot.QueueChecks({check("p1@x", "verdict", 50), check("p2@x", "verdict", 500)}).ok());
+  ASSERT_TRUE(robot
+                  .QueueChecks({check("p1@x", CheckKind::kVerdict, 50),
+                                check("p2@x", CheckKind::kVerdict, 500)})
+                  .ok());
   due = robot.DueChecks(100, 10);
   ASSERT_EQ(due->size(), 1u) << "p1's pending superseded, p2's verdict not due yet";
-  EXPECT_EQ(due->at(0).kind, "verdict");
+  EXPECT_EQ(due->at(0).kind, CheckKind::kVerdict);
   EXPECT_EQ(due->at(0).patch_message_id, "p1@x");
   CheckRecord refused = due->at(0);
   refused.attempts = 1;
@@ -554,10 +559,10 @@ TYPED_TEST(StoreContract, AVerdictSupersedesItsPatchsQueuedPendingCheck) {
   EXPECT_EQ(due->at(0).attempts, 1);
   EXPECT_EQ(due->at(0).error, "503");
   // A superseded check stays so: settling it changes nothing.
-  CheckRecord late = check("p1@x", "pending", 0);
+  CheckRecord late = check("p1@x", CheckKind::kPending, 0);
   late.status = CheckStatus::kPosted;
   ASSERT_TRUE(robot.SettleCheck(late).ok());
-  for (const CheckRecord& k : *robot.DueChecks(1000, 10)) EXPECT_EQ(k.kind, "verdict");
+  for (const CheckRecord& k : *robot.DueChecks(1000, 10)) EXPECT_EQ(k.kind, CheckKind::kVerdict);
 }
 
 }  // namespace

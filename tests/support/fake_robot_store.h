@@ -162,8 +162,8 @@ class FakeRobotStore final : public RobotStore {
         stored.error.clear();
         checks_.push_back(std::move(stored));
       }
-      if (k.kind == "verdict") {
-        if (CheckRecord* pending = Find(k.patch_message_id, "pending");
+      if (k.kind == CheckKind::kVerdict) {
+        if (CheckRecord* pending = Find(k.patch_message_id, CheckKind::kPending);
             pending != nullptr && pending->status == CheckStatus::kQueued) {
           pending->status = CheckStatus::kSuperseded;
         }
@@ -210,7 +210,7 @@ class FakeRobotStore final : public RobotStore {
 
  private:
   int64_t NowMs() const { return clock_->NowMs(); }
-  CheckRecord* Find(const std::string& patch, const std::string& kind) {
+  CheckRecord* Find(const std::string& patch, CheckKind kind) {
     for (CheckRecord& k : checks_) {
       if (k.patch_message_id == patch && k.kind == kind) return &k;
     }

@@ -8,7 +8,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "faultline/v1/values.h"
 #include "google/protobuf/util/json_util.h"
+#include "services/controller/convert/bisection.h"
 #include "tests/support/fake_stores.h"
 
 namespace faultline::controller {
@@ -172,6 +174,67 @@ TEST_F(BisectionTest, ResumesFromTheStoreAfterARestart) {
   const v1::Bisection b = Drive(started->id(), /*culprit=*/3);
   ASSERT_EQ(b.state(), "done") << b.failure();
   EXPECT_EQ(b.culprit(), 3);
+}
+
+// A document stored by a controller before the types (the words only) reads back as the
+// same bisection, and is written with both from then on.
+TEST_F(BisectionTest, ADocumentStoredBeforeTheTypesReadsTheSame) {
+  auto started = StartBisection(stores_, Request(17), "r1");
+  ASSERT_TRUE(started.ok()) << started.status();
+  const v1::Bisection done = Drive(started->id(), /*culprit=*/11, /*broken=*/8);
+  ASSERT_EQ(v1::BisectionStateOf(done), v1::BISECTION_STATE_DONE) << done.failure();
+  EXPECT_EQ(done.state(), "done") << "the word, for clients of a release before the types";
+  EXPECT_EQ(v1::ConfirmationOf(done), v1::BISECT_MARK_BAD);
+  EXPECT_EQ(done.confirmation(), "bad");
+  ASSERT_EQ(done.commit_marks_size(), done.marks_size());
+  EXPECT_EQ(v1::CommitMarkOf(done, 8), v1::BISECT_MARK_BROKEN);
+  EXPECT_EQ(done.marks(8), "broken");
+
+  auto record = fake_.bisections.GetBisection(started->id());
+  ASSERT_TRUE(record.ok());
+  v1::Bisection doc;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(record->doc_json, &doc).ok());
+  EXPECT_EQ(doc.bisect_phase(), v1::BISECT_PHASE_DONE) << "stored typed";
+  // What an older controller stored: every typed field cleared, the words kept.
+  doc.clear_bisect_phase();
+  doc.clear_commit_marks();
+  doc.clear_confirmed();
+  doc.clear_reverted();
+  for (v1::BisectStep& step : *doc.mutable_steps()) {
+    step.clear_step_role();
+    step.clear_step_outcome();
+  }
+  BisectionRecord older = *record;
+  older.doc_json.clear();  // the printer appends
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(doc, &older.doc_json).ok());
+  EXPECT_EQ(older.doc_json.find("BISECT_"), std::string::npos) << older.doc_json;
+  absl::StatusOr<Bisection> fresh = BisectionFromRecord(*record);
+  absl::StatusOr<Bisection> read = BisectionFromRecord(older);
+  ASSERT_TRUE(fresh.ok() && read.ok());
+  const v1::Bisection a = BisectionToProto(*fresh);
+  const v1::Bisection b = BisectionToProto(*read);
+  EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString()) << a.DebugString() << "\nvs\n"
+                                                          << b.DebugString();
+  EXPECT_EQ(v1::RoleOf(b.steps(0)), v1::BISECT_ROLE_ENDPOINTS);
+  EXPECT_EQ(v1::RevertOf(b), v1::BISECT_MARK_GOOD);
+}
+
+// A bisection started from a change point says so in a field; one stored before the field
+// is known by its origin's words.
+TEST(BisectionOrigin, TheChangePointIsAFieldElseTheOriginOfAnOlderController) {
+  v1::BisectRequest typed;
+  v1::SetChangePoint(&typed, 42);
+  EXPECT_EQ(typed.change_point(), 42);
+  EXPECT_EQ(typed.origin(), "change point 42");
+  EXPECT_EQ(v1::ChangePointOf(typed), 42);
+  v1::BisectRequest older;
+  older.set_origin("change point 7");
+  EXPECT_EQ(v1::ChangePointOf(older), 7);
+  for (const char* origin : {"job 7", "change point ", "change point 7x", "change point -1",
+                             "change point 99999999999999999999", ""}) {
+    older.set_origin(origin);
+    EXPECT_EQ(v1::ChangePointOf(older), 0) << origin;
+  }
 }
 
 TEST_F(BisectionTest, CancellingStopsItsJob) {

@@ -6,7 +6,8 @@
 #   common/sha256.cc; a Render* definition in services/cli (a call passes); a controller
 #   link line without the report library; a folder with C++ that .clang-tidy's
 #   HeaderFilterRegex leaves out; literal comparisons of an API verdict, build state or
-#   bisection mark (either side; in proto/faultline/v1/ or a comment they pass).
+#   bisection mark (either side; in proto/faultline/v1/ or a comment they pass), in
+#   bisect/ too; a bisection origin read by hand; a build's apply error parsed back.
 # Exit 1 naming each failed check, 0 when all pass.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -90,6 +91,15 @@ expect "a literal compared with a build state" 1 "services/cli/b.cc:1: compares 
 new_repo mark
 echo 'int n = b.marks(i) == "bad";' >"$repo/common/m.cc"
 expect "a bisection mark compared with a literal" 1 "common/m.cc:1: compares an API state"
+new_repo origin
+echo 'if (r.origin().rfind("change point", 0) == 0) return;' >"$repo/services/robot.cc"
+expect "a bisection origin parsed by hand" 1 "services/robot.cc:1: reads a bisection's origin by hand"
+new_repo apply
+echo 'auto f = kbuild::ParseApplyFailure(build.error);' >"$repo/services/outbox.cc"
+expect "a build's apply error parsed back" 1 "services/outbox.cc:1: parses a build's apply error"
+new_repo engine
+mkdir -p "$repo/bisect" && echo 'if (s.outcome() == "bad") return;' >"$repo/bisect/engine.cc"
+expect "the bisection's words in bisect/ (no file is let off)" 1 "bisect/engine.cc:1: compares an API state"
 new_repo typed
 mkdir -p "$repo/proto/faultline/v1"
 printf "HeaderFilterRegex: '/(common|services|proto)/'\n" >"$repo/.clang-tidy"
@@ -98,6 +108,7 @@ printf '// was: c.verdict() == "regression"
 bool S(const v1::Comparison& c) { return v1::SaysSlower(v1::VerdictOf(c)); }
 ' >"$repo/common/v.cc"
 echo 'if (e.sqlstate() == "57P01") retry();' >"$repo/common/pg.cc"
+echo 'if (v1::ChangePointOf(r) == id) return; r.set_origin("job 7");' >"$repo/common/o.cc"
 expect "the words in their type, a comment, the typed call, another accessor" 0
 
 [ "$failures" -eq 0 ] || { echo "check_house_test: $failures check(s) failed" >&2; exit 1; }

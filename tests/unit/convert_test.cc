@@ -335,6 +335,28 @@ TEST(ConvertTest, AReportKeepsItsRowsComparisonsCountersAndRuns) {
   EXPECT_DOUBLE_EQ(out.run_results(0).counters().at("vmstat.pgfault"), 768000);
 }
 
+// A profiled run's stacks are a result of their own: from the field, or moved out of the
+// environment where an agent before the field sent them; never an environment fact.
+TEST(ConvertTest, AResultsStacksAreTheirOwnWhicheverAgentSentThem) {
+  v1::WorkloadResult now;
+  now.set_folded_stacks("main;handle_mm_fault 9\n");
+  (*now.mutable_environment())["kernel.release"] = "6.12.0";
+  ResultRecord r = ResultFromProto(now);
+  EXPECT_EQ(r.folded_stacks, "main;handle_mm_fault 9\n");
+  EXPECT_EQ(r.environment_json.find("handle_mm_fault"), std::string::npos) << r.environment_json;
+
+  v1::WorkloadResult older;  // an agent before WorkloadResult.folded_stacks
+  (*older.mutable_environment())["profile.folded"] = "main;lock_mm_and_find_vma 3\n";
+  (*older.mutable_environment())["kernel.release"] = "6.12.0";
+  r = ResultFromProto(older);
+  EXPECT_EQ(r.folded_stacks, "main;lock_mm_and_find_vma 3\n");
+  EXPECT_EQ(r.environment_json.find("profile.folded"), std::string::npos) << r.environment_json;
+  EXPECT_NE(r.environment_json.find("kernel.release"), std::string::npos);
+
+  v1::WorkloadResult plain;
+  EXPECT_EQ(ResultFromProto(plain).folded_stacks, "");
+}
+
 TEST(ConvertTest, AnAssignmentCarriesItsLimitsAndWarmupParsed) {
   Assignment a;
   a.run_id = 1;

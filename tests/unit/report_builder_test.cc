@@ -265,19 +265,15 @@ TEST_F(ReportBuilderTest, NoTablesForAJobThatDidNotTraceLockWaits) {
   EXPECT_TRUE(built->report.caveats.empty());
 }
 
-// A profiled job's stacks (environment profile.folded) per side and cell, per round and
+// A profiled job's stacks (each result's folded_stacks) per side and cell, per round and
 // averaged over the side's runs, when the request asks for them (the page's flame graphs).
 TEST_F(ReportBuilderTest, EachSidesCallStacksPerRoundWhenAsked) {
   const int64_t job = SubmitAndFinish([](RunRecord& r) {
     const bool patched = r.kernel == "patched";
     r.rounds = 100;
     r.throughput = 10 + r.repetition;
-    r.environment_json = nlohmann::json{{"profile.folded",
-                                         patched ? "[user];exc_page_fault;lock_mm_and_find_vma 50\n"
-                                                   "[user] 20\n"
-                                                 : "[user];exc_page_fault;lock_vma_under_rcu 30\n"
-                                                   "[user] 20\n"}}
-                             .dump();
+    r.folded_stacks = patched ? "[user];exc_page_fault;lock_mm_and_find_vma 50\n[user] 20\n"
+                              : "[user];exc_page_fault;lock_vma_under_rcu 30\n[user] 20\n";
   });
   ReportOptions options;
   options.profiles = true;

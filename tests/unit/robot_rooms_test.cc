@@ -119,7 +119,7 @@ TEST_F(RobotRoomsTest, ASeriesIsAssembledOnceThenSubmittedAndCheckedFromTheStore
   ASSERT_EQ(due->size(), 3u) << "a pending check per patch";
   for (size_t i = 0; i < due->size(); ++i) {
     EXPECT_EQ((*due)[i].patch_message_id, v4.patch_ids[i]);
-    EXPECT_EQ((*due)[i].kind, "pending");
+    EXPECT_EQ((*due)[i].kind, CheckKind::kPending);
   }
   EXPECT_EQ(fake_.robot.thread_mails_calls(), 1) << "neither jobs nor outbox assembled it again";
 }
@@ -174,4 +174,18 @@ TEST_F(RobotRoomsTest, ASeriesWhoseMailsAreGoneFailsSayingWhy) {
 }
 
 }  // namespace
+// The kinds of the robot's mails and checks are stored by name and read back; a name the
+// store does not know is no kind.
+TEST(RobotKinds, AreStoredByNameAndReadBack) {
+  for (ReplyKind k : {ReplyKind::kResults, ReplyKind::kApply, ReplyKind::kCulprit}) {
+    EXPECT_EQ(ParseReplyKind(ToString(k)), k) << ToString(k);
+  }
+  for (CheckKind k : {CheckKind::kPending, CheckKind::kVerdict}) {
+    EXPECT_EQ(ParseCheckKind(ToString(k)), k) << ToString(k);
+  }
+  EXPECT_EQ(ToString(ReplyKind::kApply), "apply") << "the stored spelling (robot_replies.kind)";
+  EXPECT_FALSE(ParseReplyKind("pending").has_value());
+  EXPECT_FALSE(ParseCheckKind("results").has_value());
+}
+
 }  // namespace faultline::controller

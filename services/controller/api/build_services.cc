@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "common/strings.h"
 #include "services/controller/api/services.h"
 #include "services/controller/convert/convert.h"
 
@@ -226,7 +227,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::FinishBuild(grpc::CallbackServerCont
                        grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no build store"));
   }
   BuildRecord outcome = BuildFromProto(req->build());
-  outcome.error = req->error().substr(0, 8000);
+  // Cut to a bound, and never mid-character: a text column refuses a broken sequence.
+  outcome.error = ValidUtf8(req->error().substr(0, 8000));
   if (req->succeeded() && !IsSha256Hex(outcome.image_sha256)) {
     return FinishUnary(ctx, &timer,
                        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

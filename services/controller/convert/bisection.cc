@@ -5,33 +5,74 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "faultline/v1/values.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace faultline::controller {
 namespace {
 
-// The stored document's names back to the engine's values (its defaults for names it
-// does not know).
-bisect::Role RoleFrom(const std::string& s) {
-  return bisect::ParseRole(s).value_or(bisect::Role::kStep);
+// The engine's values and the API's types, one for one.
+template <typename E, typename T>
+using Pairs = std::pair<E, T>;
+constexpr Pairs<bisect::Role, v1::BisectRole> kRoles[] = {
+    {bisect::Role::kEndpoints, v1::BISECT_ROLE_ENDPOINTS},
+    {bisect::Role::kStep, v1::BISECT_ROLE_STEP},
+    {bisect::Role::kConfirm, v1::BISECT_ROLE_CONFIRM},
+    {bisect::Role::kRevert, v1::BISECT_ROLE_REVERT},
+};
+constexpr Pairs<bisect::Mark, v1::BisectMark> kMarks[] = {
+    {bisect::Mark::kUntested, v1::BISECT_MARK_UNTESTED},
+    {bisect::Mark::kGood, v1::BISECT_MARK_GOOD},
+    {bisect::Mark::kBad, v1::BISECT_MARK_BAD},
+    {bisect::Mark::kUnknown, v1::BISECT_MARK_UNKNOWN},
+    {bisect::Mark::kBroken, v1::BISECT_MARK_BROKEN},
+};
+constexpr Pairs<bisect::Phase, v1::BisectPhase> kPhases[] = {
+    {bisect::Phase::kEndpoints, v1::BISECT_PHASE_ENDPOINTS},
+    {bisect::Phase::kBisecting, v1::BISECT_PHASE_BISECTING},
+    {bisect::Phase::kConfirming, v1::BISECT_PHASE_CONFIRMING},
+    {bisect::Phase::kReverting, v1::BISECT_PHASE_REVERTING},
+    {bisect::Phase::kDone, v1::BISECT_PHASE_DONE},
+    {bisect::Phase::kFailed, v1::BISECT_PHASE_FAILED},
+};
+constexpr Pairs<BisectionState, v1::BisectionState> kStates[] = {
+    {BisectionState::kRunning, v1::BISECTION_STATE_RUNNING},
+    {BisectionState::kDone, v1::BISECTION_STATE_DONE},
+    {BisectionState::kFailed, v1::BISECTION_STATE_FAILED},
+    {BisectionState::kCancelled, v1::BISECTION_STATE_CANCELLED},
+};
+
+template <typename E, typename T, size_t N>
+T ToApi(const Pairs<E, T> (&pairs)[N], E value) {
+  for (const auto& [e, t] : pairs) {
+    if (e == value) return t;
+  }
+  return T{};
 }
-bisect::Mark MarkFrom(const std::string& s) {
-  return bisect::ParseMark(s).value_or(bisect::Mark::kUntested);
+// The stored document's types back to the engine's values (`otherwise` for a value it does
+// not know, or none).
+template <typename E, typename T, size_t N>
+E FromApi(const Pairs<E, T> (&pairs)[N], T value, E otherwise) {
+  for (const auto& [e, t] : pairs) {
+    if (t == value) return e;
+  }
+  return otherwise;
 }
-bisect::Phase PhaseFrom(const std::string& s) {
-  return bisect::ParsePhase(s).value_or(bisect::Phase::kEndpoints);
+
+bisect::Mark MarkFrom(v1::BisectMark m) {
+  return FromApi(kMarks, m, bisect::Mark::kUntested);
 }
 
 bisect::State StateFromProto(const v1::Bisection& doc) {
   bisect::State s;
   s.commits = doc.request().commits_size();
-  s.phase = PhaseFrom(doc.phase());
-  for (const auto& m : doc.marks()) s.marks.push_back(MarkFrom(m));
+  s.phase = FromApi(kPhases, v1::BisectPhaseOf(doc), bisect::Phase::kEndpoints);
+  for (int i = 0; i < doc.marks_size(); ++i) s.marks.push_back(MarkFrom(v1::CommitMarkOf(doc, i)));
   s.marks.resize(s.commits, bisect::Mark::kUntested);
   for (const auto& p : doc.steps()) {
     bisect::Step step;
-    step.role = RoleFrom(p.role());
+    step.role = FromApi(kRoles, v1::RoleOf(p), bisect::Role::kStep);
     step.candidate = p.candidate();
     step.reference = p.reference();
     step.with_bad = p.with_bad();
@@ -40,7 +81,7 @@ bisect::State StateFromProto(const v1::Bisection& doc) {
       if (x.has_bad()) pair.bad = x.bad();
       step.pairs.push_back(pair);
     }
-    step.outcome = MarkFrom(p.outcome());
+    step.outcome = MarkFrom(v1::OutcomeOf(p));
     step.llr = p.llr();
     step.note = p.note();
     step.jobs.assign(p.jobs().begin(), p.jobs().end());
@@ -51,20 +92,21 @@ bisect::State StateFromProto(const v1::Bisection& doc) {
   s.effect_high = doc.effect_high();
   s.result.culprit = doc.culprit();
   s.result.candidates.assign(doc.candidates().begin(), doc.candidates().end());
-  s.result.confirmation = MarkFrom(doc.confirmation());
-  s.result.revert = MarkFrom(doc.revert());
+  s.result.confirmation = MarkFrom(v1::ConfirmationOf(doc));
+  s.result.revert = MarkFrom(v1::RevertOf(doc));
   s.failure = doc.failure();
   return s;
 }
 
 void StateToProto(const bisect::State& s, v1::Bisection* doc) {
-  doc->set_phase(std::string(bisect::ToString(s.phase)));
+  v1::SetBisectPhase(doc, ToApi(kPhases, s.phase));
   doc->clear_marks();
-  for (auto m : s.marks) doc->add_marks(std::string(bisect::ToString(m)));
+  doc->clear_commit_marks();
+  for (auto m : s.marks) v1::AddCommitMark(doc, ToApi(kMarks, m));
   doc->clear_steps();
   for (const auto& step : s.steps) {
     auto* p = doc->add_steps();
-    p->set_role(std::string(bisect::ToString(step.role)));
+    v1::SetRole(p, ToApi(kRoles, step.role));
     p->set_candidate(step.candidate);
     p->set_reference(step.reference);
     p->set_with_bad(step.with_bad);
@@ -77,7 +119,7 @@ void StateToProto(const bisect::State& s, v1::Bisection* doc) {
         x->set_has_bad(true);
       }
     }
-    p->set_outcome(std::string(bisect::ToString(step.outcome)));
+    v1::SetOutcome(p, ToApi(kMarks, step.outcome));
     p->set_llr(step.llr);
     p->set_note(step.note);
     for (int64_t j : step.jobs) p->add_jobs(j);
@@ -88,8 +130,8 @@ void StateToProto(const bisect::State& s, v1::Bisection* doc) {
   doc->set_culprit(s.result.culprit);
   doc->clear_candidates();
   for (int c : s.result.candidates) doc->add_candidates(c);
-  doc->set_confirmation(std::string(bisect::ToString(s.result.confirmation)));
-  doc->set_revert(std::string(bisect::ToString(s.result.revert)));
+  v1::SetConfirmation(doc, ToApi(kMarks, s.result.confirmation));
+  v1::SetRevert(doc, ToApi(kMarks, s.result.revert));
   doc->set_failure(s.failure);
 }
 
@@ -135,7 +177,7 @@ absl::StatusOr<Bisection> BisectionFromRecord(const BisectionRecord& record) {
 v1::Bisection BisectionToProto(const Bisection& bisection) {
   v1::Bisection doc;
   doc.set_id(bisection.id);
-  doc.set_state(std::string(ToString(bisection.state)));
+  v1::SetBisectionState(&doc, ToApi(kStates, bisection.state));
   doc.set_current_job(bisection.current_job);
   *doc.mutable_created_at() =
       google::protobuf::util::TimeUtil::MillisecondsToTimestamp(bisection.created_ms);

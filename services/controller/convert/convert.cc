@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/strings.h"
 #include "faultline/v1/values.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -9,6 +10,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "google/protobuf/util/type_resolver_util.h"
 #include "nlohmann/json.hpp"
+#include "services/controller/core/profiles.h"
 
 namespace faultline::controller {
 
@@ -276,6 +278,13 @@ ResultRecord ResultFromProto(const v1::WorkloadResult& result) {
   nlohmann::json env = nlohmann::json::object();
   for (const auto& [k, v] : result.environment()) env[k] = v;
   for (const auto& [k, v] : result.params()) env["param." + k] = v;
+  r.folded_stacks = ValidUtf8(result.folded_stacks());
+  // An agent before the field sent the stacks as an environment fact: they are a result.
+  if (auto it = env.find(std::string(kFoldedStacksKey)); it != env.end()) {
+    if (r.folded_stacks.empty() && it->is_string())
+      r.folded_stacks = ValidUtf8(it->get<std::string>());
+    env.erase(it);
+  }
   r.counters_json = counters.dump();
   r.environment_json = env.dump();
   return r;
@@ -485,6 +494,15 @@ void BuildToProto(const BuildRecord& b, v1::Build* out) {
   out->set_build_seconds(b.build_seconds);
   out->set_cached(b.cached);
   out->set_error(b.error);
+  if (b.apply_failure) {
+    v1::ApplyFailure* f = out->mutable_apply_failure();
+    f->set_patch(b.apply_failure->patch);
+    f->set_subject(b.apply_failure->subject);
+    f->set_source(b.apply_failure->source);
+    f->set_file(b.apply_failure->file);
+    f->set_hunk(b.apply_failure->hunk);
+    f->set_reason(b.apply_failure->reason);
+  }
   out->set_attempts(b.attempts);
   if (b.created_ms > 0) {
     *out->mutable_created_at() =
@@ -523,6 +541,17 @@ BuildRecord BuildFromProto(const v1::Build& build) {
   b.build_seconds = build.build_seconds();
   b.cached = build.cached();
   b.error = build.error();
+  if (build.has_apply_failure() && build.apply_failure().patch() > 0) {
+    // A builder's words about a stranger's series: bounded, and fit for a text column.
+    auto text = [](const std::string& s) { return ValidUtf8(s.substr(0, 2000)); };
+    const v1::ApplyFailure& f = build.apply_failure();
+    b.apply_failure = ApplyFailureRecord{.patch = f.patch(),
+                                         .subject = text(f.subject()),
+                                         .source = text(f.source()),
+                                         .file = text(f.file()),
+                                         .hunk = text(f.hunk()),
+                                         .reason = text(f.reason())};
+  }
   return b;
 }
 

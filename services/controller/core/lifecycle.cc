@@ -26,6 +26,8 @@ constexpr std::array<std::string_view, 7> kSeriesStates = {
 constexpr std::array<std::string_view, 4> kReplyStates = {"queued", "sending", "sent", "uncertain"};
 constexpr std::array<std::string_view, 4> kCheckStatuses = {"queued", "posted", "superseded",
                                                             "failed"};
+constexpr std::array<std::string_view, 3> kReplyKinds = {"results", "apply", "culprit"};
+constexpr std::array<std::string_view, 2> kCheckKinds = {"pending", "verdict"};
 
 template <typename E, size_t N>
 std::optional<E> Parse(const std::array<std::string_view, N>& names, std::string_view s) {
@@ -87,6 +89,18 @@ std::string_view ToString(CheckStatus s) {
 
 std::optional<CheckStatus> ParseCheckStatus(std::string_view s) {
   return Parse<CheckStatus>(kCheckStatuses, s);
+}
+std::string_view ToString(ReplyKind k) {
+  return kReplyKinds[static_cast<size_t>(k)];
+}
+std::optional<ReplyKind> ParseReplyKind(std::string_view s) {
+  return Parse<ReplyKind>(kReplyKinds, s);
+}
+std::string_view ToString(CheckKind k) {
+  return kCheckKinds[static_cast<size_t>(k)];
+}
+std::optional<CheckKind> ParseCheckKind(std::string_view s) {
+  return Parse<CheckKind>(kCheckKinds, s);
 }
 std::optional<JobState> ParseJobState(std::string_view s) {
   return Parse<JobState>(kJobStates, s);

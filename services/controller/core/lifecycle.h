@@ -45,6 +45,12 @@ enum class ReplyState { kQueued, kSending, kSent, kUncertain };
 // patchwork took it (posted); a pending check still queued when the verdict comes is
 // superseded; one patchwork refused too long is failed.
 enum class CheckStatus { kQueued, kPosted, kSuperseded, kFailed };
+// Which mail of the robot (storage: robot_replies.kind): a series' results, its "does not
+// apply", or the mail to a confirmed culprit's author. One of each per series (or bisection).
+enum class ReplyKind { kResults, kApply, kCulprit };
+// Which check (storage: robot_checks.kind): pending while a series' jobs run, then the
+// verdict; one of each per patch, ever.
+enum class CheckKind { kPending, kVerdict };
 
 // The stored spelling ("queued", "needs-check", ...); Parse* returns nullopt for others.
 std::string_view ToString(JobState s);
@@ -57,6 +63,8 @@ std::string_view ToString(BisectionState s);  // running | done | failed | cance
 std::string_view ToString(SeriesState s);     // skipped | chosen | ... | does_not_apply
 std::string_view ToString(ReplyState s);      // queued | sending | sent | uncertain
 std::string_view ToString(CheckStatus s);     // queued | posted | superseded | failed
+std::string_view ToString(ReplyKind k);       // results | apply | culprit
+std::string_view ToString(CheckKind k);       // pending | verdict
 std::optional<JobState> ParseJobState(std::string_view s);
 std::optional<RunState> ParseRunState(std::string_view s);
 std::optional<ChangePointState> ParseChangePointState(std::string_view s);
@@ -67,6 +75,8 @@ std::optional<BisectionState> ParseBisectionState(std::string_view s);
 std::optional<SeriesState> ParseSeriesState(std::string_view s);
 std::optional<ReplyState> ParseReplyState(std::string_view s);
 std::optional<CheckStatus> ParseCheckStatus(std::string_view s);
+std::optional<ReplyKind> ParseReplyKind(std::string_view s);
+std::optional<CheckKind> ParseCheckKind(std::string_view s);
 
 bool IsFinal(JobState s);  // succeeded, failed or cancelled
 bool IsFinal(RunState s);

@@ -1,6 +1,6 @@
 #pragma once
 // A comparison's call stacks per kernel (issue #46, docs/profiles.md), from the runs'
-// folded stacks (environment profile.folded: "root;...;leaf COUNT" a line, written by
+// folded stacks (each result's folded_stacks: "root;...;leaf COUNT" a line, written by
 // agent/workloads/profile_sampling.h): what the HTML page draws its flame graphs from.
 // Each side's stacks are samples per round (a stack's CPU time per unit of work, as the
 // frame counters are), averaged over the side's runs: a run without the stack counts 0.
@@ -12,8 +12,9 @@
 
 namespace faultline::controller {
 
-// The key a profiled run's folded stacks travel under in its environment map (the agent's
-// transport for them): a result of the run, never one of its facts.
+// The environment key an agent before WorkloadResult.folded_stacks sent a profiled run's
+// stacks under: moved out to the result's folded_stacks on arrival (convert.cc), and out of
+// results stored before by migration 34. A result of the run, never one of its facts.
 inline constexpr std::string_view kFoldedStacksKey = "profile.folded";
 
 // At most this many stacks per side in a report (the most sampled).

@@ -8,7 +8,6 @@
 #include <tuple>
 
 #include "common/kernel_label.h"
-#include "services/controller/core/profiles.h"
 
 namespace faultline::controller {
 
@@ -129,11 +128,10 @@ std::vector<ComparisonRow> CompareKernels(const std::vector<RunOutcome>& outcome
 }
 
 std::map<std::string, std::string> EnvironmentDifferences(const std::vector<RunEnvironment>& runs) {
-  // Per-run values differ by design; a run's folded stacks are a result, not a fact (a
-  // profiled A/B's stacks as an "environment difference" made a 1.9 MB report).
+  // Per-run values differ by design. (A run's folded stacks are a result of their own,
+  // RunRecord.folded_stacks: they never reach the environment.)
   auto per_run = [](const std::string& key) {
-    return key.rfind("param.", 0) == 0 || key.rfind("memcg.", 0) == 0 || key == "kernel.label" ||
-           key == kFoldedStacksKey;
+    return key.rfind("param.", 0) == 0 || key.rfind("memcg.", 0) == 0 || key == "kernel.label";
   };
   // board -> key -> kernel -> values
   std::map<std::string, std::map<std::string, std::map<std::string, std::set<std::string>>>> seen;

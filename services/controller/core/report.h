@@ -52,7 +52,8 @@ struct RunEnvironment {
 
 // Keys whose values differ between kernels on the same board, as
 // "board/key" -> "kernelA: v1 | kernelB: v2". Per-run values (params, limits, labels) are
-// ignored: they differ by design; so are the runs' folded stacks (a result: core/profiles.h).
+// ignored: they differ by design. (The runs' folded stacks are a result of their own, never
+// in the environment: core/profiles.h.)
 std::map<std::string, std::string> EnvironmentDifferences(const std::vector<RunEnvironment>& runs);
 
 // Per board, the facts its runs recorded about it (cpu.*, memory.*, thp.*, swap.*, cgroup.*,

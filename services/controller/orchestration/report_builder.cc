@@ -174,13 +174,10 @@ std::vector<std::string> LockWaitCaveatsOf(const std::vector<RunRecord>& runs,
 using RunGroupKey = std::tuple<Cell, std::string, std::string>;
 using CountersByRunGroup = std::map<RunGroupKey, std::vector<RunCounters>>;
 
-// A profiled run's folded stacks (environment profile.folded) per round; empty otherwise.
+// A profiled run's folded stacks per round; empty otherwise.
 std::map<std::string, double> StacksOf(const RunRecord& r, double rounds) {
-  const auto env = nlohmann::json::parse(r.environment_json, nullptr, false);
-  if (!env.is_object()) return {};
-  auto it = env.find(std::string(kFoldedStacksKey));
-  if (it == env.end() || !it->is_string()) return {};
-  return FoldedPerRound(it->get<std::string>(), rounds);
+  if (r.folded_stacks.empty()) return {};
+  return FoldedPerRound(r.folded_stacks, rounds);
 }
 
 // The job's spec as stored (proto field names) asks for mmap_lock waits.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "bisect/request.h"
 #include "common/log.h"
+#include "faultline/v1/values.h"
 #include "services/controller/convert/convert.h"
 #include "services/controller/orchestration/bisection.h"
 
@@ -71,18 +72,17 @@ absl::StatusOr<int> ChangePointBisector::RunOnce() {
   if (fresh.empty()) return started_now;
   // A change point someone already bisects (the CLI's --from-change, or this robot before a
   // restart) is left to that bisection.
-  std::set<std::string> origins;
+  std::set<int64_t> bisected;
   absl::StatusOr<std::vector<BisectionRecord>> bisections =
       stores_.bisections->ListBisections(1000, /*running_only=*/false);
   if (!bisections.ok()) return bisections.status();
   for (const BisectionRecord& record : *bisections) {
     if (absl::StatusOr<Bisection> b = BisectionFromRecord(record); b.ok()) {
-      origins.insert(b->request.origin());
+      bisected.insert(v1::ChangePointOf(b->request));
     }
   }
   for (const ChangePointRecord* cp : fresh) {
-    const std::string origin = absl::StrCat("change point ", cp->id);
-    if (origins.count(origin) > 0) {
+    if (bisected.count(cp->id) > 0) {
       done_.insert(cp->id);
       continue;
     }

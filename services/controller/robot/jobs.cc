@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "kbuild/series.h"
 #include "robot/series.h"
 #include "services/controller/core/lifecycle.h"
 #include "services/controller/orchestration/submission.h"
 #include "services/controller/robot/intake.h"
+#include "services/controller/robot/verdict.h"
 
 namespace faultline::controller {
 
@@ -130,7 +130,7 @@ absl::Status RobotJobs::Submit(SeriesRecord series, RobotPass& pass) {
   series.state = SeriesState::kSubmitted;
   ++pass.submitted;
   if (absl::Status s = outbox_.QueueChecks(
-          series, "pending", "pending",
+          series, CheckKind::kPending, "pending",
           absl::StrCat(series.jobs.size(), " A/B jobs running (", arches->size(), " arches)"));
       !s.ok()) {
     return s;
@@ -140,21 +140,16 @@ absl::Status RobotJobs::Submit(SeriesRecord series, RobotPass& pass) {
 }
 
 absl::Status RobotJobs::CheckMeasured(SeriesRecord series, RobotPass& pass) {
-  // This version's series (PlanJobs names its mbox SeriesMboxName) failed to apply in a
-  // build: the same tree and base on every arch, so nothing of it will be measured.
-  const std::string mbox = robot::SeriesMboxName(series.version);
+  // A build says this version does not apply: the same tree and base on every arch, so
+  // nothing of it will be measured.
+  absl::StatusOr<std::optional<SeriesApplyFailure>> failed = FindApplyFailure(stores_, series);
+  if (!failed.ok()) return failed.status();
+  if (*failed) return DoesNotApply(std::move(series), (*failed)->error, pass);
   bool final = true;
   for (int64_t id : series.jobs) {
     absl::StatusOr<JobRecord> job = stores_.jobs->GetJob(id);
     if (!job.ok()) return job.status();
     final = final && IsFinal(job->state);
-    absl::StatusOr<std::vector<BuildRecord>> builds = stores_.builds->ListBuilds(id);
-    if (!builds.ok()) return builds.status();
-    for (const BuildRecord& build : *builds) {
-      if (build.state != BuildState::kFailed) continue;
-      std::optional<kbuild::ApplyFailure> f = kbuild::ParseApplyFailure(build.error);
-      if (f && f->source == mbox) return DoesNotApply(std::move(series), build.error, pass);
-    }
   }
   if (!final) return absl::OkStatus();
   series.state = SeriesState::kMeasured;

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/log.h"
-#include "kbuild/series.h"
+#include "faultline/v1/values.h"
 #include "report/bisect.h"
 #include "robot/mail.h"
 #include "robot/patchwork.h"
@@ -63,8 +63,8 @@ absl::Status RobotOutbox::QueueReply(const SeriesRecord& series) {
   if (!mails.ok()) return mails.status();
   const robot::Mail& answered = mails->cover ? *mails->cover : mails->patches.begin()->second;
   const bool applies = series.state != SeriesState::kDoesNotApply;
-  const std::string kind = applies ? "results" : "apply";
-  Verdict verdict;
+  const ReplyKind kind = applies ? ReplyKind::kResults : ReplyKind::kApply;
+  SeriesVerdict verdict;
   std::string body;
   if (applies) {
     verdict = JudgeSeries(stores_, series);
@@ -73,12 +73,15 @@ absl::Status RobotOutbox::QueueReply(const SeriesRecord& series) {
     body = *std::move(text);
   } else {
     verdict.state = "fail";
-    std::optional<kbuild::ApplyFailure> f = kbuild::ParseApplyFailure(series.reason);
+    absl::StatusOr<std::optional<SeriesApplyFailure>> failed = FindApplyFailure(stores_, series);
+    if (!failed.ok()) return failed.status();
+    const ApplyFailureRecord* f = *failed ? &(*failed)->failure : nullptr;
     verdict.description = absl::StrCat("does not apply to ", series.base.substr(0, 12),
-                                       f ? absl::StrCat(": patch ", f->index) : "");
-    body = ApplyFailureBody(options_, series, *mails);
+                                       f ? absl::StrCat(": patch ", f->patch) : "");
+    body = ApplyFailureBody(options_, series, f, *mails);
   }
-  robot::Reply reply = robot::ComposeReply(answered, kind, body, MailOptions());
+  robot::Reply reply =
+      robot::ComposeReply(answered, std::string(ToString(kind)), body, MailOptions());
   if (const size_t width = robot::MaxLineWidth(reply.text); width > 80) {
     log::warn("event=robot_reply_wide series={} columns={}", series.id, width);
   }
@@ -89,11 +92,11 @@ absl::Status RobotOutbox::QueueReply(const SeriesRecord& series) {
                                                            .text = reply.text});
   if (!queued.ok()) return queued.status();
   if (*queued) {
-    log::info("event=robot_reply_queued series={} kind={} message_id={}", series.id, kind,
+    log::info("event=robot_reply_queued series={} kind={} message_id={}", series.id, ToString(kind),
               reply.message_id);
   }
   // The verdict check (once per patch, whatever a repeat of this does).
-  if (absl::Status s = QueueChecks(series, "verdict", verdict.state, verdict.description);
+  if (absl::Status s = QueueChecks(series, CheckKind::kVerdict, verdict.state, verdict.description);
       !s.ok()) {
     return s;
   }
@@ -120,8 +123,8 @@ absl::Status RobotOutbox::QueueCulpritMails() {
     if (!b.ok()) return b.status();
     const v1::BisectRequest& r = b->request();
     // Found from a change point (the nightly side), and confirmed against its parent.
-    if (b->culprit() < 0 || b->culprit() >= r.commits_size() || b->confirmation() != "bad" ||
-        r.origin().rfind("change point", 0) != 0) {
+    if (b->culprit() < 0 || b->culprit() >= r.commits_size() ||
+        v1::ConfirmationOf(*b) != v1::BISECT_MARK_BAD || v1::ChangePointOf(r) == 0) {
       continue;
     }
     const v1::BisectCommit& culprit = r.commits(b->culprit());
@@ -138,9 +141,10 @@ absl::Status RobotOutbox::QueueCulpritMails() {
     std::string subject = absl::StrCat("[faultline] first bad commit: ", culprit.subject());
     if (subject.size() > 78) subject = subject.substr(0, 75) + "...";
     robot::Reply mail =
-        robot::ComposeMail(culprit.author(), subject, key, "culprit", body, MailOptions());
+        robot::ComposeMail(culprit.author(), subject, key,
+                           std::string(ToString(ReplyKind::kCulprit)), body, MailOptions());
     absl::StatusOr<bool> queued = stores_.robot->QueueReply({.series_id = key,
-                                                             .kind = "culprit",
+                                                             .kind = ReplyKind::kCulprit,
                                                              .message_id = mail.message_id,
                                                              .recipients = mail.recipients,
                                                              .text = mail.text});
@@ -153,7 +157,7 @@ absl::Status RobotOutbox::QueueCulpritMails() {
   return absl::OkStatus();
 }
 
-absl::Status RobotOutbox::QueueChecks(const SeriesRecord& series, const std::string& kind,
+absl::Status RobotOutbox::QueueChecks(const SeriesRecord& series, CheckKind kind,
                                       const std::string& state,
                                       const std::string& description) const {
   if (options_.replies.patchwork.empty()) return absl::OkStatus();

@@ -29,8 +29,8 @@ std::string Percent(double ratio) {
 const char* const kRobotSignature =
     "\n-- \nfaultline series robot: one reply per version of a series.\n";
 
-Verdict JudgeSeries(const Stores& stores, const SeriesRecord& series) {
-  Verdict v;
+SeriesVerdict JudgeSeries(const Stores& stores, const SeriesRecord& series) {
+  SeriesVerdict v;
   int measured = 0, regressions = 0, comparisons = 0, inconclusive = 0;
   // Kernels that did not build: said once each (by label and arch), never hidden behind
   // "no regression".
@@ -115,7 +115,7 @@ Verdict JudgeSeries(const Stores& stores, const SeriesRecord& series) {
 }
 
 absl::StatusOr<std::string> ResultsBody(const Stores& stores, const RobotOptions& options,
-                                        const SeriesRecord& series, const Verdict& verdict) {
+                                        const SeriesRecord& series, const SeriesVerdict& verdict) {
   // What it says first: the verdict, then how it was measured, then every job's report.
   std::string body = absl::StrCat(verdict.headline, "\n");
   for (const std::string& line : verdict.lines) absl::StrAppend(&body, line, "\n");
@@ -146,21 +146,47 @@ absl::StatusOr<std::string> ResultsBody(const Stores& stores, const RobotOptions
   return body;
 }
 
+absl::StatusOr<std::optional<SeriesApplyFailure>> FindApplyFailure(const Stores& stores,
+                                                                   const SeriesRecord& series) {
+  // PlanJobs names this version's mbox SeriesMboxName: another version's failure (the
+  // earlier one, built in the same jobs) is not this one's.
+  const std::string mbox = robot::SeriesMboxName(series.version);
+  for (int64_t id : series.jobs) {
+    absl::StatusOr<std::vector<BuildRecord>> builds = stores.builds->ListBuilds(id);
+    if (!builds.ok()) return builds.status();
+    for (const BuildRecord& build : *builds) {
+      if (build.state != BuildState::kFailed) continue;
+      std::optional<ApplyFailureRecord> f = build.apply_failure;
+      if (!f) {  // a build stored before builds carried the failure: its error's words
+        if (std::optional<kbuild::ApplyFailure> old = kbuild::ParseApplyFailure(build.error)) {
+          f = ApplyFailureRecord{.patch = old->index,
+                                 .subject = old->subject,
+                                 .source = old->source,
+                                 .file = old->file,
+                                 .hunk = old->hunk,
+                                 .reason = old->reason};
+        }
+      }
+      if (f && f->source == mbox) return SeriesApplyFailure{*std::move(f), build.error};
+    }
+  }
+  return std::nullopt;
+}
+
 std::string ApplyFailureBody(const RobotOptions& options, const SeriesRecord& series,
-                             const robot::Series& mails) {
-  std::optional<kbuild::ApplyFailure> f = kbuild::ParseApplyFailure(series.reason);
+                             const ApplyFailureRecord* f, const robot::Series& mails) {
   std::string body =
       absl::StrCat("faultline could not test this series (v", series.version,
                    "): it does not apply to\n", options.tree, "\nat ", series.base, ".\n\n");
   if (!f) {
     absl::StrAppend(&body, series.reason, "\n");
   } else {
-    absl::StrAppend(&body, "Patch ", f->index, " of ", mails.total, " fails",
+    absl::StrAppend(&body, "Patch ", f->patch, " of ", mails.total, " fails",
                     f->file.empty() ? "" : absl::StrCat(" in ", f->file),
                     f->hunk.empty() ? "" : absl::StrCat(", the hunk ", f->hunk), ":\n  ",
                     f->subject, "\n");
     if (!f->reason.empty()) absl::StrAppend(&body, "because ", f->reason, ".\n");
-    auto patch = mails.patches.find(f->index);
+    auto patch = mails.patches.find(f->patch);
     const std::vector<std::string> hunk = patch == mails.patches.end()
                                               ? std::vector<std::string>{}
                                               : robot::HunkLines(patch->second, f->file, f->hunk);

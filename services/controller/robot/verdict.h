@@ -1,6 +1,7 @@
 #pragma once
 // What the robot says about a series: the verdict its reply opens with and its final
 // patchwork check carries, and the reply's text (results, or why the series does not apply).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,7 @@
 
 namespace faultline::controller {
 
-struct Verdict {
+struct SeriesVerdict {
   std::string state;               // the check's: success | warning | fail
   std::string description;         // the check's one line
   std::string headline;            // "Regression: 1 of 4 comparisons say slower (95% CI):"
@@ -20,16 +21,26 @@ struct Verdict {
 
 // fail when a kernel did not build (and nothing regressed) or no job measured anything,
 // warning when a comparison says regression, success otherwise.
-Verdict JudgeSeries(const Stores& stores, const SeriesRecord& series);
+SeriesVerdict JudgeSeries(const Stores& stores, const SeriesRecord& series);
 
 // The reply to a measured series: the verdict, how it was measured, every job's report.
 absl::StatusOr<std::string> ResultsBody(const Stores& stores, const RobotOptions& options,
-                                        const SeriesRecord& series, const Verdict& verdict);
+                                        const SeriesRecord& series, const SeriesVerdict& verdict);
 
-// The reply to a series that does not apply (series.reason: the build's error): the patch,
-// the file and the hunk, quoted from the patch.
+// Which patch of this version of the series did not apply, from its jobs' failed builds:
+// the failure the build carries (for a build stored before builds carried it, read from its
+// error's words), and that error. nullopt: none of its builds says so.
+struct SeriesApplyFailure {
+  ApplyFailureRecord failure;
+  std::string error;
+};
+absl::StatusOr<std::optional<SeriesApplyFailure>> FindApplyFailure(const Stores& stores,
+                                                                   const SeriesRecord& series);
+
+// The reply to a series that does not apply: the patch, the file and the hunk, quoted from
+// the patch (`failure` null: series.reason, the build's error, as it is).
 std::string ApplyFailureBody(const RobotOptions& options, const SeriesRecord& series,
-                             const robot::Series& mails);
+                             const ApplyFailureRecord* failure, const robot::Series& mails);
 
 // The signature every mail of the robot ends with.
 extern const char* const kRobotSignature;

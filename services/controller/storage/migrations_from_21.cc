@@ -228,6 +228,15 @@ CREATE TABLE robot_skipped_mails (
 ALTER TABLE robot_series ADD COLUMN mbox bytea;
 ALTER TABLE robot_series ADD COLUMN patch_ids jsonb NOT NULL DEFAULT '[]'::jsonb;
 )sql"},
+    {34, "a profiled run's call stacks are a result of their own, not an environment fact", R"sql(
+-- Agents before WorkloadResult.folded_stacks sent them as the environment's profile.folded:
+-- moved here, so no report lists them among the environment's differences.
+ALTER TABLE results ADD COLUMN folded_stacks text NOT NULL DEFAULT '';
+ALTER TABLE results ALTER COLUMN folded_stacks SET COMPRESSION lz4;
+UPDATE results SET folded_stacks = environment->>'profile.folded',
+                   environment = environment - 'profile.folded'
+ WHERE environment ? 'profile.folded';
+)sql"},
 };
 
 }  // namespace

@@ -47,6 +47,15 @@ BuildRecord BuildFromRow(const pqxx::row& r) {
     if (outcome.contains("series") && outcome["series"].is_array()) {
       for (const auto& s : outcome["series"]) b.series.push_back(s.get<std::string>());
     }
+    if (auto f = outcome.find("apply_failure"); f != outcome.end() && f->is_object()) {
+      auto field = [&](const char* k) { return f->value(k, std::string()); };
+      b.apply_failure = ApplyFailureRecord{.patch = f->value("patch", 0),
+                                           .subject = field("subject"),
+                                           .source = field("source"),
+                                           .file = field("file"),
+                                           .hunk = field("hunk"),
+                                           .reason = field("reason")};
+    }
   }
   b.image_sha256 = r[8].as<std::string>();
   b.error = r[9].as<std::string>();
@@ -167,10 +176,19 @@ absl::Status PgBuildStore::FinishBuild(int64_t build_id, const std::string& atte
                     arch);
       w.exec("NOTIFY faultline_work");
     } else {
+      // A series that did not apply says which patch, where, in the outcome (no column).
+      json failed = json::object();
+      if (const auto& f = outcome.apply_failure) {
+        failed["apply_failure"] = {{"patch", f->patch},   {"subject", f->subject},
+                                   {"source", f->source}, {"file", f->file},
+                                   {"hunk", f->hunk},     {"reason", f->reason}};
+      }
       w.exec_params(R"sql(
-        UPDATE builds SET state = 'failed', error = $2, finished_at = now(), lease_expires = NULL
+        UPDATE builds SET state = 'failed', error = $2, finished_at = now(), lease_expires = NULL,
+               outcome = NULLIF($3, '{}')::jsonb
          WHERE id = $1)sql",
-                    build_id, outcome.error);
+                    build_id, outcome.error,
+                    failed.dump(-1, ' ', false, json::error_handler_t::replace));
       FailRunsOfFailedLabel(w, label,
                             absl::StrCat("kernel ", label, ": build ", build_id, " (", arch,
                                          ") failed: ", outcome.error.substr(0, 2000)));

@@ -204,14 +204,14 @@ absl::StatusOr<std::vector<absl::StatusOr<int64_t>>> PgWorkStore::StoreBatch(
           w, "results",
           std::vector<std::string>{"run_id", "attempt_id", "board", "throughput", "rounds",
                                    "duration_seconds", "warmup_seconds", "counters", "environment",
-                                   "pages", "pages_per_second", "too_coarse"});
+                                   "pages", "pages_per_second", "too_coarse", "folded_stacks"});
       for (size_t i : stored) {
         const ResultUpload& u = uploads[i];
         const ResultRecord& r = u.result;
         *results << std::make_tuple(
             u.run_id, u.attempt_id, u.board, r.throughput, static_cast<int64_t>(r.rounds),
             r.duration_seconds, r.warmup_seconds, r.counters_json, r.environment_json,
-            static_cast<int64_t>(r.pages), r.pages_per_second, r.too_coarse);
+            static_cast<int64_t>(r.pages), r.pages_per_second, r.too_coarse, r.folded_stacks);
       }
       results->complete();
       auto samples =

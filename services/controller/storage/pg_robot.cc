@@ -180,7 +180,7 @@ absl::StatusOr<bool> PgRobotStore::QueueReply(const ReplyRecord& reply) {
       INSERT INTO robot_replies (series_id, kind, message_id, state, recipients, text)
       VALUES ($1, $2, $3, 'queued', $4::jsonb, $5)
       ON CONFLICT DO NOTHING RETURNING 1)sql",
-                              reply.series_id, reply.kind, reply.message_id,
+                              reply.series_id, std::string(ToString(reply.kind)), reply.message_id,
                               nlohmann::json(reply.recipients).dump(), reply.text);
     created = !rows.empty();
     w.commit();
@@ -199,7 +199,7 @@ absl::StatusOr<std::vector<ReplyRecord>> PgRobotStore::ListReplies(ReplyState st
                                            std::string(ToString(state)), limit)) {
           ReplyRecord reply;
           reply.series_id = r[0].as<std::string>();
-          reply.kind = r[1].as<std::string>();
+          reply.kind = pg::ParseEnumOr(ParseReplyKind(r[1].as<std::string>()), ReplyKind::kResults);
           reply.message_id = r[2].as<std::string>();
           reply.state =
               pg::ParseEnumOr(ParseReplyState(r[3].as<std::string>()), ReplyState::kUncertain);
@@ -252,8 +252,9 @@ absl::Status PgRobotStore::QueueChecks(const std::vector<CheckRecord>& checks) {
         INSERT INTO robot_checks (series_id, patch_message_id, kind, state, description, status,
                                   next_ms)
         VALUES ($1, $2, $3, $4, $5, 'queued', $6) ON CONFLICT DO NOTHING)sql",
-                        k.series_id, k.patch_message_id, k.kind, k.state, k.description, k.next_ms);
-          if (k.kind == "verdict") {
+                        k.series_id, k.patch_message_id, std::string(ToString(k.kind)), k.state,
+                        k.description, k.next_ms);
+          if (k.kind == CheckKind::kVerdict) {
             w.exec_params(R"sql(
         UPDATE robot_checks SET status = 'superseded'
          WHERE patch_message_id = $1 AND kind = 'pending' AND status = 'queued')sql",
@@ -279,7 +280,7 @@ absl::StatusOr<std::vector<CheckRecord>> PgRobotStore::DueChecks(int64_t now_ms,
       CheckRecord k;
       k.series_id = r[0].as<std::string>();
       k.patch_message_id = r[1].as<std::string>();
-      k.kind = r[2].as<std::string>();
+      k.kind = pg::ParseEnumOr(ParseCheckKind(r[2].as<std::string>()), CheckKind::kPending);
       k.state = r[3].as<std::string>();
       k.description = r[4].as<std::string>();
       k.status = pg::ParseEnumOr(ParseCheckStatus(r[5].as<std::string>()), CheckStatus::kFailed);
@@ -300,8 +301,8 @@ absl::Status PgRobotStore::SettleCheck(const CheckRecord& k) {
         w.exec_params(R"sql(
         UPDATE robot_checks SET status = $3, attempts = $4, error = $5, next_ms = $6
          WHERE patch_message_id = $1 AND kind = $2 AND status = 'queued')sql",
-                      k.patch_message_id, k.kind, std::string(ToString(k.status)), k.attempts,
-                      k.error, k.next_ms);
+                      k.patch_message_id, std::string(ToString(k.kind)),
+                      std::string(ToString(k.status)), k.attempts, k.error, k.next_ms);
         w.commit();
         return absl::OkStatus();
       })

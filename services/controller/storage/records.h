@@ -53,6 +53,7 @@ struct RunRecord {
   double pages_per_second = 0;
   std::string environment_json = "{}";
   std::string counters_json = "{}";  // the result's counters (name -> value)
+  std::string folded_stacks;         // a profiled run's call stacks ("" : none)
   int64_t finished_ms = 0;           // when its result was stored (0: no result)
 };
 
@@ -99,6 +100,13 @@ struct KernelSwitchOrder {
 };
 
 // One kernel build (kbuild on a builder) as the controller tracks it.
+// Which patch of a series did not apply to its tree, and where, as git said (the API's
+// ApplyFailure; kbuild reads it from git's output).
+struct ApplyFailureRecord {
+  int patch = 0;  // 1-based within the series
+  std::string subject, source, file, hunk, reason;
+};
+
 struct BuildRecord {
   int64_t id = 0;
   std::string label;
@@ -121,7 +129,8 @@ struct BuildRecord {
     std::string board, reason, console;
     int64_t at_ms = 0;
   };
-  std::vector<BadBoot> bad_boots;  // boards of its arch it did not boot on
+  std::vector<BadBoot> bad_boots;                   // boards of its arch it did not boot on
+  std::optional<ApplyFailureRecord> apply_failure;  // failed: a series did not apply
 };
 
 // What a board should do next: a run, a kernel switch, or (neither) wait.
@@ -142,6 +151,7 @@ struct ResultRecord {
   bool too_coarse = false;
   std::string counters_json = "{}";
   std::string environment_json = "{}";
+  std::string folded_stacks;  // "root;...;leaf COUNT" a line ("" : not profiled)
 };
 
 // One run's outcome as its board uploads it (AgentService.ReportResult).
@@ -296,7 +306,7 @@ struct SeriesRecord {
 // One reply of the robot in a series' thread (core/lifecycle.h: ReplyState).
 struct ReplyRecord {
   std::string series_id;
-  std::string kind;        // "results", or "apply" (it does not)
+  ReplyKind kind = ReplyKind::kResults;
   std::string message_id;  // the mail's, without brackets
   ReplyState state = ReplyState::kQueued;
   std::vector<std::string> recipients;
@@ -308,9 +318,9 @@ struct ReplyRecord {
 // while its series' jobs run, then the verdict. Retried until patchwork takes it.
 struct CheckRecord {
   std::string series_id;
-  std::string patch_message_id;  // the patch mail's Message-ID (patchwork finds it by that)
-  std::string kind;              // "pending" | "verdict": one of each per patch, ever
-  std::string state;             // patchwork's: pending | success | warning | fail
+  std::string patch_message_id;          // the patch mail's Message-ID (patchwork finds it by that)
+  CheckKind kind = CheckKind::kPending;  // one of each per patch, ever
+  std::string state;                     // patchwork's: pending | success | warning | fail
   std::string description;
   CheckStatus status = CheckStatus::kQueued;
   int attempts = 0;
