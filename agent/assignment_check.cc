@@ -1,6 +1,7 @@
 #include "agent/assignment_check.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/benchmarks.h"
 #include "common/perf_events.h"
 #include "common/units.h"
@@ -30,8 +31,12 @@ std::string CheckAssignment(const AssignmentFacts& a, const BoardCapacity& board
   if (!knobs) return absl::StrCat("params.", bad_knob.substr(0, 64), ": ", why);
   size_t bad_event = 0;
   if (!CheckPerfEventList(a.events, &bad_event, &why)) {
-    return bad_event < a.events.size() ? absl::StrCat("events[", bad_event, "]: ", why)
-                                       : absl::StrCat("events: ", why);
+    return bad_event < a.events.size() ? absl::StrCat("run_options.events[", bad_event, "]: ", why)
+                                       : absl::StrCat("run_options.events: ", why);
+  }
+  if (!a.unknown_run_options.empty()) {
+    return absl::StrCat("run_options: field ", absl::StrJoin(a.unknown_run_options, ", "),
+                        " unknown to this agent (a newer controller's option: upgrade the agent)");
   }
   auto number = [&](const char* knob) -> uint64_t {
     auto it = knobs->find(knob);

@@ -19,6 +19,9 @@ struct AssignmentFacts {
   // Perf events (syntax only: whether a tracepoint exists the workload finds out, and its
   // refusal, naming the event, becomes the run's failure reason).
   std::vector<std::string> events{};
+  // Run options this agent does not know (fields of Assignment.options from a newer
+  // controller): refused, never run measuring less than the job asked.
+  std::vector<int> unknown_run_options{};
 };
 
 struct BoardCapacity {

@@ -11,6 +11,7 @@
 #include "common/benchmarks.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "faultline/v1/run_options.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace faultline::agent {
@@ -83,7 +84,12 @@ RunReport RunExecutor::Run(const v1::Assignment& a, std::atomic<bool>* cancel) {
   facts.params.insert(a.params().begin(), a.params().end());
   facts.duration_seconds = a.duration_seconds();
   facts.memory_max = a.limits().memory_max();
-  facts.events.assign(a.events().begin(), a.events().end());
+  const v1::RunOptions options = v1::RunOptionsOf(a);
+  facts.events.assign(options.events().begin(), options.events().end());
+  const auto& unknown = a.options().GetReflection()->GetUnknownFields(a.options());
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    facts.unknown_run_options.push_back(unknown.field(i).number());
+  }
   BoardCapacity capacity;
   capacity.memory_bytes = options_.memory_bytes;
   capacity.work_dir_free_bytes = host_.FreeBytes(options_.work_dir);
@@ -97,10 +103,7 @@ RunReport RunExecutor::Run(const v1::Assignment& a, std::atomic<bool>* cancel) {
   inv.params.insert(a.params().begin(), a.params().end());
   inv.duration_seconds = a.duration_seconds();
   inv.warmup = std::chrono::milliseconds(a.warmup_ms());
-  inv.events.assign(a.events().begin(), a.events().end());
-  inv.mmap_lock_waits = a.mmap_lock_waits();
-  inv.profile_hz = a.profile().frequency_hz();
-  inv.profile_pmu = a.profile().pmu();
+  inv.run_options = v1::RunOptionsToJson(options);
   inv.work_dir = options_.work_dir;
   inv.limits.memory_max = a.limits().memory_max();
   if (a.limits().has_memory_high()) inv.limits.memory_high = a.limits().memory_high();

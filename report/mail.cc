@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "faultline/v1/run_options.h"
 #include "faultline/v1/values.h"
 #include "report/comparison.h"
 #include "report/frames.h"
@@ -137,8 +138,8 @@ std::string StudyLines(const v1::GetReportResponse& report) {
     if (it == s.matrix().end()) continue;
     absl::StrAppend(&out, "  ", key, ": ", absl::StrJoin(it->second.values(), ", "), "\n");
   }
-  if (!s.events().empty())
-    absl::StrAppend(&out, "  events ", absl::StrJoin(s.events(), ", "), "\n");
+  if (const v1::RunOptions options = v1::RunOptionsOf(s); !options.events().empty())
+    absl::StrAppend(&out, "  events ", absl::StrJoin(options.events(), ", "), "\n");
   absl::StrAppend(&out, "  alpha ", Printf("%g", report.alpha()),
                   " after Benjamini-Hochberg, smallest change that counts ",
                   Printf("%g%%", report.min_effect() * 100), "\n");
@@ -306,7 +307,8 @@ std::string CounterTable(const v1::GetReportResponse& report, const v1::Comparis
 std::string CounterLines(const v1::GetReportResponse& report,
                          const std::map<std::string, std::string>& letters, size_t width) {
   std::set<std::string> asked;
-  for (const std::string& event : report.job().spec().events()) asked.insert("perf." + event);
+  const v1::RunOptions options = v1::RunOptionsOf(report.job().spec());
+  for (const std::string& event : options.events()) asked.insert("perf." + event);
   std::string out;
   for (const v1::Comparison& c : report.comparisons()) {
     std::vector<const v1::CounterComparison*> changed, unchanged_asked;

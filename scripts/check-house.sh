@@ -113,6 +113,11 @@ literal_state = re.compile(
 # are read back only for builds stored before it, in one place.
 APPLY_WORDS_READ = {"services/controller/robot/verdict.cc"}
 apply_parsed = re.compile(r"\bParseApplyFailure\(")
+# A job's run options in their older spelling (JobSpec/Assignment events, mmap_lock_waits,
+# profile): read through v1::RunOptionsOf (proto/faultline/v1/run_options.h) only.
+OLDER_RUN_OPTIONS_READ = {"services/controller/convert/run_options.cc"}
+older_run_options = re.compile(
+    r"""\b(?:spec\(\)|spec|a|assignment)\.(?:events|mmap_lock_waits|profile|has_profile)\(\)""")
 origin_parsed = re.compile(
     r"""origin\(\)\s*[!=]=|origin\(\)\.(?:rfind|find|starts_with|substr|compare)\(""")
 for f in product:
@@ -128,6 +133,9 @@ for f in product:
                 and f not in APPLY_WORDS_READ):
             breaches.append(f"{f}:{n}: parses a build's apply error (read the failure it carries: "
                             "Build.apply_failure)")
+        if older_run_options.search(line) and f not in OLDER_RUN_OPTIONS_READ:
+            breaches.append(f"{f}:{n}: reads a run option in its older spelling (read them "
+                            "whole: v1::RunOptionsOf)")
         if origin_parsed.search(line):
             breaches.append(f"{f}:{n}: reads a bisection's origin by hand (its change point is "
                             "a field: v1::ChangePointOf)")

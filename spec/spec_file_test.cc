@@ -122,6 +122,21 @@ TEST(SpecFileTest, NullValuesLeaveFieldsUnset) {
   EXPECT_FALSE(spec->has_memcg());
 }
 
+// run_options is one message in the file too; a field it lacks is named with its fields.
+TEST(SpecFileTest, RunOptionsAreOneMessage) {
+  auto spec = LoadJobSpecFromString(
+      "benchmark: swap-in\nrun_options:\n  events: [sw:page-faults]\n  mmap_lock_waits: true\n"
+      "  profile: {frequency_hz: 997}\n",
+      "x");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->run_options().events(), ElementsAre("sw:page-faults"));
+  EXPECT_TRUE(spec->run_options().mmap_lock_waits());
+  EXPECT_EQ(spec->run_options().profile().frequency_hz(), 997u);
+  EXPECT_EQ(ErrorOf("run_options:\n  event: [sw:page-faults]\n"),
+            "spec.yaml:2:3: run_options: unknown field 'event' in RunOptions (fields: events, "
+            "mmap_lock_waits, profile); did you mean 'events'?");
+}
+
 TEST(SpecFileTest, UnknownFieldGivesLineColumnAndTheFields) {
   EXPECT_EQ(ErrorOf("duration: 5s\nrepetitions: 3\nbenchmrk: swap-in\n"),
             "spec.yaml:3:1: unknown field 'benchmrk' in JobSpec (fields: benchmark, duration, "
@@ -129,7 +144,7 @@ TEST(SpecFileTest, UnknownFieldGivesLineColumnAndTheFields) {
             "kernels, memcg, params, matrix, arches, boards, name, baseline, block_size, "
             "shuffle_seed, alpha, "
             "min_effect, kernel_overrides, max_repetitions, target_ci_half_width, each_board, "
-            "events, kernel_sources, mmap_lock_waits, profile); did "
+            "run_options, events, kernel_sources, mmap_lock_waits, profile); did "
             "you mean "
             "'benchmark'?");
 }

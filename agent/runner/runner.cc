@@ -167,17 +167,9 @@ std::vector<std::string> BuildWorkloadArgv(const WorkloadInvocation& invocation)
     argv.push_back("--dir");
     argv.push_back(invocation.work_dir);
   }
-  if (!invocation.events.empty()) {
-    std::string events;
-    for (const auto& event : invocation.events) events += (events.empty() ? "" : ",") + event;
-    argv.push_back("--events");
-    argv.push_back(events);
-  }
-  if (invocation.mmap_lock_waits) argv.push_back("--mmap-lock-waits");
-  if (invocation.profile_hz > 0) {
-    argv.push_back("--profile-hz");
-    argv.push_back(std::to_string(invocation.profile_hz));
-    if (invocation.profile_pmu) argv.push_back("--profile-pmu");
+  if (!invocation.run_options.empty() && invocation.run_options != "{}") {
+    argv.push_back("--run-options");
+    argv.push_back(invocation.run_options);
   }
   argv.push_back("--progress-fd");
   argv.push_back(std::to_string(kProgressFdInChild));

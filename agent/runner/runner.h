@@ -32,11 +32,10 @@ struct WorkloadInvocation {
   std::map<std::string, std::string> params;  // knob -> value text
   uint32_t duration_seconds = 0;
   std::chrono::milliseconds warmup{0};  // params.warmup as the controller parsed it
-  std::vector<std::string> events;      // --events: perf events to count (none: no flag)
-  bool mmap_lock_waits = false;         // --mmap-lock-waits
-  uint32_t profile_hz = 0;              // --profile-hz (0: no sampling)
-  bool profile_pmu = false;             // --profile-pmu
-  std::string work_dir;                 // --dir; empty: the workload's default
+  // --run-options: the job's RunOptions as JSON (proto field names), passed whole: what
+  // the run measures besides throughput (events, mmap_lock waits, profile). "": none.
+  std::string run_options;
+  std::string work_dir;  // --dir; empty: the workload's default
   sys::MemcgLimits limits;
   sys::CgroupBackend cgroup_backend;
   std::string run_id;                                        // the cgroup is faultline/run-<run_id>

@@ -20,42 +20,22 @@ TEST(BuildWorkloadArgv, PassesKnobsDurationDirAndProgressFd) {
                                       "/scratch", "--progress-fd", "3", "--inherit-cgroup"}));
 }
 
-TEST(BuildWorkloadArgv, PassesEventsAsOneCommaSeparatedFlag) {
-  WorkloadInvocation invocation;
-  invocation.workload_binary = "/opt/faultline-workload";
-  invocation.benchmark = "filemap-thrash";
-  invocation.duration_seconds = 5;
-  invocation.events = {"mmap_lock:mmap_lock_start_locking", "sw:page-faults"};
-  EXPECT_EQ(
-      BuildWorkloadArgv(invocation),
-      (std::vector<std::string>{"/opt/faultline-workload", "filemap-thrash", "--duration", "5s",
-                                "--events", "mmap_lock:mmap_lock_start_locking,sw:page-faults",
-                                "--progress-fd", "3", "--inherit-cgroup"}));
-}
-
-TEST(BuildWorkloadArgv, AsksForMmapLockWaitsWhenTheJobDoes) {
-  WorkloadInvocation invocation;
-  invocation.workload_binary = "/opt/faultline-workload";
-  invocation.benchmark = "filemap-thrash";
-  invocation.duration_seconds = 5;
-  invocation.mmap_lock_waits = true;
-  EXPECT_EQ(
-      BuildWorkloadArgv(invocation),
-      (std::vector<std::string>{"/opt/faultline-workload", "filemap-thrash", "--duration", "5s",
-                                "--mmap-lock-waits", "--progress-fd", "3", "--inherit-cgroup"}));
-}
-
-TEST(BuildWorkloadArgv, AsksForAProfileWhenTheJobDoes) {
+// The job's run options go whole, as the JSON the agent was given; none: no flag.
+TEST(BuildWorkloadArgv, PassesTheRunOptionsWhole) {
   WorkloadInvocation invocation;
   invocation.workload_binary = "/opt/faultline-workload";
   invocation.benchmark = "swap-in";
   invocation.duration_seconds = 5;
-  invocation.profile_hz = 99;
-  invocation.profile_pmu = true;
+  invocation.run_options =
+      R"({"events":["sw:page-faults"],"mmap_lock_waits":true,"profile":{"frequency_hz":99}})";
   EXPECT_EQ(BuildWorkloadArgv(invocation),
             (std::vector<std::string>{"/opt/faultline-workload", "swap-in", "--duration", "5s",
-                                      "--profile-hz", "99", "--profile-pmu", "--progress-fd", "3",
+                                      "--run-options", invocation.run_options, "--progress-fd", "3",
                                       "--inherit-cgroup"}));
+  invocation.run_options = "{}";
+  EXPECT_EQ(BuildWorkloadArgv(invocation),
+            (std::vector<std::string>{"/opt/faultline-workload", "swap-in", "--duration", "5s",
+                                      "--progress-fd", "3", "--inherit-cgroup"}));
 }
 
 TEST(ParseProgressLine, StartedAndMeasuring) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "CLI/CLI.hpp"
+#include "agent/workloads/run_options.h"
 #include "common/benchmarks.h"
 #include "common/perf_events.h"
 #include "common/strings.h"
@@ -67,7 +68,7 @@ struct MatchedFlags {
 // The flags that take a value besides the knobs.
 constexpr const char* kValueFlags[] = {"duration",    "dir",       "memory_max",  "memory_high",
                                        "swap_max",    "zram_swap", "cgroup_root", "cgroup_parent",
-                                       "progress_fd", "events",    "profile_hz"};
+                                       "progress_fd", "events",    "profile_hz",  "run_options"};
 
 // "--events a,b": the list, each entry trimmed; false with *error naming --events and the
 // event.
@@ -173,6 +174,47 @@ std::optional<MatchedFlags> MatchFlags(const std::vector<std::string>& args, std
   return matched;
 }
 
+// A flag's value taken out of `values` (nullopt: not given).
+std::optional<std::string> TakeValue(std::map<std::string, std::string>& values, const char* name) {
+  auto it = values.find(name);
+  if (it == values.end()) return std::nullopt;
+  std::string value = std::move(it->second);
+  values.erase(it);
+  return value;
+}
+
+// The run options, by hand (--events, --mmap-lock-waits, --profile-hz, --profile-pmu) or
+// whole (--run-options JSON, the agent's way: run_options.h), not both; their values are
+// taken out of `values`.
+bool TakeRunOptions(std::map<std::string, std::string>& values, const MatchedFlags& matched,
+                    WorkloadCommand& command, std::string* error) {
+  command.mmap_lock_waits = matched.mmap_lock_waits;
+  command.profile_pmu = matched.profile_pmu;
+  auto take = [&](const char* name) { return TakeValue(values, name); };
+  if (auto value = take("events")) {
+    if (!ParseEventList(*value, &command.events, error)) return false;
+  }
+  if (auto value = take("profile_hz")) {
+    auto hz = ParseUnsigned(*value);
+    if (!hz || *hz == 0 || *hz > kMaxProfileHz) {
+      *error = "--profile-hz: samples per second per thread, 1 to " +
+               std::to_string(kMaxProfileHz) + ", got '" + *value + "'";
+      return false;
+    }
+    command.profile_hz = static_cast<uint32_t>(*hz);
+  }
+  auto whole = take("run_options");
+  if (!whole) return true;
+  if (!command.events.empty() || command.mmap_lock_waits || command.profile_hz > 0 ||
+      command.profile_pmu) {
+    *error =
+        "--run-options: give the run options either whole or as --events, "
+        "--mmap-lock-waits, --profile-hz, --profile-pmu, not both";
+    return false;
+  }
+  return ParseRunOptions(*whole, &command, error);
+}
+
 }  // namespace
 
 std::string WorkloadUsage() {
@@ -181,6 +223,7 @@ std::string WorkloadUsage() {
       "         [--memory-max SIZE] [--memory-high SIZE] [--swap-max SIZE]\n"
       "         [--cgroup-root DIR] [--cgroup-parent DIR] [--progress-fd N] [--inherit-cgroup]\n"
       "         [--zram-swap SIZE] [--events EV1,EV2,...] [--mmap-lock-waits]\n"
+      "         [--profile-hz N [--profile-pmu]] [--run-options JSON]\n"
       "       faultline-workload --preset NAME [--KNOB VALUE ...] [--duration ...]\n"
       "Prints one JSON result object on stdout. With --memory-*/--swap-max (or a preset's\n"
       "memcg limits) it runs in a memory cgroup of its own; --inherit-cgroup stays where it\n"
@@ -194,7 +237,10 @@ std::string WorkloadUsage() {
       "CONFIG_KPROBE_EVENTS or without the function reports it as unsupported).\n"
       "--mmap-lock-waits traces every mmap_lock acquisition of the workload's threads and\n"
       "its wait (counters mmap_lock_wait.*: read/write count, total_us and decades of us;\n"
-      "a kernel without the mmap_lock tracepoints says so in mmap_lock_wait.unsupported).\n";
+      "a kernel without the mmap_lock tracepoints says so in mmap_lock_wait.unsupported).\n"
+      "--profile-hz N samples the threads' call stacks N times a second (--profile-pmu: on\n"
+      "the PMU's cycles). --run-options JSON gives these whole, as a job's run_options:\n"
+      "{\"events\": [...], \"mmap_lock_waits\": true, \"profile\": {\"frequency_hz\": 99}}.\n";
   auto names = [](const std::vector<std::string>& list) {
     std::string joined;
     for (const auto& n : list) joined += (joined.empty() ? "" : ", ") + n;
@@ -242,17 +288,9 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
   if (command.help || command.list_presets) return command;
   command.benchmark = matched->benchmark;
   const bool inherit_cgroup = matched->inherit_cgroup;
-  command.mmap_lock_waits = matched->mmap_lock_waits;
-  command.profile_pmu = matched->profile_pmu;
   // Takes the fixed flags out of the values; what is left are knobs (--preset among them).
   std::map<std::string, std::string>& given_knobs = matched->values;
-  auto take = [&](const char* name) -> std::optional<std::string> {
-    auto it = given_knobs.find(name);
-    if (it == given_knobs.end()) return std::nullopt;
-    std::string value = std::move(it->second);
-    given_knobs.erase(it);
-    return value;
-  };
+  auto take = [&](const char* name) { return TakeValue(given_knobs, name); };
 
   auto parse_limit = [&](const char* name, std::optional<uint64_t>* out) {
     auto value = take(name);
@@ -289,18 +327,7 @@ std::optional<WorkloadCommand> ParseWorkloadCommand(const std::vector<std::strin
     }
     command.progress_fd = static_cast<int>(*fd);
   }
-  if (auto value = take("events")) {
-    if (!ParseEventList(*value, &command.events, error)) return std::nullopt;
-  }
-  if (auto value = take("profile_hz")) {
-    auto hz = ParseUnsigned(*value);
-    if (!hz || *hz == 0 || *hz > kMaxProfileHz) {
-      *error = "--profile-hz: samples per second per thread, 1 to " +
-               std::to_string(kMaxProfileHz) + ", got '" + *value + "'";
-      return std::nullopt;
-    }
-    command.profile_hz = static_cast<uint32_t>(*hz);
-  }
+  if (!TakeRunOptions(given_knobs, *matched, command, error)) return std::nullopt;
   if (auto value = take("dir")) command.work_dir = *value;
   if (auto value = take("cgroup_root")) command.cgroup.cgroup_root = *value;
   if (auto value = take("cgroup_parent")) command.cgroup.v2_parent = *value;

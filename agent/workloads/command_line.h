@@ -41,6 +41,7 @@ struct WorkloadCommand {
   bool mmap_lock_waits = false;
   // --profile-hz N [--profile-pmu]: call stacks sampled N times a second per thread over the
   // measured interval (profile_sampling.h); 0: none.
+  // (--run-options JSON sets these four whole, as the agent gives them: run_options.h.)
   uint32_t profile_hz = 0;
   bool profile_pmu = false;
 };

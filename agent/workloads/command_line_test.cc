@@ -224,5 +224,57 @@ TEST(ParseWorkloadCommand, ProfileHzIsBoundedAndPmuOptional) {
   }
 }
 
+// --run-options: the job's RunOptions whole, as the agent gives them (hostile JSON included).
+TEST(ParseWorkloadCommand, RunOptionsComeWholeAsJson) {
+  std::string error;
+  auto command = Parse({"swap-in", "--duration", "1s", "--run-options",
+                        R"({"events":["sw:page-faults","mmap_lock:mmap_lock_start_locking"],)"
+                        R"("mmap_lock_waits":true,"profile":{"frequency_hz":499,"pmu":true}})"},
+                       &error);
+  ASSERT_TRUE(command) << error;
+  EXPECT_EQ(command->events,
+            (std::vector<std::string>{"sw:page-faults", "mmap_lock:mmap_lock_start_locking"}));
+  EXPECT_TRUE(command->mmap_lock_waits);
+  EXPECT_EQ(command->profile_hz, 499u);
+  EXPECT_TRUE(command->profile_pmu);
+  auto empty = Parse({"swap-in", "--duration", "1s", "--run-options", "{}"}, &error);
+  ASSERT_TRUE(empty) << error;
+  EXPECT_TRUE(empty->events.empty());
+  EXPECT_EQ(empty->profile_hz, 0u);
+
+  const std::pair<std::string, std::string> refused[] = {
+      {"", "--run-options: not a JSON object (RunOptions)"},
+      {"[1]", "--run-options: not a JSON object (RunOptions)"},
+      {R"({"events":)", "--run-options: not a JSON object (RunOptions)"},
+      {R"({"events":"sw:page-faults"})", "--run-options: events: a list of event names"},
+      {R"({"events":[7]})", "--run-options: events: a list of event names"},
+      {R"({"events":["sw:faults"]})",
+       "--run-options: events[0]: 'sw:faults': unknown software event 'faults' (sw: one of "
+       "page-faults, minor-faults, major-faults, context-switches, cpu-migrations, task-clock)"},
+      {R"({"mmap_lock_waits":1})", "--run-options: mmap_lock_waits: true or false"},
+      {R"({"profile":{}})",
+       "--run-options: profile.frequency_hz: samples per second per thread, 1 to 10000, got 0"},
+      {R"({"profile":{"frequency_hz":-5}})", "--run-options: profile.frequency_hz: a whole number"},
+      {R"({"profile":{"frequency_hz":18446744073709551615}})",
+       "--run-options: profile.frequency_hz: samples per second per thread, 1 to 10000, got "
+       "18446744073709551615"},
+      {R"({"profile":{"frequency_hz":99,"stack_depth":9}})",
+       "--run-options: profile.stack_depth: unknown to this workload"},
+      {R"({"page_table_walks":true})",
+       "--run-options: page_table_walks: an option unknown to this workload"},
+      {std::string(70000, ' ') + "{}", "--run-options: at most 65536 bytes, got 70002"},
+  };
+  for (const auto& [json, why] : refused) {
+    EXPECT_FALSE(Parse({"swap-in", "--duration", "1s", "--run-options", json}, &error)) << json;
+    EXPECT_EQ(error, why) << json.substr(0, 80);
+  }
+  // Whole or by hand, not both.
+  EXPECT_FALSE(Parse({"swap-in", "--duration", "1s", "--mmap-lock-waits", "--run-options",
+                      R"({"profile":{"frequency_hz":99}})"},
+                     &error));
+  EXPECT_EQ(error.rfind("--run-options: give the run options either whole or as --events", 0), 0u)
+      << error;
+}
+
 }  // namespace
 }  // namespace faultline::workloads

@@ -81,7 +81,7 @@ kernels: [vanilla, vanilla-aa]
 min_effect: 0.25
 memcg: {memory_max: 256M}
 params: {file_size: 8M, threads: 2}
-profile: {frequency_hz: 199}
+run_options: {profile: {frequency_hz: 199}}
 YAML
 job=$("$FL_BIN_CLI" submit "$FL_STATE/drift.yaml") || fail "submit"
 half_done() { [ "$(sql "SELECT count(*) FROM results r JOIN runs u ON u.id = r.run_id WHERE u.job_id = $job")" -ge 12 ]; }

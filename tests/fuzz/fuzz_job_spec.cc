@@ -55,7 +55,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        .running_kernel_label = "vanilla",
        .running_kernel_labels = {"vanilla"}},
   };
-  auto job = controller::ValidateJobSpec(controller::SpecFromProto(spec), fleet);
+  auto input = controller::SpecFromProto(spec);
+  if (!input.ok()) {
+    if (input.status().message().empty()) std::abort();  // every refusal says why
+    return 0;
+  }
+  auto job = controller::ValidateJobSpec(*input, fleet);
   if (!job.ok()) {
     if (job.status().message().empty()) std::abort();  // every refusal says why
     return 0;

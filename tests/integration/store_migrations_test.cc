@@ -108,6 +108,40 @@ TEST_F(StoreTest, JobsFinishedBeforeMigration20KeepTheirRunCounts) {
   EXPECT_EQ(snap->runs_by_state["queued"], 1);
 }
 
+// Jobs stored before run_options (migration 35) get their options from the older columns,
+// and their runs are assigned with them, the same as a job submitted after.
+TEST_F(StoreTest, JobsStoredBeforeMigration35KeepTheirRunOptions) {
+  const std::string url = FreshDatabase("t_run_options_before_35");
+  {
+    pqxx::connection c(url);
+    pqxx::work w(c);
+    MigrateBelow(w, 35);
+    w.exec(R"sql(
+      INSERT INTO jobs (id, benchmark, spec, matrix_keys, duration_seconds, memory_max,
+                        events, mmap_lock_waits, profile_hz, profile_pmu)
+      VALUES (1, 'filemap-thrash', '{}', '[]', 3, 268435456, '["sw:page-faults"]', true, 997,
+              true),
+             (2, 'filemap-thrash', '{}', '[]', 3, 268435456, '[]', false, 0, false),
+             (3, 'filemap-thrash', '{}', '[]', 3, 268435456, '[]', false, 99, false))sql");
+    w.commit();
+  }
+  StoreOptions options;
+  options.database_url = url;
+  PgStore upgraded(options);
+  ASSERT_TRUE(upgraded.Migrate().ok());
+  pqxx::connection c(url);
+  pqxx::nontransaction n(c);
+  auto options_of = [&](int id) {
+    return n.exec("SELECT run_options::text FROM jobs WHERE id = " + std::to_string(id))[0][0]
+        .as<std::string>();
+  };
+  EXPECT_EQ(options_of(1),
+            R"({"events": ["sw:page-faults"], "profile": {"pmu": true, "frequency_hz": 997}, )"
+            R"("mmap_lock_waits": true})");
+  EXPECT_EQ(options_of(2), "{}");
+  EXPECT_EQ(options_of(3), R"({"profile": {"pmu": false, "frequency_hz": 99}})");
+}
+
 TEST_F(StoreTest, DatabaseRestartIsUnavailableThenHealsByItself) {
   int64_t before = Submit(1);
   ASSERT_TRUE(store_->jobs().ListJobs(10).ok());

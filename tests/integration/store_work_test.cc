@@ -1,5 +1,6 @@
 // PgStore against a real PostgreSQL 15 (tests/integration/store_fixture.h): PgWorkStore
 // (pg_work.cc): claims, leases, results, cancellation, adaptive blocks.
+#include "nlohmann/json.hpp"
 #include "tests/integration/store_fixture.h"
 
 namespace faultline::controller {
@@ -420,36 +421,29 @@ TEST_F(StoreTest, EachBoardJobsPinOneCopyOfEveryRunToEachBoard) {
             2);
 }
 
-TEST_F(StoreTest, AssignmentsCarryTheJobsPerfEventsAndMmapLockWaits) {
+// A job's run options are stored once (jobs.run_options) and every assignment carries them
+// whole; the older columns are written beside them for a controller from before.
+TEST_F(StoreTest, AssignmentsCarryTheJobsRunOptionsWhole) {
   const int64_t plain = Submit(1);
   auto a = ClaimRun("box");
   ASSERT_TRUE(a.ok() && a->has_value());
   EXPECT_EQ((*a)->job_id, plain);
-  EXPECT_TRUE((*a)->events.empty());
-  EXPECT_FALSE((*a)->mmap_lock_waits);
+  EXPECT_EQ((*a)->run_options, "{}");
   ASSERT_TRUE(store_->jobs().CancelJob(plain).ok());  // its other run must not come next
-  const int64_t counted = Submit(1, {"vanilla"}, 0, {}, [](JobSpecInput& s) {
-    s.events = {"mmap_lock:mmap_lock_start_locking", "sw:page-faults"};
-    s.mmap_lock_waits = true;
-  });
+  const std::string given = R"({"events":["mmap_lock:mmap_lock_start_locking","sw:page-faults"],)"
+                            R"("mmap_lock_waits":true,"profile":{"frequency_hz":997,"pmu":true}})";
+  const int64_t measured =
+      Submit(1, {"vanilla"}, 0, {}, [&](JobSpecInput& s) { s.run_options = given; });
   a = ClaimRun("box");
   ASSERT_TRUE(a.ok() && a->has_value());
-  EXPECT_EQ((*a)->job_id, counted);
-  EXPECT_EQ((*a)->events,
-            (std::vector<std::string>{"mmap_lock:mmap_lock_start_locking", "sw:page-faults"}));
-  EXPECT_TRUE((*a)->mmap_lock_waits);
-  EXPECT_EQ((*a)->profile_hz, 0u);
-  ASSERT_TRUE(store_->jobs().CancelJob(counted).ok());
-  const int64_t sampled = Submit(1, {"vanilla"}, 0, {}, [](JobSpecInput& s) {
-    s.profile = true;
-    s.profile_hz = 997;
-    s.profile_pmu = true;
-  });
-  a = ClaimRun("box");
-  ASSERT_TRUE(a.ok() && a->has_value());
-  EXPECT_EQ((*a)->job_id, sampled);
-  EXPECT_EQ((*a)->profile_hz, 997u);
-  EXPECT_TRUE((*a)->profile_pmu);
+  EXPECT_EQ((*a)->job_id, measured);
+  EXPECT_EQ(nlohmann::json::parse((*a)->run_options), nlohmann::json::parse(given));
+  const std::string job = std::to_string(measured);
+  EXPECT_EQ(Count("SELECT count(*) FROM jobs WHERE id = " + job +
+                  R"sql( AND events = '["mmap_lock:mmap_lock_start_locking", "sw:page-faults"]'
+                     AND mmap_lock_waits AND profile_hz = 997 AND profile_pmu)sql"),
+            1)
+      << "the older columns, for a rollback";
 }
 
 // Adaptive repetitions: pairs are added block by block to the cells whose CI is still wide,

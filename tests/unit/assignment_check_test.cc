@@ -65,13 +65,14 @@ TEST(CheckAssignment, EventsAreCheckedForSyntaxNotExistence) {
   a.events = {"mmap_lock:mmap_lock_start_locking", "no_such_system:event", "sw:page-faults"};
   EXPECT_EQ(CheckAssignment(a, kBoard), "");  // the workload finds out on this kernel
   a.events = {"sw:page-faults", "sw:pagefaults"};
-  EXPECT_EQ(
-      CheckAssignment(a, kBoard).rfind("events[1]: 'sw:pagefaults': unknown software event", 0), 0u)
+  EXPECT_EQ(CheckAssignment(a, kBoard).rfind(
+                "run_options.events[1]: 'sw:pagefaults': unknown software event", 0),
+            0u)
       << CheckAssignment(a, kBoard);
   a.events = {"x:y", "x:y"};
-  EXPECT_EQ(CheckAssignment(a, kBoard), "events[1]: 'x:y': listed twice");
+  EXPECT_EQ(CheckAssignment(a, kBoard), "run_options.events[1]: 'x:y': listed twice");
   a.events.assign(17, "x:y");
-  EXPECT_EQ(CheckAssignment(a, kBoard), "events: at most 16 events, got 17");
+  EXPECT_EQ(CheckAssignment(a, kBoard), "run_options.events: at most 16 events, got 17");
 }
 
 }  // namespace

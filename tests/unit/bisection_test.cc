@@ -310,7 +310,7 @@ TEST_F(BisectionTest, BadInputIsRefusedNamingTheField) {
       {[](auto& r) { r.set_metric("counter:perf.sw:page-faults"); },
        "metric: the spec does not count sw:page-faults"},
       {[](auto& r) { r.set_metric("counter:mmap_lock_wait.read.count"); },
-       "metric: mmap_lock_wait.read.count needs mmap_lock_waits: true"},
+       "metric: mmap_lock_wait.read.count needs run_options.mmap_lock_waits: true"},
       {[](auto& r) { r.set_metric("counter:bogus.thing"); },
        "metric: the spec does not produce counter bogus.thing"},
       {[](auto& r) { r.clear_cell(); }, "cell: the spec sweeps threads"},

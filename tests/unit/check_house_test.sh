@@ -7,7 +7,8 @@
 #   link line without the report library; a folder with C++ that .clang-tidy's
 #   HeaderFilterRegex leaves out; literal comparisons of an API verdict, build state or
 #   bisection mark (either side; in proto/faultline/v1/ or a comment they pass), in
-#   bisect/ too; a bisection origin read by hand; a build's apply error parsed back.
+#   bisect/ too; a bisection origin read by hand; a build's apply error parsed back; a run
+#   option read in its older spelling (RunOptionsOf and options.events() pass).
 # Exit 1 naming each failed check, 0 when all pass.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -97,6 +98,9 @@ expect "a bisection origin parsed by hand" 1 "services/robot.cc:1: reads a bisec
 new_repo apply
 echo 'auto f = kbuild::ParseApplyFailure(build.error);' >"$repo/services/outbox.cc"
 expect "a build's apply error parsed back" 1 "services/outbox.cc:1: parses a build's apply error"
+new_repo runopts
+echo 'for (const auto& e : r.spec().events()) count(e);' >"$repo/services/report.cc"
+expect "a run option read in its older spelling" 1 "services/report.cc:1: reads a run option in its older spelling"
 new_repo engine
 mkdir -p "$repo/bisect" && echo 'if (s.outcome() == "bad") return;' >"$repo/bisect/engine.cc"
 expect "the bisection's words in bisect/ (no file is let off)" 1 "bisect/engine.cc:1: compares an API state"
@@ -109,6 +113,7 @@ bool S(const v1::Comparison& c) { return v1::SaysSlower(v1::VerdictOf(c)); }
 ' >"$repo/common/v.cc"
 echo 'if (e.sqlstate() == "57P01") retry();' >"$repo/common/pg.cc"
 echo 'if (v1::ChangePointOf(r) == id) return; r.set_origin("job 7");' >"$repo/common/o.cc"
+echo 'auto o = v1::RunOptionsOf(r.spec()); n = o.events().size() + options.profile().pmu();' >"$repo/common/r.cc"
 expect "the words in their type, a comment, the typed call, another accessor" 0
 
 [ "$failures" -eq 0 ] || { echo "check_house_test: $failures check(s) failed" >&2; exit 1; }

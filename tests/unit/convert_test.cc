@@ -1,6 +1,7 @@
 // Proto <-> domain conversion (convert/convert.h): what goes out and comes back is what went in.
 #include "services/controller/convert/convert.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -379,6 +380,34 @@ TEST(ConvertTest, AnAssignmentCarriesItsLimitsAndWarmupParsed) {
   AssignmentToProto(a, &out);
   EXPECT_FALSE(out.limits().has_swap_max()) << "unset: unlimited";
   EXPECT_EQ(out.limits().memory_high(), 192ull << 20);
+}
+
+// The job's run options go whole (options), and in the older fields for older agents.
+TEST(ConvertTest, AnAssignmentCarriesItsRunOptionsWhole) {
+  Assignment a;
+  a.run_options =
+      R"({"events":["sw:page-faults"],"mmap_lock_waits":true,"profile":{"frequency_hz":499}})";
+  v1::Assignment out;
+  AssignmentToProto(a, &out);
+  EXPECT_THAT(out.options().events(), ::testing::ElementsAre("sw:page-faults"));
+  EXPECT_TRUE(out.options().mmap_lock_waits());
+  EXPECT_EQ(out.options().profile().frequency_hz(), 499u);
+  EXPECT_FALSE(out.options().profile().pmu());
+  EXPECT_THAT(out.events(), ::testing::ElementsAre("sw:page-faults")) << "older agents";
+  EXPECT_TRUE(out.mmap_lock_waits());
+  EXPECT_EQ(out.profile().frequency_hz(), 499u);
+
+  a.run_options = "{}";
+  out.Clear();
+  AssignmentToProto(a, &out);
+  EXPECT_EQ(out.options().ByteSizeLong(), 0u);
+  EXPECT_FALSE(out.has_profile()) << "no profile: an older agent samples nothing";
+
+  // An option of a newer controller (a rollback) is skipped; the known ones still go.
+  a.run_options = R"({"mmap_lock_waits":true,"page_table_walks":true})";
+  out.Clear();
+  AssignmentToProto(a, &out);
+  EXPECT_TRUE(out.options().mmap_lock_waits());
 }
 
 }  // namespace

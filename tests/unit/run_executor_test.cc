@@ -156,11 +156,35 @@ TEST_F(RunExecutorTest, InvocationCarriesTheAssignmentAndTheBoard) {
   EXPECT_FALSE(inv.limits.memory_high.has_value());
   EXPECT_EQ(inv.limits.swap_max, 0u);
   EXPECT_NE(inv.cancel, nullptr);
-  EXPECT_TRUE(inv.events.empty());
   EXPECT_EQ(inv.warmup, std::chrono::milliseconds(2000));
-  EXPECT_TRUE(inv.mmap_lock_waits);
-  EXPECT_EQ(inv.profile_hz, 499u);
-  EXPECT_FALSE(inv.profile_pmu);
+  // From an older controller's fields (10, 13, 14): the same options, whole.
+  EXPECT_EQ(inv.run_options, R"({"mmap_lock_waits":true,"profile":{"frequency_hz":499}})");
+}
+
+TEST_F(RunExecutorTest, RunOptionsReachTheWorkloadWholeAndUnknownOnesAreRefused) {
+  v1::Assignment a = Thrash();
+  a.mutable_options()->add_events("sw:page-faults");
+  a.mutable_options()->mutable_profile()->set_frequency_hz(99);
+  a.mutable_options()->mutable_profile()->set_pmu(true);
+  Execute(a);
+  ASSERT_EQ(host_.invocations.size(), 1u);
+  EXPECT_EQ(host_.invocations[0].run_options,
+            R"({"events":["sw:page-faults"],"profile":{"frequency_hz":99,"pmu":true}})");
+
+  // An option of a newer controller (a field this agent does not know) is refused: the run
+  // would otherwise measure less than its job asked.
+  v1::Assignment newer = Thrash();
+  newer.mutable_options()->set_mmap_lock_waits(true);
+  newer.mutable_options()
+      ->GetReflection()
+      ->MutableUnknownFields(newer.mutable_options())
+      ->AddVarint(99, 1);
+  auto reports = Execute(newer);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(host_.invocations.size(), 1u) << "nothing ran";
+  EXPECT_EQ(reports[1].failure_reason(),
+            "refused by the agent: run_options: field 99 unknown to this agent (a newer "
+            "controller's option: upgrade the agent)");
 }
 
 TEST_F(RunExecutorTest, EventsReachTheWorkloadAndItsRefusalIsTheReason) {
@@ -176,9 +200,8 @@ TEST_F(RunExecutorTest, EventsReachTheWorkloadAndItsRefusalIsTheReason) {
   };
   auto reports = Execute(a);
   ASSERT_EQ(host_.invocations.size(), 1u);
-  EXPECT_EQ(host_.invocations[0].events,
-            (std::vector<std::string>{"mmap_lock:mmap_lock_start_locking", "sw:page-faults"}));
-  EXPECT_FALSE(host_.invocations[0].mmap_lock_waits);
+  EXPECT_EQ(host_.invocations[0].run_options,
+            R"({"events":["mmap_lock:mmap_lock_start_locking","sw:page-faults"]})");
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_FALSE(reports[0].succeeded());
   EXPECT_EQ(reports[0].failure_reason().rfind(
@@ -191,9 +214,10 @@ TEST_F(RunExecutorTest, EventsReachTheWorkloadAndItsRefusalIsTheReason) {
   reports = Execute(bad);
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(host_.invocations.size(), 1u);
-  EXPECT_EQ(reports[1].failure_reason().rfind(
-                "refused by the agent: events[0]: 'sw:faults': unknown software event", 0),
-            0u)
+  EXPECT_EQ(
+      reports[1].failure_reason().rfind(
+          "refused by the agent: run_options.events[0]: 'sw:faults': unknown software event", 0),
+      0u)
       << reports[1].failure_reason();
 }
 

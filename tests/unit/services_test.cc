@@ -383,7 +383,7 @@ TEST_F(ServicesTest, AcquireWorkParksUntilTheStoreHasAnOrder) {
   a.kernel = "vanilla";
   a.duration_seconds = 5;
   a.lease_seconds = 125;
-  a.events = {"mmap_lock:mmap_lock_start_locking", "sw:page-faults"};
+  a.run_options = R"({"events":["mmap_lock:mmap_lock_start_locking","sw:page-faults"]})";
   fake_.work.Queue("b1", WorkOrder{a, std::nullopt});
   dispatcher_.WorkAvailable();
 
@@ -394,7 +394,7 @@ TEST_F(ServicesTest, AcquireWorkParksUntilTheStoreHasAnOrder) {
   EXPECT_EQ(resp.assignment().run_id(), 17);
   EXPECT_EQ(resp.assignment().attempt_id(), "attempt-17");
   EXPECT_EQ(resp.assignment().job_id(), 3);
-  EXPECT_THAT(resp.assignment().events(),
+  EXPECT_THAT(resp.assignment().options().events(),
               ::testing::ElementsAre("mmap_lock:mmap_lock_start_locking", "sw:page-faults"));
   EXPECT_FALSE(resp.has_switch_kernel());
   EXPECT_EQ(dispatcher_.parked(), 0u);

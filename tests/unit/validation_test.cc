@@ -333,57 +333,17 @@ TEST(ValidateJobSpec, EachBoardGivesEveryBoardThatBootsAllKernelsTheWholePlan) {
   ExpectInvalid(s, "matrix", "x 2 boards); at most 10000", boards);
 }
 
-TEST(ValidateJobSpec, ProfileFrequencyHasADefaultAndALimit) {
+// Run options are checked by convert (tests/unit/run_options_test.cc); core carries them
+// from the spec to the job as they came, unread.
+TEST(ValidateJobSpec, RunOptionsAreCarriedUnread) {
   auto s = Example();
   auto job = ValidateJobSpec(s, OneBoard());
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->profile_hz, 0u) << "no profile: no sampling";
-  s.profile = true;
+  EXPECT_EQ(job->run_options, "{}");
+  s.run_options = R"({"events":["sw:page-faults"],"profile":{"frequency_hz":99}})";
   job = ValidateJobSpec(s, OneBoard());
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->profile_hz, 99u) << "profile: {} samples at the default";
-  s.profile_hz = 4000;
-  s.profile_pmu = true;
-  job = ValidateJobSpec(s, OneBoard());
-  ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->profile_hz, 4000u);
-  EXPECT_TRUE(job->profile_pmu);
-  s.profile_hz = 10001;
-  ExpectInvalid(s, "profile.frequency_hz", "10001: at most 10000 samples per second per thread");
-}
-
-TEST(ValidateJobSpec, EventsAreCheckedAndKept) {
-  auto s = Example();
-  auto job = ValidateJobSpec(s, OneBoard());
-  ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_TRUE(job->events.empty());
-  s.events = {"mmap_lock:mmap_lock_start_locking", "exceptions:page_fault_user", "sw:page-faults",
-              "sw:context-switches", "hw:cycles"};
-  job = ValidateJobSpec(s, OneBoard());
-  ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->events, s.events);
-
-  s.events = {"sw:page-faults", "sw:pagefaults"};
-  ExpectInvalid(s, "events[1]",
-                "'sw:pagefaults': unknown software event 'pagefaults' (sw: one of page-faults, "
-                "minor-faults, major-faults, context-switches, cpu-migrations, task-clock)");
-  s.events = {"hw:stalled-cycles"};
-  ExpectInvalid(s, "events[0]", "unknown hardware event 'stalled-cycles' (hw: one of cycles");
-  s.events = {"mmap_lock"};
-  ExpectInvalid(s, "events[0]", "malformed event name");
-  s.events = {"Mmap_Lock:start"};
-  ExpectInvalid(s, "events[0]", "malformed tracepoint name (want SYSTEM:NAME, both [a-z0-9_]+");
-  s.events = {"calls:lock-vma"};
-  ExpectInvalid(s, "events[0]", "'calls:lock-vma': malformed kernel function name");
-  s.events = {"calls:lock_vma_under_rcu", "calls:handle_mm_fault", "sw:page-faults"};
-  EXPECT_TRUE(ValidateJobSpec(s, OneBoard()).ok());
-  s.events = {"sw:page-faults", "x:y", "sw:page-faults"};
-  ExpectInvalid(s, "events[2]", "'sw:page-faults': listed twice");
-  s.events.clear();
-  for (int i = 0; i < 17; ++i) s.events.push_back("sys:event_" + std::to_string(i));
-  ExpectInvalid(s, "events", "at most 16 events, got 17");
-  s.events.pop_back();
-  EXPECT_TRUE(ValidateJobSpec(s, OneBoard()).ok());
+  EXPECT_EQ(job->run_options, s.run_options);
 }
 
 TEST(ExpandMatrix, CartesianProductFirstKeySlowest) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/strings.h"
+#include "faultline/v1/run_options.h"
 #include "faultline/v1/values.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -10,14 +11,18 @@
 #include "google/protobuf/util/time_util.h"
 #include "google/protobuf/util/type_resolver_util.h"
 #include "nlohmann/json.hpp"
+#include "services/controller/convert/run_options.h"
 #include "services/controller/core/profiles.h"
 
 namespace faultline::controller {
 
 using google::protobuf::util::TimeUtil;
 
-JobSpecInput SpecFromProto(const v1::JobSpec& spec) {
+absl::StatusOr<JobSpecInput> SpecFromProto(const v1::JobSpec& spec) {
+  auto options = ValidateRunOptions(spec);
+  if (!options.ok()) return options.status();
   JobSpecInput in;
+  in.run_options = v1::RunOptionsToJson(*options);
   in.benchmark = spec.benchmark();
   in.duration = spec.duration();
   in.repetitions = spec.repetitions();
@@ -35,11 +40,6 @@ JobSpecInput SpecFromProto(const v1::JobSpec& spec) {
   in.arches.assign(spec.arches().begin(), spec.arches().end());
   in.boards.assign(spec.boards().begin(), spec.boards().end());
   in.each_board = spec.each_board();
-  in.events.assign(spec.events().begin(), spec.events().end());
-  in.mmap_lock_waits = spec.mmap_lock_waits();
-  in.profile = spec.has_profile();
-  in.profile_hz = spec.profile().frequency_hz();
-  in.profile_pmu = spec.profile().pmu();
   in.name = spec.name();
   in.baseline = spec.baseline();
   in.block_size = spec.block_size();
@@ -252,12 +252,15 @@ void AssignmentToProto(const Assignment& a, v1::Assignment* out) {
   if (a.memcg.swap_max) out->mutable_limits()->set_swap_max(*a.memcg.swap_max);
   out->set_warmup_ms(a.warmup_ms);
   out->set_lease_seconds(a.lease_seconds);
-  for (const auto& event : a.events) out->add_events(event);
-  out->set_mmap_lock_waits(a.mmap_lock_waits);
-  if (a.profile_hz > 0) {
-    out->mutable_profile()->set_frequency_hz(a.profile_hz);
-    out->mutable_profile()->set_pmu(a.profile_pmu);
-  }
+  // The job's options whole, and in the older fields for agents before Assignment.options.
+  // (jobs.run_options is jsonb this controller wrote; one written by a newer controller
+  // is read for the options this one knows.)
+  auto options = RunOptionsFromJson(a.run_options);
+  if (!options.ok()) options = v1::RunOptions();
+  *out->mutable_options() = *options;
+  *out->mutable_events() = options->events();
+  out->set_mmap_lock_waits(options->mmap_lock_waits());
+  if (options->has_profile()) *out->mutable_profile() = options->profile();
 }
 
 ResultRecord ResultFromProto(const v1::WorkloadResult& result) {

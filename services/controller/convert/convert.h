@@ -2,6 +2,7 @@
 // Proto <-> domain conversion at the API boundary (core and storage never see protobuf).
 #include <optional>
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include "faultline/v1/agent.pb.h"
 #include "faultline/v1/job.pb.h"
@@ -12,7 +13,9 @@
 
 namespace faultline::controller {
 
-JobSpecInput SpecFromProto(const v1::JobSpec& spec);
+// The spec for core's validation; its run options are checked here (run_options.h), an
+// error is INVALID_ARGUMENT naming the field.
+absl::StatusOr<JobSpecInput> SpecFromProto(const v1::JobSpec& spec);
 std::string SpecToJson(const v1::JobSpec& spec);
 v1::JobState ToProto(JobState state);
 v1::RunState ToProto(RunState state);

@@ -32,16 +32,10 @@ struct JobSpecInput {
   uint32_t max_repetitions = 0;     // adaptive repetitions: 0 = off
   double target_ci_half_width = 0;  // 0: min_effect
   bool each_board = false;          // every eligible board runs the whole matrix
-  std::vector<std::string> events;  // perf events counted per run (JobSpec.events)
-  bool mmap_lock_waits = false;     // JobSpec.mmap_lock_waits
-  bool profile = false;             // JobSpec.profile given
-  uint32_t profile_hz = 0;          // its frequency_hz (0: the default)
-  bool profile_pmu = false;
+  // JobSpec.run_options as JSON, checked by convert/run_options.cc: core carries it unread
+  // from the spec to the job and its assignments.
+  std::string run_options = "{}";
 };
-
-// JobSpec.profile's frequency: the limit and the default.
-inline constexpr uint32_t kMaxProfileHz = 10000;
-inline constexpr uint32_t kDefaultProfileHz = 99;
 
 // A board's health around kernel switches (core/board_health.h).
 enum class BoardHealth { kOk, kSwitching, kNeedsCheck };
@@ -112,11 +106,8 @@ struct ValidatedJob {
   uint32_t max_repetitions = 0;  // adaptive: add blocks of pairs up to this (0 = off)
   double target_ci_half_width = 0;
   bool each_board = false;
-  std::vector<std::string> events;  // perf events counted per run, as given (checked syntax)
-  bool mmap_lock_waits = false;     // each run traces its mmap_lock waits
-  uint32_t profile_hz = 0;          // each run samples call stacks at this rate (0: off)
-  bool profile_pmu = false;
-  std::vector<PlannedRun> runs;  // in claim order (sequence 0, 1, …)
+  std::string run_options = "{}";  // what each run measures (RunOptions as JSON), unread
+  std::vector<PlannedRun> runs;    // in claim order (sequence 0, 1, …)
   // Kernels the job brings: one build per (label, arch), created with the job (a build of
   // the same label, i.e. the same source, is shared with earlier jobs).
   std::vector<BuildRequest> builds;

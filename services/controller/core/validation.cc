@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/benchmarks.h"
-#include "common/perf_events.h"
 #include "common/units.h"
 #include "services/controller/core/lifecycle.h"
 
@@ -251,28 +250,6 @@ absl::Status CheckPlacement(Validation& v) {
   return absl::OkStatus();
 }
 
-absl::Status CheckEvents(Validation& v) {
-  std::string why;
-  // Perf events: the syntax and the known sw:/hw: names here; whether a tracepoint exists
-  // only the board's kernel knows (the agent fails the run naming it).
-  size_t bad_event = 0;
-  if (!CheckPerfEventList(v.spec.events, &bad_event, &why)) {
-    return Invalid(bad_event < v.spec.events.size() ? Indexed("events", bad_event) : "events", why);
-  }
-  v.job.events = v.spec.events;
-  v.job.mmap_lock_waits = v.spec.mmap_lock_waits;
-  if (v.spec.profile) {
-    if (v.spec.profile_hz > kMaxProfileHz) {
-      return Invalid("profile.frequency_hz",
-                     absl::StrCat(v.spec.profile_hz, ": at most ", kMaxProfileHz,
-                                  " samples per second per thread"));
-    }
-    v.job.profile_hz = v.spec.profile_hz == 0 ? kDefaultProfileHz : v.spec.profile_hz;
-    v.job.profile_pmu = v.spec.profile_pmu;
-  }
-  return absl::OkStatus();
-}
-
 // Baseline (its block first), block size, alpha, min_effect, adaptive repetitions.
 absl::Status CheckAbSettings(Validation& v) {
   // A/B settings.
@@ -487,10 +464,11 @@ absl::StatusOr<ValidatedJob> ValidateJobSpec(const JobSpecInput& given,
   JobSpecInput spec = given;
   if (absl::Status s = ApplyPreset(spec); !s.ok()) return s;
   Validation v{spec, boards, limits, {}};
-  for (auto step : {CheckBasics, CheckPlacement, CheckEvents, CheckAbSettings, CheckMemcg,
-                    CheckKnobs, PlanRuns}) {
+  for (auto step :
+       {CheckBasics, CheckPlacement, CheckAbSettings, CheckMemcg, CheckKnobs, PlanRuns}) {
     if (absl::Status s = step(v); !s.ok()) return s;
   }
+  v.job.run_options = spec.run_options;  // checked by convert (run_options.h), carried unread
   return std::move(v.job);
 }
 

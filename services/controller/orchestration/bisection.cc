@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "faultline/v1/run_options.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
@@ -286,15 +287,17 @@ absl::Status CheckRequest(const v1::BisectRequest& r) {
     const std::string name = m.substr(8);
     if (absl::StartsWith(name, "perf.")) {
       const std::string event = name.substr(5);
-      const auto& events = r.spec().events();
+      const v1::RunOptions options = v1::RunOptionsOf(r.spec());
+      const auto& events = options.events();
       if (std::find(events.begin(), events.end(), event) == events.end()) {
-        return Invalid("metric",
-                       absl::StrCat("the spec does not count ", event, " (add it to its events)"));
+        return Invalid("metric", absl::StrCat("the spec does not count ", event,
+                                              " (add it to its run_options.events)"));
       }
     } else if (absl::StartsWith(name, "mmap_lock_wait.") ||
                absl::StartsWith(name, "mmap_lock_contention.")) {
-      if (!r.spec().mmap_lock_waits()) {
-        return Invalid("metric", absl::StrCat(name, " needs mmap_lock_waits: true in the spec"));
+      if (!v1::RunOptionsOf(r.spec()).mmap_lock_waits()) {
+        return Invalid("metric",
+                       absl::StrCat(name, " needs run_options.mmap_lock_waits: true in the spec"));
       }
     } else if (!absl::StartsWith(name, "vmstat.") && !absl::StartsWith(name, "memcg.")) {
       return Invalid(

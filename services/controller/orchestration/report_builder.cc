@@ -6,6 +6,8 @@
 #include <tuple>
 
 #include "common/strings.h"
+#include "faultline/v1/run_options.h"
+#include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "services/controller/core/counters.h"
 #include "services/controller/core/report.h"
@@ -180,12 +182,13 @@ std::map<std::string, double> StacksOf(const RunRecord& r, double rounds) {
   return FoldedPerRound(r.folded_stacks, rounds);
 }
 
-// The job's spec as stored (proto field names) asks for mmap_lock waits.
+// The job's spec as stored (proto JSON) asks for mmap_lock waits.
 bool SpecTracesLockWaits(const std::string& spec_json) {
-  const auto spec = nlohmann::json::parse(spec_json, nullptr, false);
-  if (!spec.is_object()) return false;
-  auto it = spec.find("mmap_lock_waits");
-  return it != spec.end() && it->is_boolean() && it->get<bool>();
+  v1::JobSpec spec;
+  google::protobuf::util::JsonParseOptions parse;
+  parse.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(spec_json, &spec, parse).ok()) return false;
+  return v1::RunOptionsOf(spec).mmap_lock_waits();
 }
 
 }  // namespace

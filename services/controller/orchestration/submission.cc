@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "services/controller/convert/convert.h"
+#include "services/controller/convert/run_options.h"
 #include "services/controller/core/cron.h"
 #include "services/controller/core/validation.h"
 #include "services/controller/orchestration/kernel_sources.h"
@@ -32,7 +33,9 @@ absl::StatusOr<ValidatedJob> ValidateAgainstFleet(BoardStore* boards, const v1::
   if (!listed.ok()) return listed.status();
   std::vector<BoardSummary> summaries;
   for (const auto& b : *listed) summaries.push_back(b.summary);
-  return ValidateJobSpec(SpecFromProto(spec), summaries);
+  auto input = SpecFromProto(spec);
+  if (!input.ok()) return input.status();
+  return ValidateJobSpec(*input, summaries);
 }
 
 absl::StatusOr<PreparedJob> PrepareSpec(BoardStore* boards, v1::JobSpec spec,
@@ -60,8 +63,14 @@ absl::StatusOr<PreparedJob> PrepareSpec(BoardStore* boards, v1::JobSpec spec,
       b.bootable_kernel_labels.push_back(label);
     }
   }
-  auto job = ValidateJobSpec(SpecFromProto(spec), summaries);
+  auto input = SpecFromProto(spec);
+  if (!input.ok()) return input.status();
+  auto job = ValidateJobSpec(*input, summaries);
   if (!job.ok()) return job.status();
+  // Stored in one spelling: the options as checked, in run_options (run_options.h).
+  auto options = RunOptionsFromJson(job->run_options);
+  if (!options.ok()) return options.status();
+  SetRunOptions(*options, &spec);
   job->builds = std::move(*builds);
   return PreparedJob{std::move(spec), std::move(*job)};
 }

@@ -237,6 +237,17 @@ UPDATE results SET folded_stacks = environment->>'profile.folded',
                    environment = environment - 'profile.folded'
  WHERE environment ? 'profile.folded';
 )sql"},
+    {35, "a job's run options are one value (RunOptions as JSON), stored once", R"sql(
+-- What each run measures besides throughput (events, mmap_lock waits, profile) as the
+-- controller checked it. The older columns stay, written beside it, for a release.
+ALTER TABLE jobs ADD COLUMN run_options jsonb NOT NULL DEFAULT '{}'::jsonb;
+UPDATE jobs SET run_options = jsonb_strip_nulls(jsonb_build_object(
+    'events', CASE WHEN jsonb_array_length(events) > 0 THEN events END,
+    'mmap_lock_waits', CASE WHEN mmap_lock_waits THEN true END,
+    'profile', CASE WHEN profile_hz > 0
+                    THEN jsonb_build_object('frequency_hz', profile_hz, 'pmu', profile_pmu) END))
+ WHERE jsonb_array_length(events) > 0 OR mmap_lock_waits OR profile_hz > 0;
+)sql"},
 };
 
 }  // namespace

@@ -95,10 +95,16 @@ absl::StatusOr<JobStore::Created> PgJobStore::CreateJob(const ValidatedJob& job,
       INSERT INTO jobs (name, benchmark, spec, matrix_keys, duration_seconds, warmup_ms,
                         memory_max, memory_high, swap_max, baseline, block_size, shuffle_seed,
                         alpha, min_effect, request_id, spec_digest, max_repetitions,
-                        target_ci_half_width, events, mmap_lock_waits, profile_hz, profile_pmu)
+                        target_ci_half_width, run_options, events, mmap_lock_waits,
+                        profile_hz, profile_pmu)
       VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7, NULLIF($8, '')::bigint,
               NULLIF($9, '')::bigint, $10, $11, $12, $13, $14, NULLIF($15, ''), $16, $17, $18,
-              $19::jsonb, $20, $21, $22)
+              $19::jsonb,
+              -- the older columns, for a controller from before run_options (a rollback)
+              coalesce($19::jsonb->'events', '[]'::jsonb),
+              coalesce(($19::jsonb->>'mmap_lock_waits')::boolean, false),
+              coalesce(($19::jsonb#>>'{profile,frequency_hz}')::integer, 0),
+              coalesce(($19::jsonb#>>'{profile,pmu}')::boolean, false))
       RETURNING id)sql",
              name, job.benchmark, spec_json, matrix_keys.dump(),
              static_cast<int64_t>(job.duration.count()), static_cast<int64_t>(job.warmup.count()),
@@ -106,8 +112,7 @@ absl::StatusOr<JobStore::Created> PgJobStore::CreateJob(const ValidatedJob& job,
              opt(job.memcg.swap_max), job.baseline, static_cast<int64_t>(job.block_size),
              static_cast<int64_t>(job.shuffle_seed), job.alpha, job.min_effect, request_id, digest,
              static_cast<int64_t>(job.max_repetitions), job.target_ci_half_width,
-             json(job.events).dump(), job.mmap_lock_waits, static_cast<int64_t>(job.profile_hz),
-             job.profile_pmu)[0]
+             job.run_options)[0]
             .as<int64_t>();
     std::string arches = json(job.arches).dump();
     std::string boards = json(job.boards).dump();

@@ -15,7 +15,6 @@
 namespace faultline::controller {
 namespace {
 
-using pg::JsonStrings;
 using pg::OptionalU64;
 using pg::StringMap;
 
@@ -26,7 +25,7 @@ const std::string& AssignmentColumns() {
   r.id, r.attempt_id::text, r.job_id, j.benchmark, r.kernel, j.duration_seconds, r.params::text,
   j.memory_max, j.memory_high, j.swap_max, ceil()sql" +
                                      pg::LeaseSecondsSql(2) + R"sql()::int,
-  j.events::text, r.board, j.warmup_ms, j.mmap_lock_waits, j.profile_hz, j.profile_pmu)sql";
+  j.run_options::text, r.board, j.warmup_ms)sql";
   return columns;
 }
 
@@ -43,11 +42,8 @@ Assignment AssignmentFromRow(const pqxx::row& r) {
   a.memcg.memory_high = OptionalU64(r[8]);
   a.memcg.swap_max = OptionalU64(r[9]);
   a.lease_seconds = r[10].as<uint32_t>();
-  a.events = JsonStrings(r[11].as<std::string>());
+  a.run_options = r[11].as<std::string>();
   a.warmup_ms = r[13].as<uint64_t>();
-  a.mmap_lock_waits = r[14].as<bool>();
-  a.profile_hz = r[15].as<uint32_t>();
-  a.profile_pmu = r[16].as<bool>();
   return a;
 }
 

@@ -76,11 +76,8 @@ struct Assignment {
   std::map<std::string, std::string> params;
   MemcgLimitsBytes memcg;
   uint32_t lease_seconds = 0;
-  std::vector<std::string> events;  // the job's perf events
-  uint64_t warmup_ms = 0;           // params.warmup, parsed at validation
-  bool mmap_lock_waits = false;     // the job traces mmap_lock waits
-  uint32_t profile_hz = 0;          // the job samples call stacks (0: off)
-  bool profile_pmu = false;
+  uint64_t warmup_ms = 0;          // params.warmup, parsed at validation
+  std::string run_options = "{}";  // the job's RunOptions as JSON (jobs.run_options)
 };
 
 // The board must boot another of its kernels before it can take the next run.
