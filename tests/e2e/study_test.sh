@@ -149,6 +149,15 @@ awk -v r="$aa_ratio" 'BEGIN { exit !(r > 0.75 && r < 1.25) }' \
   || fail "A/A ratio $aa_ratio is outside 1 ± 0.25"
 pass "A/A study: alternating blocks, verdict $aa_verdict, ratio $aa_ratio"
 
+# The spec asked in the older spelling (top-level mmap_lock_waits, profile): stored once as
+# the job's run options, the stored spec in the one spelling (run_options).
+[ "$(sql "SELECT run_options::text FROM jobs WHERE id = $aa")" = \
+  '{"profile": {"frequency_hz": 199}, "mmap_lock_waits": true}' ] \
+  || fail "run options not stored whole: $(sql "SELECT run_options::text FROM jobs WHERE id = $aa")"
+[ "$(sql "SELECT (spec ? 'profile') OR (spec ? 'mmap_lock_waits') FROM jobs WHERE id = $aa")" = f ] \
+  || fail "the stored spec keeps the older spelling: $(sql "SELECT spec::text FROM jobs WHERE id = $aa")"
+pass "the older spelling stored as run_options"
+
 # The job traced mmap_lock waits: the report prints the seed's tables, from every run.
 for title in "== mmap_lock Acquisitions And Wait Time ==" \
              "== Read Lock Waiting Time Distribution of mmap_lock ==" \
