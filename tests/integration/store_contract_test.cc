@@ -502,15 +502,16 @@ TYPED_TEST(StoreContract, ARepliesOutboxSendsEachReplyOnce) {
 TYPED_TEST(StoreContract, AVerdictSupersedesItsPatchsQueuedPendingCheck) {
   RobotStore& robot = this->impl_.robot();
   auto check = [](const std::string& patch, CheckKind kind, int64_t next_ms) {
-    return CheckRecord{.series_id = "s@x",
-                       .patch_message_id = patch,
-                       .kind = kind,
-                       .state = kind == CheckKind::kPending ? "pending" : "success",
-                       .description = "d",
-                       .status = CheckStatus::kQueued,
-                       .attempts = 0,
-                       .error = "",
-                       .next_ms = next_ms};
+    return CheckRecord{
+        .series_id = "s@x",
+        .patch_message_id = patch,
+        .kind = kind,
+        .state = kind == CheckKind::kPending ? CheckState::kPending : CheckState::kSuccess,
+        .description = "d",
+        .status = CheckStatus::kQueued,
+        .attempts = 0,
+        .error = "",
+        .next_ms = next_ms};
   };
   EXPECT_FALSE(robot.QueueChecks({check("p1@x", CheckKind::kPending, 0)}).ok()) << "no such series";
   EXPECT_TRUE(robot.DueChecks(100, 10)->empty()) << "nothing of it kept";

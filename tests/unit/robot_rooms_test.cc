@@ -186,6 +186,13 @@ TEST(RobotKinds, AreStoredByNameAndReadBack) {
   EXPECT_EQ(ToString(ReplyKind::kApply), "apply") << "the stored spelling (robot_replies.kind)";
   EXPECT_FALSE(ParseReplyKind("pending").has_value());
   EXPECT_FALSE(ParseCheckKind("results").has_value());
+  // What a check says: patchwork's words, stored and posted as they are.
+  for (CheckState c :
+       {CheckState::kPending, CheckState::kSuccess, CheckState::kWarning, CheckState::kFail}) {
+    EXPECT_EQ(ParseCheckState(ToString(c)), c) << ToString(c);
+  }
+  EXPECT_EQ(ToString(CheckState::kWarning), "warning") << "patchwork's spelling";
+  EXPECT_FALSE(ParseCheckState("verdict").has_value());
 }
 
 }  // namespace faultline::controller

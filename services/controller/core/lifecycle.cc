@@ -28,6 +28,7 @@ constexpr std::array<std::string_view, 4> kCheckStatuses = {"queued", "posted", 
                                                             "failed"};
 constexpr std::array<std::string_view, 3> kReplyKinds = {"results", "apply", "culprit"};
 constexpr std::array<std::string_view, 2> kCheckKinds = {"pending", "verdict"};
+constexpr std::array<std::string_view, 4> kCheckStates = {"pending", "success", "warning", "fail"};
 
 template <typename E, size_t N>
 std::optional<E> Parse(const std::array<std::string_view, N>& names, std::string_view s) {
@@ -101,6 +102,12 @@ std::string_view ToString(CheckKind k) {
 }
 std::optional<CheckKind> ParseCheckKind(std::string_view s) {
   return Parse<CheckKind>(kCheckKinds, s);
+}
+std::string_view ToString(CheckState s) {
+  return kCheckStates[static_cast<size_t>(s)];
+}
+std::optional<CheckState> ParseCheckState(std::string_view s) {
+  return Parse<CheckState>(kCheckStates, s);
 }
 std::optional<JobState> ParseJobState(std::string_view s) {
   return Parse<JobState>(kJobStates, s);

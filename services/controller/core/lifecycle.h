@@ -51,6 +51,10 @@ enum class ReplyKind { kResults, kApply, kCulprit };
 // Which check (storage: robot_checks.kind): pending while a series' jobs run, then the
 // verdict; one of each per patch, ever.
 enum class CheckKind { kPending, kVerdict };
+// What a check says (storage: robot_checks.state; patchwork's vocabulary): pending while the
+// jobs run; the verdict success, warning (something regressed) or fail (nothing measured,
+// a kernel did not build, the series does not apply).
+enum class CheckState { kPending, kSuccess, kWarning, kFail };
 
 // The stored spelling ("queued", "needs-check", ...); Parse* returns nullopt for others.
 std::string_view ToString(JobState s);
@@ -65,6 +69,7 @@ std::string_view ToString(ReplyState s);      // queued | sending | sent | uncer
 std::string_view ToString(CheckStatus s);     // queued | posted | superseded | failed
 std::string_view ToString(ReplyKind k);       // results | apply | culprit
 std::string_view ToString(CheckKind k);       // pending | verdict
+std::string_view ToString(CheckState s);      // pending | success | warning | fail
 std::optional<JobState> ParseJobState(std::string_view s);
 std::optional<RunState> ParseRunState(std::string_view s);
 std::optional<ChangePointState> ParseChangePointState(std::string_view s);
@@ -77,6 +82,7 @@ std::optional<ReplyState> ParseReplyState(std::string_view s);
 std::optional<CheckStatus> ParseCheckStatus(std::string_view s);
 std::optional<ReplyKind> ParseReplyKind(std::string_view s);
 std::optional<CheckKind> ParseCheckKind(std::string_view s);
+std::optional<CheckState> ParseCheckState(std::string_view s);
 
 bool IsFinal(JobState s);  // succeeded, failed or cancelled
 bool IsFinal(RunState s);

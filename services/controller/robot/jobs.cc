@@ -130,7 +130,7 @@ absl::Status RobotJobs::Submit(SeriesRecord series, RobotPass& pass) {
   series.state = SeriesState::kSubmitted;
   ++pass.submitted;
   if (absl::Status s = outbox_.QueueChecks(
-          series, CheckKind::kPending, "pending",
+          series, CheckKind::kPending, CheckState::kPending,
           absl::StrCat(series.jobs.size(), " A/B jobs running (", arches->size(), " arches)"));
       !s.ok()) {
     return s;

@@ -72,7 +72,7 @@ absl::Status RobotOutbox::QueueReply(const SeriesRecord& series) {
     if (!text.ok()) return text.status();
     body = *std::move(text);
   } else {
-    verdict.state = "fail";
+    verdict.state = CheckState::kFail;
     absl::StatusOr<std::optional<SeriesApplyFailure>> failed = FindApplyFailure(stores_, series);
     if (!failed.ok()) return failed.status();
     const ApplyFailureRecord* f = *failed ? &(*failed)->failure : nullptr;
@@ -157,8 +157,7 @@ absl::Status RobotOutbox::QueueCulpritMails() {
   return absl::OkStatus();
 }
 
-absl::Status RobotOutbox::QueueChecks(const SeriesRecord& series, CheckKind kind,
-                                      const std::string& state,
+absl::Status RobotOutbox::QueueChecks(const SeriesRecord& series, CheckKind kind, CheckState state,
                                       const std::string& description) const {
   if (options_.replies.patchwork.empty()) return absl::OkStatus();
   std::vector<std::string> patches = series.patch_ids;
@@ -199,9 +198,9 @@ absl::Status RobotOutbox::PostDueChecks(const PassDeadline& deadline, RobotPass&
       posted = absl::NotFoundError("patchwork has no patch of that Message-ID yet");
     }
     for (size_t i = 0; posted.ok() && i < ids->size(); ++i) {
-      posted = patchwork.PostCheck(
-          (*ids)[i],
-          {.state = check.state, .context = "faultline", .description = check.description});
+      posted = patchwork.PostCheck((*ids)[i], {.state = std::string(ToString(check.state)),
+                                               .context = "faultline",
+                                               .description = check.description});
     }
     ++check.attempts;
     if (posted.ok()) {
@@ -209,7 +208,7 @@ absl::Status RobotOutbox::PostDueChecks(const PassDeadline& deadline, RobotPass&
       check.error.clear();
       ++pass.checks;
       log::info("event=patchwork_check series={} patch={} state={}", check.series_id,
-                check.patch_message_id, check.state);
+                check.patch_message_id, ToString(check.state));
     } else {
       check.error = std::string(posted.message());
       // Again after poll_seconds, doubling up to an hour; given up after kCheckAttempts.

@@ -33,7 +33,7 @@ class RobotOutbox {
   absl::Status QueueCulpritMails();
   // Queues the check `kind` (pending | verdict) for every patch of the series: patchwork
   // shows the newest check of a context, the verdict replaces the pending one.
-  absl::Status QueueChecks(const SeriesRecord& series, CheckKind kind, const std::string& state,
+  absl::Status QueueChecks(const SeriesRecord& series, CheckKind kind, CheckState state,
                            const std::string& description) const;
   // Sends the queued replies (rate-limited) and posts the due checks (one patchwork refuses
   // is tried again later, up to 8 times) until `deadline`.

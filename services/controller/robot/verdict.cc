@@ -83,7 +83,7 @@ SeriesVerdict JudgeSeries(const Stores& stores, const SeriesRecord& series) {
     for (std::string& f : failed_builds) v.lines.push_back(std::move(f));
   }
   if (!failed_builds.empty() && regressions == 0) {
-    v.state = "fail";
+    v.state = CheckState::kFail;
     v.description = absl::StrCat(failed_builds.size(), " kernel build(s) failed: see the reply");
     v.headline = absl::StrCat("Not tested: ", failed_builds.size(), " kernel build(s) failed:");
     v.lines = std::move(failed_builds);
@@ -92,12 +92,12 @@ SeriesVerdict JudgeSeries(const Stores& stores, const SeriesRecord& series) {
           absl::StrCat("(the ", comparisons, " comparisons that ran show none slower)"));
     }
   } else if (measured == 0) {
-    v.state = "fail";
+    v.state = CheckState::kFail;
     v.description = absl::StrCat("no job of ", series.jobs.size(), " measured: see the reply");
     v.headline = absl::StrCat("Nothing measured: no job of ", series.jobs.size(),
                               " compared its kernels (see below).");
   } else if (regressions > 0) {
-    v.state = "warning";
+    v.state = CheckState::kWarning;
     v.description =
         absl::StrCat(regressions, " of ", comparisons, " comparisons regress: see the reply");
     v.headline = absl::StrCat("Regression: ", regressions, " of ", comparisons,
@@ -106,7 +106,7 @@ SeriesVerdict JudgeSeries(const Stores& stores, const SeriesRecord& series) {
     // "No regression" from runs too few to tell says so.
     const std::string unsure =
         inconclusive == 0 ? "" : absl::StrCat(" (", inconclusive, " inconclusive)");
-    v.state = "success";
+    v.state = CheckState::kSuccess;
     v.description =
         absl::StrCat(comparisons, " comparisons", unsure, ", no regression: see the reply");
     v.headline = absl::StrCat("No regression in ", comparisons, " comparisons", unsure, ".");

@@ -13,10 +13,10 @@
 namespace faultline::controller {
 
 struct SeriesVerdict {
-  std::string state;               // the check's: success | warning | fail
-  std::string description;         // the check's one line
-  std::string headline;            // "Regression: 1 of 4 comparisons say slower (95% CI):"
-  std::vector<std::string> lines;  // one per regressing comparison (or failed build)
+  CheckState state = CheckState::kSuccess;  // the check's: success | warning | fail
+  std::string description;                  // the check's one line
+  std::string headline;                     // "Regression: 1 of 4 comparisons say slower (95% CI):"
+  std::vector<std::string> lines;           // one per regressing comparison (or failed build)
 };
 
 // fail when a kernel did not build (and nothing regressed) or no job measured anything,

@@ -252,8 +252,8 @@ absl::Status PgRobotStore::QueueChecks(const std::vector<CheckRecord>& checks) {
         INSERT INTO robot_checks (series_id, patch_message_id, kind, state, description, status,
                                   next_ms)
         VALUES ($1, $2, $3, $4, $5, 'queued', $6) ON CONFLICT DO NOTHING)sql",
-                        k.series_id, k.patch_message_id, std::string(ToString(k.kind)), k.state,
-                        k.description, k.next_ms);
+                        k.series_id, k.patch_message_id, std::string(ToString(k.kind)),
+                        std::string(ToString(k.state)), k.description, k.next_ms);
           if (k.kind == CheckKind::kVerdict) {
             w.exec_params(R"sql(
         UPDATE robot_checks SET status = 'superseded'
@@ -281,7 +281,7 @@ absl::StatusOr<std::vector<CheckRecord>> PgRobotStore::DueChecks(int64_t now_ms,
       k.series_id = r[0].as<std::string>();
       k.patch_message_id = r[1].as<std::string>();
       k.kind = pg::ParseEnumOr(ParseCheckKind(r[2].as<std::string>()), CheckKind::kPending);
-      k.state = r[3].as<std::string>();
+      k.state = pg::ParseEnumOr(ParseCheckState(r[3].as<std::string>()), CheckState::kFail);
       k.description = r[4].as<std::string>();
       k.status = pg::ParseEnumOr(ParseCheckStatus(r[5].as<std::string>()), CheckStatus::kFailed);
       k.attempts = r[6].as<int>();

@@ -317,7 +317,7 @@ struct CheckRecord {
   std::string series_id;
   std::string patch_message_id;          // the patch mail's Message-ID (patchwork finds it by that)
   CheckKind kind = CheckKind::kPending;  // one of each per patch, ever
-  std::string state;                     // patchwork's: pending | success | warning | fail
+  CheckState state = CheckState::kPending;  // what it says (patchwork's vocabulary)
   std::string description;
   CheckStatus status = CheckStatus::kQueued;
   int attempts = 0;
