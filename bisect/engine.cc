@@ -356,11 +356,12 @@ void AddPairs(State* state, const Options& options, const std::vector<Pair>& pai
   }
 }
 
-void MarkBroken(State* state, const Options& options, const std::string& why) {
+void MarkBroken(State* state, const Options& options, const std::string& why, bool build_failed) {
   Step* step = OpenStep(state);
   if (step == nullptr) return;
   step->outcome = Mark::kBroken;
   step->note = why;
+  step->build_failed = build_failed;
   switch (step->role) {
     case Role::kEndpoints:
       Fail(state, "the good or the bad end cannot be measured: " + why);

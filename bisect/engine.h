@@ -88,6 +88,7 @@ struct Step {
   Mark outcome = Mark::kUntested;  // kUntested while open
   double llr = 0;                  // SPRT log likelihood ratio (bad over good) at the end
   std::string note;                // why it was broken, or what decided
+  bool build_failed = false;       // kBroken because its kernel did not build (not its runs)
   std::vector<int64_t> jobs;       // the caller's: what measured it (the controller's job ids)
 };
 
@@ -127,8 +128,10 @@ std::optional<Request> Next(const State& state, const Options& options);
 // The open step's pairs came back: adds them and decides as far as they allow.
 void AddPairs(State* state, const Options& options, const std::vector<Pair>& pairs);
 
-// The open step's candidate (or reference) could not be built or booted.
-void MarkBroken(State* state, const Options& options, const std::string& why);
+// The open step's candidate (or reference) could not be built or booted (`build_failed`:
+// its kernel's build failed, the caller knows it from the build, not from `why`'s words).
+void MarkBroken(State* state, const Options& options, const std::string& why,
+                bool build_failed = false);
 
 // The range of commits still in question: (last good, first bad] as indices.
 struct Range {

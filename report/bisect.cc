@@ -218,17 +218,11 @@ std::string Summary(const v1::Bisection& b) {
   return "done: skipped commits leave " + std::to_string(b.candidates_size()) + " candidates";
 }
 
-// A failed build in a note (the controller's "kernel LABEL: build N (ARCH) failed: ...").
-bool IsBuildFailure(const std::string& note) {
-  const absl::string_view head = absl::string_view(note).substr(0, note.find('\n'));
-  return absl::StrContains(head, ": build ") && absl::StrContains(head, ") failed: ");
-}
-
 // Kernels whose build failed (a commit, or the reverted bad end), counted once each.
 int FailedBuilds(const v1::Bisection& b) {
   std::set<std::string> failed;
   for (const auto& s : b.steps()) {
-    if (v1::OutcomeOf(s) != v1::BISECT_MARK_BROKEN || !IsBuildFailure(s.note())) continue;
+    if (!v1::BuildFailedOf(s)) continue;
     failed.insert(IsRevert(s) ? "revert" : std::to_string(s.candidate()));
   }
   return static_cast<int>(failed.size());

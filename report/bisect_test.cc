@@ -119,6 +119,24 @@ std::string ReproduceBlock(const std::string& text) {
   return at == std::string::npos ? "" : text.substr(at + 11);
 }
 
+// Whether a broken step's kernel did not build is its field; a step stored before the field
+// is read from its note's words (values.h BuildFailedOf).
+TEST(BisectRender, AFailedBuildIsAFieldElseTheOlderNotesWords) {
+  v1::Bisection typed = Finished();
+  for (auto& s : *typed.mutable_steps()) {
+    if (v1::OutcomeOf(s) != v1::BISECT_MARK_BROKEN) continue;
+    s.set_build_failed(true);
+    s.set_note("build error: mm/util.c:1:36: error: expected expression");  // no such words
+  }
+  EXPECT_THAT(RenderBisection(typed, true), HasSubstr("5 kernels built (1 failed to build)"));
+  for (auto& s : *typed.mutable_steps()) {
+    if (s.has_build_failed()) s.set_build_failed(false);  // broken, but its runs failed
+  }
+  EXPECT_THAT(RenderBisection(typed, true), HasSubstr("6 kernels built, 84 runs"));
+  // Finished() is a document from before the field: its note's words say it.
+  EXPECT_THAT(RenderBisection(Finished(), true), HasSubstr("5 kernels built (1 failed to build)"));
+}
+
 TEST(BisectRender, TheResultPastesIntoAnEightyColumnMail) {
   const std::string text = RenderBisection(Finished(), true);
   EXPECT_THAT(text, HasSubstr("bisection 7: done: first bad commit found and confirmed"));

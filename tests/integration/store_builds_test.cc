@@ -119,6 +119,8 @@ TEST_F(BuildStoreTest, ABuiltKernelThatDoesNotComeBackIsBadOnThatBoard) {
                   "'kernel patched@dddddddddddd did not boot on board box and no other board can "
                   "boot it: switch to patched@dddddddddddd: no hello from the new kernel by %'"),
             2);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE failed_build IS NOT NULL"), 0)
+      << "its build succeeded: a run that did not boot names no failed build";
   EXPECT_EQ(Text(absl::StrCat("SELECT state FROM jobs WHERE id = ", job)), "failed");
   auto listed = builds.ListBuilds(job);
   ASSERT_EQ(listed->size(), 1u);
@@ -260,6 +262,11 @@ TEST_F(BuildStoreTest, ALapsedLeaseGoesToAnotherBuilderThenFailsAfterTheLastAtte
             "failed builder lost 2 times (last: b2)");
   EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE state = 'failed' AND failure_reason LIKE "
                   "'kernel patched@bbbbbbbbbbbb: build % failed: builder lost 2 times%'"),
+            2);
+  // Which build failed them is a field (a bisection reads it, not the reason's words); a
+  // run that did not boot names none.
+  EXPECT_EQ(Count("SELECT count(*) FROM runs r JOIN builds b ON b.id = r.failed_build "
+                  "WHERE r.kernel = b.label AND b.state = 'failed'"),
             2);
   EXPECT_EQ(Text("SELECT state FROM jobs WHERE id = " + std::to_string(job)), "failed");
 }

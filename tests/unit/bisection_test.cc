@@ -90,6 +90,7 @@ class BisectionTest : public ::testing::Test {
         if (index == broken) {
           run.state = RunState::kFailed;
           run.failure_reason = "build failed: mm/memory.c:42: error: expected ';'";
+          run.failed_build = 40 + index;  // what the build store sets with the reason
           return;
         }
         run.state = RunState::kSucceeded;
@@ -130,6 +131,10 @@ TEST_F(BisectionTest, NamesTheCulpritSkipsABrokenCommitAndConfirms) {
     EXPECT_FALSE(s.jobs().empty()) << s.role();
     if (s.role() == "step" && s.outcome() == "broken") {
       EXPECT_THAT(s.note(), HasSubstr("build failed"));
+      // Known from the runs' failed build, not from the reason's words.
+      EXPECT_TRUE(s.has_build_failed() && s.build_failed());
+    } else {
+      EXPECT_FALSE(v1::BuildFailedOf(s)) << s.role();
     }
   }
   EXPECT_LE(steps, 6);  // log2(16) + the broken one + one more

@@ -193,6 +193,16 @@ inline BisectRole RoleOf(const BisectStep& s) {
 inline BisectMark OutcomeOf(const BisectStep& s) {
   return values_internal::TypedOr(s.step_outcome(), values_internal::kBisectMarks, s.outcome());
 }
+// A broken step whose kernel did not build (not one whose runs failed). A step stored
+// before the field says so in its note's first line, as the controller wrote it then:
+// "kernel LABEL: build N (ARCH) failed: ...".
+inline bool BuildFailedOf(const BisectStep& s) {
+  if (s.has_build_failed()) return s.build_failed();
+  if (OutcomeOf(s) != BISECT_MARK_BROKEN) return false;
+  const std::string_view head = std::string_view(s.note()).substr(0, s.note().find('\n'));
+  return head.find(": build ") != std::string_view::npos &&
+         head.find(") failed: ") != std::string_view::npos;
+}
 
 // Setters of both fields (the type, and the word for clients of a release before it).
 inline void SetBisectionState(Bisection* b, BisectionState s) {

@@ -84,6 +84,7 @@ bisect::State StateFromProto(const v1::Bisection& doc) {
     step.outcome = MarkFrom(v1::OutcomeOf(p));
     step.llr = p.llr();
     step.note = p.note();
+    step.build_failed = v1::BuildFailedOf(p);
     step.jobs.assign(p.jobs().begin(), p.jobs().end());
     s.steps.push_back(std::move(step));
   }
@@ -122,6 +123,7 @@ void StateToProto(const bisect::State& s, v1::Bisection* doc) {
     v1::SetOutcome(p, ToApi(kMarks, step.outcome));
     p->set_llr(step.llr);
     p->set_note(step.note);
+    if (step.outcome == bisect::Mark::kBroken) p->set_build_failed(step.build_failed);
     for (int64_t j : step.jobs) p->add_jobs(j);
   }
   doc->set_effect(s.effect);

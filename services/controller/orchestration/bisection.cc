@@ -97,8 +97,9 @@ std::string LabelBase(const std::string& label) {
 
 struct Folded {
   std::vector<bisect::Pair> pairs;
-  std::string candidate_failure;  // every candidate run failed: the first reason
-  std::string reference_failure;  // every reference (or bad end) run failed
+  std::string candidate_failure;        // every candidate run failed: the first reason
+  bool candidate_build_failed = false;  // ... and its kernel's build failed them
+  std::string reference_failure;        // every reference (or bad end) run failed
   int runs = 0;
   double seconds = 0;
   int without_metric = 0;      // succeeded runs that did not carry the metric
@@ -115,6 +116,7 @@ Folded Fold(const v1::BisectRequest& request, const bisect::Step& step,
   std::map<int, std::map<std::string, double>> by_rep;
   std::map<std::string, int> ok, failed, open;
   std::map<std::string, std::string> reason;
+  std::set<std::string> build_failed;  // labels whose runs a failed build failed
   for (const auto& run : runs) {
     const std::string label = LabelBase(run.kernel);
     if (run.has_result) {
@@ -133,12 +135,14 @@ Folded Fold(const v1::BisectRequest& request, const bisect::Step& step,
     } else if (run.state == RunState::kFailed || run.state == RunState::kCancelled) {
       ++failed[label];
       if (reason[label].empty()) reason[label] = run.failure_reason;
+      if (run.failed_build != 0) build_failed.insert(label);
     } else {
       ++open[label];
     }
   }
   if (ok[cand] == 0 && failed[cand] > 0 && open[cand] == 0) {
     out.candidate_failure = reason[cand].empty() ? "its runs failed" : reason[cand];
+    out.candidate_build_failed = build_failed.count(cand) > 0;
     out.decided_early = open[ref] > 0 || (step.with_bad && open["bad"] > 0);
   }
   for (const std::string& label : {ref, std::string(step.with_bad ? "bad" : "")}) {
@@ -345,7 +349,7 @@ void TakeMeasurements(Bisection* b, const bisect::Options& options, const JobRec
     b->wall_seconds += static_cast<double>(job.finished_at_ms - job.created_at_ms) / 1000.0;
   }
   if (!f.candidate_failure.empty()) {
-    bisect::MarkBroken(state, options, f.candidate_failure);
+    bisect::MarkBroken(state, options, f.candidate_failure, f.candidate_build_failed);
     return;
   }
   if (!f.reference_failure.empty()) {

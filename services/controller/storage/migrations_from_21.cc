@@ -248,6 +248,11 @@ UPDATE jobs SET run_options = jsonb_strip_nulls(jsonb_build_object(
                     THEN jsonb_build_object('frequency_hz', profile_hz, 'pmu', profile_pmu) END))
  WHERE jsonb_array_length(events) > 0 OR mmap_lock_waits OR profile_hz > 0;
 )sql"},
+    {36, "a run failed by its kernel's build says which build", R"sql(
+-- Set with the failure reason when a build fails the queued runs of its label, so a
+-- bisection knows a commit that did not build without reading the reason's words.
+ALTER TABLE runs ADD COLUMN failed_build bigint;
+)sql"},
 };
 
 }  // namespace

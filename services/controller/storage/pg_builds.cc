@@ -74,16 +74,20 @@ BuildRecord BuildFromRow(const pqxx::row& r) {
 
 // Queued runs that needed `label` and that no build of it can serve any more fail, naming
 // the build; their jobs are recomputed.
-void FailRunsOfFailedLabel(pqxx::work& w, const std::string& label, const std::string& why) {
+// The queued runs of `label` fail with `why`, and say which build failed them (runs.
+// failed_build: a bisection tells a commit that did not build from one whose runs failed).
+void FailRunsOfFailedLabel(pqxx::work& w, const std::string& label, int64_t build_id,
+                           const std::string& why) {
   auto open = w.exec_params1(
       "SELECT count(*) FROM builds WHERE label = $1 AND state IN ('queued', 'building', 'done')",
       label);
   if (open[0].as<int64_t>() > 0) return;
   auto failed = w.exec_params(R"sql(
-      UPDATE runs SET state = 'failed', failure_reason = $2, finished_at = now()
+      UPDATE runs SET state = 'failed', failure_reason = $2, failed_build = $3,
+                      finished_at = now()
        WHERE kernel = $1 AND state = 'queued'
       RETURNING job_id)sql",
-                              label, why);
+                              label, why, build_id);
   std::set<int64_t> jobs;
   for (const auto& r : failed) jobs.insert(r[0].as<int64_t>());
   for (int64_t job : jobs) pg::RecomputeJobState(w, job);
@@ -189,7 +193,7 @@ absl::Status PgBuildStore::FinishBuild(int64_t build_id, const std::string& atte
          WHERE id = $1)sql",
                     build_id, outcome.error,
                     failed.dump(-1, ' ', false, json::error_handler_t::replace));
-      FailRunsOfFailedLabel(w, label,
+      FailRunsOfFailedLabel(w, label, build_id,
                             absl::StrCat("kernel ", label, ": build ", build_id, " (", arch,
                                          ") failed: ", outcome.error.substr(0, 2000)));
     }
@@ -214,7 +218,7 @@ absl::StatusOr<int> PgBuildStore::ExpireBuildLeases(uint32_t max_attempts) {
     for (const auto& r : lapsed) {
       if (r[1].as<std::string>() == "failed") {
         FailRunsOfFailedLabel(
-            w, r[0].as<std::string>(),
+            w, r[0].as<std::string>(), r[3].as<int64_t>(),
             absl::StrCat("kernel ", r[0].as<std::string>(), ": build ", r[3].as<int64_t>(), " (",
                          r[4].as<std::string>(), ") failed: ", r[2].as<std::string>()));
       }

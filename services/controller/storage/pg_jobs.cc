@@ -208,7 +208,7 @@ absl::StatusOr<std::vector<RunRecord>> PgJobStore::ListRuns(int64_t job_id) {
              coalesce(res.environment::text, '{}'), coalesce(res.too_coarse, false),
              coalesce(res.pages_per_second, 0), coalesce(res.counters::text, '{}'),
              coalesce((extract(epoch FROM res.created_at) * 1000)::bigint, 0),
-             coalesce(res.folded_stacks, '')
+             coalesce(res.folded_stacks, ''), coalesce(r.failed_build, 0)
         FROM runs r LEFT JOIN results res ON res.run_id = r.id
        WHERE r.job_id = $1
        ORDER BY r.cell_index, r.kernel, r.repetition)sql",
@@ -235,6 +235,7 @@ absl::StatusOr<std::vector<RunRecord>> PgJobStore::ListRuns(int64_t job_id) {
           run.counters_json = r[17].as<std::string>();
           run.finished_ms = r[18].as<int64_t>();
           run.folded_stacks = r[19].as<std::string>();
+          run.failed_build = r[20].as<int64_t>();
           runs.push_back(std::move(run));
         }
         return absl::OkStatus();

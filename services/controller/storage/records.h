@@ -44,6 +44,7 @@ struct RunRecord {
   RunState state = RunState::kQueued;
   std::string board;
   std::string failure_reason;
+  int64_t failed_build = 0;  // the build of its kernel whose failure failed it (0: none)
   int attempt = 0;
   bool has_result = false;
   double throughput = 0;
