@@ -97,14 +97,14 @@ TEST_F(RunnerIntegration, FilemapThrashSucceedsUnderMemcg) {
   EXPECT_TRUE(std::filesystem::is_empty(work_dir_));
 }
 
-// The job's perf events reach the workload; a tracepoint this kernel lacks fails the run
-// with the workload's reason, naming --events and the event.
+// The job's perf events reach the workload (in its run options, whole); a tracepoint this
+// kernel lacks fails the run with the workload's reason, naming the events and the event.
 TEST_F(RunnerIntegration, EventsAreCountedOrTheirRefusalIsTheReason) {
   auto invocation = Invocation("events", "filemap-thrash");
   invocation.params = {{"threads", "2"}, {"file_size", "4M"}};
   invocation.duration_seconds = 1;
   invocation.limits.memory_max = 256u << 20;
-  invocation.events = {"mmap_lock:mmap_lock_start_locking", "sw:page-faults"};
+  invocation.run_options = R"({"events":["mmap_lock:mmap_lock_start_locking","sw:page-faults"]})";
   auto outcome = RunWorkload(invocation);
   ASSERT_TRUE(outcome.succeeded) << outcome.failure_reason << "\n" << outcome.stderr_tail;
   auto result = nlohmann::json::parse(outcome.result_json);
@@ -117,7 +117,7 @@ TEST_F(RunnerIntegration, EventsAreCountedOrTheirRefusalIsTheReason) {
   invocation.params = {{"threads", "1"}, {"file_size", "1M"}};
   invocation.duration_seconds = 1;
   invocation.limits.memory_max = 256u << 20;
-  invocation.events = {"sw:page-faults", "mmap_lock:no_such_tracepoint"};
+  invocation.run_options = R"({"events":["sw:page-faults","mmap_lock:no_such_tracepoint"]})";
   outcome = RunWorkload(invocation);
   EXPECT_FALSE(outcome.succeeded);
   EXPECT_EQ(outcome.failure_reason.rfind("exit code 2: --events: 'mmap_lock:no_such_tracepoint': "
