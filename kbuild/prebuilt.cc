@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -142,7 +143,9 @@ absl::StatusOr<Artifact> FetchImage(const std::string& cache, const PrebuiltRequ
     fs::remove_all(final_dir, ec);  // damaged: fetch it again
   }
   fs::create_directories(cache + "/images", ec);
-  const std::string tmp = absl::StrCat(final_dir, ".tmp-", ::getpid());
+  // Of this call alone: the builder's lanes may fetch the same image at once.
+  static std::atomic<int> next{0};
+  const std::string tmp = absl::StrCat(final_dir, ".tmp-", ::getpid(), "-", next++);
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", ec.message()));

@@ -50,7 +50,7 @@ absl::StatusOr<Finished> Run(const Command& command) {
   int out_fd = -1;
   if (command.output_file.empty()) {
     char tmpl[] = "/tmp/faultline-kbuild-out-XXXXXX";
-    out_fd = ::mkstemp(tmpl);
+    out_fd = ::mkostemp(tmpl, O_CLOEXEC);  // not inherited by other lanes' children
     if (out_fd < 0) return absl::InternalError(absl::StrCat("mkstemp: ", std::strerror(errno)));
     capture_path = tmpl;
     ::unlink(tmpl);

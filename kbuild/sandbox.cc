@@ -426,7 +426,7 @@ absl::StatusOr<Finished> Sandbox::Run(const SandboxCommand& run) {
   int out_fd = -1;
   if (command.output_file.empty()) {
     char tmpl[] = "/tmp/faultline-sandbox-out-XXXXXX";
-    out_fd = ::mkstemp(tmpl);
+    out_fd = ::mkostemp(tmpl, O_CLOEXEC);  // not inherited by other lanes' children
     if (out_fd >= 0) ::unlink(tmpl);
   } else {
     out_fd = ::open(command.output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

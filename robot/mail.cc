@@ -370,6 +370,10 @@ absl::StatusOr<Mail> ParseMail(absl::string_view raw) {
   Mailboxes(g_mime_message_get_addresses(message, GMIME_ADDRESS_TYPE_TO), &mail.to);
   Mailboxes(g_mime_message_get_addresses(message, GMIME_ADDRESS_TYPE_CC), &mail.cc);
   mail.date = Text(g_mime_object_get_header(object, "Date"));
+  // GMime's date, owned by the message; a Date it cannot read is none.
+  if (GDateTime* date = g_mime_message_get_date(message); date != nullptr && !mail.date.empty()) {
+    mail.date_ms = static_cast<int64_t>(g_date_time_to_unix(date)) * 1000;
+  }
   if (GMimeObject* body = g_mime_message_get_mime_part(message)) {
     if (std::optional<std::string> plain = FirstTextPlain(body, 0)) mail.body = *std::move(plain);
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Mails as a list archive holds them (RFC 5322, as public-inbox stores each one): the
 // headers the robot threads and answers by, and the body. Pure: no files, no network.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,9 +20,10 @@ struct Mail {
   std::string from_address;             // baohua@kernel.org
   std::vector<std::string> to;          // addresses
   std::vector<std::string> cc;
-  std::string date;  // as written
-  std::string body;  // after the blank line; quoted-printable and base64 bodies decoded
-  std::string raw;   // the whole mail as read
+  std::string date;     // as written
+  int64_t date_ms = 0;  // what it says, in ms since the epoch (0: none, or not a date)
+  std::string body;     // after the blank line; quoted-printable and base64 bodies decoded
+  std::string raw;      // the whole mail as read
 };
 
 // Parses one mail. A mail without a Message-ID is INVALID_ARGUMENT (an archive gives every

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/read_file.h"
@@ -54,6 +55,20 @@ TEST(Mail, EncodedWordsAndQuotedPrintableBodies) {
   EXPECT_EQ(mail->subject, "[PATCH] mm: caf\xC3\xA9");
   EXPECT_EQ(mail->body, "line one = two\n");
   EXPECT_FALSE(ParseMail("Subject: no id\n\nbody\n").ok());
+}
+
+TEST(Mail, DateReadAsATimeOrNone) {
+  // 2026-12-07 05:00:00 UTC, written in another zone.
+  auto mail = ParseMail("Message-ID: <a@b>\nDate: Mon, 7 Dec 2026 06:00:00 +0100\n\nx\n");
+  ASSERT_TRUE(mail.ok());
+  EXPECT_EQ(mail->date_ms, int64_t{1796619600} * 1000);
+  // What a stranger may write instead of a date: none, never a guess.
+  for (const char* date : {"yesterday", "", "\xff\xfe", "Mon, 99 Foo 99999 99:99:99 +9999"}) {
+    auto odd = ParseMail(absl::StrCat("Message-ID: <a@b>\nDate: ", date, "\n\nx\n"));
+    ASSERT_TRUE(odd.ok()) << date;
+    EXPECT_EQ(odd->date_ms, 0) << date;
+  }
+  EXPECT_EQ(ParseMail("Message-ID: <a@b>\n\nx\n")->date_ms, 0);
 }
 
 TEST(Subject, TagsOfTheSeeds) {

@@ -134,16 +134,12 @@ absl::Status BuildClient::Source::Read(const std::string& sha256, uint64_t offse
   return FromGrpc(reader->Finish());
 }
 
-void RunBuilder(const std::string& builder, const std::vector<std::string>& arches,
-                const std::string& cache, int jobs, const kbuild::SandboxOptions& sandbox,
-                BuildClient& client, const std::atomic<bool>& stopping) {
-  kbuild::Builder kbuilder(cache, sandbox);
-  // Only this host's dead builders' cgroups: another agent's builds go on.
-  kbuilder.sandbox().RemoveStaleCgroups();
-  const absl::Status sandboxed = kbuilder.sandbox().Available();
-  log::info("event=builder_ready builder={} arches={} cache={} sandbox={} sandbox_ok={} why=\"{}\"",
-            builder, arches.size(), cache, kbuild::SandboxModeName(sandbox.mode), sandboxed.ok(),
-            std::string(sandboxed.message()));
+namespace {
+
+// One lane of the builder: builds of `arches` (and prebuilt images), one at a time.
+void RunLane(const std::string& builder, const std::vector<std::string>& arches,
+             const std::string& cache, int jobs, kbuild::Builder& kbuilder, BuildClient& client,
+             const std::atomic<bool>& stopping) {
   while (!stopping) {
     auto order = client.Acquire(builder, arches);
     if (!order.ok()) {
@@ -257,6 +253,31 @@ void RunBuilder(const std::string& builder, const std::vector<std::string>& arch
                 finish.succeeded(), finish.build().release(), finish.build().cached());
     }
   }
+}
+
+}  // namespace
+
+void RunBuilder(const std::string& builder, const std::vector<std::string>& arches,
+                const std::string& cache, int jobs, const kbuild::SandboxOptions& sandbox,
+                BuildClient& client, const std::atomic<bool>& stopping) {
+  kbuild::Builder kbuilder(cache, sandbox);
+  // Only this host's dead builders' cgroups: another agent's builds go on.
+  kbuilder.sandbox().RemoveStaleCgroups();
+  // Probed once here, before the lanes share it.
+  const absl::Status sandboxed = kbuilder.sandbox().Available();
+  log::info(
+      "event=builder_ready builder={} arches={} lanes={} cache={} sandbox={} sandbox_ok={} "
+      "why=\"{}\"",
+      builder, arches.size(), arches.size(), cache, kbuild::SandboxModeName(sandbox.mode),
+      sandboxed.ok(), std::string(sandboxed.message()));
+  // The lanes share the cache: kbuild locks each (tree, arch) worktree, and every arch's
+  // artifacts, index entries and logs are apart.
+  std::vector<std::thread> lanes;
+  for (const std::string& arch : arches) {
+    lanes.emplace_back(
+        [&, arch] { RunLane(builder, {arch}, cache, jobs, kbuilder, client, stopping); });
+  }
+  for (std::thread& lane : lanes) lane.join();
 }
 
 }  // namespace faultline::agent

@@ -42,9 +42,11 @@ class BuildClient {
   std::string token_;
 };
 
-// The builder's loop (agent.yaml builder): claim a build of one of its arches, build it with
-// kbuild into the builder's cache (heartbeats keep the lease meanwhile), upload the image,
-// report; until `stopping`. The tree's programs run in `sandbox` (kbuild/sandbox.h).
+// The builder (agent.yaml builder): a lane per arch, each on a thread of its own, claiming
+// builds of its arch, building them with kbuild into the builder's cache (heartbeats keep
+// the lease meanwhile), uploading the image and reporting; until `stopping`. A cold build
+// of one arch never holds up another arch's (a cache hit or an incremental build). The
+// tree's programs run in `sandbox` (kbuild/sandbox.h).
 void RunBuilder(const std::string& builder, const std::vector<std::string>& arches,
                 const std::string& cache, int jobs, const kbuild::SandboxOptions& sandbox,
                 BuildClient& client, const std::atomic<bool>& stopping);

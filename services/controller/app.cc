@@ -421,9 +421,10 @@ int RunController(const ControllerOptions& options) {
   }
   dispatcher.Start();
   work_listener.Start();
-  // Finished jobs' comparisons for /metrics, on the controller running the duties.
-  ComparisonSummarizer summarizer(stores.metrics, stores.jobs,
-                                  [&duties] { return duties.runs_duties(); });
+  // Finished jobs' comparisons and phases for /metrics, on the controller running the duties.
+  ComparisonSummarizer summarizer(
+      stores.metrics, stores.jobs, [&duties] { return duties.runs_duties(); },
+      [&metrics](const std::vector<ArchPhases>& phases) { metrics.ObservePhases(phases); });
   summarizer.Start();
 
   // /healthz is answered on the io threads and touches nothing shared: it is slow only if

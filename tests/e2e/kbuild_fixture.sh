@@ -8,8 +8,9 @@
 # workloads on one CPU, throttled to a quarter of it in a cpu cgroup the cleanup removes),
 # the A/B spec, and the cleanup. Defines:
 #   kb_make_tree            $tree, $FL_STATE/{lab.config,fix.mbox,stale.mbox}
-#   kb_start_builder NAME   an agent that builds for this arch, in a session of its own
-#                           (BUILDER_PID); builder-1's make can be slowed (FL_FAKE_SLOW)
+#   kb_start_builder NAME   an agent that builds for this arch (and KB_BUILDER_ARCHES), in a
+#                           session of its own (BUILDER_PID); builder-1's make can be slowed
+#                           (FL_FAKE_SLOW)
 #   kb_start_board          sim-board (KB_BUILT_EXTRA: more built_kernels keys, "k: v, ...")
 #   spec NAME SERIES [EXTRA] the A/B job spec (vanilla from $tree, patched = vanilla + SERIES)
 #   sql, job_state, job_state_is, job_final, kb_cleanup (trap it)
@@ -74,6 +75,10 @@ bzImage:
 	@mkdir -p $(O)/arch/x86/boot && cat $(CURDIR)/mm/memory.c $(O)/.config > $(O)/arch/x86/boot/bzImage
 	@echo "Linux version 6.12.0$(LOCALVERSION)" >> $(O)/arch/x86/boot/bzImage
 	@echo "  BUILD   arch/x86/boot/bzImage"
+Image:
+	@while test -n "$(FL_FAKE_SLOW)" && test -f "$(FL_FAKE_SLOW)-Image"; do sleep 0.2; done
+	@mkdir -p $(O)/arch/$(ARCH)/boot && cat $(CURDIR)/mm/memory.c $(O)/.config > $(O)/arch/$(ARCH)/boot/Image
+	@echo "Linux version 6.12.0$(LOCALVERSION)" >> $(O)/arch/$(ARCH)/boot/Image
 kernelrelease:
 	@echo 6.12.0$(LOCALVERSION)
 MK
@@ -104,16 +109,24 @@ work_dir: $FL_STATE/builder/$1-work
 state_dir: $FL_STATE/builder/$1-state
 token_file: $(fl_agent_token "$1")
 kernels: [{label: builder-host, release: running}]
-builder: {arches: [$(uname -m)], cache: $FL_STATE/builder/$1-cache, jobs: 1,
+builder: {arches: [$(uname -m)${KB_BUILDER_ARCHES:+, $KB_BUILDER_ARCHES}], cache: $FL_STATE/builder/$1-cache, jobs: 1,
           sandbox_pass_env: [FL_FAKE_SLOW], sandbox_readonly: [$FL_STATE/slow.d]}
 YAML
 # In a session of its own (setsid): killing it "mid-build" kills its make too.
 # builder-1 only: its make sleeps while $FL_STATE/slow.d/slow exists (a build to kill
-# midway); its sandbox sees that directory, read-only, and the variable naming it.
+# midway), and an arm64 or riscv `Image` while slow.d/slow-Image does; its sandbox sees that
+# directory, read-only, and the variable naming it. KB_BUILDER_ARCHES: arches it builds
+# besides the host's, with a stand-in cross compiler (fakebin/: only `--version`; the
+# stand-in tree compiles nothing).
+mkdir -p "$FL_STATE/fakebin"
+for cross in aarch64-linux-gnu riscv64-linux-gnu x86_64-linux-gnu; do
+  printf '#!/bin/sh\necho "%s-gcc (faultline stand-in) 12.2.0"\n' "$cross" >"$FL_STATE/fakebin/$cross-gcc"
+  chmod +x "$FL_STATE/fakebin/$cross-gcc"
+done
 mkdir -p "$FL_STATE/slow.d"
 slow=""
 [ "$1" = builder-1 ] && slow=$FL_STATE/slow.d/slow
-FL_FAKE_SLOW=$slow setsid "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" \
+FL_FAKE_SLOW=$slow PATH="$FL_STATE/fakebin:$PATH" setsid "$FL_BIN_AGENT" --controller "$FAULTLINE_CONTROLLER" \
   --config "$FL_STATE/builder/$1.yaml" --workload-binary "$FL_BIN_WORKLOAD" \
   >>"$FL_STATE/$1.log" 2>&1 </dev/null &
 BUILDER_PID=$!

@@ -25,7 +25,9 @@ trap kb_cleanup EXIT
 kb_make_tree
 fl_start_postgres
 FL_CONTROLLER_ARGS="--build-lease 6" fl_start_controller
-kb_start_builder builder-1
+other_arch=aarch64
+[ "$(uname -m)" != aarch64 ] || other_arch=riscv64
+KB_BUILDER_ARCHES=$other_arch kb_start_builder builder-1
 kb_start_board
 pass "a builder (x86_64 builds) and a board that boots built kernels registered"
 
@@ -41,11 +43,42 @@ grep -q "kernels.patched.series\[0\]: huge.mbox is .* over the 1 MiB limit" <<<"
   fail "a refused job left something behind"
 pass "refused at submit: no board for the arch, a series over 1 MiB (nothing stored)"
 
-# --- the study --------------------------------------------------------------------------------
+# --- the study, beside a cold build of another arch ---------------------------------------------
+# A lane per arch: a build of the other arch that is still compiling (its make waits for
+# slow.d/slow-Image to go) holds up none of this arch's builds.
+touch "$FL_STATE/slow.d/slow-Image"
+sql "INSERT INTO builds (label, arch, source) VALUES ('cold@000000000000', '$other_arch',
+     '{\"tree\": \"$tree\", \"ref\": \"v6.12\", \"config_base\": \"tinyconfig\"}')" >/dev/null
+cold_building() { [ "$(sql "SELECT state FROM builds WHERE label = 'cold@000000000000'")" = building ]; }
+fl_wait_for "builder-1's $other_arch lane to take the cold build" cold_building || fail "no $other_arch build under way"
+fl_wait_for "its make to wait" pgrep -f "slow-Image" >/dev/null || fail "the cold make is not waiting"
 spec built-ab fix.mbox >"$FL_STATE/ab.yaml"
 job=$("$FL_BIN_CLI" submit "$FL_STATE/ab.yaml") || fail "submit"
 FL_WAIT_SECONDS=240 fl_wait_for "job $job to finish" job_final "$job" || fail "job $job did not finish"
 job_state_is "$job" succeeded || fail "job $job: $(job_state "$job")"
+cold_building || fail "the cold $other_arch build is no longer building: the job did not finish beside it"
+rm -f "$FL_STATE/slow.d/slow-Image"
+cold_done() { [ "$(sql "SELECT state FROM builds WHERE label = 'cold@000000000000'")" = done ]; }
+fl_wait_for "the cold $other_arch build to finish" cold_done ||
+  fail "cold build: $(sql "SELECT state, error FROM builds WHERE label = 'cold@000000000000'")"
+[ "$(sql "SELECT outcome->>'compiler' FROM builds WHERE label = 'cold@000000000000'")" = \
+  "$other_arch-linux-gnu-gcc (faultline stand-in) 12.2.0" ] || fail "the cold build's compiler"
+pass "the A/B's $(uname -m) builds and runs finished while a $other_arch build compiled beside them"
+cold_sha=$(sql "SELECT image_sha256 FROM builds WHERE label = 'cold@000000000000'")
+sql "DELETE FROM builds WHERE label = 'cold@000000000000'; DELETE FROM artifacts WHERE sha256 = '$cold_sha'" >/dev/null
+# Where its time went, recorded once by the controller (jobs.phases) and in /metrics.
+phases_kept() { [ "$(sql "SELECT phases IS NOT NULL FROM jobs WHERE id = $job")" = t ]; }
+fl_wait_for "job $job's phases" phases_kept || fail "no phases recorded"
+arch=$(uname -m)
+[ "$(sql "SELECT count(*) FROM jsonb_object_keys((SELECT phases->'$arch' FROM jobs WHERE id = $job))")" = 6 ] &&
+  [ "$(sql "SELECT (phases->'$arch'->>'building')::float > 0 AND (phases->'$arch'->>'measuring')::float > 0
+                   AND (phases->'$arch'->>'switching')::float > 0 FROM jobs WHERE id = $job")" = t ] ||
+  fail "phases: $(sql "SELECT phases FROM jobs WHERE id = $job")"
+[ "$(sql "SELECT count(*) FROM kernel_switches WHERE job_id = $job AND outcome = 'booted'")" -ge 2 ] ||
+  fail "switches: $(sql "SELECT board, label, outcome FROM kernel_switches")"
+curl -fsS "http://127.0.0.1:$FL_HTTP_PORT/metrics" | grep -q "^faultline_job_phase_seconds_count{arch=\"$arch\",phase=\"building\"} [1-9]" ||
+  fail "no faultline_job_phase_seconds in /metrics"
+pass "job $job's phases: $(sql "SELECT phases->'$arch' FROM jobs WHERE id = $job")"
 [ "$(sql "SELECT count(*) FROM builds WHERE state = 'done'")" = 2 ] || fail "builds"
 vanilla=$(sql "SELECT label FROM builds WHERE label LIKE 'vanilla@%'")
 patched=$(sql "SELECT label FROM builds WHERE label LIKE 'patched@%'")

@@ -136,6 +136,10 @@ sed -n '/^$/,$p' "$v2" | sed -n 2p | grep -Eq "^(No regression in [0-9]+ compari
 grep -q "against its base and against v1" "$v2" || fail "v2 is not compared with v1"
 [ "$(grep -c "^faultline job " "$v2")" = 2 ] || fail "v2: two job reports expected: $(cat "$v2")"
 grep -q "rounds/s" "$v2" || fail "v2: no throughput table"
+# Where the time went: each job's phases on the arch, from what the store kept.
+[ "$(grep -c "^Job [0-9]*, from its submission:$" "$v2")" = 2 ] &&
+  [ "$(grep -Ec "^  $(uname -m), [0-9][^:]*: .*(building|measuring)" "$v2")" = 2 ] &&
+  grep -q "measuring [0-9]" "$v2" || fail "v2: where the time went: $(sed -n '/^Time:/,$p' "$v2")"
 stale=$(reply_to stale@dev.example)
 grep -q "it does not apply to" "$stale" &&
   grep -q "^Patch 1 of 1 fails in mm/memory.c, the hunk @@ -2,3 +2,3 @@:" "$stale" &&
@@ -144,7 +148,7 @@ grep -q "it does not apply to" "$stale" &&
 stale_jobs=$(sql "SELECT jobs->>0 FROM robot_series WHERE id = 'stale@dev.example'")
 [[ $(job_state "$stale_jobs") =~ ^(cancelled|failed)$ ]] ||
   fail "the stale series' job: $(job_state "$stale_jobs")"
-pass "v2's reply: verdict first, its base and v1, real reports; the stale one names its hunk"
+pass "v2's reply: verdict first, its base and v1, real reports, its phases; the stale one names its hunk"
 
 # --- b4 mbox over public-inbox-httpd: the reply in the series' thread ---------------------------
 httpd_port=$(fl_free_port)

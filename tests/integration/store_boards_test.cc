@@ -97,6 +97,39 @@ TEST_P(KernelSwitchScheduling, BlocksAlternateWithOneRebootPerBlockAndNoRunOnThe
     const size_t block = i / (2 * block_size);
     EXPECT_EQ(kernels_run[i], block % 2 == 0 ? "vanilla" : "patched") << "position " << i;
   }
+  // Every switch is kept for the job, ended by the hello that booted it: its timeline.
+  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM kernel_switches WHERE job_id = ", job,
+                               " AND board = 'dual' AND outcome = 'booted' AND ended_at >= "
+                               "ordered_at")),
+            static_cast<int64_t>(blocks) - 1);
+  absl::StatusOr<JobTimeline> t = store_->jobs().Timeline(job);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_GT(t->finished_ms, 0);
+  EXPECT_EQ(t->switches.size(), blocks - 1);
+  ASSERT_EQ(t->runs.size(), 16u);
+  for (const auto& r : t->runs) {
+    EXPECT_EQ(r.arch, "x86_64");
+    EXPECT_GE(r.assigned_ms, t->created_ms);
+    EXPECT_GE(r.finished_ms, r.assigned_ms);
+  }
+  const std::vector<ArchPhases> phases = PhasesOf(*t, 0);
+  ASSERT_EQ(phases.size(), 1u);
+  double sum = 0;
+  for (double x : phases[0].seconds) sum += x;
+  EXPECT_NEAR(sum, phases[0].total_seconds, 1e-6);
+  // Recorded once: the second controller to try records nothing (and observes nothing).
+  auto pending = store_->history().PendingPhases(10);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ(pending->front().job_id, job);
+  EXPECT_EQ(pending->front().switches.size(), blocks - 1);
+  EXPECT_TRUE(*store_->history().StorePhases(job, phases));
+  EXPECT_FALSE(*store_->history().StorePhases(job, phases));
+  EXPECT_TRUE(store_->history().PendingPhases(10)->empty());
+  EXPECT_EQ(Text(absl::StrCat("SELECT jsonb_typeof(phases->'x86_64'->'measuring') FROM jobs "
+                              "WHERE id = ",
+                              job)),
+            "number");
 }
 
 INSTANTIATE_TEST_SUITE_P(BlockSizes, KernelSwitchScheduling, ::testing::Values(1u, 2u, 4u));
@@ -115,6 +148,7 @@ TEST_F(StoreTest, AFailedSwitchNeedsACheckAndTheBoardGetsNoRuns) {
   EXPECT_EQ(h.reason, "switch to 'patched': the board came back running [vanilla]");
   BoardSummary b = BoardNamed(*store_, "dual");
   EXPECT_EQ(b.health, BoardHealth::kNeedsCheck);
+  EXPECT_EQ(Text("SELECT outcome FROM kernel_switches WHERE board = 'dual'"), "other-kernel");
   auto nothing = testing::NextWork(store_->work(), "dual");
   ASSERT_TRUE(nothing.ok());
   EXPECT_FALSE(nothing->run || nothing->kernel_switch);
@@ -150,6 +184,7 @@ TEST_F(StoreTest, ASwitchThatNeverComesBackLapsesToNeedsCheck) {
   EXPECT_EQ(b.health, BoardHealth::kNeedsCheck);
   EXPECT_NE(b.health_reason.find("no hello from the new kernel"), std::string::npos);
   EXPECT_TRUE(store.work().ExpireKernelSwitches()->empty());
+  EXPECT_EQ(Text("SELECT outcome FROM kernel_switches WHERE board = 'dual'"), "lapsed");
   // A late hello on the right kernel from a new boot settles it after all.
   EXPECT_EQ(DualHello(store, "patched", "boot-2").health, BoardHealth::kOk);
   auto run = testing::NextWork(store.work(), "dual");
@@ -166,6 +201,8 @@ TEST_F(StoreTest, AnUndeliveredSwitchIsAbandoned) {
   EXPECT_EQ(b.health, BoardHealth::kOk);
   EXPECT_EQ(b.kernel_switches, 0u);
   EXPECT_TRUE(testing::NextWork(store_->work(), "dual")->kernel_switch);  // ordered again
+  EXPECT_EQ(Count("SELECT count(*) FROM kernel_switches WHERE outcome = 'abandoned'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM kernel_switches WHERE ended_at IS NULL"), 1);
 }
 
 }  // namespace

@@ -73,6 +73,66 @@ TEST_F(BuildStoreTest, APrebuiltImageIsFetchedByABuilderOfAnyArch) {
       << "the source build is x86_64's";
 }
 
+// Builds never wait behind unrelated work: a prebuilt image first, then builds on a warm
+// object directory (the same tree, arch and config built before), then cold ones; a cold
+// build queued for 30 minutes is passed over no more.
+TEST_F(BuildStoreTest, TheShortestExpectedBuildIsClaimedFirst) {
+  const std::string tree_b = R"({"tree": "/srv/b.git", "ref": "v1"})";
+  SubmitBuilt("b1@aaaaaaaaaaaa", tree_b);
+  auto first = store_->builds().ClaimBuild("builder", {"x86_64"}, 60);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  ASSERT_TRUE(store_->builds().PutArtifact(kSha, "image").ok());
+  ASSERT_TRUE(
+      store_->builds().FinishBuild((*first)->id, (*first)->attempt_id, true, Outcome(kSha)).ok());
+  SubmitBuilt("a1@bbbbbbbbbbbb", R"({"tree": "/srv/a.git", "ref": "v1"})");  // cold
+  SubmitBuilt("b2@cccccccccccc",
+              R"({"tree": "/srv/b.git", "ref": "v1", "series": [{"name": "x.mbox"}]})");
+  SubmitBuilt("b3@dddddddddddd",  // tree b, another config: cold
+              R"({"tree": "/srv/b.git", "ref": "v1", "config_base": "defconfig"})");
+  SubmitBuilt("p@eeeeeeeeeeee",
+              R"({"image": "https://example.org/bzImage", "image_arch": "x86_64"})");
+  SubmitBuilt("b4@ffffffffffff", R"({"tree": "/srv/b.git", "ref": "v2"})");  // warm
+  std::vector<std::string> order;
+  auto claim = [&] {
+    auto c = store_->builds().ClaimBuild("builder", {"x86_64"}, 60);
+    EXPECT_TRUE(c.ok() && c->has_value());
+    order.push_back(c.ok() && c->has_value() ? (*c)->label : "none");
+  };
+  claim();
+  claim();
+  // The cold a1 has waited 30 minutes: it goes before the warm b4 queued after it.
+  ASSERT_TRUE(
+      Exec("UPDATE builds SET created_at = now() - interval '31 minutes' "
+           "WHERE label = 'a1@bbbbbbbbbbbb'"));
+  claim();
+  claim();
+  claim();
+  EXPECT_EQ(order, (std::vector<std::string>{"p@eeeeeeeeeeee", "b2@cccccccccccc", "a1@bbbbbbbbbbbb",
+                                             "b4@ffffffffffff", "b3@dddddddddddd"}));
+}
+
+TEST_F(BuildStoreTest, AJobsTimelineHasItsBuildsClaimsAndEnds) {
+  const int64_t job = SubmitBuilt("t1@aaaaaaaaaaaa");
+  auto before = store_->jobs().Timeline(job);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(before->builds.size(), 1u);
+  EXPECT_EQ(before->builds[0].arch, "x86_64");
+  EXPECT_EQ(before->builds[0].started_ms, 0) << "queued: not claimed yet";
+  EXPECT_EQ(before->builds[0].finished_ms, 0);
+  auto claimed = store_->builds().ClaimBuild("builder", {"x86_64"}, 60);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  ASSERT_TRUE(store_->builds().PutArtifact(kSha, "image").ok());
+  ASSERT_TRUE(store_->builds()
+                  .FinishBuild((*claimed)->id, (*claimed)->attempt_id, true, Outcome(kSha))
+                  .ok());
+  auto after = store_->jobs().Timeline(job);
+  ASSERT_TRUE(after.ok());
+  EXPECT_GE(after->builds[0].started_ms, after->created_ms);
+  EXPECT_GE(after->builds[0].finished_ms, after->builds[0].started_ms);
+  EXPECT_FALSE(after->runs.empty());
+  EXPECT_TRUE(absl::IsNotFound(store_->jobs().Timeline(job + 1000).status()));
+}
+
 TEST_F(BuildStoreTest, CancellingAJobStopsTheBuildsNoOtherJobNeeds) {
   const int64_t first = SubmitBuilt("c1@aaaaaaaaaaaa");
   const int64_t second = SubmitBuilt("c2@bbbbbbbbbbbb");

@@ -120,6 +120,19 @@ class StoreTest : public ::testing::Test {
     return std::move(next->run);
   }
 
+  // Runs `sql` on a connection of its own; false (and the error reported) when it fails.
+  bool Exec(const std::string& sql) {
+    try {
+      pqxx::connection c(url_);
+      pqxx::work w(c);
+      w.exec(sql);
+      w.commit();
+      return true;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << sql << ": " << e.what();
+      return false;
+    }
+  }
   int64_t Count(const std::string& sql) {
     pqxx::connection c(url_);
     pqxx::nontransaction n(c);

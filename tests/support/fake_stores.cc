@@ -265,6 +265,28 @@ absl::StatusOr<JobRecord> FakeJobStore::CancelJob(int64_t job_id) {
   return Snapshot(job);
 }
 
+absl::StatusOr<JobTimeline> FakeJobStore::Timeline(int64_t job_id) {
+  std::lock_guard lock(mu_);
+  if (unavailable_) return Unavailable();
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
+  if (it->second.timeline) return *it->second.timeline;
+  JobTimeline t;
+  t.job_id = job_id;
+  t.created_ms = it->second.record.created_at_ms;
+  t.finished_ms = it->second.record.finished_at_ms;
+  for (const RunRecord& r : it->second.runs) {
+    t.runs.push_back({"", r.board, 0, r.finished_ms});
+  }
+  return t;
+}
+
+void FakeJobStore::SetTimeline(const JobTimeline& timeline) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(timeline.job_id);
+  if (it != jobs_.end()) it->second.timeline = timeline;
+}
+
 void FakeJobStore::SetRunStates(int64_t job_id, RunState state) {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(job_id);
@@ -749,6 +771,36 @@ int FakeMetricsSource::loads() const {
 void FakeMetricsSource::FinishJob(int64_t job_id, int64_t finished_ms) {
   std::lock_guard lock(mu_);
   finished_[job_id] = finished_ms;
+}
+
+absl::StatusOr<std::vector<JobTimeline>> FakeMetricsSource::PendingPhases(int limit) {
+  std::lock_guard lock(mu_);
+  std::vector<JobTimeline> out;
+  for (const auto& [id, t] : timelines_) {
+    if (static_cast<int>(out.size()) >= limit) break;
+    if (!phases_.count(id)) out.push_back(t);
+  }
+  return out;
+}
+
+absl::StatusOr<bool> FakeMetricsSource::StorePhases(int64_t job_id,
+                                                    const std::vector<ArchPhases>& phases) {
+  std::lock_guard lock(mu_);
+  if (!timelines_.count(job_id) || phases_.count(job_id)) return false;
+  phases_[job_id] = phases;
+  return true;
+}
+
+void FakeMetricsSource::FinishTimeline(const JobTimeline& timeline) {
+  std::lock_guard lock(mu_);
+  timelines_[timeline.job_id] = timeline;
+}
+
+absl::StatusOr<std::vector<ArchPhases>> FakeMetricsSource::phases(int64_t job_id) const {
+  std::lock_guard lock(mu_);
+  auto it = phases_.find(job_id);
+  if (it == phases_.end()) return absl::NotFoundError(absl::StrCat("no phases of job ", job_id));
+  return it->second;
 }
 
 absl::Status FakeMetricsSource::Ping() {

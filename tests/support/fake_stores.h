@@ -67,8 +67,11 @@ class FakeJobStore final : public JobStore {
   absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id) override;
   absl::StatusOr<std::map<int64_t, std::vector<double>>> RunSamples(int64_t job_id) override;
   absl::StatusOr<JobRecord> CancelJob(int64_t job_id) override;
+  // What SetTimeline set, else the job's creation, end and runs (by board, no arch).
+  absl::StatusOr<JobTimeline> Timeline(int64_t job_id) override;
 
   // Test set-up and inspection.
+  void SetTimeline(const JobTimeline& timeline);
   // A run's per-second rounds, as RunSamples answers them.
   void SetRunSamples(int64_t run_id, std::vector<double> samples);
   // Sets every run of the job to `state` (and the job's state from them, as the stores do).
@@ -88,6 +91,7 @@ class FakeJobStore final : public JobStore {
     std::string request_id;
     std::vector<RunRecord> runs;
     std::vector<BuildRequest> builds;
+    std::optional<JobTimeline> timeline;
   };
   JobRecord Snapshot(const Job& job) const;
   void Recompute(Job& job);
@@ -264,9 +268,15 @@ class FakeMetricsSource final : public MetricsSource {
   absl::StatusOr<std::vector<JobVersion>> PendingComparisons(int limit) override;
   absl::StatusOr<bool> StoreComparisons(const JobComparisons& job) override;
   absl::StatusOr<JobComparisons> LoadComparisons(const JobVersion& job) override;
+  absl::StatusOr<std::vector<JobTimeline>> PendingPhases(int limit) override;
+  absl::StatusOr<bool> StorePhases(int64_t job_id, const std::vector<ArchPhases>& phases) override;
   absl::Status Ping() override;
 
   void SetSnapshot(MetricsSnapshot snapshot);
+  // A finished job whose phases are to be recorded.
+  void FinishTimeline(const JobTimeline& timeline);
+  // What StorePhases recorded of the job (NOT_FOUND: nothing).
+  absl::StatusOr<std::vector<ArchPhases>> phases(int64_t job_id) const;
   void SetPing(absl::Status status);
   // The job (multi-kernel, with results) finished at `finished_ms`: a version to summarize.
   void FinishJob(int64_t job_id, int64_t finished_ms);
@@ -278,6 +288,8 @@ class FakeMetricsSource final : public MetricsSource {
   absl::Status ping_;
   std::map<int64_t, int64_t> finished_;          // job -> finished_ms
   std::map<int64_t, JobComparisons> summaries_;  // by job
+  std::map<int64_t, JobTimeline> timelines_;     // finished, phases not recorded
+  std::map<int64_t, std::vector<ArchPhases>> phases_;
   int loads_ = 0;
 };
 

@@ -278,5 +278,42 @@ TEST_F(MetricsTest, ASummaryKeepsNonFiniteFigures) {
   EXPECT_EQ(summary.comparisons[0].verdict, "inconclusive");
 }
 
+// A finished job's phases are recorded once, whichever controller's pass gets there, and
+// observed into the histograms by that pass only.
+TEST_F(MetricsTest, AFinishedJobsPhasesAreRecordedAndObservedOnce) {
+  JobTimeline t;
+  t.job_id = 42;
+  t.created_ms = 1'000'000;
+  t.finished_ms = 1'400'000;
+  t.builds = {{"x86_64", 1'010'000, 1'100'000}};
+  t.switches = {{"x86_64", "b1", 1'100'000, 1'130'000}};
+  t.runs = {{"x86_64", "b1", 1'130'000, 1'400'000}};
+  fake_.metrics.FinishTimeline(t);
+  int observed = 0;
+  auto observe = [&](const std::vector<ArchPhases>& phases) {
+    ++observed;
+    metrics_.ObservePhases(phases);
+  };
+  auto first = RecordPhases(&fake_.metrics, 8, observe);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, 1);
+  EXPECT_EQ(*RecordPhases(&fake_.metrics, 8, observe), 0) << "recorded: not again";
+  EXPECT_EQ(observed, 1);
+  auto stored = fake_.metrics.phases(42);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_DOUBLE_EQ((*stored)[0].of(Phase::kBuilding), 90);
+
+  const std::string body = Render();
+  EXPECT_THAT(
+      Samples(body, "faultline_job_phase_seconds_sum", "phase"),
+      ElementsAre(Pair("board_wait", 0.0), Pair("build_queue", 10.0), Pair("building", 90.0),
+                  Pair("measuring", 270.0), Pair("switching", 30.0)));
+  EXPECT_THAT(Samples(body, "faultline_job_seconds_count", "arch"),
+              ElementsAre(Pair("x86_64", 1.0)));
+  EXPECT_THAT(Samples(body, "faultline_job_seconds_sum", "arch"),
+              ElementsAre(Pair("x86_64", 400.0)));
+}
+
 }  // namespace
 }  // namespace faultline::controller

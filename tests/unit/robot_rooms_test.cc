@@ -7,14 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/kernel_label.h"
 #include "gtest/gtest.h"
 #include "robot/mail.h"
 #include "robot/series.h"
 #include "services/controller/convert/convert.h"
+#include "services/controller/orchestration/submission.h"
 #include "services/controller/robot/intake.h"
 #include "services/controller/robot/jobs.h"
 #include "services/controller/robot/outbox.h"
+#include "services/controller/robot/verdict.h"
 #include "tests/support/fake_stores.h"
 
 namespace faultline::controller {
@@ -176,6 +179,44 @@ TEST_F(RobotRoomsTest, ASeriesWhoseMailsAreGoneFailsSayingWhy) {
 }  // namespace
 // The kinds of the robot's mails and checks are stored by name and read back; a name the
 // store does not know is no kind.
+// A reply's footer says where the time went: from the posting (the mail's Date, when it is
+// one a list could have carried) to the reply, and each job's phases per arch.
+TEST_F(RobotRoomsTest, AReplySaysWhereTheTimeWent) {
+  fake_.boards.AddBoard(fakes::VanillaBoard("lab-x86-stock", {"vanilla"}));
+  v1::JobSpec spec = options_.studies[0];
+  spec.add_kernels("vanilla");
+  auto submitted = SubmitSpec(&fake_.boards, &fake_.jobs, spec, "");
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const int64_t job = submitted->created.job_id;
+  constexpr int64_t kPosted = int64_t{1796619600} * 1000;  // 2026-12-07 05:00 UTC
+  JobTimeline t;
+  t.job_id = job;
+  t.created_ms = kPosted + 40'000;  // the robot read it 40 s after posting
+  t.finished_ms = kPosted + 640'000;
+  t.builds = {{"x86_64", kPosted + 45'000, kPosted + 345'000}};
+  t.switches = {{"x86_64", "lab-x86", kPosted + 350'000, kPosted + 380'000}};
+  t.runs = {{"x86_64", "lab-x86", kPosted + 380'000, kPosted + 640'000}};
+  fake_.jobs.SetTimeline(t);
+  SeriesRecord series;
+  series.jobs = {job};
+  const int64_t now = kPosted + 650'000;
+  auto text = TimingParagraph(fake_.stores(), series, kPosted, now);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, absl::StrCat("Time: posted 2026-12-07 05:00 UTC, this reply 10 min 50 s later.\n"
+                                "Job ",
+                                job,
+                                ", from its submission:\n"
+                                "  x86_64, 10 min: queued for a build 5 s, building 5 min,\n"
+                                "    waiting for a board 5 s, switching kernels 30 s, measuring "
+                                "4 min 20 s.\n"));
+  // A Date a stranger wrote: in the future, or from before any list carried the series.
+  for (int64_t posted : {now + 1000, now - int64_t{31} * 24 * 3600 * 1000, int64_t{0}}) {
+    auto odd = TimingParagraph(fake_.stores(), series, posted, now);
+    ASSERT_TRUE(odd.ok());
+    EXPECT_EQ(odd->substr(0, 6), "Time:\n") << posted;
+  }
+}
+
 TEST(RobotKinds, AreStoredByNameAndReadBack) {
   for (ReplyKind k : {ReplyKind::kResults, ReplyKind::kApply, ReplyKind::kCulprit}) {
     EXPECT_EQ(ParseReplyKind(ToString(k)), k) << ToString(k);

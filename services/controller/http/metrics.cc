@@ -64,6 +64,16 @@ ControllerMetrics::ControllerMetrics() : registry_(std::make_shared<prometheus::
                               "Kernel builds finished, by outcome and builder cache (hit: "
                               "found built, miss: compiled)")
                           .Register(*registry_);
+  job_phase_ = &prometheus::BuildHistogram()
+                    .Name("faultline_job_phase_seconds")
+                    .Help(
+                        "Finished jobs' time per arch and phase: build_queue, building, "
+                        "board_wait, switching, measuring")
+                    .Register(*registry_);
+  job_total_ = &prometheus::BuildHistogram()
+                    .Name("faultline_job_seconds")
+                    .Help("Finished jobs' time per arch, from submission to its last run's end")
+                    .Register(*registry_);
 }
 
 void ControllerMetrics::ObserveRpc(const std::string& method, grpc::StatusCode code,
@@ -88,6 +98,18 @@ void ControllerMetrics::ObserveBuild(bool succeeded, double seconds, bool cached
   const std::string outcome = succeeded ? "succeeded" : "failed";
   if (succeeded && !cached) build_duration_->Add({}, kBuckets).Observe(seconds);
   builds_finished_->Add({{"outcome", outcome}, {"cache", cached ? "hit" : "miss"}}).Increment();
+}
+
+void ControllerMetrics::ObservePhases(const std::vector<ArchPhases>& phases) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      1, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200};
+  for (const ArchPhases& a : phases) {
+    for (int p = 0; p < kPhaseCount; ++p) {
+      job_phase_->Add({{"arch", a.arch}, {"phase", PhaseName(static_cast<Phase>(p))}}, kBuckets)
+          .Observe(a.seconds[p]);
+    }
+    job_total_->Add({{"arch", a.arch}}, kBuckets).Observe(a.total_seconds);
+  }
 }
 
 namespace {

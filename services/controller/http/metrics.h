@@ -31,6 +31,9 @@ class ControllerMetrics {
   // A kernel build a builder finished: its duration (of the build that made the image;
   // 0 when the builder found it built) and whether its cache had it.
   void ObserveBuild(bool succeeded, double seconds, bool cached);
+  // A finished job's phases per arch (core/phases.h): faultline_job_phase_seconds{arch,
+  // phase} and faultline_job_seconds{arch} (submission to the arch's last run's end).
+  void ObservePhases(const std::vector<ArchPhases>& phases);
 
   // The /metrics body. On a database error the process metrics are still served, with
   // faultline_database_up 0. With `http`: the HTTP endpoint's own connections and refusals.
@@ -67,6 +70,8 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Counter>* runs_finished_;
   prometheus::Family<prometheus::Histogram>* build_duration_;
   prometheus::Family<prometheus::Counter>* builds_finished_;
+  prometheus::Family<prometheus::Histogram>* job_phase_;
+  prometheus::Family<prometheus::Histogram>* job_total_;
 };
 
 // Times one RPC into the metrics when Finish() is called (by Done() with the call's status);

@@ -65,7 +65,26 @@ absl::StatusOr<int> SummarizeComparisons(MetricsSource* source, JobStore* jobs, 
   return stored;
 }
 
+absl::StatusOr<int> RecordPhases(MetricsSource* source, int limit, const PhaseObserver& observe) {
+  auto pending = source->PendingPhases(limit);
+  if (!pending.ok()) return pending.status();
+  int recorded = 0;
+  for (const JobTimeline& t : *pending) {
+    const std::vector<ArchPhases> phases = PhasesOf(t, t.finished_ms);
+    auto kept = source->StorePhases(t.job_id, phases);
+    if (!kept.ok()) return kept.status();
+    if (!*kept) continue;
+    ++recorded;
+    if (observe) observe(phases);
+  }
+  return recorded;
+}
+
 bool ComparisonSummarizer::Pass() {
+  auto phases = RecordPhases(source_, kJobsPerPass * 8, observe_phases_);
+  if (!phases.ok()) {
+    log::warn("event=phases_pass_failed error=\"{}\"", std::string(phases.status().message()));
+  }
   const auto start = std::chrono::steady_clock::now();
   auto stored = SummarizeComparisons(source_, jobs_, kJobsPerPass);
   if (!stored.ok()) {
@@ -78,7 +97,7 @@ bool ComparisonSummarizer::Pass() {
                         .count();
     log::info("event=comparisons_summarized jobs={} ms={}", *stored, ms);
   }
-  return *stored == kJobsPerPass;
+  return *stored == kJobsPerPass || (phases.ok() && *phases == kJobsPerPass * 8);
 }
 
 }  // namespace faultline::controller

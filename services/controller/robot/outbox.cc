@@ -29,6 +29,15 @@ namespace {
 
 constexpr int kCheckAttempts = 8;  // then the check is failed (logged)
 
+// When the series was posted: the earliest Date of its mails (0: none says).
+int64_t PostedMs(const robot::Series& mails) {
+  int64_t first = 0;
+  for (const robot::Mail* m : mails.Mails()) {
+    if (m->date_ms > 0 && (first == 0 || m->date_ms < first)) first = m->date_ms;
+  }
+  return first;
+}
+
 }  // namespace
 
 // A reply left "sending" went out or not: the controller died between writing "sending" and
@@ -68,7 +77,8 @@ absl::Status RobotOutbox::QueueReply(const SeriesRecord& series) {
   std::string body;
   if (applies) {
     verdict = JudgeSeries(stores_, series);
-    absl::StatusOr<std::string> text = ResultsBody(stores_, options_, series, verdict);
+    absl::StatusOr<std::string> text =
+        ResultsBody(stores_, options_, series, verdict, PostedMs(*mails), NowMs());
     if (!text.ok()) return text.status();
     body = *std::move(text);
   } else {

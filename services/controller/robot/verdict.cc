@@ -1,6 +1,7 @@
 // What the robot says about a series (robot/verdict.h).
 #include "services/controller/robot/verdict.h"
 
+#include <ctime>
 #include <optional>
 #include <set>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "faultline/v1/values.h"
 #include "kbuild/series.h"
 #include "robot/reply.h"
+#include "services/controller/core/phases.h"
 #include "services/controller/orchestration/report_message.h"
 
 namespace faultline::controller {
@@ -114,8 +116,37 @@ SeriesVerdict JudgeSeries(const Stores& stores, const SeriesRecord& series) {
   return v;
 }
 
+absl::StatusOr<std::string> TimingParagraph(const Stores& stores, const SeriesRecord& series,
+                                            int64_t posted_ms, int64_t now_ms) {
+  std::string out;
+  // A Date in the future, or from long before any archive would carry the mail, is not when
+  // it was posted.
+  constexpr int64_t kMonthMs = int64_t{30} * 24 * 3600 * 1000;
+  if (posted_ms > 0 && posted_ms <= now_ms && now_ms - posted_ms <= kMonthMs) {
+    const std::time_t posted = static_cast<std::time_t>(posted_ms / 1000);
+    std::tm utc{};
+    gmtime_r(&posted, &utc);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &utc);
+    absl::StrAppend(&out, "Time: posted ", when, ", this reply ",
+                    HumanSeconds(static_cast<double>(now_ms - posted_ms) / 1000.0), " later.\n");
+  } else {
+    absl::StrAppend(&out, "Time:\n");
+  }
+  for (int64_t id : series.jobs) {
+    absl::StatusOr<JobTimeline> timeline = stores.jobs->Timeline(id);
+    if (!timeline.ok()) return timeline.status();
+    absl::StrAppend(&out, "Job ", id, ", from its submission:\n");
+    for (const ArchPhases& arch : PhasesOf(*timeline, now_ms)) {
+      for (const std::string& line : PhaseLines(arch, 76)) absl::StrAppend(&out, "  ", line, "\n");
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<std::string> ResultsBody(const Stores& stores, const RobotOptions& options,
-                                        const SeriesRecord& series, const SeriesVerdict& verdict) {
+                                        const SeriesRecord& series, const SeriesVerdict& verdict,
+                                        int64_t posted_ms, int64_t now_ms) {
   // What it says first: the verdict, then how it was measured, then every job's report.
   std::string body = absl::StrCat(verdict.headline, "\n");
   for (const std::string& line : verdict.lines) absl::StrAppend(&body, line, "\n");
@@ -141,6 +172,9 @@ absl::StatusOr<std::string> ResultsBody(const Stores& stores, const RobotOptions
     if (!report.ok()) return report.status();
     absl::StrAppend(&body, "\n", std::string(78, '='), "\n", *report);
   }
+  absl::StatusOr<std::string> timing = TimingParagraph(stores, series, posted_ms, now_ms);
+  if (!timing.ok()) return timing.status();
+  absl::StrAppend(&body, "\n", std::string(78, '='), "\n", *timing);
   absl::StrAppend(&body, kRobotSignature,
                   "Each job's report again: faultline report JOB --format mail.\n");
   return body;

@@ -1,6 +1,7 @@
 #pragma once
 // What the robot says about a series: the verdict its reply opens with and its final
 // patchwork check carries, and the reply's text (results, or why the series does not apply).
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,9 +24,17 @@ struct SeriesVerdict {
 // warning when a comparison says regression, success otherwise.
 SeriesVerdict JudgeSeries(const Stores& stores, const SeriesRecord& series);
 
-// The reply to a measured series: the verdict, how it was measured, every job's report.
+// The reply to a measured series: the verdict, how it was measured, every job's report,
+// and where the time went (TimingParagraph).
 absl::StatusOr<std::string> ResultsBody(const Stores& stores, const RobotOptions& options,
-                                        const SeriesRecord& series, const SeriesVerdict& verdict);
+                                        const SeriesRecord& series, const SeriesVerdict& verdict,
+                                        int64_t posted_ms, int64_t now_ms);
+
+// Where the time went, for a reply: from the series' posting (`posted_ms`, its mail's Date;
+// left out unless it is within the 30 days before `now_ms`) to now, and each job's phases per arch
+// (core/phases.h).
+absl::StatusOr<std::string> TimingParagraph(const Stores& stores, const SeriesRecord& series,
+                                            int64_t posted_ms, int64_t now_ms);
 
 // Which patch of this version of the series did not apply, from its jobs' failed builds:
 // the failure the build carries (for a build stored before builds carried it, read from its

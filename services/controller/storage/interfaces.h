@@ -39,6 +39,9 @@ class JobStore {
   virtual absl::StatusOr<std::map<int64_t, std::vector<double>>> RunSamples(int64_t job_id) = 0;
   // Cancels every open run; FAILED_PRECONDITION when the job is already final.
   virtual absl::StatusOr<JobRecord> CancelJob(int64_t job_id) = 0;
+  // What the job's phases are computed from (core/phases.h): its builds' claims and ends,
+  // the kernel switches its runs asked for, its runs' assignments and ends; NOT_FOUND.
+  virtual absl::StatusOr<JobTimeline> Timeline(int64_t job_id) = 0;
 };
 
 // Runs as boards take them: claims, leases, kernel switches, results.
@@ -147,8 +150,11 @@ class TokenStore {
 class BuildStore {
  public:
   virtual ~BuildStore() = default;
-  // The oldest queued build of one of `arches`, now `builder`'s under a new attempt id and a
-  // lease of `lease_seconds`; nullopt when there is none.
+  // A queued build of one of `arches` (or a prebuilt image of any), now `builder`'s under a
+  // new attempt id and a lease of `lease_seconds`; nullopt when there is none. The shortest
+  // expected first: prebuilt images, then builds on a warm object directory (a kernel of
+  // the same tree, arch and config is built), then cold ones, oldest first within each; a
+  // build queued for 30 minutes is passed over no more.
   virtual absl::StatusOr<std::optional<BuildRecord>> ClaimBuild(
       const std::string& builder, const std::vector<std::string>& arches,
       uint32_t lease_seconds) = 0;
@@ -200,6 +206,12 @@ class MetricsSource {
   // The stored comparisons of that job version; NOT_FOUND when the job has none or another
   // version's.
   virtual absl::StatusOr<JobComparisons> LoadComparisons(const JobVersion& job) = 0;
+  // Up to `limit` finished jobs whose phases are not recorded, oldest first, as timelines.
+  virtual absl::StatusOr<std::vector<JobTimeline>> PendingPhases(int limit) = 0;
+  // Records a finished job's phases; false when they were recorded already (by another
+  // controller): the caller does not observe them then.
+  virtual absl::StatusOr<bool> StorePhases(int64_t job_id,
+                                           const std::vector<ArchPhases>& phases) = 0;
   // Cheap liveness check of the database and the schema.
   virtual absl::Status Ping() = 0;
 };

@@ -253,6 +253,30 @@ UPDATE jobs SET run_options = jsonb_strip_nulls(jsonb_build_object(
 -- bisection knows a commit that did not build without reading the reason's words.
 ALTER TABLE runs ADD COLUMN failed_build bigint;
 )sql"},
+    {37, "where a job's time went: builds' claims, kernel switches, phases per arch", R"sql(
+-- When the attempt that ends a build was claimed (its queue time ends there).
+ALTER TABLE builds ADD COLUMN started_at timestamptz;
+-- Every kernel switch a board was ordered, for the job whose run asked for it, until the
+-- hello from the new kernel (or its lapse, or an order that never reached the board).
+CREATE TABLE kernel_switches (
+  id         bigserial PRIMARY KEY,
+  board      text NOT NULL,
+  arch       text NOT NULL,
+  label      text NOT NULL,
+  job_id     bigint REFERENCES jobs (id) ON DELETE CASCADE,
+  ordered_at timestamptz NOT NULL DEFAULT now(),
+  ended_at   timestamptz,
+  outcome    text CHECK (outcome IN ('booted', 'other-kernel', 'lapsed', 'abandoned'))
+);
+CREATE INDEX kernel_switches_job ON kernel_switches (job_id);
+CREATE INDEX kernel_switches_open ON kernel_switches (board) WHERE ended_at IS NULL;
+-- A finished job's phases per arch ({"x86_64": {"build_queue": s, ...}}), recorded once by
+-- the controller holding the duty lease (and observed into /metrics there).
+ALTER TABLE jobs ADD COLUMN phases jsonb;
+CREATE INDEX jobs_phases_pending ON jobs (id) WHERE phases IS NULL AND finished_at IS NOT NULL;
+-- Jobs that finished before have no timeline: none of them is observed.
+UPDATE jobs SET phases = '{}'::jsonb WHERE finished_at IS NOT NULL;
+)sql"},
 };
 
 }  // namespace

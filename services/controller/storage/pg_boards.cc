@@ -59,11 +59,20 @@ absl::StatusOr<HealthVerdict> PgBoardStore::UpsertBoard(const BoardRecord& board
         board.summary.boots_built_kernels, json(board.summary.build_arches).dump());
     pg::RefreshBootableLabels(w, board.summary.name);
     // A switch that did not end on its kernel: a built kernel is bad on this board.
-    if (in_flight && !health.switch_not_begun &&
+    const bool other_kernel =
+        in_flight && !health.switch_not_begun &&
         std::find(hello.running_kernel_labels.begin(), hello.running_kernel_labels.end(),
-                  in_flight->label) == hello.running_kernel_labels.end()) {
+                  in_flight->label) == hello.running_kernel_labels.end();
+    if (other_kernel) {
       pg::MarkBadBoot(w, board.summary.name, in_flight->label, health.reason,
                       board.previous_boot_log);
+    }
+    // The hello ends the switch in flight (one not begun is ordered again: a new row).
+    if (in_flight) {
+      pg::EndKernelSwitches(w, board.summary.name,
+                            health.switch_not_begun ? "abandoned"
+                            : other_kernel          ? "other-kernel"
+                                                    : "booted");
     }
     w.commit();
     return absl::OkStatus();

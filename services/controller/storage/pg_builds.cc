@@ -102,14 +102,32 @@ absl::StatusOr<std::optional<BuildRecord>> PgBuildStore::ClaimBuild(
         pqxx::work w(c);
         auto rows = w.exec_params(absl::StrCat(R"sql(
       UPDATE builds b SET state = 'building', builder = $1, attempt_id = gen_random_uuid()::text,
-             attempts = b.attempts + 1, lease_expires = now() + make_interval(secs => $3)
-       WHERE b.id = (SELECT id FROM builds
-                      WHERE state = 'queued'
+             attempts = b.attempts + 1, lease_expires = now() + make_interval(secs => $3),
+             started_at = now()
+       WHERE b.id = (SELECT q.id FROM builds q
+                      WHERE q.state = 'queued'
                         -- a prebuilt image is fetched, not compiled: any builder takes it
-                        AND (arch IN (SELECT jsonb_array_elements_text($2::jsonb))
-                             OR coalesce(source->>'image', '') <> '')
-                        AND (not_before IS NULL OR not_before <= now())
-                      ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+                        AND (q.arch IN (SELECT jsonb_array_elements_text($2::jsonb))
+                             OR coalesce(q.source->>'image', '') <> '')
+                        AND (q.not_before IS NULL OR q.not_before <= now())
+                      -- The shortest expected first: a prebuilt image (a fetch), then a build
+                      -- whose object directory is warm (a kernel of the same tree, arch and
+                      -- config was built: it compiles what differs), then cold ones; a build
+                      -- queued for 30 minutes is not passed over any more. By id within each.
+                      ORDER BY CASE
+                                 WHEN coalesce(q.source->>'image', '') <> '' THEN 0
+                                 WHEN q.created_at < now() - interval '30 minutes' THEN 1
+                                 WHEN EXISTS (
+                                   SELECT 1 FROM builds d
+                                    WHERE d.state = 'done' AND d.arch = q.arch
+                                      AND d.source->'tree' = q.source->'tree'
+                                      AND d.source->'config_base'
+                                          IS NOT DISTINCT FROM q.source->'config_base'
+                                      AND d.source->'fragments'
+                                          IS NOT DISTINCT FROM q.source->'fragments') THEN 1
+                                 ELSE 2
+                               END, q.id
+                      LIMIT 1 FOR UPDATE OF q SKIP LOCKED)
       RETURNING )sql",
                                                kBuildColumns),
                                   builder, json(arches).dump(), static_cast<int>(lease_seconds));

@@ -176,6 +176,14 @@ void RefreshBootableLabels(pqxx::transaction_base& t, const std::string& board) 
       board);
 }
 
+void EndKernelSwitches(pqxx::transaction_base& t, const std::string& board,
+                       const std::string& outcome) {
+  t.exec_params(R"sql(
+      UPDATE kernel_switches SET ended_at = now(), outcome = $2
+       WHERE board = $1 AND ended_at IS NULL)sql",
+                board, outcome);
+}
+
 void MarkBadBoot(pqxx::transaction_base& t, const std::string& board, const std::string& label,
                  const std::string& reason, const std::string& console) {
   auto built = t.exec_params(R"sql(

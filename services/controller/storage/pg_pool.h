@@ -90,6 +90,10 @@ void RefreshBootableLabels(pqxx::transaction_base& t, const std::string& board);
 // nothing is recorded.
 void MarkBadBoot(pqxx::transaction_base& t, const std::string& board, const std::string& label,
                  const std::string& reason, const std::string& console);
+// The board's kernel switches in flight end now with `outcome` (kernel_switches: booted,
+// other-kernel, lapsed, abandoned): a job's phases count switching until then.
+void EndKernelSwitches(pqxx::transaction_base& t, const std::string& board,
+                       const std::string& outcome);
 // Runs `sql` as the connection's prepared statement `name` (prepared on first use on each
 // pooled connection): the statements every dispatch pass runs are parsed and planned once
 // instead of on every pass. On a connection of no pool it is an unprepared statement.

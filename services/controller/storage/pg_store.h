@@ -1,8 +1,8 @@
 #pragma once
 // PostgreSQL implementations of the store interfaces (interfaces.h), one file each
-// (pg_jobs.cc, pg_work.cc, pg_boards.cc, pg_schedules.cc, pg_history.cc, pg_tokens.cc,
-// pg_store.cc). Several controller replicas may share one database: claims use FOR UPDATE
-// SKIP LOCKED and schedule slots are locked while they fire. Leases, switch deadlines and
+// (pg_jobs.cc, pg_phases.cc, pg_work.cc, pg_boards.cc, pg_schedules.cc, pg_history.cc,
+// pg_tokens.cc, pg_store.cc). Several controller replicas may share one database: claims use FOR
+// UPDATE SKIP LOCKED and schedule slots are locked while they fire. Leases, switch deadlines and
 // backoffs are compared with the database's clock, the one clock every replica shares.
 #include <chrono>
 #include <memory>
@@ -28,6 +28,7 @@ class PgJobStore final : public JobStore {
   absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t job_id) override;
   absl::StatusOr<std::map<int64_t, std::vector<double>>> RunSamples(int64_t job_id) override;
   absl::StatusOr<JobRecord> CancelJob(int64_t job_id) override;
+  absl::StatusOr<JobTimeline> Timeline(int64_t job_id) override;  // pg_phases.cc
 
  private:
   pg::Pool* pool_;
@@ -135,6 +136,8 @@ class PgHistoryStore final : public HistoryStore, public MetricsSource {
   absl::StatusOr<std::vector<JobVersion>> PendingComparisons(int limit) override;
   absl::StatusOr<bool> StoreComparisons(const JobComparisons& job) override;
   absl::StatusOr<JobComparisons> LoadComparisons(const JobVersion& job) override;
+  absl::StatusOr<std::vector<JobTimeline>> PendingPhases(int limit) override;  // pg_phases.cc
+  absl::StatusOr<bool> StorePhases(int64_t job_id, const std::vector<ArchPhases>& phases) override;
   // On a connection of its own, answered within 2 s, never waiting for the pool: /readyz.
   absl::Status Ping() override;
 

@@ -48,7 +48,9 @@ Assignment AssignmentFromRow(const pqxx::row& r) {
 }
 
 // The board is told to switch: health 'switching' until its hello from the new kernel.
-void OrderKernelSwitch(pqxx::work& w, const std::string& board, KernelSwitchOrder& order) {
+// The switch is kept (kernel_switches) for the job whose run asked for it: a job's phases.
+void OrderKernelSwitch(pqxx::work& w, const std::string& board, int64_t job_id,
+                       KernelSwitchOrder& order) {
   // A kernel a job brought: the order carries its image (the agent fetches it).
   auto built = w.exec_params(R"sql(
     SELECT bu.id, bu.image_sha256, (bu.outcome->>'image_bytes')::bigint, bu.outcome->>'release',
@@ -72,6 +74,10 @@ void OrderKernelSwitch(pqxx::work& w, const std::string& board, KernelSwitchOrde
      WHERE name = $1)sql",
                 board, "switching: " + order.reason, order.label,
                 static_cast<int>(order.deadline_seconds));
+  w.exec_params(R"sql(
+    INSERT INTO kernel_switches (board, arch, label, job_id)
+    SELECT name, arch, $2, $3 FROM boards WHERE name = $1)sql",
+                board, order.label, job_id);
 }
 
 // How much of the queue one DecideWorkForBoards pass reads: enough for every waiting board
@@ -124,7 +130,7 @@ absl::StatusOr<WorkOrder> PgWorkStore::NextWorkFromWholeQueue(const std::string&
       order.label = kernel;
       order.reason = absl::StrCat("run ", run_id, " of job ", job_id, " needs kernel ", kernel);
       order.deadline_seconds = static_cast<uint32_t>(options_.kernel_switch_deadline_seconds);
-      OrderKernelSwitch(w, board, order);
+      OrderKernelSwitch(w, board, job_id, order);
       w.commit();
       out.kernel_switch = std::move(order);
       return absl::OkStatus();
@@ -233,7 +239,7 @@ absl::Status OrderSwitches(pqxx::connection& c, const WorkPlan& plan, size_t fir
     order.reason =
         absl::StrCat("run ", run.id, " of job ", run.job_id, " needs kernel ", run.kernel);
     order.deadline_seconds = static_cast<uint32_t>(options.kernel_switch_deadline_seconds);
-    OrderKernelSwitch(w, board.name, order);
+    OrderKernelSwitch(w, board.name, run.job_id, order);
     out.emplace_back(board.name, WorkOrder{.run = std::nullopt, .kernel_switch = order});
   }
   w.commit();
@@ -359,6 +365,7 @@ absl::Status PgWorkStore::AbandonKernelSwitch(const std::string& board) {
                         kernel_switches = kernel_switches - 1
        WHERE name = $1 AND health = 'switching')sql",
                   board);
+    pg::EndKernelSwitches(w, board, "abandoned");
     w.commit();
     return absl::OkStatus();
   });
@@ -380,6 +387,7 @@ absl::StatusOr<std::vector<std::string>> PgWorkStore::ExpireKernelSwitches() {
       RETURNING name, switch_label, health_reason)sql");
         for (const auto& r : rows) {
           boards.push_back(r[0].as<std::string>());
+          pg::EndKernelSwitches(w, r[0].as<std::string>(), "lapsed");
           pg::MarkBadBoot(w, r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::string>(),
                           "");
         }

@@ -10,6 +10,7 @@
 #include "services/controller/core/board_health.h"
 #include "services/controller/core/domain.h"
 #include "services/controller/core/lifecycle.h"
+#include "services/controller/core/phases.h"
 
 namespace faultline::controller {
 
