@@ -199,5 +199,32 @@ pass "the three replies: <= 80 columns, tables from the lab's runs on every arch
 verdicts=$(sql "SELECT count(*) FROM robot_checks WHERE kind = 'verdict' AND status = 'posted'")
 [ "$verdicts" = 9 ] || fail "$verdicts verdict checks posted, not 9 (one per patch)"
 pass "a patchwork verdict on each of the 9 patches"
+
+# Where each series' time went (#58): its jobs' phases per arch (jobs.phases, recorded by the
+# controller once a job finished) and the time from the robot's first sight of the series to
+# its reply. Kept in $OUT/phases.txt; each reply ends with the same.
+for id in 20260430040427.4672-1-baohua@kernel.org 20260804095135.45897-1-zhanghongru@xiaomi.com \
+          20260814085300.7356-1-zhanghongru@xiaomi.com; do
+  grep -q "^Job [0-9]*, from its submission:$" "$(reply_to "$id")" || fail "$id: no phases in its reply"
+done
+until [ "$(sql "SELECT count(*) FROM jobs WHERE finished_at IS NOT NULL AND phases IS NULL")" = 0 ]; do
+  [ "$(date +%s)" -lt "$deadline" ] || fail "jobs' phases not recorded"
+  sleep 1
+done
+{
+  echo "series job arch total build_queue building board_wait switching measuring (s)"
+  sql "SELECT s.version, j.id, a.key, round((a.value->>'total')::numeric),
+              round((a.value->>'build_queue')::numeric), round((a.value->>'building')::numeric),
+              round((a.value->>'board_wait')::numeric), round((a.value->>'switching')::numeric),
+              round((a.value->>'measuring')::numeric)
+         FROM robot_series s CROSS JOIN jsonb_array_elements_text(s.jobs) AS jid
+         JOIN jobs j ON j.id = jid::bigint CROSS JOIN jsonb_each(j.phases) AS a
+        ORDER BY s.version, j.id, a.key" | tr '|' ' '
+  echo "series seen_to_reply (s)"
+  sql "SELECT s.version, round(extract(epoch FROM r.sent_at - s.created_at))
+         FROM robot_series s JOIN robot_replies r ON r.series_id = s.id
+        WHERE r.kind = 'results' ORDER BY s.version" | tr '|' ' '
+} | tee "$OUT/phases.txt"
+pass "each job's phases per arch recorded and in its reply (kept in $OUT/phases.txt)"
 "$LAB" timings | tee "$OUT/timings.txt" || true
 echo "total $(secs "$T0") s; replies kept in $OUT"

@@ -138,8 +138,9 @@ grep -q "against its base and against v1" "$v2" || fail "v2 is not compared with
 grep -q "rounds/s" "$v2" || fail "v2: no throughput table"
 # Where the time went: each job's phases on the arch, from what the store kept.
 [ "$(grep -c "^Job [0-9]*, from its submission:$" "$v2")" = 2 ] &&
-  [ "$(grep -Ec "^  $(uname -m), [0-9][^:]*: .*(building|measuring)" "$v2")" = 2 ] &&
-  grep -q "measuring [0-9]" "$v2" || fail "v2: where the time went: $(sed -n '/^Time:/,$p' "$v2")"
+  [ "$(grep -Ec "^  $(uname -m), [0-9][^:]*: [a-z]" "$v2")" = 2 ] &&
+  [ "$(grep -Ec "measuring [0-9]" "$v2")" = 2 ] ||
+  fail "v2: where the time went: $(sed -n '/^Time:/,$p' "$v2")"
 stale=$(reply_to stale@dev.example)
 grep -q "it does not apply to" "$stale" &&
   grep -q "^Patch 1 of 1 fails in mm/memory.c, the hunk @@ -2,3 +2,3 @@:" "$stale" &&
