@@ -56,36 +56,21 @@ void Sweep(int64_t lo, int64_t hi, const std::vector<Interval>& intervals,
 
 }  // namespace
 
-const char* PhaseName(Phase p) {
-  switch (p) {
-    case Phase::kBuildQueue:
-      return "build_queue";
-    case Phase::kBuilding:
-      return "building";
-    case Phase::kBoardWait:
-      return "board_wait";
-    case Phase::kSwitching:
-      return "switching";
-    case Phase::kMeasuring:
-      return "measuring";
-  }
-  return "unknown";
-}
+// Each phase's name and words, in Phase's order.
+constexpr struct {
+  const char* name;
+  const char* words;
+} kPhases[kPhaseCount] = {{"build_queue", "queued for a build"},
+                          {"building", "building"},
+                          {"board_wait", "waiting for a board"},
+                          {"switching", "switching kernels"},
+                          {"measuring", "measuring"}};
 
+const char* PhaseName(Phase p) {
+  return kPhases[static_cast<int>(p)].name;
+}
 const char* PhaseWords(Phase p) {
-  switch (p) {
-    case Phase::kBuildQueue:
-      return "queued for a build";
-    case Phase::kBuilding:
-      return "building";
-    case Phase::kBoardWait:
-      return "waiting for a board";
-    case Phase::kSwitching:
-      return "switching kernels";
-    case Phase::kMeasuring:
-      return "measuring";
-  }
-  return "unknown";
+  return kPhases[static_cast<int>(p)].words;
 }
 
 std::vector<ArchPhases> PhasesOf(const JobTimeline& t, int64_t now_ms) {
